@@ -1,0 +1,199 @@
+"""Sample tables, task kinds, group-aware splits and nested label fractions.
+
+Every data set loader (synthetic, ISIC 2019, APTOS 2019, CheXpert, MIMIC-CXR, folder) returns a
+:class:`Dataset`: one row per image with a stable id, a path relative to the data root, a group id
+(patient or lesion), a split and labels. Stage 1 stores ids, labels, splits and groups in the cache
+so stage 2 never needs the images again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+TASK_KINDS = ("multiclass", "ordinal", "multilabel")
+SPLITS = ("train", "val", "test")
+MODALITIES = ("dermoscopy", "fundus", "chest_xray")
+
+
+class DataError(ValueError):
+    """A data set is missing, malformed or inconsistent; the message names the thing and the fix."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """What is predicted: the kind and the ordered class (or label) names."""
+
+    name: str
+    kind: str
+    class_names: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if self.kind not in TASK_KINDS:
+            raise DataError(f"task {self.name!r}: kind {self.kind!r} is not one of {TASK_KINDS}")
+        if len(self.class_names) < 2 and self.kind != "multilabel":
+            raise DataError(f"task {self.name!r}: needs at least 2 classes, got {self.class_names}")
+
+    @property
+    def n_outputs(self) -> int:
+        return len(self.class_names)
+
+
+@dataclass
+class Dataset:
+    """A labelled image set ready for stage 1.
+
+    ``labels`` is int64 of shape (N,) for multiclass/ordinal, or float32 of shape (N, L) for
+    multilabel with NaN where a label is to be ignored (for example CheXpert uncertain labels under
+    the ``ignore`` policy). ``paths`` are relative to ``root`` and never escape it.
+    ``splits`` holds "train", "val", "test" (a shift target has only "test").
+    """
+
+    name: str
+    root: Path
+    task: Task
+    modality: str
+    image_size: int
+    ids: np.ndarray
+    paths: list[str]
+    groups: np.ndarray
+    labels: np.ndarray
+    splits: np.ndarray
+    metadata: pd.DataFrame = field(default_factory=pd.DataFrame)
+    skipped: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        n = len(self.ids)
+        for attr in ("paths", "groups", "labels", "splits"):
+            if len(getattr(self, attr)) != n:
+                raise DataError(f"data set {self.name!r}: {attr} has {len(getattr(self, attr))} rows, ids has {n}")
+        if len(set(self.ids.tolist())) != n:
+            raise DataError(f"data set {self.name!r}: image ids are not unique")
+        bad = set(np.unique(self.splits).tolist()) - set(SPLITS)
+        if bad:
+            raise DataError(f"data set {self.name!r}: unknown split names {sorted(bad)}")
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def indices(self, split: str) -> np.ndarray:
+        return np.flatnonzero(self.splits == split)
+
+    def subset(self, keep: np.ndarray) -> Dataset:
+        """A copy keeping the rows where ``keep`` (bool mask or index array) selects."""
+        keep = np.asarray(keep)
+        idx = np.flatnonzero(keep) if keep.dtype == bool else keep
+        meta = self.metadata.iloc[idx].reset_index(drop=True) if len(self.metadata) else self.metadata
+        return Dataset(
+            self.name, self.root, self.task, self.modality, self.image_size, self.ids[idx],
+            [self.paths[i] for i in idx], self.groups[idx], self.labels[idx], self.splits[idx], meta,
+            list(self.skipped),
+        )
+
+    def id_digest(self) -> str:
+        """sha256 of the ordered image ids; it enters the cache fingerprint."""
+        return hashlib.sha256("\n".join(map(str, self.ids.tolist())).encode()).hexdigest()
+
+
+def safe_join(root: Path, relative: str) -> Path:
+    """Join a CSV path onto the data root, refusing any path that escapes the root."""
+    root = Path(root).resolve()
+    candidate = (root / relative).resolve()
+    if candidate != root and root not in candidate.parents:
+        raise DataError(f"path {relative!r} points outside the data root {root}; fix the CSV entry")
+    return candidate
+
+
+def stratify_key(labels: np.ndarray) -> np.ndarray:
+    """One integer per row for stratification: the class, or the first positive label (+1, 0 = none)."""
+    if labels.ndim == 1:
+        return labels.astype(np.int64)
+    positive = np.nan_to_num(labels, nan=0.0) > 0.5
+    first = np.where(positive.any(axis=1), positive.argmax(axis=1) + 1, 0)
+    return first.astype(np.int64)
+
+
+def group_split(
+    groups: np.ndarray,
+    labels: np.ndarray,
+    proportions: Sequence[float] = (0.6, 0.2, 0.2),
+    seed: int = 0,
+) -> np.ndarray:
+    """Assign whole groups to train/val/test, stratified by each group's majority label.
+
+    Deterministic for a given seed and input order; no group appears in two splits.
+    """
+    if not np.isclose(sum(proportions), 1.0) or len(proportions) != 3:
+        raise DataError(f"split proportions must be three numbers summing to 1, got {proportions}")
+    groups = np.asarray(groups).astype(str)
+    keys = stratify_key(labels)
+    frame = pd.DataFrame({"group": groups, "key": keys})
+    group_key = frame.groupby("group", sort=True)["key"].agg(lambda s: s.value_counts().idxmax())
+    rng = np.random.default_rng(seed)
+    assignment: dict[str, str] = {}
+    for _, members in group_key.groupby(group_key):
+        names = members.index.to_numpy()
+        rng.shuffle(names)
+        n = len(names)
+        n_test = int(round(n * proportions[2]))
+        n_val = int(round(n * proportions[1]))
+        if n >= 3:
+            n_test, n_val = max(n_test, 1), max(n_val, 1)
+        for i, name in enumerate(names):
+            assignment[name] = "test" if i < n_test else "val" if i < n_test + n_val else "train"
+    return np.array([assignment[g] for g in groups], dtype=object).astype(str)
+
+
+def nested_label_fractions(
+    labels: np.ndarray,
+    fractions: Sequence[float],
+    seed: int,
+    min_per_class: int = 3,
+) -> dict[float, np.ndarray]:
+    """Nested, stratified subsets of training rows for each label fraction.
+
+    Returns sorted index arrays into ``labels``. Subsets are nested (the 1 % subset lies inside the
+    5 % one ...) because each is a prefix of one stratified random order. Every class (or every
+    label with positives, for multilabel) gets at least ``min_per_class`` rows where it has them,
+    so each probe sees every class. The same seed gives the same subsets for every encoder, which
+    is what makes the seed bootstrap paired.
+    """
+    fractions = sorted(float(f) for f in fractions)
+    if not fractions or fractions[0] <= 0 or fractions[-1] > 1:
+        raise DataError(f"label fractions must lie in (0, 1], got {fractions}")
+    n = len(labels)
+    rng = np.random.default_rng(seed)
+    keys = stratify_key(labels)
+    # Stratified order: interleave classes so any prefix keeps class proportions.
+    position = np.empty(n)
+    for key in np.unique(keys):
+        members = np.flatnonzero(keys == key)
+        rng.shuffle(members)
+        position[members] = (np.arange(len(members)) + rng.random()) / len(members)
+    order = np.lexsort((rng.random(n), position))
+    # Floor: the first rows of each class (or each positive label) move to the front.
+    if labels.ndim == 1:
+        columns = [labels == c for c in np.unique(labels)]
+    else:
+        columns = [np.nan_to_num(labels[:, j], nan=0.0) > 0.5 for j in range(labels.shape[1])]
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n)
+    front: list[int] = []
+    for column in columns:
+        members = np.flatnonzero(column)
+        members = members[np.argsort(rank[members])][:min_per_class]
+        front.extend(members.tolist())
+    front_unique = list(dict.fromkeys(sorted(front, key=lambda i: rank[i])))
+    in_front = set(front_unique)
+    rest = [i for i in order.tolist() if i not in in_front]
+    full_order = np.array(front_unique + rest, dtype=np.int64)
+    subsets: dict[float, np.ndarray] = {}
+    for fraction in fractions:
+        size = max(int(round(fraction * n)), len(front_unique))
+        subsets[fraction] = np.sort(full_order[:size])
+    return subsets
