@@ -1,0 +1,228 @@
+"""Calibration: binned ECE and MCE (top-label, class-wise, per label), smooth ECE, Brier and NLL.
+
+Binning follows torchmetrics (``BinaryCalibrationError`` / ``MulticlassCalibrationError``):
+``n_bins`` equal-width bins over [0, 1] with edges b_0 = 0 < ... < b_n = 1, a confidence c falls
+in bin i when b_i <= c < b_{i+1}, and c = 1 falls in the last bin. ECE = sum over bins of
+(share of cases in the bin) x |accuracy - mean confidence|; MCE = the largest such gap over
+non-empty bins. ``binning="mass"`` instead sorts the confidences and splits them into ``n_bins``
+groups of (nearly) equal size, ties broken by position in the input.
+
+What counts as "confidence" and "accuracy" depends on the kind:
+
+* multiclass, ordinal: top label, confidence = max probability, accuracy = [arg-max == y];
+* binary: the positive-class probability against the label (torchmetrics' binary form);
+* multilabel: each label as a binary problem over its known rows, then the mean over labels.
+
+Every function returns NaN (never 0) when nothing can be scored.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from crs.axes._inputs import AxisInputError, binary_pair, check_kind, multiclass_pair, multilabel_pair
+
+BINNINGS = ("width", "mass")
+
+
+def _bin_index(confidence: np.ndarray, n_bins: int, binning: str) -> np.ndarray:
+    if binning == "width":
+        edges = np.linspace(0.0, 1.0, n_bins + 1)
+        return np.clip(np.searchsorted(edges, confidence, side="right") - 1, 0, n_bins - 1)
+    if binning == "mass":
+        index = np.empty(len(confidence), dtype=np.int64)
+        for bin_number, members in enumerate(np.array_split(np.argsort(confidence, kind="stable"), n_bins)):
+            index[members] = bin_number
+        return index
+    raise AxisInputError(f"binning {binning!r} is not one of {BINNINGS}")
+
+
+def _bin_gaps(
+    confidence: np.ndarray, correct: np.ndarray, n_bins: int, binning: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-bin |accuracy - confidence| and share of cases (empty bins have share 0)."""
+    if n_bins < 1:
+        raise AxisInputError(f"n_bins must be a positive integer, got {n_bins}")
+    index = _bin_index(confidence, n_bins, binning)
+    count = np.bincount(index, minlength=n_bins).astype(np.float64)
+    confidence_sum = np.bincount(index, weights=confidence, minlength=n_bins)
+    correct_sum = np.bincount(index, weights=correct.astype(np.float64), minlength=n_bins)
+    filled = count > 0
+    gap = np.zeros(n_bins)
+    gap[filled] = np.abs(correct_sum[filled] - confidence_sum[filled]) / count[filled]
+    return gap, count / count.sum()
+
+
+def _binned_ece(confidence: np.ndarray, correct: np.ndarray, n_bins: int, binning: str) -> float:
+    if len(confidence) == 0:
+        return float("nan")
+    gap, share = _bin_gaps(confidence, correct, n_bins, binning)
+    return float((gap * share).sum())
+
+
+def _binned_mce(confidence: np.ndarray, correct: np.ndarray, n_bins: int, binning: str) -> float:
+    if len(confidence) == 0:
+        return float("nan")
+    gap, share = _bin_gaps(confidence, correct, n_bins, binning)
+    return float(gap[share > 0].max())
+
+
+def _mean_or_nan(values: list[float]) -> float:
+    values_array = np.asarray(values, dtype=np.float64)
+    if values_array.size == 0 or np.isnan(values_array).all():
+        return float("nan")
+    return float(np.nanmean(values_array))
+
+
+def _per_problem(y: np.ndarray, probs: np.ndarray, kind: str, statistic, classwise: bool = False) -> float:
+    """Apply a (confidence, correct) statistic as the kind prescribes."""
+    check_kind(kind)
+    if kind == "binary":
+        y_b, p_b = binary_pair(y, probs)
+        return statistic(p_b, y_b)
+    if kind == "multilabel":
+        y_m, p_m = multilabel_pair(y, probs)
+        values = []
+        for label in range(y_m.shape[1]):
+            known = ~np.isnan(y_m[:, label])
+            values.append(statistic(p_m[known, label], y_m[known, label]) if known.any() else np.nan)
+        return _mean_or_nan(values)
+    y_c, p_c = multiclass_pair(y, probs)
+    if classwise:
+        return _mean_or_nan(
+            [statistic(p_c[:, k], (y_c == k).astype(np.float64)) for k in range(p_c.shape[1])]
+        )
+    return statistic(p_c.max(axis=1), (p_c.argmax(axis=1) == y_c).astype(np.float64))
+
+
+def ece(y: np.ndarray, probs: np.ndarray, kind: str, n_bins: int = 15, binning: str = "width") -> float:
+    """Expected calibration error (top-label; per-label mean for multilabel)."""
+    return _per_problem(y, probs, kind, lambda c, a: _binned_ece(c, a, n_bins, binning))
+
+
+def mce(y: np.ndarray, probs: np.ndarray, kind: str, n_bins: int = 15, binning: str = "width") -> float:
+    """Maximum calibration error over non-empty bins (per-label mean for multilabel)."""
+    return _per_problem(y, probs, kind, lambda c, a: _binned_mce(c, a, n_bins, binning))
+
+
+def classwise_ece(
+    y: np.ndarray, probs: np.ndarray, kind: str, n_bins: int = 15, binning: str = "width"
+) -> float:
+    """Mean over classes of the binary ECE of P(class k) against [y == k] (per label for multilabel)."""
+    return _per_problem(y, probs, kind, lambda c, a: _binned_ece(c, a, n_bins, binning), classwise=True)
+
+
+def brier(y: np.ndarray, probs: np.ndarray, kind: str) -> float:
+    """Brier score.
+
+    multiclass/ordinal: mean over cases of sum over classes of (p_k - [y == k])^2 (range 0..2,
+    scikit-learn's multiclass ``brier_score_loss`` without its scaling option); binary: mean of
+    (p - y)^2; multilabel: mean over labels of each label's binary Brier on its known rows.
+    """
+    check_kind(kind)
+    if kind == "binary":
+        y_b, p_b = binary_pair(y, probs)
+        return float(np.mean((p_b - y_b) ** 2)) if len(y_b) else float("nan")
+    if kind == "multilabel":
+        y_m, p_m = multilabel_pair(y, probs)
+        values = []
+        for label in range(y_m.shape[1]):
+            known = ~np.isnan(y_m[:, label])
+            values.append(np.mean((p_m[known, label] - y_m[known, label]) ** 2) if known.any() else np.nan)
+        return _mean_or_nan(values)
+    y_c, p_c = multiclass_pair(y, probs)
+    if len(y_c) == 0:
+        return float("nan")
+    one_hot = np.eye(p_c.shape[1])[y_c]
+    return float(np.mean(np.sum((p_c - one_hot) ** 2, axis=1)))
+
+
+def _clip(probs: np.ndarray) -> np.ndarray:
+    # scikit-learn's log_loss clips at the float64 machine epsilon; we do the same so a hard 0 or 1
+    # gives a large finite loss rather than infinity.
+    eps = np.finfo(np.float64).eps
+    return np.clip(probs, eps, 1.0 - eps)
+
+
+def _binary_nll(y: np.ndarray, p: np.ndarray) -> float:
+    p = _clip(p)
+    return float(-np.mean(y * np.log(p) + (1.0 - y) * np.log(1.0 - p)))
+
+
+def nll(y: np.ndarray, probs: np.ndarray, kind: str) -> float:
+    """Negative log-likelihood (natural log), probabilities clipped to [eps, 1 - eps].
+
+    multiclass/ordinal: mean of -log p_y; binary: binary cross-entropy; multilabel: mean over
+    labels of each label's binary cross-entropy on its known rows.
+    """
+    check_kind(kind)
+    if kind == "binary":
+        y_b, p_b = binary_pair(y, probs)
+        return _binary_nll(y_b, p_b) if len(y_b) else float("nan")
+    if kind == "multilabel":
+        y_m, p_m = multilabel_pair(y, probs)
+        values = []
+        for label in range(y_m.shape[1]):
+            known = ~np.isnan(y_m[:, label])
+            values.append(_binary_nll(y_m[known, label], p_m[known, label]) if known.any() else np.nan)
+        return _mean_or_nan(values)
+    y_c, p_c = multiclass_pair(y, probs)
+    if len(y_c) == 0:
+        return float("nan")
+    return float(-np.mean(np.log(_clip(p_c[np.arange(len(y_c)), y_c]))))
+
+
+# --- smooth ECE -----------------------------------------------------------------------------------
+
+_SMOOTH_GRID = 1001
+
+
+def _reflected_kernel_mass(confidence: np.ndarray, sigma: float, grid: np.ndarray) -> np.ndarray:
+    """Gaussian kernel density of width sigma at each grid point, reflected at 0 and 1 (grid x N)."""
+    diff = grid[:, None] - confidence[None, :]
+    mirror_low = grid[:, None] + confidence[None, :]
+    mirror_high = grid[:, None] - (2.0 - confidence[None, :])
+    norm = 1.0 / (sigma * np.sqrt(2.0 * np.pi))
+    return norm * (
+        np.exp(-0.5 * (diff / sigma) ** 2)
+        + np.exp(-0.5 * (mirror_low / sigma) ** 2)
+        + np.exp(-0.5 * (mirror_high / sigma) ** 2)
+    )
+
+
+def _smooth_ece_at(confidence: np.ndarray, correct: np.ndarray, sigma: float) -> float:
+    """Integral over [0, 1] of |kernel-smoothed residual (correct - confidence)| x density."""
+    grid = np.linspace(0.0, 1.0, _SMOOTH_GRID)
+    weighted_residual = (
+        _reflected_kernel_mass(confidence, sigma, grid) @ (correct - confidence) / len(confidence)
+    )
+    return float(np.trapezoid(np.abs(weighted_residual), grid))
+
+
+def _smooth_ece_binary(confidence: np.ndarray, correct: np.ndarray) -> float:
+    """Smooth ECE with the self-consistent bandwidth sigma* where smECE(sigma*) = sigma*.
+
+    smECE(sigma) falls as sigma grows, so the fixed point is found by bisection on [1e-4, 1].
+    """
+    if len(confidence) == 0:
+        return float("nan")
+    low, high = 1e-4, 1.0
+    if _smooth_ece_at(confidence, correct, low) <= low:
+        return _smooth_ece_at(confidence, correct, low)
+    for _ in range(40):
+        middle = 0.5 * (low + high)
+        if _smooth_ece_at(confidence, correct, middle) > middle:
+            low = middle
+        else:
+            high = middle
+    return _smooth_ece_at(confidence, correct, 0.5 * (low + high))
+
+
+def smooth_ece(y: np.ndarray, probs: np.ndarray, kind: str) -> float:
+    """Smooth ECE (Blasiok and Nakkiran, 2023): a binning-free calibration error.
+
+    Our own implementation: Gaussian kernel reflected at 0 and 1, bandwidth chosen as the fixed
+    point sigma* = smECE(sigma*), integral on a 1001-point grid. Top-label for multiclass and
+    ordinal, positive class for binary, per-label mean for multilabel.
+    """
+    return _per_problem(y, probs, kind, _smooth_ece_binary)

@@ -1,0 +1,99 @@
+"""Discrimination: one-vs-rest AUROC over the classes present, ordinal AUROC and quadratic kappa.
+
+AUROC is computed as the Mann-Whitney statistic with mid-ranks for ties, which is exactly the area
+under the ROC curve (trapezoids through tied scores) that scikit-learn's ``roc_auc_score`` returns;
+the oracle tests check the two agree. A class (or label) that is absent from ``y``, or present in
+every row, cannot be scored: it is NaN in :func:`per_class_auroc` and left out of the macro mean,
+never scored as 0 or 0.5.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from scipy.stats import rankdata
+
+from crs.axes._inputs import binary_pair, check_kind, multiclass_pair, multilabel_pair
+
+
+def binary_auroc(y: np.ndarray, scores: np.ndarray) -> float:
+    """AUROC of scores for binary labels y in {0, 1}; NaN if y has only one value."""
+    y = np.asarray(y, dtype=bool)
+    scores = np.asarray(scores, dtype=np.float64)
+    n_pos = int(y.sum())
+    n_neg = len(y) - n_pos
+    if n_pos == 0 or n_neg == 0:
+        return float("nan")
+    ranks = rankdata(scores)  # mid-ranks: a tie counts half, as the ROC trapezoid does
+    return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
+
+
+def per_class_auroc(y: np.ndarray, scores: np.ndarray, kind: str) -> np.ndarray:
+    """One-vs-rest AUROC per class (or per label); NaN where the class cannot be scored.
+
+    binary: a single entry. multiclass/ordinal: y int (N,), scores (N, K), one entry per column.
+    multilabel: y float (N, L) with NaN = ignore, one entry per label over its known rows.
+    """
+    check_kind(kind)
+    if kind == "binary":
+        y_b, s_b = binary_pair(y, scores)
+        return np.array([binary_auroc(y_b, s_b)])
+    if kind == "multilabel":
+        y_m, s_m = multilabel_pair(y, scores)
+        out = np.full(y_m.shape[1], np.nan)
+        for label in range(y_m.shape[1]):
+            known = ~np.isnan(y_m[:, label])
+            out[label] = binary_auroc(y_m[known, label] == 1.0, s_m[known, label])
+        return out
+    y_c, s_c = multiclass_pair(y, scores)
+    return np.array([binary_auroc(y_c == k, s_c[:, k]) for k in range(s_c.shape[1])])
+
+
+def _nanmean_or_nan(values: np.ndarray) -> float:
+    values = np.asarray(values, dtype=np.float64)
+    if values.size == 0 or np.isnan(values).all():
+        return float("nan")
+    return float(np.nanmean(values))
+
+
+def auroc(y: np.ndarray, scores: np.ndarray, kind: str) -> float:
+    """Macro one-vs-rest AUROC over the classes (labels) that can be scored; NaN if none can."""
+    return _nanmean_or_nan(per_class_auroc(y, scores, kind))
+
+
+def ordinal_auroc(y: np.ndarray, probs: np.ndarray) -> float:
+    """Mean over thresholds k = 1..K-1 of the AUROC for ``y >= k`` scored by P(grade >= k).
+
+    Thresholds where every (or no) case has ``y >= k`` are left out; NaN if none remain.
+    """
+    y_c, p_c = multiclass_pair(y, probs)
+    tail = np.cumsum(p_c[:, ::-1], axis=1)[:, ::-1]  # tail[:, k] = P(grade >= k)
+    values = [binary_auroc(y_c >= k, tail[:, k]) for k in range(1, p_c.shape[1])]
+    return _nanmean_or_nan(np.array(values))
+
+
+def quadratic_kappa(y: np.ndarray, probs: np.ndarray) -> float:
+    """Cohen's kappa with quadratic weights between y and the arg-max grade of probs.
+
+    Weights are (i - j)^2 over the K grades given by the columns of probs (as scikit-learn's
+    ``cohen_kappa_score(..., weights="quadratic", labels=range(K))``); NaN when the expected
+    disagreement is 0 (for example a single grade in both y and the predictions).
+    """
+    y_c, p_c = multiclass_pair(y, probs)
+    n_grades = p_c.shape[1]
+    predicted = p_c.argmax(axis=1)
+    observed = np.zeros((n_grades, n_grades))
+    np.add.at(observed, (y_c, predicted), 1.0)
+    total = observed.sum()
+    if total == 0:
+        return float("nan")
+    expected = np.outer(observed.sum(axis=1), observed.sum(axis=0)) / total
+    grades = np.arange(n_grades)
+    weights = (grades[:, None] - grades[None, :]) ** 2.0
+    expected_disagreement = float((weights * expected).sum())
+    if expected_disagreement == 0.0:
+        return float("nan")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return float(1.0 - (weights * observed).sum() / expected_disagreement)

@@ -1,0 +1,373 @@
+"""Uncertainty and rank comparison for the CRS: paired-seed bootstrap, tiers, reversals, weights.
+
+* :func:`paired_seed_bootstrap`: each replicate draws one multiset of seeds (with replacement)
+  and applies it to every encoder and every task, which keeps the pairing that shared label
+  subsets create; the axis errors, the reference ratios, dominance, balance, worst axis and CRS
+  are all recomputed inside the replicate.
+* :func:`rank_reversals`: how two rankings of the same encoders disagree.
+* :func:`weight_sensitivity`: how the ranking moves under Dirichlet-sampled CRS weights.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy.stats import kendalltau
+
+from crs.score import (
+    DEFAULT_EPSILON,
+    ScoreInputError,
+    axis_errors,
+    clinical_reliability_score,
+    component_weights,
+    crs_components,
+    rank_descending,
+)
+
+# seed-axes column -> (axis name, error transform)
+_AXIS_SOURCES = {
+    "discrimination": ("auroc", lambda v: 1.0 - v),
+    "calibration": ("ece", lambda v: v),
+    "label_efficiency": ("label_efficiency", lambda v: 1.0 - v),
+    "robustness": ("retention", lambda v: 1.0 - v),
+}
+
+
+def holm_adjust(p_values: np.ndarray) -> np.ndarray:
+    """Holm step-down adjusted p-values (as statsmodels ``multipletests(method="holm")``)."""
+    p_values = np.asarray(p_values, dtype=np.float64)
+    m = len(p_values)
+    if m == 0:
+        return p_values
+    order = np.argsort(p_values, kind="stable")
+    scaled = np.minimum(1.0, (m - np.arange(m)) * p_values[order])
+    adjusted = np.empty(m)
+    adjusted[order] = np.maximum.accumulate(scaled)
+    return adjusted
+
+
+@dataclass(frozen=True)
+class BootstrapResult:
+    """Paired-seed bootstrap of the CRS.
+
+    ``table`` (index encoder): crs (point estimate on all seeds), crs_low / crs_high (percentile
+    interval), crs_boot_mean, p_rank1, rank, diff_to_leader with diff_low / diff_high, p_value
+    (two-sided bootstrap p for CRS(leader) - CRS(e) = 0), p_holm, in_leading_tier.
+    ``replicates``: one row per replicate, one CRS column per encoder. ``seed_draws``: how many
+    times each seed was drawn in each replicate.
+    """
+
+    table: pd.DataFrame
+    replicates: pd.DataFrame
+    seed_draws: pd.DataFrame
+    leader: str
+    leading_tier: tuple[str, ...]
+    n_boot: int
+    alpha: float
+    seed: int
+
+
+def _seed_cube(
+    seed_axes_table: pd.DataFrame, axes: list[str]
+) -> tuple[np.ndarray, list[str], list[str], list]:
+    """Axis errors as an (encoders, tasks, seeds, axes) array; every cell must exist exactly once."""
+    keys = ["encoder", "task", "seed"]
+    if seed_axes_table.duplicated(keys).any():
+        raise ScoreInputError("seed-axes table has more than one row per (encoder, task, seed)")
+    encoders = sorted(seed_axes_table["encoder"].astype(str).unique())
+    tasks = sorted(seed_axes_table["task"].astype(str).unique())
+    seeds = sorted(seed_axes_table["seed"].unique())
+    full = pd.MultiIndex.from_product([encoders, tasks, seeds], names=keys)
+    table = seed_axes_table.assign(
+        encoder=seed_axes_table["encoder"].astype(str), task=seed_axes_table["task"].astype(str)
+    )
+    table = table.set_index(keys)
+    missing = full.difference(table.index)
+    if len(missing):
+        raise ScoreInputError(
+            f"the paired bootstrap needs every seed for every encoder and task; missing {list(missing[:5])}"
+            f"{' ...' if len(missing) > 5 else ''}; rerun those probes or drop the seed"
+        )
+    table = table.reindex(full)
+    columns = [
+        _AXIS_SOURCES[axis][1](table[_AXIS_SOURCES[axis][0]].to_numpy(dtype=np.float64)) for axis in axes
+    ]
+    cube = np.stack(columns, axis=-1).reshape(len(encoders), len(tasks), len(seeds), len(axes))
+    return cube, encoders, tasks, seeds
+
+
+def _errors_for_draws(cube: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """(replicates, encoders, axes): seed-weighted mean per task, then mean over tasks."""
+    known = ~np.isnan(cube)
+    total = np.einsum("bs,etsa->beta", counts, np.where(known, cube, 0.0))
+    weight = np.einsum("bs,etsa->beta", counts, known.astype(np.float64))
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        per_task = total / weight
+        return np.nanmean(per_task, axis=2)  # tasks count once each, as in crs.score.axis_errors
+
+
+def paired_seed_bootstrap(
+    seed_axes_table: pd.DataFrame,
+    reference: str,
+    weights: Mapping[str, float] | Sequence[float] | None = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+    alpha: float = 0.05,
+    epsilon: float = DEFAULT_EPSILON,
+    dominance_margin: float = 0.0,
+) -> BootstrapResult:
+    """Percentile intervals, P(rank = 1) and the Holm-corrected leading tier of the CRS.
+
+    The leader is the encoder with the highest point-estimate CRS (ties: the first by name). An
+    encoder joins the leading tier when the Holm-adjusted bootstrap p-value of
+    CRS(leader) - CRS(e) = 0 exceeds ``alpha``, i.e. its Holm-level interval covers 0. In
+    replicates where several encoders tie for first, P(rank = 1) splits that replicate equally.
+    """
+    if n_boot < 1:
+        raise ScoreInputError(f"n_boot must be at least 1, got {n_boot}")
+    if not 0.0 < alpha < 1.0:
+        raise ScoreInputError(f"alpha must lie in (0, 1), got {alpha}")
+    point = clinical_reliability_score(
+        axis_errors(seed_axes_table), reference, weights, epsilon, dominance_margin
+    )
+    axes = list(point.attrs["axes"])
+    cube, encoders, _tasks, seeds = _seed_cube(seed_axes_table, axes)
+    point = point.reindex(encoders)
+    reference_index = encoders.index(reference)
+
+    rng = np.random.default_rng(seed)
+    counts = rng.multinomial(len(seeds), np.full(len(seeds), 1.0 / len(seeds)), size=n_boot).astype(
+        np.float64
+    )
+    replicate_errors = _errors_for_draws(cube, counts)
+    crs = crs_components(
+        replicate_errors, reference_index, component_weights(weights), epsilon, dominance_margin
+    )["crs"]
+
+    top = np.isclose(crs, np.nanmax(crs, axis=1, keepdims=True), rtol=0.0, atol=1e-12)
+    p_rank1 = (top / top.sum(axis=1, keepdims=True)).mean(axis=0)
+
+    point_crs = point["crs"].to_numpy()
+    leader_index = int(np.argmax(point_crs))  # encoders are sorted by name, so ties go to the first name
+    diffs = crs[:, [leader_index]] - crs
+    quantiles = [100 * alpha / 2, 100 * (1 - alpha / 2)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        crs_low, crs_high = np.nanpercentile(crs, quantiles, axis=0)
+        diff_low, diff_high = np.nanpercentile(diffs, quantiles, axis=0)
+    p_value = np.minimum(1.0, 2.0 * np.minimum((diffs <= 0).mean(axis=0), (diffs >= 0).mean(axis=0)))
+    others = [i for i in range(len(encoders)) if i != leader_index]
+    p_holm = np.full(len(encoders), np.nan)
+    p_holm[others] = holm_adjust(p_value[others])
+    in_tier = np.zeros(len(encoders), dtype=bool)
+    in_tier[leader_index] = True
+    in_tier[others] = p_holm[others] > alpha
+    p_value[leader_index] = np.nan
+
+    table = pd.DataFrame(
+        {
+            "crs": point_crs,
+            "crs_low": crs_low,
+            "crs_high": crs_high,
+            "crs_boot_mean": np.nanmean(crs, axis=0),
+            "p_rank1": p_rank1,
+            "rank": point["rank"].to_numpy(),
+            "diff_to_leader": point_crs[leader_index] - point_crs,
+            "diff_low": diff_low,
+            "diff_high": diff_high,
+            "p_value": p_value,
+            "p_holm": p_holm,
+            "in_leading_tier": in_tier,
+        },
+        index=pd.Index(encoders, name="encoder"),
+    )
+    tier = tuple(table.index[in_tier].to_series().sort_values(key=lambda s: -table.loc[s, "crs"]))
+    return BootstrapResult(
+        table=table,
+        replicates=pd.DataFrame(crs, columns=encoders).rename_axis("replicate"),
+        seed_draws=pd.DataFrame(counts.astype(np.int64), columns=[str(s) for s in seeds]).rename_axis(
+            "replicate"
+        ),
+        leader=encoders[leader_index],
+        leading_tier=tier,
+        n_boot=n_boot,
+        alpha=alpha,
+        seed=seed,
+    )
+
+
+# --- rank reversals -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RankReversals:
+    """How ranking b departs from ranking a.
+
+    A pair is reversed when a and b order it strictly and oppositely; tied when either score ties
+    (counted apart, neither reversed nor concordant). ``reversed_pairs`` lists (ahead in a, ahead
+    in b). Ranks are competition ranks (1 = best, ties share the best rank); displacement is
+    |rank_a - rank_b|. Kendall tau is tau-b (scipy), which corrects for ties.
+    """
+
+    table: pd.DataFrame
+    reversed_pairs: tuple[tuple[str, str], ...]
+    n_pairs: int
+    n_reversed: int
+    n_tied: int
+    n_concordant: int
+    kendall_tau: float
+    mean_abs_displacement: float
+
+    def summary(self) -> dict:
+        return {
+            "reversed_pairs": [list(pair) for pair in self.reversed_pairs],
+            "n_pairs": self.n_pairs,
+            "n_reversed": self.n_reversed,
+            "n_tied": self.n_tied,
+            "n_concordant": self.n_concordant,
+            "kendall_tau": self.kendall_tau,
+            "mean_abs_displacement": self.mean_abs_displacement,
+        }
+
+
+def _kendall_tau(a: np.ndarray, b: np.ndarray) -> float:
+    if len(a) < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
+        return float("nan")
+    return float(kendalltau(a, b).statistic)
+
+
+def rank_reversals(a: pd.Series, b: pd.Series, higher_is_better: bool = True) -> RankReversals:
+    """Compare two scorings of the same encoders (Series indexed by encoder), e.g. AUROC vs CRS."""
+    if set(a.index) != set(b.index):
+        raise ScoreInputError(
+            f"rankings cover different encoders: {sorted(map(str, a.index))} vs {sorted(map(str, b.index))}"
+        )
+    if a.isna().any() or b.isna().any():
+        raise ScoreInputError("rankings contain NaN scores; score every encoder before comparing rankings")
+    names = sorted(str(name) for name in a.index)
+    a = a.set_axis(a.index.astype(str)).reindex(names)
+    b = b.set_axis(b.index.astype(str)).reindex(names)
+    sign = 1.0 if higher_is_better else -1.0
+    score_a, score_b = sign * a.to_numpy(dtype=np.float64), sign * b.to_numpy(dtype=np.float64)
+    reversed_pairs, tied, concordant = [], 0, 0
+    for i in range(len(names)):
+        for j in range(i + 1, len(names)):
+            order_a, order_b = np.sign(score_a[i] - score_a[j]), np.sign(score_b[i] - score_b[j])
+            if order_a == 0 or order_b == 0:
+                tied += 1
+            elif order_a == order_b:
+                concordant += 1
+            else:
+                reversed_pairs.append((names[i], names[j]) if order_a > 0 else (names[j], names[i]))
+    rank_a, rank_b = rank_descending(score_a), rank_descending(score_b)
+    table = pd.DataFrame(
+        {
+            "score_a": a.to_numpy(),
+            "score_b": b.to_numpy(),
+            "rank_a": rank_a,
+            "rank_b": rank_b,
+            "displacement": rank_b - rank_a,
+        },  # fmt: skip
+        index=pd.Index(names, name="encoder"),
+    ).sort_values(["rank_a", "rank_b"])
+    n = len(names)
+    return RankReversals(
+        table=table,
+        reversed_pairs=tuple(
+            sorted(reversed_pairs, key=lambda pair: (int(rank_a[names.index(pair[0])]), pair))
+        ),
+        n_pairs=n * (n - 1) // 2,
+        n_reversed=len(reversed_pairs),
+        n_tied=tied,
+        n_concordant=concordant,
+        kendall_tau=_kendall_tau(score_a, score_b),
+        mean_abs_displacement=float(np.mean(np.abs(rank_a - rank_b))) if n else float("nan"),
+    )
+
+
+# --- weight sensitivity ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WeightSensitivity:
+    """The CRS ranking under Dirichlet-sampled (dominance, balance, worst-axis) weights.
+
+    ``table`` (index encoder): default_rank, share_rank1 (draws where it ranks first, ties
+    included), mean_rank. ``top`` is the default leader; ``share_top_stays_first`` the share of
+    draws in which it still ranks first (a tie for first counts as first).
+    """
+
+    table: pd.DataFrame
+    top: str
+    share_top_stays_first: float
+    kendall_taus: np.ndarray
+    n_samples: int
+    concentration: float
+
+    def summary(self) -> dict:
+        taus = self.kendall_taus[~np.isnan(self.kendall_taus)]
+        return {
+            "top": self.top,
+            "share_top_stays_first": self.share_top_stays_first,
+            "mean_kendall_tau": float(taus.mean()) if taus.size else float("nan"),
+            "kendall_tau_5_50_95": [float(q) for q in np.percentile(taus, [5, 50, 95])] if taus.size else [],
+            "n_samples": self.n_samples,
+            "concentration": self.concentration,
+        }
+
+
+def weight_sensitivity(
+    axis_errors_table: pd.DataFrame,
+    reference: str,
+    n_samples: int = 1000,
+    concentration: float = 1.0,
+    seed: int = 0,
+    epsilon: float = DEFAULT_EPSILON,
+    dominance_margin: float = 0.0,
+    weights: Mapping[str, float] | Sequence[float] | None = None,
+) -> WeightSensitivity:
+    """Draw CRS weights from Dirichlet(concentration x 1) and compare each ranking with the default.
+
+    ``weights`` is the default weighting the draws are compared against (equal if None).
+    """
+    if n_samples < 1 or not concentration > 0:
+        raise ScoreInputError(
+            f"need n_samples >= 1 and concentration > 0, got {n_samples} and {concentration}"
+        )
+    default = clinical_reliability_score(axis_errors_table, reference, weights, epsilon, dominance_margin)
+    axes = list(default.attrs["axes"])
+    encoders = list(default.index)
+    errors = (
+        axis_errors_table.set_axis(axis_errors_table.index.astype(str))
+        .reindex(encoders)[axes]
+        .to_numpy(np.float64)
+    )
+    draws = np.random.default_rng(seed).dirichlet(np.full(3, concentration), size=n_samples)
+    crs = crs_components(errors, encoders.index(reference), draws, epsilon, dominance_margin)[
+        "crs"
+    ]  # (draws, encoders)
+    ranks = rank_descending(crs)
+    default_crs = default["crs"].to_numpy()
+    top_index = int(np.argmax(default_crs))
+    taus = np.array([_kendall_tau(default_crs, row) for row in crs])
+    table = pd.DataFrame(
+        {
+            "default_rank": default["rank"].to_numpy(),
+            "share_rank1": (ranks == 1).mean(axis=0),
+            "mean_rank": ranks.mean(axis=0),
+        },
+        index=pd.Index(encoders, name="encoder"),
+    ).sort_values("default_rank")
+    return WeightSensitivity(
+        table=table,
+        top=encoders[top_index],
+        share_top_stays_first=float((ranks[:, top_index] == 1).mean()),
+        kendall_taus=taus,
+        n_samples=n_samples,
+        concentration=concentration,
+    )
