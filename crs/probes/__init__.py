@@ -1,0 +1,76 @@
+"""Probes on cached features: one interface, several backends and probe families.
+
+``fit_probes`` fits every probe of one (encoder, task) unit, chooses C per training subset on the
+validation split and returns a :class:`ProbeSet` whose ``predict_proba`` evaluates all of them on
+any feature matrix (clean test, each corruption, shift target) without refitting.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from crs.probes.base import DEFAULT_CS, TASK_KINDS, LinearProbeSet, ProbeError, ProbeSet, prepare
+from crs.probes.selection import SELECTIONS, batched_auroc, batched_nll, macro_auroc
+
+BACKENDS = ("sklearn", "torch", "cuml")
+FAMILIES = ("logistic", "ridge", "knn")
+
+__all__ = [
+    "BACKENDS",
+    "DEFAULT_CS",
+    "FAMILIES",
+    "SELECTIONS",
+    "TASK_KINDS",
+    "LinearProbeSet",
+    "ProbeError",
+    "ProbeSet",
+    "batched_auroc",
+    "batched_nll",
+    "fit_probes",
+    "macro_auroc",
+]
+
+
+def fit_probes(
+    X_train: np.ndarray,
+    y_train: np.ndarray,
+    X_val: np.ndarray,
+    y_val: np.ndarray,
+    subsets: Sequence[np.ndarray],
+    kind: str,
+    backend: str = "sklearn",
+    family: str = "logistic",
+    Cs: Sequence[float] = DEFAULT_CS,
+    selection: str = "auroc",
+    random_state: int = 0,
+    n_jobs: int = 1,
+    n_classes: int | None = None,
+    **backend_options,
+) -> ProbeSet:
+    """Fit one probe per training subset and C; keep, per subset, the C best on validation.
+
+    ``X_*`` float (n, D); ``y_*`` int (n,) class indices for multiclass/ordinal, float (n, L) with
+    NaN = ignore for multilabel. ``subsets`` are index arrays into ``X_train`` (one per label
+    fraction x seed); identical subsets are fitted once. ``n_classes`` fixes K for
+    multiclass/ordinal when a subset may miss a class. ``selection`` is ``auroc`` (macro one-vs-rest
+    on validation) or ``nll``; ties go to the smaller C. For the ``knn`` family ``Cs`` is read as
+    the neighbour counts to choose from; for ``ridge`` as inverse penalties.
+    """
+    if backend not in BACKENDS:
+        raise ProbeError(f"backend {backend!r} is not one of {BACKENDS}")
+    if family not in FAMILIES:
+        raise ProbeError(f"probe family {family!r} is not one of {FAMILIES}")
+    if selection not in SELECTIONS:
+        raise ProbeError(f"selection {selection!r} is not one of {SELECTIONS}")
+    problem = prepare(X_train, y_train, X_val, y_val, subsets, kind, Cs, n_classes)
+    if family == "logistic":
+        if backend == "sklearn":
+            from crs.probes import sklearn as engine
+        elif backend == "torch":
+            from crs.probes import torch_batched as engine  # type: ignore[no-redef]
+        else:
+            from crs.probes import cuml as engine  # type: ignore[no-redef]
+        return engine.fit(problem, selection, random_state=random_state, n_jobs=n_jobs, **backend_options)
+    raise ProbeError(f"probe family {family!r} is not available yet on backend {backend!r}")

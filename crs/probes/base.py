@@ -1,0 +1,239 @@
+"""What every probe backend shares: input checks, the fitted probe set, standardisation.
+
+A *probe set* is every probe of one (encoder, task) unit: one probe per training subset (label
+fraction x seed), each at the C chosen on the validation split. Backends differ only in how they
+fit; they all hand back a :class:`ProbeSet` whose ``predict_proba`` is the one way to evaluate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+TASK_KINDS = ("multiclass", "ordinal", "multilabel")
+DEFAULT_CS: tuple[float, ...] = tuple(float(c) for c in np.logspace(-4, 1, 8))
+"""Inverse L2 strengths tried per probe: 8 log-spaced values from 1e-4 to 10."""
+
+STD_FLOOR = 1e-6
+"""Smallest per-feature standard deviation used when standardising (a constant feature stays 0)."""
+
+PREVALENCE_CLIP = 1e-6
+"""A label with one value only in a training subset predicts its prevalence clipped to
+[1e-6, 1 - 1e-6], so log-loss on an evaluation set that does contain the other value stays finite."""
+
+
+class ProbeError(ValueError):
+    """Bad probe inputs or options; the message names the input and the fix."""
+
+
+@dataclass(frozen=True)
+class ProbeSet:
+    """Fitted probes of one unit: one per training subset, at the C chosen on validation.
+
+    ``selected_C`` and ``val_score`` are ``(n_subsets,)``; ``val_scores`` is ``(n_subsets, n_Cs)``
+    with NaN where the C path stopped early; ``converged`` says whether every fit of that subset met
+    its solver's tolerance inside ``max_iter``.
+    """
+
+    kind: str
+    n_classes: int
+    backend: str
+    family: str
+    selection: str
+    Cs: tuple[float, ...]
+    selected_C: np.ndarray
+    val_score: np.ndarray
+    val_scores: np.ndarray
+    converged: np.ndarray
+
+    @property
+    def n_subsets(self) -> int:
+        return len(self.selected_C)
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class LinearProbeSet(ProbeSet):
+    """Linear probes with standardisation folded into the weights.
+
+    For subset s the logits are ``(X - center) @ weights[s] + bias[s]``; ``center`` is shared by all
+    subsets (the mean of the training rows) so the fold loses no float32 precision. ``link`` is
+    ``softmax`` (multiclass, ordinal: rows sum to 1; a class absent from a subset has bias -inf and
+    probability 0) or ``sigmoid`` (multilabel: independent per label).
+    """
+
+    link: str = "softmax"
+    center: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    weights: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0)))
+    bias: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+
+    def decision_function(self, X: np.ndarray) -> np.ndarray:
+        """Logits ``(n_subsets, N, K)``, one float32 matrix product for all subsets."""
+        X = check_features(X, "X", dim=self.weights.shape[1])
+        centered = X - self.center.astype(np.float32)
+        n_subsets, dim, k = self.weights.shape
+        stacked = self.weights.transpose(1, 0, 2).reshape(dim, n_subsets * k).astype(np.float32)
+        logits = (centered @ stacked).reshape(len(X), n_subsets, k).transpose(1, 0, 2)
+        return logits + self.bias[:, None, :].astype(np.float32)
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        return link_function(self.decision_function(X), self.link)
+
+
+def link_function(logits: np.ndarray, link: str) -> np.ndarray:
+    """Softmax over the last axis or elementwise sigmoid; stable for -inf logits."""
+    if link == "softmax":
+        shifted = logits - logits.max(axis=-1, keepdims=True)
+        expd = np.exp(shifted)
+        return expd / expd.sum(axis=-1, keepdims=True)
+    if link == "sigmoid":
+        out = np.empty_like(logits)
+        positive = logits >= 0
+        out[positive] = 1.0 / (1.0 + np.exp(-logits[positive]))
+        e = np.exp(logits[~positive])
+        out[~positive] = e / (1.0 + e)
+        return out
+    raise ProbeError(f"link {link!r} is not one of ('softmax', 'sigmoid')")
+
+
+@dataclass(frozen=True)
+class ProblemData:
+    """Checked inputs of one unit, shared by the backends."""
+
+    X_train: np.ndarray
+    y_train: np.ndarray
+    X_val: np.ndarray
+    y_val: np.ndarray
+    subsets: list[np.ndarray]
+    kind: str
+    n_classes: int
+    Cs: tuple[float, ...]
+    unique_subsets: list[np.ndarray]
+    subset_to_unique: np.ndarray
+    center: np.ndarray
+
+    @property
+    def link(self) -> str:
+        return "sigmoid" if self.kind == "multilabel" else "softmax"
+
+    def targets(self, y: np.ndarray) -> np.ndarray:
+        """Labels as float targets ``(n, K)``: one-hot for multiclass, as given (NaN kept) for multilabel."""
+        if self.kind == "multilabel":
+            return y.astype(np.float64)
+        return np.eye(self.n_classes)[y]
+
+
+def check_features(X: np.ndarray, name: str, dim: int | None = None) -> np.ndarray:
+    X = np.asarray(X)
+    if X.ndim != 2:
+        raise ProbeError(f"{name} must be 2-D (n_samples, n_features), got shape {X.shape}")
+    if dim is not None and X.shape[1] != dim:
+        raise ProbeError(f"{name} has {X.shape[1]} features, the probes were fitted on {dim}")
+    if not np.issubdtype(X.dtype, np.floating):
+        raise ProbeError(f"{name} must be floating point, got {X.dtype}; cast features to float32")
+    if not np.isfinite(X).all():
+        raise ProbeError(f"{name} contains NaN or inf features; re-extract or drop those rows")
+    return X
+
+
+def check_labels(y: np.ndarray, n_rows: int, kind: str, name: str) -> np.ndarray:
+    y = np.asarray(y)
+    if len(y) != n_rows:
+        raise ProbeError(f"{name} has {len(y)} rows but its features have {n_rows}")
+    if kind == "multilabel":
+        if y.ndim != 2:
+            raise ProbeError(f"{name} must be (n, L) float with NaN = ignore for a multilabel task, got shape {y.shape}")
+        observed = y[~np.isnan(y)]
+        if not np.isin(observed, (0.0, 1.0)).all():
+            raise ProbeError(f"{name} must hold 0, 1 or NaN for a multilabel task")
+        return y.astype(np.float32)
+    if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):
+        raise ProbeError(f"{name} must be int (n,) class indices for a {kind} task, got {y.dtype} {y.shape}")
+    return y.astype(np.int64)
+
+
+def prepare(
+    X_train: np.ndarray,
+    y_train: np.ndarray,
+    X_val: np.ndarray,
+    y_val: np.ndarray,
+    subsets: Sequence[np.ndarray],
+    kind: str,
+    Cs: Sequence[float],
+    n_classes: int | None,
+) -> ProblemData:
+    """Check every input once and find identical subsets (the 100 % fraction repeats per seed)."""
+    if kind not in TASK_KINDS:
+        raise ProbeError(f"task kind {kind!r} is not one of {TASK_KINDS}")
+    X_train = check_features(X_train, "X_train")
+    X_val = check_features(X_val, "X_val", dim=X_train.shape[1])
+    y_train = check_labels(y_train, len(X_train), kind, "y_train")
+    y_val = check_labels(y_val, len(X_val), kind, "y_val")
+    if kind == "multilabel":
+        if y_val.shape[1] != y_train.shape[1]:
+            raise ProbeError(f"y_val has {y_val.shape[1]} labels, y_train has {y_train.shape[1]}")
+        if n_classes is not None and n_classes != y_train.shape[1]:
+            raise ProbeError(f"n_classes={n_classes} but y_train has {y_train.shape[1]} labels")
+        n_classes = y_train.shape[1]
+    else:
+        seen = int(max(y_train.max(initial=0), y_val.max(initial=0))) + 1
+        n_classes = seen if n_classes is None else int(n_classes)
+        if min(y_train.min(initial=0), y_val.min(initial=0)) < 0 or seen > n_classes:
+            raise ProbeError(f"class indices must lie in 0..{n_classes - 1} (n_classes={n_classes})")
+        if n_classes < 2:
+            raise ProbeError(f"a {kind} task needs n_classes >= 2, got {n_classes}")
+    Cs = tuple(sorted(float(c) for c in Cs))
+    if not Cs or min(Cs) <= 0 or not np.isfinite(Cs).all():
+        raise ProbeError(f"Cs must be positive finite numbers, got {Cs}")
+    if len(subsets) == 0:
+        raise ProbeError("subsets is empty; pass one index array per (label fraction, seed)")
+    checked: list[np.ndarray] = []
+    for i, subset in enumerate(subsets):
+        subset = np.asarray(subset)
+        if subset.ndim != 1 or len(subset) < 2 or not np.issubdtype(subset.dtype, np.integer):
+            raise ProbeError(f"subsets[{i}] must be a 1-D integer index array with at least 2 rows")
+        if subset.min() < 0 or subset.max() >= len(X_train):
+            raise ProbeError(f"subsets[{i}] indexes outside X_train (0..{len(X_train) - 1})")
+        checked.append(subset.astype(np.int64))
+    unique: dict[bytes, int] = {}
+    mapping = np.empty(len(checked), dtype=np.int64)
+    for i, subset in enumerate(checked):
+        key = np.sort(subset).tobytes()
+        mapping[i] = unique.setdefault(key, len(unique))
+    unique_subsets = [np.sort(np.frombuffer(k, dtype=np.int64)) for k in unique]
+    used = np.unique(np.concatenate(checked))
+    center = X_train[used].astype(np.float64).mean(axis=0)
+    return ProblemData(
+        X_train, y_train, X_val, y_val, checked, kind, n_classes, Cs, unique_subsets, mapping, center
+    )
+
+
+def subset_standardiser(X: np.ndarray, center: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and floored std of a training subset, in float64, the mean taken relative to ``center``."""
+    shifted = X.astype(np.float64) - center
+    mean = shifted.mean(axis=0)
+    std = np.maximum(shifted.std(axis=0), STD_FLOOR)
+    return mean, std
+
+
+def fold_standardisation(
+    weights: np.ndarray, bias: np.ndarray, mean: np.ndarray, std: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Turn a probe on standardised features into one on ``X - center``.
+
+    ``weights`` (D, K) act on ``(X - center - mean) / std``; the folded pair acts on ``X - center``.
+    """
+    folded = weights / std[:, None]
+    with np.errstate(invalid="ignore"):
+        folded_bias = bias - mean @ folded
+    return folded, np.where(np.isneginf(bias), -np.inf, folded_bias)
+
+
+def constant_label_bias(prevalence: float) -> float:
+    """Logit of a clipped prevalence: the probe of a label with one value only in its subset."""
+    p = float(np.clip(prevalence, PREVALENCE_CLIP, 1 - PREVALENCE_CLIP))
+    return float(np.log(p / (1 - p)))

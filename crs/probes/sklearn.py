@@ -1,0 +1,112 @@
+"""Reference backend: one scikit-learn ``LogisticRegression`` (L-BFGS, L2) per (subset, C).
+
+Everything else is checked against this. Multiclass and ordinal tasks fit a multinomial model over
+the classes present in the subset; multilabel tasks fit one binary model per label on its non-NaN
+rows. Convergence is checked, not assumed: a ``ConvergenceWarning`` marks the subset unconverged in
+``ProbeSet.converged``.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from joblib import Parallel, delayed
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
+
+from crs.probes.base import (
+    ProblemData,
+    constant_label_bias,
+    fold_standardisation,
+    link_function,
+    subset_standardiser,
+)
+from crs.probes.selection import assemble_linear, validation_scores
+
+MAX_ITER = 5000
+TOL = 1e-4
+"""scikit-learn's default tolerance, as the loop a careful user writes; MAX_ITER is raised so that
+fits converge (checked through ConvergenceWarning)."""
+
+
+def fit_logistic(
+    X: np.ndarray, y: np.ndarray, C: float, kind: str, n_classes: int, random_state: int
+) -> tuple[np.ndarray, np.ndarray, bool]:
+    """One probe on standardised ``X``: returns weights (D, K), bias (K,), converged.
+
+    Multiclass with two classes present is fitted as the binary model with 2C and split
+    symmetrically, which is exactly the multinomial L2 optimum (scikit-learn would otherwise fit a
+    binary model with C, a different penalty). Absent classes get bias -inf.
+    """
+    dim = X.shape[1]
+    if kind == "multilabel":
+        weights = np.zeros((dim, n_classes))
+        bias = np.zeros(n_classes)
+        converged = True
+        for label in range(n_classes):
+            rows = ~np.isnan(y[:, label])
+            values = y[rows, label]
+            if len(values) == 0 or values.min() == values.max():
+                bias[label] = constant_label_bias(values.mean() if len(values) else 0.5)
+                continue
+            w, b, ok = _fit_one(X[rows], values.astype(np.int64), C, random_state)
+            weights[:, label], bias[label] = w[:, 0], b[0]
+            converged &= ok
+        return weights, bias, converged
+    present = np.unique(y)
+    weights = np.zeros((dim, n_classes))
+    bias = np.full(n_classes, -np.inf)
+    if len(present) == 1:
+        bias[present[0]] = 0.0
+        return weights, bias, True
+    if len(present) == 2:
+        w, b, ok = _fit_one(X, (y == present[1]).astype(np.int64), 2 * C, random_state)
+        weights[:, present] = np.concatenate([-w / 2, w / 2], axis=1)
+        bias[present] = [-b[0] / 2, b[0] / 2]
+        return weights, bias, ok
+    w, b, ok = _fit_one(X, y, C, random_state)
+    weights[:, present] = w
+    bias[present] = b
+    return weights, bias, ok
+
+
+def _fit_one(X: np.ndarray, y: np.ndarray, C: float, random_state: int) -> tuple[np.ndarray, np.ndarray, bool]:
+    model = LogisticRegression(C=C, solver="lbfgs", max_iter=MAX_ITER, tol=TOL, random_state=random_state)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        model.fit(X, y)
+    converged = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
+    return model.coef_.T.copy(), model.intercept_.copy(), converged
+
+
+def _fit_subset(problem: ProblemData, subset: np.ndarray, random_state: int) -> dict:
+    """All C values of one subset: folded weights per C and validation probabilities per C."""
+    X = problem.X_train[subset]
+    mean, std = subset_standardiser(X, problem.center)
+    standardised = (X - problem.center - mean) / std
+    val_centered = problem.X_val - problem.center
+    out: dict = {"weights": [], "bias": [], "proba": [], "converged": True}
+    for C in problem.Cs:
+        w, b, ok = fit_logistic(standardised, problem.y_train[subset], C, problem.kind, problem.n_classes, random_state)
+        folded, folded_bias = fold_standardisation(w, b, mean, std)
+        out["weights"].append(folded)
+        out["bias"].append(folded_bias)
+        out["proba"].append(link_function(val_centered @ folded + folded_bias, problem.link))
+        out["converged"] &= ok
+    return out
+
+
+def fit(
+    problem: ProblemData, selection: str, random_state: int = 0, n_jobs: int = 1, family: str = "logistic"
+) -> LinearProbeSet:
+    """Fit every (unique subset, C), choose C per subset on validation, return the probe set."""
+    fits = Parallel(n_jobs=n_jobs)(
+        delayed(_fit_subset)(problem, subset, random_state) for subset in problem.unique_subsets
+    )
+    proba = np.stack([np.stack(f["proba"]) for f in fits])  # (U, n_Cs, N_val, K)
+    scores = validation_scores(problem.y_val, proba, selection)  # (U, n_Cs)
+    weights = np.stack([np.stack(f["weights"]) for f in fits])
+    bias = np.stack([np.stack(f["bias"]) for f in fits])
+    converged = np.array([f["converged"] for f in fits])
+    return assemble_linear(problem, "sklearn", family, selection, scores, weights, bias, converged)
