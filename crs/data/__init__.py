@@ -20,7 +20,7 @@ from crs.data.base import (
 
 __all__ = [
     "MODALITIES", "SPLITS", "TASK_KINDS", "DataError", "Dataset", "Task", "group_split",
-    "nested_label_fractions", "safe_join", "load_dataset", "DATASET_LOADERS",
+    "nested_label_fractions", "safe_join", "load_dataset", "DATASET_LOADERS", "DATASET_DESCRIPTIONS",
 ]
 
 
@@ -30,9 +30,54 @@ def _synthetic(root: Path, **options: Any) -> Dataset:
     return load_synthetic(root, **options)
 
 
-# name -> loader(root, **options) -> Dataset. Real data-set loaders register here too.
+def _isic2019(root: Path, **options: Any) -> Dataset:
+    from crs.data.isic2019 import load_isic2019
+
+    return load_isic2019(root, **options)
+
+
+def _aptos2019(root: Path, **options: Any) -> Dataset:
+    from crs.data.aptos2019 import load_aptos2019
+
+    return load_aptos2019(root, **options)
+
+
+def _chexpert(root: Path, **options: Any) -> Dataset:
+    from crs.data.chexpert import load_chexpert
+
+    return load_chexpert(root, **options)
+
+
+def _mimic_cxr(root: Path, **options: Any) -> Dataset:
+    from crs.data.mimic_cxr import load_mimic_cxr
+
+    return load_mimic_cxr(root, **options)
+
+
+def _folder(root: Path, **options: Any) -> Dataset:
+    from crs.data.folder import load_folder
+
+    return load_folder(root, **options)
+
+
+# name -> loader(root, **options) -> Dataset. Imports are deferred so listing loaders stays cheap.
 DATASET_LOADERS: dict[str, Callable[..., Dataset]] = {
     "synthetic": _synthetic,
+    "isic2019": _isic2019,
+    "aptos2019": _aptos2019,
+    "chexpert": _chexpert,
+    "mimic_cxr": _mimic_cxr,
+    "folder": _folder,
+}
+
+# One line per loader for `crs datasets list` and the docs.
+DATASET_DESCRIPTIONS: dict[str, str] = {
+    "synthetic": "built-in generated benchmark (three modalities plus a shifted chest site)",
+    "isic2019": "ISIC 2019 dermoscopy, 8-class diagnosis, split by lesion_id",
+    "aptos2019": "APTOS 2019 fundus, diabetic retinopathy grade 0-4 (ordinal)",
+    "chexpert": "CheXpert v1.0 chest X-ray, 5 findings (multilabel), uncertainty policy, split by patient",
+    "mimic_cxr": "MIMIC-CXR-JPG chest X-ray, CheXpert's 5 findings, shift target (all test)",
+    "folder": "any image folder with a CSV (path, label column(s), optional group and split columns)",
 }
 
 

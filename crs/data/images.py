@@ -1,14 +1,25 @@
-"""Decode an image file once into a uint8 tensor at the data set's canonical resolution."""
+"""Decode an image file once into a uint8 tensor, and screen image files before a run.
+
+``load_image`` is what stage 1 calls per image. ``resolve_paths`` and ``screen_images`` are what
+every loader calls on the paths its CSV names: the first refuses any path that leaves the data
+root (before anything is opened), the second finds missing and unreadable files so a loader can
+either stop with an error naming the file or skip them and list them (``skip_bad``).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 from PIL import Image, UnidentifiedImageError
 
-from crs.data.base import DataError
+from crs.data.base import DataError, safe_join
+
+VERIFY_MODES = ("none", "exists", "decode")
 
 
 def load_image(path: Path | str, size: int) -> torch.Tensor:
@@ -31,3 +42,101 @@ def load_image(path: Path | str, size: int) -> torch.Tensor:
     except (UnidentifiedImageError, OSError, SyntaxError) as error:
         raise DataError(f"image unreadable or truncated: {path} ({error})") from error
     return torch.from_numpy(array.copy()).permute(2, 0, 1).contiguous()
+
+
+@dataclass(frozen=True)
+class ImageProblem:
+    """One image that cannot be used: its path relative to the root and why (missing | unreadable)."""
+
+    path: str
+    reason: str
+    detail: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}" + (f" ({self.detail})" if self.detail else "")
+
+
+def resolve_paths(root: Path, relative_paths: Sequence[str]) -> list[str]:
+    """Normalise CSV paths to clean paths relative to ``root``; refuse any that escape it.
+
+    Nothing is opened: ``safe_join`` only resolves the name, so a path such as ``../../etc/passwd``
+    raises :class:`DataError` naming the CSV entry before any file is touched.
+    """
+    resolved_root = Path(root).resolve()
+    cleaned = []
+    for relative in relative_paths:
+        if not isinstance(relative, str) or not relative.strip():
+            raise DataError(f"empty image path in the CSV under {resolved_root}; fill in or remove that row")
+        candidate = safe_join(resolved_root, relative)
+        cleaned.append(candidate.relative_to(resolved_root).as_posix())
+    return cleaned
+
+
+def check_image_file(path: Path, decode: bool) -> tuple[str, str] | None:
+    """``None`` if the file is usable, else (reason, detail). ``decode`` fully decodes it (draft-sized)."""
+    if not path.is_file():
+        return ("missing", "")
+    if not decode:
+        return None
+    try:
+        with Image.open(path) as image:
+            image.draft("RGB", (64, 64))
+            image.load()
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
+        return ("unreadable", str(error))
+    return None
+
+
+def find_bad_images(
+    root: Path, relative_paths: Sequence[str], verify: str = "exists", workers: int = 4
+) -> list[ImageProblem]:
+    """Missing (and with ``verify="decode"`` unreadable) images among ``relative_paths``, in input order."""
+    if verify not in VERIFY_MODES:
+        raise DataError(f"verify={verify!r} is not one of {VERIFY_MODES}")
+    if verify == "none":
+        return []
+    root = Path(root).resolve()
+    decode = verify == "decode"
+
+    def check(relative: str) -> ImageProblem | None:
+        outcome = check_image_file(root / relative, decode)
+        return None if outcome is None else ImageProblem(relative, *outcome)
+
+    if decode and workers > 1 and len(relative_paths) > 64:
+        # PIL releases the GIL while decoding, so threads overlap the work.
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            outcomes = list(pool.map(check, relative_paths, chunksize=64))
+    else:
+        outcomes = [check(relative) for relative in relative_paths]
+    return [outcome for outcome in outcomes if outcome is not None]
+
+
+def screen_images(
+    root: Path,
+    relative_paths: Sequence[str],
+    skip_bad: bool,
+    verify: str | None = None,
+    dataset: str = "data set",
+) -> tuple[np.ndarray, list[str]]:
+    """Apply the ``skip_bad`` rule: returns (keep mask, skipped descriptions).
+
+    ``verify`` defaults to ``"exists"`` (a stat per file) when bad images are errors, and to
+    ``"decode"`` when they are to be skipped, because a skipped image must be known before the ids
+    are fixed in the cache. Without ``skip_bad`` any problem raises :class:`DataError` naming the
+    first bad file and how many there are.
+    """
+    verify = verify or ("decode" if skip_bad else "exists")
+    problems = find_bad_images(root, relative_paths, verify)
+    keep = np.ones(len(relative_paths), dtype=bool)
+    if not problems:
+        return keep, []
+    if not skip_bad:
+        first = problems[0]
+        more = f" and {len(problems) - 1} more" if len(problems) > 1 else ""
+        raise DataError(
+            f"{dataset}: image {first.reason}: {Path(root).resolve() / first.path}{more}; "
+            "restore the files or load with skip_bad=True (--skip-bad) to skip and list them"
+        )
+    bad = {problem.path for problem in problems}
+    keep = np.array([relative not in bad for relative in relative_paths], dtype=bool)
+    return keep, [str(problem) for problem in problems]
