@@ -1,0 +1,25 @@
+"""Frozen image encoders: a registry of specs and one way to build them, ``create(name)``.
+
+>>> encoder = create("resnet18", weights="random", input_size=64)
+>>> encoder.embed(torch.rand(2, 3, 96, 96)).shape
+torch.Size([2, 512])
+"""
+
+from crs.encoders.checkpoint import CheckpointError, LoadReport
+from crs.encoders.encoder import Encoder, Network
+from crs.encoders.factory import create
+from crs.encoders.registry import (
+    PUBLIC_KEYS,
+    EncoderError,
+    EncoderSpec,
+    all_specs,
+    available,
+    get_spec,
+    register,
+)
+from crs.encoders.weights import RANDOM, RANDOM_SEED, WeightsNotFoundError
+
+__all__ = [
+    "PUBLIC_KEYS", "RANDOM", "RANDOM_SEED", "CheckpointError", "Encoder", "EncoderError", "EncoderSpec",
+    "LoadReport", "Network", "WeightsNotFoundError", "all_specs", "available", "create", "get_spec", "register",
+]

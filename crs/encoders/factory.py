@@ -1,0 +1,63 @@
+"""``create(name_or_spec, weights, device, input_size)``: the one way to build an encoder."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import torch
+
+from crs.encoders.encoder import Encoder, Network
+from crs.encoders.registry import EncoderError, EncoderSpec, get_spec
+from crs.encoders.weights import RANDOM, RANDOM_SEED
+
+
+def _loader(kind: str):
+    if kind == "timm":
+        from crs.encoders.timm_ import build
+    elif kind == "checkpoint":
+        from crs.encoders.timm_ import build_from_checkpoint as build
+    elif kind == "open_clip":
+        from crs.encoders.open_clip_ import build
+    elif kind == "hf":
+        from crs.encoders.hf import build
+    elif kind == "python":
+        from crs.encoders.python_ import build
+    elif kind == "baseline":
+        from crs.encoders.baseline import build
+    else:
+        raise EncoderError(f"no loader for source kind {kind!r}")
+    return build
+
+
+def create(
+    name_or_spec: str | EncoderSpec,
+    weights: str | os.PathLike | None = None,
+    device: str | torch.device = "cpu",
+    input_size: int | None = None,
+) -> Encoder:
+    """Build a frozen encoder.
+
+    ``weights``: ``None`` finds local weights (``$CRS_WEIGHTS_DIR`` or the Hugging Face cache) and
+    fails with a message naming the file expected; a path uses that file or folder; ``"random"``
+    builds deterministic random weights (seed ``RANDOM_SEED``) without any download.
+    ``input_size`` overrides the network input resolution (for fast CPU runs); it changes the spec,
+    so it changes the cache fingerprint.
+    """
+    spec = get_spec(name_or_spec) if isinstance(name_or_spec, str) else name_or_spec
+    if not isinstance(spec, EncoderSpec):
+        raise EncoderError(f"expected an encoder name or EncoderSpec, got {type(name_or_spec).__name__}")
+    if input_size is not None and input_size != spec.input_size:
+        spec = dataclasses.replace(spec, input_size=int(input_size),
+                                   pre_resize=None if spec.pre_resize is None else max(int(input_size), int(round(spec.pre_resize * input_size / spec.input_size))))
+    if weights is not None and str(weights) != RANDOM:
+        weights = Path(weights)
+    build = _loader(spec.source_kind)
+    # Fixed seed around construction: random weights are identical on every run and machine.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(RANDOM_SEED)
+        network: Network = build(spec, weights)
+    if isinstance(network, tuple):  # python sources may update the spec (their own preprocessing)
+        spec, network = network
+    return Encoder(spec, network, device)
