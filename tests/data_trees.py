@@ -59,21 +59,22 @@ def truncate(path: Path) -> None:
 
 
 def build_isic(root: Path, missing: bool = False, truncated: bool = False) -> Tree:
-    """8 classes x 3 images. Per class: two images of one lesion, one more image either of a BCN
-    lesion (even classes) or without lesion_id (odd classes); classes 0-3 use ``_downsampled`` names."""
+    """8 classes x 4 images = 32. Per class: two images of one HAM lesion, a third image of a BCN
+    lesion (even classes) or without lesion_id (odd classes), a fourth without lesion_id; so three
+    groups per class. The third image of classes 0-3 has a ``_downsampled`` name."""
     image_dir = root / "ISIC_2019_Training_Input"
     truth, meta = [], []
     for c, cls in enumerate(ISIC_CLASSES):
-        for i in range(3):
-            number = c * 3 + i
+        for i in range(4):
+            number = c * 4 + i
             name = f"ISIC_{number:07d}" + ("_downsampled" if i == 2 and c < 4 else "")
             write_image(image_dir / f"{name}.jpg", seed=number, size=24)
             truth.append({"image": name, **{k: float(k == cls) for k in ISIC_CLASSES}, "UNK": 0.0})
-            lesion = f"HAM_{c:07d}" if i < 2 else (f"BCN_{number:07d}" if c % 2 == 0 else None)
+            lesion = f"HAM_{c:07d}" if i < 2 else (f"BCN_{number:07d}" if c % 2 == 0 and i == 2 else None)
             meta.append({"image": name, "age_approx": 30 + number, "anatom_site_general": "torso", "lesion_id": lesion, "sex": "female"})
     pd.DataFrame(truth).to_csv(root / "ISIC_2019_Training_GroundTruth.csv", index=False)
     pd.DataFrame(meta).to_csv(root / "ISIC_2019_Training_Metadata.csv", index=False)
-    tree = Tree(root, n_listed=24)
+    tree = Tree(root, n_listed=32)
     if missing:
         path = "ISIC_2019_Training_Input/ISIC_0000004.jpg"
         (root / path).unlink()
@@ -200,10 +201,10 @@ def build_folder(root: Path, outside: bool = False, duplicate_across_splits: boo
     for i in range(18):
         relative = f"images/img{i:02d}.jpg"
         write_image(root / relative, seed=500 + i)
-        rows.append({"path": relative, "label": ("cat", "dog", "fox")[i % 3], "patient": f"p{i // 2}",
+        rows.append({"path": relative, "label": ("cat", "dog", "fox")[i % 3], "patient": f"p{i // 3}",
                      "split": ("train", "train", "val", "test", "train", "val")[i // 3], "age": i})
     if duplicate_across_splits:
-        # img00 (train) and img17 (test) get identical bytes: a leak `datasets check` must report.
+        # img00 (train) and img17 (val) get identical bytes: a leak `datasets check` must report.
         (root / "images/img17.jpg").write_bytes((root / "images/img00.jpg").read_bytes())
     if outside:
         write_image(root.parent / "outside_secret.jpg", seed=9)

@@ -1,0 +1,167 @@
+"""`crs datasets check`: read a whole data set and report what a benchmark run would trip over.
+
+The table is loaded without file checks, then every listed image is read once: it is missing,
+unreadable (decode fails), or fine, and its bytes are hashed so identical images that sit in two
+splits (a leak) are found. Layout errors (missing CSV, wrong columns, a path outside the root)
+become the single problem of the report instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+from crs.data import load_dataset
+from crs.data.base import SPLITS, DataError, Dataset
+
+REPORT_KEYS = ("dataset", "root", "n_images", "n_missing", "n_unreadable", "classes", "splits", "n_groups", "duplicates", "problems")
+# Loaders that read files from disk accept verify="none", which loads the table only.
+FILE_LOADERS = ("isic2019", "aptos2019", "chexpert", "mimic_cxr", "folder")
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """What `datasets check` found. ``classes``: images per class (positives per label for
+    multilabel); ``splits``: per split, images, groups and the same class counts;
+    ``duplicates``: byte-identical images found in more than one split."""
+
+    dataset: str
+    root: str
+    n_images: int = 0
+    n_missing: int = 0
+    n_unreadable: int = 0
+    classes: dict[str, int] = field(default_factory=dict)
+    splits: dict[str, dict[str, Any]] = field(default_factory=dict)
+    n_groups: int = 0
+    duplicates: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list, repr=False)
+    unreadable: list[str] = field(default_factory=list, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form, with exactly the keys of :data:`REPORT_KEYS`."""
+        full = asdict(self)
+        return {key: full[key] for key in REPORT_KEYS}
+
+    def reason(self) -> str:
+        """One line for the exit message."""
+        if self.ok:
+            return "ok"
+        more = f" (+{len(self.problems) - 1} more)" if len(self.problems) > 1 else ""
+        return self.problems[0] + more
+
+
+def scan_image(path: Path) -> tuple[str, str | None, str]:
+    """(status, sha256 or None, detail) with status ``ok``, ``missing`` or ``unreadable``; reads the file once."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return "missing", None, ""
+    except OSError as error:
+        return ("missing" if not path.exists() else "unreadable"), None, str(error)
+    digest = hashlib.sha256(data).hexdigest()
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            image.draft("RGB", (64, 64))
+            image.load()
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
+        return "unreadable", digest, str(error)
+    return "ok", digest, ""
+
+
+def class_counts(dataset: Dataset, rows: np.ndarray) -> dict[str, int]:
+    """Images per class, or positive images per label for multilabel, among ``rows``."""
+    names = dataset.task.class_names
+    labels = dataset.labels[rows]
+    if dataset.task.kind == "multilabel":
+        positives = (np.nan_to_num(labels, nan=0.0) > 0.5).sum(axis=0)
+        return {name: int(positives[j]) for j, name in enumerate(names)}
+    counts = np.bincount(labels.astype(np.int64), minlength=len(names))
+    return {name: int(counts[j]) for j, name in enumerate(names)}
+
+
+def check_dataset(name: str, root: Path | str, workers: int = 4, **options: Any) -> CheckReport:
+    """Load data set ``name`` from ``root`` and check every image; never raises for data problems."""
+    root = Path(root)
+    if name in FILE_LOADERS:
+        options = {**options, "verify": "none", "skip_bad": False}
+    try:
+        dataset = load_dataset(name, root, **options)
+    except (DataError, TypeError) as error:
+        # TypeError: an option the loader does not take; the message names it.
+        return CheckReport(dataset=name, root=str(root), problems=[str(error).splitlines()[0]])
+
+    base = Path(dataset.root)
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        scans = list(pool.map(lambda p: scan_image(base / p), dataset.paths))
+    missing = [p for p, (status, _, _) in zip(dataset.paths, scans, strict=True) if status == "missing"]
+    unreadable = [f"{p}: {detail}" for p, (status, _, detail) in zip(dataset.paths, scans, strict=True) if status == "unreadable"]
+
+    split_report: dict[str, dict[str, Any]] = {}
+    for split in SPLITS:
+        rows = dataset.indices(split)
+        if len(rows):
+            split_report[split] = {
+                "images": int(len(rows)),
+                "groups": int(len(set(dataset.groups[rows].tolist()))),
+                "classes": class_counts(dataset, rows),
+            }
+
+    by_hash: dict[str, list[int]] = defaultdict(list)
+    for i, (_, digest, _) in enumerate(scans):
+        if digest is not None:
+            by_hash[digest].append(i)
+    duplicates = []
+    for digest, rows_with_hash in by_hash.items():
+        splits_hit = sorted({str(dataset.splits[i]) for i in rows_with_hash})
+        if len(rows_with_hash) > 1 and len(splits_hit) > 1:
+            duplicates.append({"sha256": digest, "ids": [str(dataset.ids[i]) for i in rows_with_hash], "splits": splits_hit})
+
+    problems = []
+    if missing:
+        problems.append(f"{len(missing)} image(s) missing, first: {base / missing[0]}")
+    if unreadable:
+        problems.append(f"{len(unreadable)} image(s) unreadable, first: {base / unreadable[0]}")
+    for split, entry in split_report.items():
+        empty = [cls for cls, n in entry["classes"].items() if n == 0]
+        if empty and set(split_report) != {"test"}:
+            problems.append(f"split {split!r} has no images of {empty}; add data or merge those classes")
+    leaked = _groups_in_several_splits(dataset)
+    if leaked:
+        problems.append(f"{len(leaked)} group(s) appear in more than one split, first: {leaked[0]}")
+    if duplicates:
+        problems.append(f"{len(duplicates)} byte-identical image(s) in more than one split (a leak), first ids: {duplicates[0]['ids']}")
+
+    return CheckReport(
+        dataset=dataset.name,
+        root=str(base),
+        n_images=len(dataset),
+        n_missing=len(missing),
+        n_unreadable=len(unreadable),
+        classes=class_counts(dataset, np.arange(len(dataset))),
+        splits=split_report,
+        n_groups=int(len(set(dataset.groups.tolist()))),
+        duplicates=duplicates,
+        problems=problems,
+        missing=missing,
+        unreadable=unreadable,
+    )
+
+
+def _groups_in_several_splits(dataset: Dataset) -> list[str]:
+    seen: dict[str, set[str]] = defaultdict(set)
+    for group, split in zip(dataset.groups.tolist(), dataset.splits.tolist(), strict=True):
+        seen[group].add(split)
+    return sorted(group for group, splits in seen.items() if len(splits) > 1)
