@@ -1,0 +1,31 @@
+"""Acquisition corruptions per modality: batched torch ops, five severities, seeded per image.
+
+``suite(modality)`` lists a modality's corruptions; ``apply(images, modality, name, severity, ids)``
+corrupts a uint8 or float batch on any device; ``SUITE_VERSION`` enters the cache fingerprint.
+Definitions, constants and sources are in ``docs/corruptions.md``.
+"""
+
+from crs.corruptions.api import CorruptionError, apply, apply_all, corruption, suite
+from crs.corruptions.suites import MODALITIES, SEVERITIES, Corruption
+from crs.corruptions.version import SUITE_VERSION
+
+
+def corruption_grid(image_uint8_chw, modality: str, path, image_id: str = "grid"):
+    """Save a grid of one image under every corruption (rows) and severity (columns) to ``path``."""
+    from crs.corruptions.grid import corruption_grid as _grid
+
+    return _grid(image_uint8_chw, modality, path, image_id=image_id)
+
+
+__all__ = [
+    "MODALITIES",
+    "SEVERITIES",
+    "SUITE_VERSION",
+    "Corruption",
+    "CorruptionError",
+    "apply",
+    "apply_all",
+    "corruption",
+    "corruption_grid",
+    "suite",
+]

@@ -1,0 +1,7 @@
+"""The corruption suite version: it enters the feature-cache fingerprint.
+
+Bump it whenever any definition, severity constant, seed derivation or suite membership changes,
+so a cache built with the old suite is never reused silently.
+"""
+
+SUITE_VERSION = "2025.1"
