@@ -45,7 +45,7 @@ def load_aptos2019(
     if len(bad):
         row = bad[0]
         raise DataError(
-            f"aptos2019: id_code {table['id_code'].iloc[row]} has diagnosis {table['diagnosis'].iloc[row]!r}; "
+            f"aptos2019: id_code {table['id_code'].iloc[row]} has diagnosis {table['diagnosis'].iloc[row]}; "
             "grades must be integers 0-4 (is this the official train.csv?)"
         )
     if not (root / image_dir).is_dir():

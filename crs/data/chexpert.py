@@ -60,7 +60,7 @@ def map_findings(table: pd.DataFrame, policy: str, source: str) -> np.ndarray:
         if odd.any():
             row = int(np.flatnonzero(odd)[0])
             raise DataError(
-                f"{source}: column {finding!r} holds {table[finding].iloc[row]!r} in row {row + 2}; "
+                f"{source}: column {finding!r} holds '{table[finding].iloc[row]}' in row {row + 2}; "
                 "findings must be 1, 0, -1 or blank"
             )
         column = np.where(np.isnan(raw), 0.0, raw)
