@@ -68,8 +68,7 @@ def ordinal_auroc(y: np.ndarray, probs: np.ndarray) -> float:
     Thresholds where every (or no) case has ``y >= k`` are left out; NaN if none remain.
     """
     y_c, p_c = multiclass_pair(y, probs)
-    tail = np.cumsum(p_c[:, ::-1], axis=1)[:, ::-1]  # tail[:, k] = P(grade >= k)
-    values = [binary_auroc(y_c >= k, tail[:, k]) for k in range(1, p_c.shape[1])]
+    values = [binary_auroc(y_c >= k, p_c[:, k:].sum(axis=1)) for k in range(1, p_c.shape[1])]
     return _nanmean_or_nan(np.array(values))
 
 
