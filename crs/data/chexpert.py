@@ -28,8 +28,8 @@ from crs.data.images import resolve_paths, screen_images
 
 CHEXPERT_TASKS = ("Atelectasis", "Cardiomegaly", "Consolidation", "Edema", "Pleural Effusion")
 TASK = Task("chexpert5", "multilabel", CHEXPERT_TASKS)
-# "mixed" is the policy of the CheXpert paper's best model: U-Ones where uncertainty mostly meant
-# presence (Atelectasis, Edema), U-Zeros for the rest.
+# "mixed" is a common simplification of the CheXpert paper's per-finding results: U-Ones where it
+# did best (Atelectasis, Edema), U-Zeros for the rest.
 MIXED_ONES = ("Atelectasis", "Edema")
 UNCERTAINTY_POLICIES = ("ones", "zeros", "ignore", "mixed")
 FOLDER_NAMES = ("CheXpert-v1.0-small", "CheXpert-v1.0")
