@@ -1,0 +1,140 @@
+"""Hand-derived values for the axis functions and seed_axes, with the derivation beside each."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from crs import axes
+
+
+def test_auroc_with_a_tie_counts_half():
+    # positives score 0.8 and 0.4, negatives 0.4 and 0.1: pairs (0.8>0.4) 1, (0.8>0.1) 1,
+    # (0.4=0.4) 1/2, (0.4>0.1) 1 -> 3.5 / 4
+    assert axes.auroc([1, 1, 0, 0], [0.8, 0.4, 0.4, 0.1], "binary") == 0.875
+
+
+def test_absent_class_is_nan_and_left_out_of_the_macro_mean():
+    y = np.array([0, 0, 1, 1])  # class 2 never occurs
+    probs = np.array([[0.7, 0.2, 0.1], [0.6, 0.3, 0.1], [0.2, 0.7, 0.1], [0.1, 0.8, 0.1]])
+    per_class = axes.per_class_auroc(y, probs, "multiclass")
+    assert per_class[0] == 1.0 and per_class[1] == 1.0 and math.isnan(per_class[2])
+    assert axes.auroc(y, probs, "multiclass") == 1.0  # not (1 + 1 + 0) / 3
+
+
+def test_nothing_scorable_gives_nan_not_zero():
+    assert math.isnan(axes.auroc([1, 1, 1], [0.2, 0.5, 0.9], "binary"))
+    y = np.array([[1.0, np.nan], [1.0, np.nan]])
+    assert math.isnan(axes.auroc(y, np.full((2, 2), 0.5), "multilabel"))
+    assert math.isnan(axes.ece(np.full((2, 1), np.nan), np.full((2, 1), 0.5), "multilabel"))
+
+
+def test_ece_two_bins_by_hand():
+    # binary, 2 bins [0, .5) and [.5, 1]: bin 0 holds p = .2, .4 with labels 0, 1 -> |0.5 - 0.3| = 0.2;
+    # bin 1 holds p = .6, .8 with labels 1, 1 -> |1 - 0.7| = 0.3; ECE = .5 * .2 + .5 * .3 = 0.25, MCE = 0.3
+    y, p = [0, 1, 1, 1], [0.2, 0.4, 0.6, 0.8]
+    assert axes.ece(y, p, "binary", n_bins=2) == pytest.approx(0.25)
+    assert axes.mce(y, p, "binary", n_bins=2) == pytest.approx(0.3)
+
+
+def test_ece_bin_edges_follow_torchmetrics():
+    # with 2 bins a confidence of exactly 0.5 goes to the upper bin and 1.0 to the last bin:
+    # upper bin = {0.5 (label 1), 1.0 (label 1)} -> |1 - .75| = .25, share 1 -> ECE .25
+    assert axes.ece([1, 1], [0.5, 1.0], "binary", n_bins=2) == pytest.approx(0.25)
+
+
+def test_top_label_ece_multiclass_by_hand():
+    # confidences .9 (correct) and .6 (wrong) fall in different bins of 15:
+    # ECE = .5 * |1 - .9| + .5 * |0 - .6| = .05 + .3 = .35
+    probs = np.array([[0.9, 0.1], [0.6, 0.4]])
+    assert axes.ece(np.array([0, 1]), probs, "multiclass") == pytest.approx(0.35)
+
+
+def test_equal_mass_bins_by_hand():
+    # 4 cases, 2 equal-mass bins: {.1 (0), .2 (1)} -> |.5 - .15| = .35; {.7 (1), .9 (1)} -> |1 - .8| = .2
+    # ECE = .5 * .35 + .5 * .2 = .275
+    assert axes.ece([0, 1, 1, 1], [0.1, 0.2, 0.7, 0.9], "binary", n_bins=2, binning="mass") == pytest.approx(
+        0.275
+    )
+
+
+def test_smooth_ece_near_zero_when_calibrated_and_near_gap_when_offset():
+    rng = np.random.default_rng(0)
+    confidence = rng.uniform(0.2, 0.8, 20000)
+    outcome = (rng.uniform(size=confidence.size) < confidence).astype(float)
+    assert axes.smooth_ece(outcome, confidence, "binary") < 0.02
+    shifted = (rng.uniform(size=confidence.size) < confidence - 0.15).astype(float)  # over-confident by .15
+    assert axes.smooth_ece(shifted, confidence, "binary") == pytest.approx(0.15, abs=0.03)
+
+
+def test_label_efficiency_by_hand():
+    # fractions .01, .1, 1 -> x = -2, -1, 0; AUROCs .7, .8, .9 -> a = .4, .6, .8
+    # trapezoids: (.4 + .6) / 2 + (.6 + .8) / 2 = 1.2 over a span of 2 -> 0.6
+    assert axes.label_efficiency([0.01, 0.1, 1.0], [0.7, 0.8, 0.9]) == pytest.approx(0.6)
+    assert axes.label_efficiency([1.0, 0.01, 0.1], [0.9, 0.7, 0.8]) == pytest.approx(0.6)  # order-free
+    assert axes.label_efficiency([0.05, 1.0], [1.0, 1.0]) == pytest.approx(1.0)
+    assert math.isnan(axes.label_efficiency([1.0], [0.9]))
+    with pytest.raises(axes.AxisInputError, match="distinct"):
+        axes.label_efficiency([0.1, 0.1], [0.8, 0.8])
+
+
+def test_retention_floor_and_clip():
+    assert axes.retention(0.7, 0.9) == pytest.approx(0.5)  # .2 / .4
+    assert axes.retention(0.95, 0.9) == 1.0  # better than clean: clipped to full retention
+    assert axes.retention(0.4, 0.9) == 0.0  # worse than chance: clipped to none
+    assert axes.retention(0.52, 0.51) == pytest.approx(0.4)  # denominator floored at .05: .02 / .05
+    assert math.isnan(axes.retention(np.nan, 0.9))
+
+
+def test_mean_corruption_error_by_hand():
+    # corruption 1: errors .1 + .2 vs reference .2 + .2 -> .75; corruption 2: .3 + .3 vs .2 + .1 -> 2
+    # mCE = (.75 + 2) / 2 = 1.375
+    ours = [[0.9, 0.8], [0.7, 0.7]]
+    reference = [[0.8, 0.8], [0.8, 0.9]]
+    assert axes.mean_corruption_error(ours, reference) == pytest.approx(1.375)
+    assert axes.mean_corruption_error(reference, reference) == pytest.approx(1.0)
+
+
+def test_bad_inputs_name_the_fix():
+    with pytest.raises(axes.AxisInputError, match="kind"):
+        axes.auroc([0, 1], [0.1, 0.9], "regression")
+    with pytest.raises(axes.AxisInputError, match="0..1"):
+        axes.auroc([0, 2], np.full((2, 2), 0.5), "multiclass")
+
+
+def _record(encoder, fraction, condition, value, corruption="", severity=0, target="", seed=0):
+    return {"encoder": encoder, "task": "t", "task_kind": "multiclass", "label_fraction": fraction, "seed": seed,
+            "condition": condition, "corruption": corruption, "severity": severity, "target": target,
+            "auroc": value, "ece": 0.1 if condition == "clean" else 0.3, "brier": 0.2, "nll": 0.5}  # fmt: skip
+
+
+def test_seed_axes_by_hand():
+    records = pd.DataFrame(
+        [
+            _record("e", 0.01, "clean", 0.7),
+            _record("e", 0.1, "clean", 0.8),
+            _record("e", 1.0, "clean", 0.9),
+            _record("e", 1.0, "corrupt", 0.8, "blur", 1),  # retention .3 / .4 = .75
+            _record("e", 1.0, "corrupt", 0.6, "blur", 2),  # .1 / .4 = .25
+            _record("e", 1.0, "shift", 0.7, target="site2"),  # .2 / .4 = .5
+            _record("e", 0.1, "corrupt", 0.5, "blur", 1),  # not at the full fraction: ignored
+        ]
+    )
+    row = axes.seed_axes(records).iloc[0]
+    assert row["auroc"] == 0.9 and row["ece"] == 0.1
+    assert row["label_efficiency"] == pytest.approx(0.6)  # as in test_label_efficiency_by_hand
+    assert row["corruption_retention"] == pytest.approx(0.5)  # (.75 + .25) / 2
+    assert row["shift_retention"] == pytest.approx(0.5)
+    assert row["retention"] == pytest.approx(0.5)  # (.5 + .5) / 2
+    assert row["corrupt_ece"] == pytest.approx(0.3)
+
+    no_shift = axes.seed_axes(records[records["condition"] != "shift"]).iloc[0]
+    assert no_shift["retention"] == pytest.approx(0.5) and math.isnan(no_shift["shift_retention"])
+
+
+def test_seed_axes_rejects_missing_columns():
+    with pytest.raises(axes.AxisInputError, match="condition"):
+        axes.seed_axes(pd.DataFrame({"encoder": ["e"], "task": ["t"]}))
