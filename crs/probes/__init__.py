@@ -7,7 +7,7 @@ any feature matrix (clean test, each corruption, shift target) without refitting
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

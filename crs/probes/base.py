@@ -7,8 +7,8 @@ fit; they all hand back a :class:`ProbeSet` whose ``predict_proba`` is the one w
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 

@@ -31,7 +31,7 @@ fits converge (checked through ConvergenceWarning)."""
 
 
 def fit_logistic(
-    X: np.ndarray, y: np.ndarray, C: float, kind: str, n_classes: int, random_state: int
+    X: np.ndarray, y: np.ndarray, C: float, kind: str, n_classes: int, random_state: int, fit_one=None
 ) -> tuple[np.ndarray, np.ndarray, bool]:
     """One probe on standardised ``X``: returns weights (D, K), bias (K,), converged.
 
@@ -40,6 +40,7 @@ def fit_logistic(
     binary model with C, a different penalty). Absent classes get bias -inf.
     """
     dim = X.shape[1]
+    _fit_one = fit_one or _fit_sklearn
     if kind == "multilabel":
         weights = np.zeros((dim, n_classes))
         bias = np.zeros(n_classes)
@@ -71,7 +72,7 @@ def fit_logistic(
     return weights, bias, ok
 
 
-def _fit_one(X: np.ndarray, y: np.ndarray, C: float, random_state: int) -> tuple[np.ndarray, np.ndarray, bool]:
+def _fit_sklearn(X: np.ndarray, y: np.ndarray, C: float, random_state: int) -> tuple[np.ndarray, np.ndarray, bool]:
     model = LogisticRegression(C=C, solver="lbfgs", max_iter=MAX_ITER, tol=TOL, random_state=random_state)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
@@ -80,7 +81,7 @@ def _fit_one(X: np.ndarray, y: np.ndarray, C: float, random_state: int) -> tuple
     return model.coef_.T.copy(), model.intercept_.copy(), converged
 
 
-def _fit_subset(problem: ProblemData, subset: np.ndarray, random_state: int) -> dict:
+def _fit_subset(problem: ProblemData, subset: np.ndarray, random_state: int, fit_one=None) -> dict:
     """All C values of one subset: folded weights per C and validation probabilities per C."""
     X = problem.X_train[subset]
     mean, std = subset_standardiser(X, problem.center)
@@ -88,7 +89,7 @@ def _fit_subset(problem: ProblemData, subset: np.ndarray, random_state: int) -> 
     val_centered = problem.X_val - problem.center
     out: dict = {"weights": [], "bias": [], "proba": [], "converged": True}
     for C in problem.Cs:
-        w, b, ok = fit_logistic(standardised, problem.y_train[subset], C, problem.kind, problem.n_classes, random_state)
+        w, b, ok = fit_logistic(standardised, problem.y_train[subset], C, problem.kind, problem.n_classes, random_state, fit_one)
         folded, folded_bias = fold_standardisation(w, b, mean, std)
         out["weights"].append(folded)
         out["bias"].append(folded_bias)
@@ -98,15 +99,21 @@ def _fit_subset(problem: ProblemData, subset: np.ndarray, random_state: int) -> 
 
 
 def fit(
-    problem: ProblemData, selection: str, random_state: int = 0, n_jobs: int = 1, family: str = "logistic"
-) -> LinearProbeSet:
+    problem: ProblemData,
+    selection: str,
+    random_state: int = 0,
+    n_jobs: int = 1,
+    family: str = "logistic",
+    fit_one=None,
+    backend: str = "sklearn",
+):
     """Fit every (unique subset, C), choose C per subset on validation, return the probe set."""
     fits = Parallel(n_jobs=n_jobs)(
-        delayed(_fit_subset)(problem, subset, random_state) for subset in problem.unique_subsets
+        delayed(_fit_subset)(problem, subset, random_state, fit_one) for subset in problem.unique_subsets
     )
     proba = np.stack([np.stack(f["proba"]) for f in fits])  # (U, n_Cs, N_val, K)
     scores = validation_scores(problem.y_val, proba, selection)  # (U, n_Cs)
     weights = np.stack([np.stack(f["weights"]) for f in fits])
     bias = np.stack([np.stack(f["bias"]) for f in fits])
     converged = np.array([f["converged"] for f in fits])
-    return assemble_linear(problem, "sklearn", family, selection, scores, weights, bias, converged)
+    return assemble_linear(problem, backend, family, selection, scores, weights, bias, converged)

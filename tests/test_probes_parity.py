@@ -1,0 +1,101 @@
+"""Backends agree: torch (and cuML where importable) against the sklearn reference on every task kind."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+from crs.probes import batched_nll, fit_probes, macro_auroc
+from crs.probes.base import subset_standardiser
+
+
+def learnable(kind: str, n: int = 700, dim: int = 24, k: int = 4, seed: int = 0):
+    """Correlated, offset features with a planted linear signal (so rotation and standardising matter)."""
+    rng = np.random.default_rng(seed)
+    mixing = rng.normal(size=(dim, dim)) / np.sqrt(dim)
+    X = (rng.normal(size=(n, dim)) @ mixing * rng.uniform(0.5, 3, dim) + rng.normal(size=dim)).astype(np.float32)
+    signal = (X - X.mean(0)) / X.std(0) @ rng.normal(size=(dim, k)) * 0.6
+    if kind == "multilabel":
+        y = (signal + rng.logistic(size=signal.shape) > 0.3).astype(np.float32)
+        y[rng.random(y.shape) < 0.1] = np.nan
+    else:
+        y = np.argmax(signal + rng.gumbel(size=signal.shape), axis=1).astype(np.int64)
+    return X, y
+
+
+def objective(probe_set, X_train, y_train, subsets, kind):
+    """scikit-learn's objective per subset at its selected C: C * sum of losses + ||w||^2 / 2.
+
+    Weights on standardised features are the folded weights times the subset's std; the loss uses
+    the probe's own predictions on its training rows. Multilabel: summed over labels on non-NaN rows.
+    """
+    values = []
+    proba = probe_set.predict_proba(X_train)
+    for s, subset in enumerate(subsets):
+        _, std = subset_standardiser(X_train[subset], probe_set.center)
+        w_std = probe_set.weights[s] * std[:, None]
+        p = np.clip(proba[s, subset].astype(np.float64), 1e-300, 1)
+        y = y_train[subset]
+        if kind == "multilabel":
+            mask = ~np.isnan(y)
+            t = np.where(mask, y, 0)
+            loss = -(t * np.log(p) + (1 - t) * np.log(np.clip(1 - p, 1e-300, 1))) * mask
+            loss_sum = loss.sum()
+        else:
+            loss_sum = -np.log(p[np.arange(len(y)), y]).sum()
+        values.append(probe_set.selected_C[s] * loss_sum + 0.5 * np.square(w_std).sum())
+    return np.array(values)
+
+
+BACKENDS = [("torch", {"path": "warm"}), ("torch", {"path": "batched"}), ("torch", {"dtype": "float64"})]
+if importlib.util.find_spec("cuml") is not None:
+    BACKENDS.append(("cuml", {}))
+
+
+@pytest.mark.parametrize("kind", ["multiclass", "ordinal", "multilabel"])
+@pytest.mark.parametrize("backend,options", BACKENDS)
+def test_backend_matches_sklearn(kind, backend, options):
+    X, y = learnable(kind, seed={"multiclass": 0, "ordinal": 1, "multilabel": 2}[kind])
+    X_train, y_train, X_val, y_val, X_test, y_test = X[:400], y[:400], X[400:550], y[400:550], X[550:], y[550:]
+    subsets = []
+    for seed in range(2):
+        order = np.random.default_rng(seed).permutation(400)
+        subsets += [order[:20], order[:100], order]  # 20 rows < 24 features: the row-space case
+    Cs = (1e-3, 1e-2, 1e-1, 1.0, 10.0)
+    reference = fit_probes(X_train, y_train, X_val, y_val, subsets, kind, Cs=Cs, n_classes=4)
+    candidate = fit_probes(
+        X_train, y_train, X_val, y_val, subsets, kind, backend=backend, Cs=Cs, n_classes=4, **options
+    )
+    assert reference.converged.all() and candidate.converged.all()
+    np.testing.assert_array_equal(candidate.selected_C, reference.selected_C)
+    p_ref, p_new = reference.predict_proba(X_test), candidate.predict_proba(X_test)
+    np.testing.assert_allclose(macro_auroc(y_test, p_new), macro_auroc(y_test, p_ref), atol=0.002)
+    np.testing.assert_allclose(batched_nll(y_test, p_new), batched_nll(y_test, p_ref), rtol=0.01)
+    f_ref = objective(reference, X_train, y_train, subsets, kind)
+    f_new = objective(candidate, X_train, y_train, subsets, kind)
+    # No worse than scikit-learn's, up to float32 rounding of the loss (1e-6 relative).
+    assert (f_new <= f_ref * (1 + 1e-6)).all(), (f_new - f_ref) / f_ref
+
+
+def test_warm_path_stops_after_validation_falls_and_never_selects_a_skipped_C():
+    X, y = learnable("multiclass", seed=3)
+    Cs = tuple(np.logspace(-4, 3, 10))
+    probe_set = fit_probes(
+        X[:400], y[:400], X[400:550], y[400:550], [np.arange(60)], "multiclass", backend="torch", Cs=Cs, patience=1
+    )
+    scores = probe_set.val_scores[0]
+    reached = ~np.isnan(scores)
+    last = np.flatnonzero(reached)[-1]
+    assert last < len(Cs) - 1, "a small noisy subset should overfit well before C = 1000"
+    assert scores[last] < np.nanmax(scores[:last]) and not reached[last + 1 :].any()
+    assert probe_set.selected_C[0] == Cs[int(np.nanargmax(scores))]
+
+
+def test_cuml_missing_gives_a_clear_error():
+    if importlib.util.find_spec("cuml") is not None:
+        pytest.skip("cuML is installed here")
+    X, y = learnable("multiclass", n=80)
+    with pytest.raises(ImportError, match="cuml"):
+        fit_probes(X[:60], y[:60], X[60:], y[60:], [np.arange(60)], "multiclass", backend="cuml")
