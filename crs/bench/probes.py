@@ -1,0 +1,312 @@
+"""Benchmark of stage 2 for one (encoder, task) unit: crs's batched probes against a careful sklearn loop.
+
+Both sides run in one process tree in one run, on the same synthetic features of realistic size
+(5,000 train, 1,000 validation, 2,000 test rows, D = 768; an 8-class task and a 5-label multilabel
+task; 5 label fractions x 5 seeds x 8 C values; the clean test split plus 60 corrupted variants).
+
+* baseline: one ``LogisticRegression`` (L-BFGS, L2) per (fraction, seed, C) on the standardised
+  subset, joblib processes over all cores with one BLAS thread each; C chosen by validation AUROC;
+  the selected probes evaluated with one ``roc_auc_score`` per (probe, evaluation set), also over
+  joblib processes.
+* crs: ``fit_probes(backend="torch")`` in this process on one thread, then ``predict_proba`` and
+  ``macro_auroc`` once per evaluation set for all probes at once.
+
+Reported: wall-clock speed-up, the largest |AUROC difference| at the selected C (every probe, every
+evaluation set), the largest difference in selected C (log10 units) and how many probes disagree,
+and crs's peak extra memory relative to the unit's float32 feature matrix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from crs.data.base import nested_label_fractions
+
+
+@dataclass(frozen=True)
+class BenchSize:
+    n_train: int
+    n_val: int
+    n_test: int
+    dim: int
+    n_classes: int
+    n_labels: int
+    fractions: tuple[float, ...]
+    seeds: int
+    n_Cs: int
+    n_conditions: int
+
+
+FULL = BenchSize(5000, 1000, 2000, 768, 8, 5, (0.01, 0.05, 0.1, 0.25, 1.0), 5, 8, 60)
+QUICK = BenchSize(800, 300, 400, 48, 4, 3, (0.1, 0.5, 1.0), 2, 4, 4)
+
+
+# --- synthetic unit --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Unit:
+    kind: str
+    n_classes: int
+    X_train: np.ndarray
+    y_train: np.ndarray
+    X_val: np.ndarray
+    y_val: np.ndarray
+    X_test: np.ndarray
+    y_test: np.ndarray
+    subsets: tuple[np.ndarray, ...]
+    Cs: tuple[float, ...]
+    n_conditions: int
+
+    def condition(self, index: int) -> np.ndarray:
+        """Evaluation set ``index``: 0 is the clean test split, the others a seeded noisy blend of it
+        (severity cycles 1..5), standing in for one corruption x severity read from the cache."""
+        if index == 0:
+            return self.X_test
+        severity = 1 + (index - 1) % 5
+        rng = np.random.default_rng(1000 + index)
+        noise = rng.standard_normal(self.X_test.shape, dtype=np.float32) * self.X_test.std(axis=0)
+        return (1 - 0.08 * severity) * self.X_test + 0.08 * severity * noise
+
+    @property
+    def feature_bytes(self) -> int:
+        return (len(self.X_train) + len(self.X_val) + len(self.X_test)) * self.X_train.shape[1] * 4
+
+
+def synthetic_unit(size: BenchSize, kind: str, seed: int = 0) -> Unit:
+    """Correlated features (a 64-D latent signal mixed into D dims plus noise) with planted labels."""
+    rng = np.random.default_rng(seed)
+    n = size.n_train + size.n_val + size.n_test
+    latent_dim = min(64, size.dim)
+    latent = rng.standard_normal((n, latent_dim))
+    mixing = rng.standard_normal((latent_dim, size.dim)) / np.sqrt(latent_dim)
+    X = (latent @ mixing + 0.7 * rng.standard_normal((n, size.dim)) + rng.normal(size=size.dim)).astype(np.float32)
+    outputs = size.n_labels if kind == "multilabel" else size.n_classes
+    signal = latent @ rng.standard_normal((latent_dim, outputs)) * 0.35
+    if kind == "multilabel":
+        y = (signal + rng.logistic(size=signal.shape) > 0.8).astype(np.float32)
+        y[rng.random(y.shape) < 0.1] = np.nan
+    else:
+        y = np.argmax(signal + rng.gumbel(size=signal.shape), axis=1).astype(np.int64)
+    a, b = size.n_train, size.n_train + size.n_val
+    subsets = []
+    for s in range(size.seeds):
+        nested = nested_label_fractions(y[:a], size.fractions, seed=s, min_per_class=3)
+        subsets += [np.asarray(nested[f]) for f in size.fractions]
+    Cs = tuple(float(c) for c in np.logspace(-4, 1, size.n_Cs))
+    return Unit(kind, outputs, X[:a], y[:a], X[a:b], y[a:b], X[b:], y[b:], tuple(subsets), Cs, size.n_conditions)
+
+
+# --- baseline: the loop a careful user writes ------------------------------------------------
+
+
+def _auroc(y: np.ndarray, proba: np.ndarray, kind: str) -> float:
+    from sklearn.metrics import roc_auc_score
+
+    if kind == "multilabel":
+        values = []
+        for label in range(y.shape[1]):
+            rows = ~np.isnan(y[:, label])
+            if len(np.unique(y[rows, label])) == 2:
+                values.append(roc_auc_score(y[rows, label], proba[rows, label]))
+        return float(np.mean(values))
+    return float(roc_auc_score(y, proba, multi_class="ovr", labels=np.arange(proba.shape[1])))
+
+
+def _baseline_fit(unit: Unit, subset: np.ndarray, C: float):
+    import warnings
+
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+
+    scaler = StandardScaler().fit(unit.X_train[subset])
+    X = scaler.transform(unit.X_train[subset])
+    y = unit.y_train[subset]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if unit.kind == "multilabel":
+            models = []
+            for label in range(y.shape[1]):
+                rows = ~np.isnan(y[:, label])
+                models.append(LogisticRegression(C=C, max_iter=5000).fit(X[rows], y[rows, label].astype(int)))
+        else:
+            models = [LogisticRegression(C=C, max_iter=5000).fit(X, y)]
+    probe = (scaler, models)
+    return probe, _auroc(unit.y_val, _baseline_proba(probe, unit.X_val, unit.kind), unit.kind)
+
+
+def _baseline_proba(probe, X: np.ndarray, kind: str) -> np.ndarray:
+    scaler, models = probe
+    Xs = scaler.transform(X)
+    if kind == "multilabel":
+        return np.stack([m.predict_proba(Xs)[:, 1] for m in models], axis=1)
+    return models[0].predict_proba(Xs)
+
+
+def _baseline_evaluate(unit: Unit, probe) -> list[float]:
+    return [_auroc(unit.y_test, _baseline_proba(probe, unit.condition(i), unit.kind), unit.kind) for i in range(unit.n_conditions + 1)]
+
+
+def run_baseline(unit: Unit, n_jobs: int) -> dict:
+    from joblib import Parallel, delayed, parallel_config
+
+    start = time.perf_counter()
+    jobs = [(s, c) for s in range(len(unit.subsets)) for c in range(len(unit.Cs))]
+    with parallel_config(backend="loky", inner_max_num_threads=1):
+        fitted = Parallel(n_jobs=n_jobs)(delayed(_baseline_fit)(unit, unit.subsets[s], unit.Cs[c]) for s, c in jobs)
+    scores = np.array([score for _, score in fitted]).reshape(len(unit.subsets), len(unit.Cs))
+    best = np.argmax(scores, axis=1)
+    fit_seconds = time.perf_counter() - start
+    probes = [fitted[s * len(unit.Cs) + best[s]][0] for s in range(len(unit.subsets))]
+    with parallel_config(backend="loky", inner_max_num_threads=1):
+        auroc = Parallel(n_jobs=n_jobs)(delayed(_baseline_evaluate)(unit, probe) for probe in probes)
+    return {
+        "fit_s": fit_seconds,
+        "total_s": time.perf_counter() - start,
+        "selected_C": np.asarray(unit.Cs)[best],
+        "auroc": np.array(auroc),  # (n_subsets, n_conditions + 1)
+    }
+
+
+# --- crs -------------------------------------------------------------------------------------
+
+
+class PeakRSS:
+    """Samples this process's resident memory every 5 ms; ``extra`` is the peak above the start."""
+
+    def __init__(self) -> None:
+        import psutil
+
+        self._process = psutil.Process(os.getpid())
+        self.start = self._process.memory_info().rss
+        self.peak = self.start
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self._process.memory_info().rss)
+            time.sleep(0.005)
+
+    def __enter__(self) -> PeakRSS:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self._process.memory_info().rss)
+
+    @property
+    def extra(self) -> int:
+        return self.peak - self.start
+
+
+def run_crs(unit: Unit, device: str = "cpu") -> dict:
+    import torch
+
+    from crs.probes import fit_probes, macro_auroc
+
+    with PeakRSS() as memory:
+        start = time.perf_counter()
+        probe_set = fit_probes(
+            unit.X_train, unit.y_train, unit.X_val, unit.y_val, list(unit.subsets), unit.kind,
+            backend="torch", Cs=unit.Cs, n_classes=unit.n_classes, device=device,
+        )
+        if device != "cpu":
+            torch.cuda.synchronize()
+        fit_seconds = time.perf_counter() - start
+        auroc = np.stack(
+            [macro_auroc(unit.y_test, probe_set.predict_proba(unit.condition(i))) for i in range(unit.n_conditions + 1)],
+            axis=1,
+        )
+        total = time.perf_counter() - start
+    return {
+        "fit_s": fit_seconds,
+        "total_s": total,
+        "selected_C": probe_set.selected_C,
+        "auroc": auroc,
+        "converged": bool(probe_set.converged.all()),
+        "peak_extra_bytes": memory.extra,
+    }
+
+
+def compare(unit: Unit, n_jobs: int | None = None, device: str = "cpu") -> dict:
+    """Time baseline and crs on one unit side by side and compare their answers."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    n_jobs = n_jobs or os.cpu_count() or 1
+    baseline = run_baseline(unit, n_jobs)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with threadpool_limits(limits=1):
+            ours = run_crs(unit, device=device)
+    finally:
+        torch.set_num_threads(threads)
+    log_C = np.abs(np.log10(ours["selected_C"]) - np.log10(baseline["selected_C"]))
+    return {
+        "kind": unit.kind,
+        "probes_fitted_baseline": len(unit.subsets) * len(unit.Cs),
+        "evaluation_sets": unit.n_conditions + 1,
+        "baseline_cores": n_jobs,
+        "crs_threads": 1,
+        "crs_device": device,
+        "baseline_fit_s": round(baseline["fit_s"], 3),
+        "baseline_total_s": round(baseline["total_s"], 3),
+        "crs_fit_s": round(ours["fit_s"], 3),
+        "crs_total_s": round(ours["total_s"], 3),
+        "speedup": round(baseline["total_s"] / ours["total_s"], 2),
+        "speedup_fit": round(baseline["fit_s"] / ours["fit_s"], 2),
+        "max_abs_dauroc": float(np.abs(ours["auroc"] - baseline["auroc"]).max()),
+        "max_abs_dauroc_same_C": float(np.abs(ours["auroc"] - baseline["auroc"])[log_C == 0].max(initial=0)),
+        "max_selected_C_diff_log10": float(log_C.max()),
+        "selected_C_disagreements": int((log_C > 0).sum()),
+        "crs_converged": ours["converged"],
+        "peak_extra_memory_over_features": round(ours["peak_extra_bytes"] / unit.feature_bytes, 2),
+    }
+
+
+def run(json_out: bool = False, quick: bool = False, device: str = "cpu", n_jobs: int | None = None) -> list[dict]:
+    """Benchmark both task kinds; print a table (or JSON) and return the rows."""
+    size = QUICK if quick else FULL
+    rows = []
+    for kind in ("multiclass", "multilabel"):
+        rows.append(compare(synthetic_unit(size, kind), n_jobs=n_jobs, device=device))
+    if json_out:
+        print(json.dumps({"size": asdict(size), "results": rows}, indent=2))
+    else:
+        print(f"stage 2, one unit: {size}")
+        for row in rows:
+            print(
+                f"{row['kind']:>10}: baseline {row['baseline_total_s']:.1f} s ({row['baseline_cores']} cores), "
+                f"crs {row['crs_total_s']:.2f} s (1 thread, {row['crs_device']}) -> {row['speedup']:.1f}x "
+                f"(fits {row['speedup_fit']:.1f}x); max |dAUROC| {row['max_abs_dauroc']:.2e} "
+                f"(same C {row['max_abs_dauroc_same_C']:.2e}); selected C differs for "
+                f"{row['selected_C_disagreements']} probes (max {row['max_selected_C_diff_log10']:.2f} decades); "
+                f"peak extra memory {row['peak_extra_memory_over_features']:.2f}x the feature matrix"
+            )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    parser.add_argument("--device", default="cpu", help="torch device for crs (cpu, cuda)")
+    parser.add_argument("--jobs", type=int, default=None, help="baseline processes (default: all cores)")
+    args = parser.parse_args(argv)
+    run(json_out=args.json, quick=args.quick, device=args.device, n_jobs=args.jobs)
+
+
+if __name__ == "__main__":
+    main()
