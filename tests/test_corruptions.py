@@ -28,17 +28,48 @@ def mean_psnr(clean: torch.Tensor, corrupted: torch.Tensor) -> float:
 
 def test_suites_are_the_issue_lists():
     assert set(suite("dermoscopy")) == {
-        "gaussian_noise", "shot_noise", "impulse_noise", "speckle_noise", "defocus_blur", "motion_blur",
-        "zoom_blur", "brightness_up", "brightness_down", "contrast_up", "contrast_down", "pixelate", "jpeg",
-        "black_corners", "hair", "colour_temperature",
+        "gaussian_noise",
+        "shot_noise",
+        "impulse_noise",
+        "speckle_noise",
+        "defocus_blur",
+        "motion_blur",
+        "zoom_blur",
+        "brightness_up",
+        "brightness_down",
+        "contrast_up",
+        "contrast_down",
+        "pixelate",
+        "jpeg",
+        "black_corners",
+        "hair",
+        "colour_temperature",
     }
     assert set(suite("fundus")) == {
-        "gaussian_noise", "speckle_noise", "defocus_blur", "motion_blur", "brightness_down", "contrast_down",
-        "uneven_illumination", "pixelate", "jpeg",
+        "gaussian_noise",
+        "speckle_noise",
+        "defocus_blur",
+        "motion_blur",
+        "brightness_down",
+        "contrast_down",
+        "uneven_illumination",
+        "pixelate",
+        "jpeg",
     }
     assert set(suite("chest_xray")) == {
-        "gaussian_noise", "shot_noise", "impulse_noise", "speckle_noise", "gaussian_blur", "brightness_up",
-        "brightness_down", "contrast_up", "contrast_down", "gamma_up", "gamma_down", "pixelate", "jpeg",
+        "gaussian_noise",
+        "shot_noise",
+        "impulse_noise",
+        "speckle_noise",
+        "gaussian_blur",
+        "brightness_up",
+        "brightness_down",
+        "contrast_up",
+        "contrast_down",
+        "gamma_up",
+        "gamma_down",
+        "pixelate",
+        "jpeg",
     }
     assert isinstance(corruptions.SUITE_VERSION, str) and corruptions.SUITE_VERSION
 
@@ -76,13 +107,26 @@ def test_psnr_falls_with_severity(modality, name):
     batch = scenes(modality, 3, MONOTONE_SIZE, seed=1)
     ids = ["m1", "m2", "m3"]
     psnr = [mean_psnr(batch, apply(batch, modality, name, s, ids)) for s in corruptions.SEVERITIES]
-    assert all(a > b for a, b in zip(psnr, psnr[1:], strict=False)), f"{modality}/{name}: PSNR by severity {psnr}"
+    assert all(a > b for a, b in zip(psnr, psnr[1:], strict=False)), (
+        f"{modality}/{name}: PSNR by severity {psnr}"
+    )
 
 
-RANDOM = [c for c in CASES if c[1] in {
-    "gaussian_noise", "shot_noise", "impulse_noise", "speckle_noise", "motion_blur", "hair",
-    "colour_temperature", "uneven_illumination",
-}]
+RANDOM = [
+    c
+    for c in CASES
+    if c[1]
+    in {
+        "gaussian_noise",
+        "shot_noise",
+        "impulse_noise",
+        "speckle_noise",
+        "motion_blur",
+        "hair",
+        "colour_temperature",
+        "uneven_illumination",
+    }
+]
 
 
 @pytest.mark.parametrize("modality,name", RANDOM)

@@ -37,7 +37,9 @@ def corruption(modality: str, name: str) -> Corruption:
 
 def _check_severity(severity: object) -> int:
     if isinstance(severity, bool) or not isinstance(severity, int) or not 0 <= severity <= len(SEVERITIES):
-        raise CorruptionError(f"unknown severity {severity!r}; valid severities: 0 (clean), {', '.join(map(str, SEVERITIES))}")
+        raise CorruptionError(
+            f"unknown severity {severity!r}; valid severities: 0 (clean), {', '.join(map(str, SEVERITIES))}"
+        )
     return severity
 
 
@@ -48,8 +50,14 @@ def _check_images(images: object, ids: Sequence[object]) -> torch.Tensor:
     if images.dtype != torch.uint8 and not images.is_floating_point():
         raise CorruptionError(f"images must be uint8 or float in [0, 1], got dtype {images.dtype}")
     if len(ids) != images.shape[0]:
-        raise CorruptionError(f"ids has {len(ids)} entries for a batch of {images.shape[0]} images; pass one id per image")
+        raise CorruptionError(
+            f"ids has {len(ids)} entries for a batch of {images.shape[0]} images; pass one id per image"
+        )
     return images
+
+
+def _channels_equal(images: torch.Tensor) -> bool:
+    return bool(torch.equal(images[:, 0], images[:, 1]) and torch.equal(images[:, 1], images[:, 2]))
 
 
 def apply(
@@ -72,9 +80,6 @@ def apply(
     images = _check_images(images, ids)
     if severity == 0 or images.shape[0] == 0:
         return images.clone()
-    as_float = images.to(torch.float32)
-    if images.dtype == torch.uint8:
-        as_float = as_float / 255
     context = Context(
         ids=[str(i) for i in ids],
         name=name,
@@ -84,10 +89,15 @@ def apply(
         device=images.device,
         grayscale=modality in GRAYSCALE_MODALITIES,
     )
-    out = spec.operator(as_float, spec.parameter(severity), context).clamp(0, 1)
+    # a grey film replicated in 3 channels: corrupt one channel and replicate (exact, 3x less work)
+    grey_film = context.grayscale and _channels_equal(images)
+    source = images[:, :1] if grey_film else images
+    as_float = source.to(torch.float32)
     if images.dtype == torch.uint8:
-        return (out * 255).round_().to(torch.uint8)
-    return out.to(images.dtype)
+        as_float = as_float.div_(255)
+    out = spec.operator(as_float, spec.parameter(severity), context).clamp_(0, 1)
+    out = (out * 255).round_().to(torch.uint8) if images.dtype == torch.uint8 else out.to(images.dtype)
+    return out.expand(-1, 3, -1, -1).contiguous() if grey_film else out.contiguous()
 
 
 def apply_all(images: torch.Tensor, modality: str, ids: Sequence[object]):

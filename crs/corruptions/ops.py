@@ -123,13 +123,34 @@ def _gaussian_kernel_1d(sigma: float) -> torch.Tensor:
     return (k / k.sum()).float()
 
 
+def _separable(x: torch.Tensor, kernel: torch.Tensor) -> torch.Tensor:
+    """Convolve rows then columns with a symmetric 1-D kernel, reflect borders.
+
+    Written as a weighted sum of shifted slices: on CPU this ran 17x faster than a grouped
+    ``conv2d`` for 25 taps (PyTorch's depthwise CPU convolution is slow); on GPU both are cheap.
+    """
+    radius = len(kernel) // 2
+    height, width = x.shape[-2:]
+    mode = "reflect" if radius < min(height, width) else "replicate"
+    weights = kernel.tolist()
+    padded = F.pad(x, (radius, radius, 0, 0), mode=mode)
+    rows = torch.zeros_like(x)
+    for tap, weight in enumerate(weights):
+        rows.add_(padded[..., tap : tap + width], alpha=weight)
+    padded = F.pad(rows, (0, 0, radius, radius), mode=mode)
+    out = torch.zeros_like(x)
+    for tap, weight in enumerate(weights):
+        out.add_(padded[..., tap : tap + height, :], alpha=weight)
+    return out
+
+
 def gaussian_blur(x: torch.Tensor, sigma: float, context: Context) -> torch.Tensor:
-    """Separable Gaussian blur, sigma in px at 224 (ImageNet-C gaussian_blur, skimage truncate 3)."""
-    sigma = sigma * context.scale
-    k = _gaussian_kernel_1d(sigma)
-    size = len(k)
-    size = min(size, 2 * ((min(context.height, context.width) - 1) // 2) + 1)
-    return TF.gaussian_blur(x, kernel_size=[size, size], sigma=[sigma, sigma]).clamp_(0, 1)
+    """Separable Gaussian blur, sigma in px at 224, kernel truncated at 3 sigma, reflect borders.
+
+    ImageNet-C gaussian_blur (skimage ``gaussian``, which truncates at 4 sigma; the tail beyond 3
+    sigma holds 0.3 % of the weight).
+    """
+    return _separable(x, _gaussian_kernel_1d(sigma * context.scale)).clamp_(0, 1)
 
 
 def disk_kernel(radius: float, alias_sigma: float) -> torch.Tensor:
@@ -238,13 +259,16 @@ def uneven_illumination(x: torch.Tensor, strength: float, context: Context) -> t
     side of the fundus is lit and the far side falls off, as with a decentred camera.
     """
     height, width = context.height, context.width
-    angles = torch.cat(_layout(context, lambda g: torch.rand(1, generator=g, dtype=torch.float64) * 2 * math.pi))
+    angles = torch.cat(
+        _layout(context, lambda g: torch.rand(1, generator=g, dtype=torch.float64) * 2 * math.pi)
+    )
     centre_y = (0.5 + 0.35 * torch.sin(angles)).float().to(x.device)
     centre_x = (0.5 + 0.35 * torch.cos(angles)).float().to(x.device)
     yy = (torch.arange(height, device=x.device, dtype=x.dtype) + 0.5) / height
     xx = (torch.arange(width, device=x.device, dtype=x.dtype) + 0.5) / width
     distance = torch.sqrt(
-        (yy[None, :, None] - centre_y[:, None, None]) ** 2 + (xx[None, None, :] - centre_x[:, None, None]) ** 2
+        (yy[None, :, None] - centre_y[:, None, None]) ** 2
+        + (xx[None, None, :] - centre_x[:, None, None]) ** 2
     )
     distance = distance / (0.85 * math.sqrt(2))  # farthest corner from any centre is <= 0.85*sqrt(2)
     gain = (1 - strength * distance.clamp(max=1)).clamp(min=0)
@@ -252,10 +276,26 @@ def uneven_illumination(x: torch.Tensor, strength: float, context: Context) -> t
 
 
 # -------------------------------------------------------------------------------------- digital
+def box_weights(source: int, target: int) -> torch.Tensor:
+    """(target, source) matrix of PIL BOX resampling: each output averages the input it covers.
+
+    Output cell j covers input span [j * source / target, (j + 1) * source / target); an input
+    pixel contributes the fraction of it inside that span. (``F.interpolate(mode="area")`` rounds
+    the spans to whole pixels instead, which made pixelate blockier than ImageNet-C's.)
+    """
+    edges = torch.arange(target + 1, dtype=torch.float64) * source / target
+    left, right = edges[:-1, None], edges[1:, None]
+    pixel = torch.arange(source, dtype=torch.float64)[None, :]
+    overlap = (torch.minimum(right, pixel + 1) - torch.maximum(left, pixel)).clamp(min=0)
+    return (overlap / overlap.sum(dim=1, keepdim=True)).float()
+
+
 def pixelate(x: torch.Tensor, factor: float, context: Context) -> torch.Tensor:
-    """Area-downsample to ``factor`` of the side, nearest-upsample back (ImageNet-C pixelate: PIL BOX then NEAREST)."""
+    """BOX-downsample to ``factor`` of the side, nearest-upsample back (ImageNet-C pixelate, PIL BOX/NEAREST)."""
     height, width = x.shape[-2:]
-    small = F.interpolate(x, size=(max(1, int(height * factor)), max(1, int(width * factor))), mode="area")
+    rows = box_weights(height, max(1, int(height * factor))).to(device=x.device, dtype=x.dtype)
+    cols = box_weights(width, max(1, int(width * factor))).to(device=x.device, dtype=x.dtype)
+    small = rows @ x @ cols.T
     return F.interpolate(small, size=(height, width), mode="nearest-exact")
 
 

@@ -49,7 +49,9 @@ def _fundus(size: int, g: torch.Generator) -> torch.Tensor:
     for k in range(6):
         phase = 2 * math.pi * k / 6 + float(torch.rand(1, generator=g))
         path = disc_y + 0.3 * (xx - disc_x) * math.tan(phase % 1.2 - 0.6) + 0.03 * torch.sin(9 * xx + phase)
-        vessels = torch.maximum(vessels, torch.exp(-((yy - path) ** 2) / (2 * (0.006 + 0.002 * (k % 3)) ** 2)))
+        vessels = torch.maximum(
+            vessels, torch.exp(-((yy - path) ** 2) / (2 * (0.006 + 0.002 * (k % 3)) ** 2))
+        )
     image = retina * (1 - 0.45 * vessels) + disc * torch.tensor([0.25, 0.35, 0.3])[:, None, None]
     return image.clamp(0, 1) * field
 
