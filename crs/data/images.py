@@ -8,6 +8,7 @@ either stop with an error naming the file or skip them and list them (``skip_bad
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -59,16 +60,39 @@ class ImageProblem:
 def resolve_paths(root: Path, relative_paths: Sequence[str]) -> list[str]:
     """Normalise CSV paths to clean paths relative to ``root``; refuse any that escape it.
 
-    Nothing is opened: ``safe_join`` only resolves the name, so a path such as ``../../etc/passwd``
-    raises :class:`DataError` naming the CSV entry before any file is touched.
+    Nothing is opened. A lexical check refuses ``../`` and absolute paths before the file system
+    is touched; then each directory on the way is checked once (cached) for a symlink leading out,
+    and any path that is or passes through a symlink gets the full ``safe_join`` verdict. The
+    result matches ``safe_join`` for every path at one ``lstat`` per directory and per file,
+    instead of a full ``realpath`` per file (200,000 CheXpert rows: measured in the report).
     """
     resolved_root = Path(root).resolve()
+    root_text = str(resolved_root)
+    prefix = root_text.rstrip(os.sep) + os.sep
+    directory_inside: dict[str, bool] = {root_text: True}
+
+    def inside(directory: str) -> bool:
+        known = directory_inside.get(directory)
+        if known is None:
+            parent = os.path.dirname(directory)
+            known = inside(parent) if parent != directory and parent.startswith(prefix) or parent == root_text else False
+            if known and os.path.islink(directory):
+                real = os.path.realpath(directory)
+                known = real == root_text or real.startswith(prefix)
+            directory_inside[directory] = known
+        return known
+
     cleaned = []
     for relative in relative_paths:
         if not isinstance(relative, str) or not relative.strip():
             raise DataError(f"empty image path in the CSV under {resolved_root}; fill in or remove that row")
-        candidate = safe_join(resolved_root, relative)
-        cleaned.append(candidate.relative_to(resolved_root).as_posix())
+        joined = os.path.normpath(os.path.join(root_text, relative))
+        if not joined.startswith(prefix):
+            safe_join(resolved_root, relative)  # raises, naming the entry
+            raise DataError(f"path {relative!r} points at the data root itself, not an image file")
+        if not inside(os.path.dirname(joined)) or os.path.islink(joined):
+            joined = str(safe_join(resolved_root, relative))  # the authority where symlinks are involved
+        cleaned.append(joined[len(prefix):].replace(os.sep, "/"))
     return cleaned
 
 
