@@ -55,8 +55,10 @@ def fit_probes(
     NaN = ignore for multilabel. ``subsets`` are index arrays into ``X_train`` (one per label
     fraction x seed); identical subsets are fitted once. ``n_classes`` fixes K for
     multiclass/ordinal when a subset may miss a class. ``selection`` is ``auroc`` (macro one-vs-rest
-    on validation) or ``nll``; ties go to the smaller C. For the ``knn`` family ``Cs`` is read as
-    the neighbour counts to choose from; for ``ridge`` as inverse penalties.
+    on validation) or ``nll``; ties go to the smaller C. Families ``ridge`` (``Cs`` are inverse
+    penalties, alpha = 1 / C) and ``knn`` (``Cs`` are neighbour counts, default ``DEFAULT_KS``) run
+    in numpy whatever the backend. Backend options (torch: ``device``, ``dtype``, ``path``,
+    ``patience``, ``tol``) pass through ``backend_options``.
     """
     if backend not in BACKENDS:
         raise ProbeError(f"backend {backend!r} is not one of {BACKENDS}")
@@ -64,13 +66,23 @@ def fit_probes(
         raise ProbeError(f"probe family {family!r} is not one of {FAMILIES}")
     if selection not in SELECTIONS:
         raise ProbeError(f"selection {selection!r} is not one of {SELECTIONS}")
+    if family == "knn" and tuple(Cs) == DEFAULT_CS:
+        from crs.probes.knn import DEFAULT_KS
+
+        Cs = DEFAULT_KS
     problem = prepare(X_train, y_train, X_val, y_val, subsets, kind, Cs, n_classes)
-    if family == "logistic":
-        if backend == "sklearn":
-            from crs.probes import sklearn as engine
-        elif backend == "torch":
-            from crs.probes import torch_batched as engine  # type: ignore[no-redef]
-        else:
-            from crs.probes import cuml as engine  # type: ignore[no-redef]
-        return engine.fit(problem, selection, random_state=random_state, n_jobs=n_jobs, **backend_options)
-    raise ProbeError(f"probe family {family!r} is not available yet on backend {backend!r}")
+    if family == "ridge":
+        from crs.probes import ridge
+
+        return ridge.fit(problem, selection)
+    if family == "knn":
+        from crs.probes import knn
+
+        return knn.fit(problem, selection)
+    if backend == "sklearn":
+        from crs.probes import sklearn as engine
+    elif backend == "torch":
+        from crs.probes import torch_batched as engine  # type: ignore[no-redef]
+    else:
+        from crs.probes import cuml as engine  # type: ignore[no-redef]
+    return engine.fit(problem, selection, random_state=random_state, n_jobs=n_jobs, **backend_options)

@@ -90,6 +90,10 @@ def link_function(logits: np.ndarray, link: str) -> np.ndarray:
         shifted = logits - logits.max(axis=-1, keepdims=True)
         expd = np.exp(shifted)
         return expd / expd.sum(axis=-1, keepdims=True)
+    if link == "ovr":
+        # scikit-learn's convention for one-vs-rest linear scores: sigmoid, normalised over classes.
+        proba = link_function(logits, "sigmoid")
+        return proba / np.maximum(proba.sum(axis=-1, keepdims=True), 1e-30)
     if link == "sigmoid":
         out = np.empty_like(logits)
         positive = logits >= 0
@@ -97,7 +101,7 @@ def link_function(logits: np.ndarray, link: str) -> np.ndarray:
         e = np.exp(logits[~positive])
         out[~positive] = e / (1.0 + e)
         return out
-    raise ProbeError(f"link {link!r} is not one of ('softmax', 'sigmoid')")
+    raise ProbeError(f"link {link!r} is not one of ('softmax', 'sigmoid', 'ovr')")
 
 
 @dataclass(frozen=True)

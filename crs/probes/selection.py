@@ -116,6 +116,7 @@ def assemble_linear(
     weights_per_C: np.ndarray,
     bias_per_C: np.ndarray,
     converged: np.ndarray,
+    link: str | None = None,
 ):
     """Choose C per unique subset and expand to one probe per requested subset.
 
@@ -140,7 +141,7 @@ def assemble_linear(
         val_score=sign * scores[rows, best][m],
         val_scores=sign * scores[m],
         converged=np.asarray(converged, dtype=bool)[m],
-        link=problem.link,
+        link=link or problem.link,
         center=problem.center,
         weights=weights_per_C[rows, best][m],
         bias=bias_per_C[rows, best][m],
