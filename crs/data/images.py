@@ -32,12 +32,12 @@ def load_image(path: Path | str, size: int) -> torch.Tensor:
     """
     path = Path(path)
     try:
-        with Image.open(path) as image:
-            image.draft("RGB", (size, size))
-            image = image.convert("RGB")
-            if image.size != (size, size):
-                image = image.resize((size, size), Image.Resampling.BILINEAR)
-            array = np.asarray(image, dtype=np.uint8)
+        with Image.open(path) as opened:
+            opened.draft("RGB", (size, size))
+            rgb = opened.convert("RGB")
+            if rgb.size != (size, size):
+                rgb = rgb.resize((size, size), Image.Resampling.BILINEAR)
+            array = np.asarray(rgb, dtype=np.uint8)
     except FileNotFoundError as error:
         raise DataError(f"image not found: {path}") from error
     except (UnidentifiedImageError, OSError, SyntaxError) as error:
