@@ -1,0 +1,164 @@
+"""Open, create and read one data set's zarr store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import zarr
+
+from crs.data.base import Dataset, Task
+
+CACHE_FORMAT_VERSION = 1
+FEATURE_DTYPE = "float16"
+
+
+class CacheError(RuntimeError):
+    """The cache is missing, incomplete or inconsistent; the message names the array and the fix."""
+
+
+def store_path(cache_root: Path | str, dataset_name: str) -> Path:
+    return Path(cache_root) / f"{dataset_name}.zarr"
+
+
+@dataclass(frozen=True)
+class SampleTable:
+    """What stage 2 needs of a data set, read back from the cache (no images, no paths)."""
+
+    name: str
+    task: Task
+    modality: str
+    image_size: int
+    ids: np.ndarray
+    labels: np.ndarray
+    splits: np.ndarray
+    groups: np.ndarray
+
+    def indices(self, split: str) -> np.ndarray:
+        return np.flatnonzero(self.splits == split)
+
+
+def _strings(values) -> np.ndarray:
+    """zarr returns numpy's variable-width StringDType; plain fixed-width str arrays are easier downstream."""
+    return np.array([str(v) for v in np.asarray(values).tolist()], dtype=str)
+
+
+class FeatureStore:
+    """One data set's store: the sample table plus feature groups per encoder fingerprint."""
+
+    def __init__(self, path: Path | str, mode: str = "r"):
+        self.path = Path(path)
+        if mode == "r" and not self.path.exists():
+            raise CacheError(f"no cache store at {self.path}; run `crs extract` first")
+        self.root = zarr.open_group(str(self.path), mode=mode)
+
+    # -- sample table -----------------------------------------------------------------------
+    def write_table(self, dataset: Dataset) -> None:
+        """Store ids, labels, splits and groups; refuse to overwrite a different image list."""
+        digest = dataset.id_digest()
+        existing = self.root.attrs.get("id_digest")
+        if existing == digest:
+            return
+        if existing is not None:
+            # A new image list: old encoder groups no longer match these rows; drop them.
+            for name in list(self.root.keys()):
+                del self.root[name]
+        for name, values in (("ids", dataset.ids), ("splits", dataset.splits), ("groups", dataset.groups)):
+            array = self.root.create_array(name, shape=(len(values),), dtype=str, overwrite=True)
+            array[:] = np.asarray(values).astype(str)
+        labels = np.asarray(dataset.labels)
+        label_array = self.root.create_array(
+            "labels", shape=labels.shape, dtype=labels.dtype, overwrite=True, compressors=None
+        )
+        label_array[...] = labels
+        self.root.attrs.update(
+            {
+                "format_version": CACHE_FORMAT_VERSION,
+                "dataset": dataset.name,
+                "task": {"name": dataset.task.name, "kind": dataset.task.kind,
+                         "class_names": list(dataset.task.class_names)},
+                "modality": dataset.modality,
+                "image_size": dataset.image_size,
+                "n_images": len(dataset),
+                "id_digest": digest,
+            }
+        )
+
+    def read_table(self) -> SampleTable:
+        attrs = self.root.attrs
+        if "id_digest" not in attrs:
+            raise CacheError(f"{self.path} has no sample table; run `crs extract` first")
+        task = attrs["task"]
+        return SampleTable(
+            name=attrs["dataset"],
+            task=Task(task["name"], task["kind"], tuple(task["class_names"])),
+            modality=attrs["modality"],
+            image_size=int(attrs["image_size"]),
+            ids=_strings(self.root["ids"][:]),
+            labels=np.asarray(self.root["labels"][...]),
+            splits=_strings(self.root["splits"][:]),
+            groups=_strings(self.root["groups"][:]),
+        )
+
+    # -- encoder groups ---------------------------------------------------------------------
+    def encoder_names(self) -> list[str]:
+        if "encoders" not in self.root:
+            return []
+        return sorted(self.root["encoders"].group_keys())
+
+    def fingerprints(self, encoder: str) -> list[str]:
+        if encoder not in self.encoder_names():
+            return []
+        return sorted(self.root["encoders"][encoder].group_keys())
+
+    def current_fingerprint(self, encoder: str) -> str:
+        """The fingerprint written by the latest extraction of ``encoder`` (stage 2 reads this one)."""
+        if encoder not in self.encoder_names():
+            raise CacheError(
+                f"encoder {encoder!r} has no features in {self.path}; run `crs extract` for it "
+                f"(present: {self.encoder_names() or 'none'})"
+            )
+        current = self.root["encoders"][encoder].attrs.get("current")
+        if current is None:
+            raise CacheError(f"encoder {encoder!r} in {self.path} has no finished extraction")
+        return current
+
+    def encoder_group(self, encoder: str, fingerprint: str, fields: dict[str, Any] | None = None) -> zarr.Group:
+        path = f"encoders/{encoder}/{fingerprint}"
+        if path in self.root:
+            return self.root[path]
+        if fields is None:
+            raise CacheError(f"no feature group {path} in {self.path}")
+        group = self.root.require_group(path)
+        group.attrs.update({"fields": fields, "complete": False})
+        return group
+
+    def mark_current(self, encoder: str, fingerprint: str) -> None:
+        self.root["encoders"][encoder].attrs["current"] = fingerprint
+        self.root[f"encoders/{encoder}/{fingerprint}"].attrs["complete"] = True
+
+    def feature_array_names(self, encoder: str, fingerprint: str | None = None) -> list[str]:
+        """Relative names of the feature arrays of one encoder: ``clean``, ``corrupt/<c>/<s>``."""
+        fingerprint = fingerprint or self.current_fingerprint(encoder)
+        group = self.encoder_group(encoder, fingerprint)
+        names = []
+        for name, node in group.members(max_depth=None):
+            if isinstance(node, zarr.Array) and not name.endswith("__done"):
+                names.append(name)
+        return sorted(names)
+
+    def read_features(self, encoder: str, name: str = "clean", fingerprint: str | None = None) -> np.ndarray:
+        """Load one whole feature array as float32 (stage 2 reads a matrix once, subsets in memory)."""
+        fingerprint = fingerprint or self.current_fingerprint(encoder)
+        group = self.encoder_group(encoder, fingerprint)
+        if name not in group:
+            raise CacheError(f"{self.path}: encoder {encoder!r} has no features {name!r}; run `crs extract`")
+        done = np.asarray(group[f"{name}__done"][:])
+        if not done.all():
+            missing = np.flatnonzero(done == 0).tolist()
+            raise CacheError(
+                f"{self.path}: {encoder}/{name} has unfinished row chunks {missing}; re-run `crs extract` to resume"
+            )
+        return np.asarray(group[name][...], dtype=np.float32)

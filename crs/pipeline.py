@@ -1,0 +1,118 @@
+"""The whole job for one spec: extract (stage 1), probe, score, report (stage 2).
+
+Each step reads what the previous one wrote under the spec's cache and output folders, so steps can
+be re-run alone: ``crs probe`` on a copied cache folder needs no images and no encoder weights.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from crs import records as records_io
+from crs.data import Dataset, load_dataset
+from crs.extract import ExtractStats, extract_dataset, resolve_variants
+from crs.run_probes import ProbeSettings, ProbeUnit, run_units
+from crs.spec import DatasetEntry, Spec, spec_to_dict
+
+log = logging.getLogger("crs")
+
+RECORDS_FILE = "records.parquet"
+AGGREGATE_FILE = "records_seed_aggregated.parquet"
+PREDICTIONS_DIR = "predictions"
+
+
+def ensure_writable(folder: Path) -> Path:
+    """Create ``folder`` and check it accepts files, with a one-line error naming it otherwise."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / ".crs-write-test"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as error:
+        raise PermissionError(f"output folder {folder} is not writable ({error.strerror}); choose another with --out") from None
+    return folder
+
+
+def load_entry(entry: DatasetEntry, **extra: object) -> Dataset:
+    dataset = load_dataset(entry.loader, entry.root, **{**entry.options, **extra})
+    dataset.name = entry.name
+    return dataset
+
+
+def create_encoders(spec: Spec, names: list[str] | None = None, device: str | None = None) -> list:
+    from crs.encoders import create
+
+    chosen = [e for e in spec.encoders if names is None or e.name in names]
+    return [
+        create(e.name, weights=e.weights, device=device or spec.extract.device, input_size=e.input_size)
+        for e in chosen
+    ]
+
+
+def extract(spec: Spec, encoder_names: list[str] | None = None, progress: bool = True) -> ExtractStats:
+    """Stage 1 for every data set (and shift target) of the spec."""
+    encoders = create_encoders(spec, encoder_names)
+    stats = ExtractStats()
+    for entry in spec.datasets:
+        dataset = load_entry(entry)
+        variants = resolve_variants(dataset.modality, spec.extract.corruptions, spec.extract.severities)
+        stats.merge(
+            extract_dataset(dataset, encoders, spec.cache, variants, spec.extract.batch_size,
+                            spec.extract.chunk_rows, spec.extract.device, progress)
+        )
+        if entry.shift_target is not None:
+            # The target is resized to the source's canonical size: the shift is the site's, not the file size's.
+            target = load_entry(entry.shift_target)
+            if target.image_size != dataset.image_size:
+                target.image_size = dataset.image_size
+            stats.merge(
+                extract_dataset(target, encoders, spec.cache, (), spec.extract.batch_size,
+                                spec.extract.chunk_rows, spec.extract.device, progress)
+            )
+    return stats
+
+
+def probe_settings(spec: Spec) -> ProbeSettings:
+    p = spec.probe
+    return ProbeSettings(p.label_fractions, p.seeds, p.Cs, p.backend, p.family, p.selection, p.min_per_class)
+
+
+def probe(spec: Spec, jobs: int | None = None, cluster: str | None = None, progress: bool = True) -> pd.DataFrame:
+    """Stage 2 from the cache alone; writes run records, seed aggregates and predictions."""
+    output = ensure_writable(spec.output)
+    units = [
+        ProbeUnit(encoder, entry.name, entry.shift_target.name if entry.shift_target else "")
+        for entry in spec.datasets for encoder in spec.encoder_names
+    ]
+    results = run_units(units, spec.cache, probe_settings(spec), jobs or spec.probe.jobs, cluster, progress)
+    records = records_io.combine([r.records for r in results])
+    provenance = {"spec": spec_to_dict(spec), "versions": records_io.versions()}
+    records_io.write_parquet(records, output / RECORDS_FILE, provenance)
+    records_io.write_parquet(records_io.seed_aggregate(records), output / AGGREGATE_FILE, provenance)
+    predictions = output / PREDICTIONS_DIR
+    predictions.mkdir(exist_ok=True)
+    for unit, result in zip(units, results, strict=True):
+        np.savez_compressed(predictions / f"{unit.encoder}__{unit.task}.npz", **result.predictions)
+    return records
+
+
+def read_records(spec: Spec) -> pd.DataFrame:
+    path = spec.output / RECORDS_FILE
+    if not path.exists():
+        raise FileNotFoundError(f"no run records at {path}; run `crs probe` first")
+    records = pd.read_parquet(path)
+    # A spec may drop an encoder: score only those it names, the cache keeps the rest.
+    return records[records["encoder"].isin(spec.encoder_names)].reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    extract: ExtractStats
+    records: pd.DataFrame
+    score: object
+    report_path: Path | None
