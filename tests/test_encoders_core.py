@@ -123,3 +123,15 @@ def test_spec_validation_names_the_bad_field():
         EncoderSpec(**{**good.__dict__, "crop_pct": 1.5})
     with pytest.raises(ValueError, match="source"):
         EncoderSpec(**{**good.__dict__, "source": "nowhere:thing"})
+
+
+def test_add_encoder_example_runs_end_to_end():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "add_encoder.py"
+    result = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=120,
+                            env={"OMP_NUM_THREADS": "1", "PATH": "", "PYTHONPATH": str(example.parents[1])})
+    assert result.returncode == 0, result.stderr
+    assert "features (4, 32) torch.float32" in result.stdout and "'input_size': 96" in result.stdout

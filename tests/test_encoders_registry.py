@@ -157,3 +157,12 @@ def test_cli_show_json_and_unknown_name():
     assert row["name"] == "rad_dino" and row["dim"] == 768 and row["mean"] == [0.5307] * 3
     result = CliRunner().invoke(encoders_group, ["show", "rad-dino"])
     assert result.exit_code != 0 and "did you mean rad_dino" in result.output
+
+
+def test_docs_table_lists_every_registry_entry():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "encoders.md").read_text()
+    for spec in encoders.all_specs():
+        if spec.group != "custom":
+            assert f"| `{spec.name}` | {spec.group} | `{spec.source}` |" in text, spec.name
