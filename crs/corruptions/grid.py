@@ -46,7 +46,7 @@ def corruption_grid(
             if column == 0:
                 axis.set_ylabel(name.replace("_", " "), fontsize=9)
     figure.suptitle(f"{modality}: corruptions by severity", fontsize=11)
-    figure.tight_layout()
+    figure.tight_layout(rect=(0, 0, 1, 1 - 0.5 / figure.get_figheight()))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110)
