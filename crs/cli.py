@@ -25,6 +25,9 @@ class FriendlyGroup(click.Group):
             raise
         except (click.exceptions.Exit, click.exceptions.Abort):
             raise
+        except BrokenPipeError:  # output piped into `head` and closed: not an error
+            sys.stderr.close()
+            sys.exit(0)
         except USER_ERRORS as error:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
@@ -200,7 +203,7 @@ def demo(cache: str | None, out: str | None, jobs: int | None, quiet: bool) -> N
 def _register_optional_groups() -> None:
     """Attach command groups that live in their own modules (encoders, datasets, corruptions, ...)."""
     for module_name, attribute in (
-        ("crs.cli_encoders", "encoders"),
+        ("crs.cli_encoders", "encoders_group"),
         ("crs.cli_datasets", "datasets"),
         ("crs.cli_corruptions", "corruptions"),
         ("crs.cli_cache", "cache"),

@@ -6,6 +6,7 @@ be re-run alone: ``crs probe`` on a copied cache folder needs no images and no e
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from crs import records as records_io
+from crs.cache.store import FeatureStore, store_path
 from crs.data import Dataset, load_dataset
 from crs.extract import ExtractStats, extract_dataset, resolve_variants
 from crs.run_probes import ProbeSettings, ProbeUnit, run_units
@@ -24,6 +26,7 @@ log = logging.getLogger("crs")
 RECORDS_FILE = "records.parquet"
 AGGREGATE_FILE = "records_seed_aggregated.parquet"
 PREDICTIONS_DIR = "predictions"
+AUDIT_FILE = "audit.json"
 
 
 def ensure_writable(folder: Path) -> Path:
@@ -58,23 +61,55 @@ def extract(spec: Spec, encoder_names: list[str] | None = None, progress: bool =
     """Stage 1 for every data set (and shift target) of the spec."""
     encoders = create_encoders(spec, encoder_names)
     stats = ExtractStats()
+    bad_images = {"skip_bad": True} if spec.extract.skip_bad else {}
     for entry in spec.datasets:
-        dataset = load_entry(entry)
+        dataset = load_entry(entry, **bad_images)
+        if dataset.skipped:
+            log.warning("%s: skipped %d bad images (listed in the run records)", entry.name, len(dataset.skipped))
         variants = resolve_variants(dataset.modality, spec.extract.corruptions, spec.extract.severities)
         stats.merge(
             extract_dataset(dataset, encoders, spec.cache, variants, spec.extract.batch_size,
                             spec.extract.chunk_rows, spec.extract.device, progress)
         )
+        _record_skipped(spec, dataset)
         if entry.shift_target is not None:
             # The target is resized to the source's canonical size: the shift is the site's, not the file size's.
-            target = load_entry(entry.shift_target)
+            target = load_entry(entry.shift_target, **bad_images)
             if target.image_size != dataset.image_size:
                 target.image_size = dataset.image_size
             stats.merge(
                 extract_dataset(target, encoders, spec.cache, (), spec.extract.batch_size,
                                 spec.extract.chunk_rows, spec.extract.device, progress)
             )
+            _record_skipped(spec, target)
     return stats
+
+
+def _record_skipped(spec: Spec, dataset: Dataset) -> None:
+    """Keep the list of skipped images with the cache, so stage 2 can put it in the run records."""
+    store = FeatureStore(store_path(spec.cache, dataset.name), mode="a")
+    store.root.attrs["skipped_images"] = list(dataset.skipped)
+
+
+def audit_tables(spec: Spec) -> dict[str, object]:
+    """Skipped images and the drawn label-fraction ids per task and seed, for auditing and repeating a run."""
+    from crs.run_probes import training_subsets
+
+    settings = probe_settings(spec)
+    audit: dict[str, object] = {"skipped_images": {}, "label_fraction_ids": {}}
+    names = [entry.name for entry in spec.datasets]
+    names += [entry.shift_target.name for entry in spec.datasets if entry.shift_target]
+    for name in names:
+        store = FeatureStore(store_path(spec.cache, name))
+        audit["skipped_images"][name] = list(store.root.attrs.get("skipped_images", []))
+    for entry in spec.datasets:
+        table = FeatureStore(store_path(spec.cache, entry.name)).read_table()
+        train_ids = table.ids[table.indices("train")]
+        drawn: dict[str, dict[str, list[str]]] = {}
+        for fraction, seed, rows in training_subsets(table, settings):
+            drawn.setdefault(str(seed), {})[str(fraction)] = train_ids[rows].tolist()
+        audit["label_fraction_ids"][entry.name] = drawn
+    return audit
 
 
 def probe_settings(spec: Spec) -> ProbeSettings:
@@ -91,7 +126,12 @@ def probe(spec: Spec, jobs: int | None = None, cluster: str | None = None, progr
     ]
     results = run_units(units, spec.cache, probe_settings(spec), jobs or spec.probe.jobs, cluster, progress)
     records = records_io.combine([r.records for r in results])
-    provenance = {"spec": spec_to_dict(spec), "versions": records_io.versions()}
+    audit = audit_tables(spec)
+    (output / AUDIT_FILE).write_text(json.dumps(audit, indent=1))
+    provenance = {
+        "spec": spec_to_dict(spec), "versions": records_io.versions(),
+        "skipped_images": audit["skipped_images"],
+    }
     records_io.write_parquet(records, output / RECORDS_FILE, provenance)
     records_io.write_parquet(records_io.seed_aggregate(records), output / AGGREGATE_FILE, provenance)
     predictions = output / PREDICTIONS_DIR

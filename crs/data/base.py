@@ -126,27 +126,37 @@ def group_split(
 ) -> np.ndarray:
     """Assign whole groups to train/val/test, stratified by each group's majority label.
 
-    Deterministic for a given seed and input order; no group appears in two splits.
+    Deterministic for a given seed and input order; no group appears in two splits. Within each
+    stratum, a split with a non-zero proportion gets at least one group once the stratum has three
+    or more groups; a split whose proportion is 0 gets none.
     """
-    if not np.isclose(sum(proportions), 1.0) or len(proportions) != 3:
-        raise DataError(f"split proportions must be three numbers summing to 1, got {proportions}")
+    if len(proportions) != 3 or not np.isclose(sum(proportions), 1.0) or min(proportions) < 0:
+        raise DataError(f"split proportions must be three non-negative numbers summing to 1, got {proportions}")
     groups = np.asarray(groups).astype(str)
     keys = stratify_key(labels)
-    frame = pd.DataFrame({"group": groups, "key": keys})
-    group_key = frame.groupby("group", sort=True)["key"].agg(lambda s: s.value_counts().idxmax())
+    # Majority key per group, vectorised (ties go to the smaller key).
+    counts = pd.DataFrame({"group": groups, "key": keys}).value_counts().reset_index(name="n")
+    counts = counts.sort_values(["group", "n", "key"], ascending=[True, False, True], kind="stable")
+    group_key = counts.drop_duplicates("group").set_index("group")["key"].sort_index()
     rng = np.random.default_rng(seed)
-    assignment: dict[str, str] = {}
-    for _, members in group_key.groupby(group_key):
+    names_out: list[np.ndarray] = []
+    splits_out: list[np.ndarray] = []
+    for _, members in group_key.groupby(group_key, sort=True):
         names = members.index.to_numpy()
         rng.shuffle(names)
         n = len(names)
         n_test = int(round(n * proportions[2]))
         n_val = int(round(n * proportions[1]))
         if n >= 3:
-            n_test, n_val = max(n_test, 1), max(n_val, 1)
-        for i, name in enumerate(names):
-            assignment[name] = "test" if i < n_test else "val" if i < n_test + n_val else "train"
-    return np.array([assignment[g] for g in groups], dtype=object).astype(str)
+            n_test = max(n_test, 1) if proportions[2] > 0 else 0
+            n_val = max(n_val, 1) if proportions[1] > 0 else 0
+        assigned = np.full(n, "train", dtype=object)
+        assigned[:n_test] = "test"
+        assigned[n_test:n_test + n_val] = "val"
+        names_out.append(names)
+        splits_out.append(assigned)
+    lookup = pd.Series(np.concatenate(splits_out), index=np.concatenate(names_out))
+    return lookup.reindex(groups).to_numpy().astype(str)
 
 
 def nested_label_fractions(

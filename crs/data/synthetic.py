@@ -25,7 +25,7 @@ from PIL import Image
 
 from crs.data.base import DataError, Dataset, Task, group_split
 
-GENERATOR_VERSION = "1"
+GENERATOR_VERSION = "2"
 
 DERM_CLASSES = ("MEL", "NV", "BCC", "AK", "BKL", "DF", "VASC", "SCC")
 # ISIC 2019 training proportions, tempered by a square root so rare classes still have examples.
@@ -90,10 +90,10 @@ def _fundus(rng: np.random.Generator, grade: int, size: int) -> np.ndarray:
         image -= 0.25 * vessel[..., None] * np.array([0.2, 1.0, 1.0])
     optic = np.exp(-(((xx - 0.45) ** 2 + yy**2) / 0.02))
     image += 0.5 * optic[..., None] * np.array([1.0, 0.9, 0.6])
-    n_spots = rng.poisson(1 + 4 * grade)
+    n_spots = rng.poisson(1 + 5 * grade)
     for _ in range(n_spots):
         cy, cx = rng.uniform(-0.7, 0.7, 2)
-        spot = np.exp(-(((xx - cx) ** 2 + (yy - cy) ** 2) / rng.uniform(0.0006, 0.003)))
+        spot = np.exp(-(((xx - cx) ** 2 + (yy - cy) ** 2) / rng.uniform(0.002, 0.008)))
         colour = np.array([0.9, 0.85, 0.3]) if rng.random() < 0.5 else np.array([-0.4, -0.3, -0.1])
         image += spot[..., None] * colour
     image += rng.normal(0, 0.03, image.shape) * disc[..., None]
