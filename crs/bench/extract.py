@@ -1,0 +1,99 @@
+"""Stage-1 throughput: the whole pipeline (decode, corrupt, preprocess, forward, write) against the bare forward pass.
+
+Both are timed side by side in one run, alternating, on the same encoder at the same batch size, so
+the ratio is robust to a noisy machine; absolute images/s are printed for context only. The bare
+forward pass embeds ready-made tensors already in memory; the pipeline runs ``extract_dataset`` on
+synthetic PNG files into a fresh zarr cache, making corrupted variants of the test split.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+ENCODERS = ("resnet50", "vit_base")
+
+
+@dataclass(frozen=True)
+class ExtractBenchmark:
+    encoder: str
+    device: str
+    batch_size: int
+    images: int
+    forward_images: int
+    bare_images_per_s: float
+    pipeline_images_per_s: float
+    ratio: float
+
+
+def _bare_forward(encoder, images: torch.Tensor, batch_size: int, total: int) -> float:
+    """Seconds to embed ``total`` images from in-memory uint8 tensors (no decode, no write)."""
+    start = time.perf_counter()
+    done = 0
+    while done < total:
+        batch = images[: min(batch_size, total - done)].float().div_(255.0)
+        encoder.embed(batch)
+        done += batch.shape[0]
+    if encoder.device.type == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
+def run_one(name: str, n_images: int = 32, batch_size: int = 16, device: str = "cpu", repeats: int = 2,
+            image_size: int = 224) -> ExtractBenchmark:
+    from crs.data import load_dataset
+    from crs.data.images import load_image
+    from crs.encoders import create
+    from crs.extract import extract_dataset
+
+    encoder = create(name, weights="random", device=device)
+    with tempfile.TemporaryDirectory() as folder:
+        dataset = load_dataset("synthetic", Path(folder) / "data", modality="chest_xray", n_images=n_images,
+                               image_size=image_size)
+        variants = [("gaussian_noise", 3), ("jpeg", 3)]
+        images = torch.stack([load_image(dataset.root / p, image_size) for p in dataset.paths[:batch_size]]).to(device)
+        encoder.embed(images[:2].float() / 255)  # warm-up
+        bare, pipeline, forward = [], [], 0
+        for repeat in range(repeats):
+            cache = Path(folder) / f"cache{repeat}"
+            start = time.perf_counter()
+            stats = extract_dataset(dataset, [encoder], cache, variants, batch_size=batch_size, device=device,
+                                    progress=False)
+            if device.startswith("cuda"):
+                torch.cuda.synchronize()
+            pipeline.append(time.perf_counter() - start)
+            forward = stats.total_forward
+            bare.append(_bare_forward(encoder, images, batch_size, forward))
+    bare_rate = forward / min(bare)
+    pipeline_rate = forward / min(pipeline)
+    return ExtractBenchmark(name, device, batch_size, n_images, forward, bare_rate, pipeline_rate,
+                            pipeline_rate / bare_rate)
+
+
+def run(json_out: bool = False, quick: bool = False, device: str = "cpu") -> list[ExtractBenchmark]:
+    results = [
+        run_one(name, n_images=16 if quick else 32, batch_size=8 if quick else 16, device=device,
+                repeats=1 if quick else 2)
+        for name in ENCODERS
+    ]
+    if json_out:
+        print(json.dumps([asdict(r) for r in results], indent=2))
+    else:
+        for r in results:
+            print(
+                f"extract {r.encoder:>9} on {r.device}, batch {r.batch_size}: pipeline {r.pipeline_images_per_s:7.1f} img/s, "
+                f"bare forward {r.bare_images_per_s:7.1f} img/s -> ratio {r.ratio:.2f} "
+                f"({r.forward_images} forward images incl. corrupted variants)"
+            )
+    return results
+
+
+if __name__ == "__main__":
+    run(json_out="--json" in sys.argv[1:], quick="--quick" in sys.argv[1:],
+        device="cuda" if "--cuda" in sys.argv[1:] else "cpu")

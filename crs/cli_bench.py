@@ -1,0 +1,51 @@
+"""``crs bench``: speed measured as ratios against the obvious way, side by side in one run."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.group("bench")
+def bench() -> None:
+    """Benchmarks (ratios against a baseline measured in the same run; absolute times are context only)."""
+
+
+@bench.command("probes")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--quick", is_flag=True, help="Small sizes, for a smoke run.")
+@click.option("--device", default="cpu", show_default=True)
+def probes(as_json: bool, quick: bool, device: str) -> None:
+    """Stage 2 for one unit: crs probe engine against a careful scikit-learn loop."""
+    from crs.bench.probes import run
+
+    run(json_out=as_json, quick=quick, device=device)
+
+
+@bench.command("corruptions")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def corruptions(as_json: bool) -> None:
+    """The chest X-ray corruption suite: batched torch against a per-image PIL/numpy loop."""
+    from crs.bench.corruptions import run
+
+    run(json_out=as_json)
+
+
+@bench.command("extract")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--quick", is_flag=True, help="Fewer images, one repeat.")
+@click.option("--device", default="cpu", show_default=True)
+def extract(as_json: bool, quick: bool, device: str) -> None:
+    """Stage 1 pipeline images/s as a ratio of the bare forward pass (resnet50, vit_base, random weights)."""
+    from crs.bench.extract import run
+
+    run(json_out=as_json, quick=quick, device=device)
+
+
+@bench.command("all")
+@click.option("--quick", is_flag=True, help="Smoke sizes.")
+@click.pass_context
+def all_(ctx: click.Context, quick: bool) -> None:
+    """Every benchmark in turn."""
+    ctx.invoke(extract, as_json=False, quick=quick, device="cpu")
+    ctx.invoke(corruptions, as_json=False)
+    ctx.invoke(probes, as_json=False, quick=quick, device="cpu")
