@@ -60,6 +60,15 @@ def resolve_device(device: str) -> torch.device:
 # --- the objective ---------------------------------------------------------------------------
 
 
+def batched_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b`` batched; on the CPU through numpy's BLAS, which runs these skinny products (n x r
+    times r x K with K ~ 8) 2-5x faster than ``torch.bmm`` here (measured on the 2-core dev machine:
+    5 x 1250 x 769 times 769 x 8, 4.7 ms vs 10 ms; the transposed product 5.5 ms vs 26 ms)."""
+    if a.device.type != "cpu":
+        return torch.bmm(a, b)
+    return torch.from_numpy(np.matmul(a.numpy(), b.contiguous().numpy()))
+
+
 @dataclass
 class GroupProblem:
     """Subsets of one size, rotated: Z (S, n, r+1) with a ones column for the intercept."""
@@ -88,7 +97,7 @@ class GroupProblem:
         """Mean-form objective and its gradient for W (S, Cb, r+1, K); returns f (S, Cb)."""
         S, Cb, R, K = W.shape
         n = self.Z.shape[1]
-        logits = torch.bmm(self.Z, W.permute(0, 2, 1, 3).reshape(S, R, Cb * K)).view(S, n, Cb, K)
+        logits = batched_matmul(self.Z, W.permute(0, 2, 1, 3).reshape(S, R, Cb * K)).view(S, n, Cb, K)
         if self.multilabel:
             y = self.targets[:, :, None, :]
             weights = self.row_weights[:, :, None, :]
@@ -102,7 +111,7 @@ class GroupProblem:
             picked = (torch.where(y > 0, logits, torch.zeros_like(logits)) * y).sum(dim=3, keepdim=True)
             f = (log_norm - picked).sum(dim=(1, 3)) / n
             residual = (torch.exp(logits - log_norm) - y) / n
-        grad = torch.bmm(self.Z.transpose(1, 2), residual.reshape(S, n, Cb * K)).view(S, R, Cb, K)
+        grad = batched_matmul(self.Z.transpose(1, 2), residual.reshape(S, n, Cb * K)).view(S, R, Cb, K)
         grad = grad.permute(0, 2, 1, 3).contiguous()
         weights_part = W[:, :, :-1, :]
         f = f + 0.5 * (lam * weights_part.square()).sum(dim=(2, 3))
@@ -191,20 +200,29 @@ def lbfgs(problem: GroupProblem, Cs: torch.Tensor, W0: torch.Tensor, options: So
 
 
 def rotate_subset(X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Eigenbasis of a standardised subset X (n, D): returns Z = X V (n, r), V (D, r), variance (r,)."""
+    """Eigenbasis of a standardised subset X (n, D): returns Z = X V (n, r), V (D, r), variance (r,).
+
+    Computed in X's dtype (float32 by default: the rotation only has to be orthonormal to ~1e-6
+    for the L2 penalty to be unchanged, and float32 halves the cost, which is ~40 % of a fit);
+    on the CPU through numpy's LAPACK.
+    """
     n, dim = X.shape
-    X64 = X.double()
+    on_cpu = X.device.type == "cpu"
+    A = X.numpy() if on_cpu else X
+    eigh = np.linalg.eigh if on_cpu else torch.linalg.eigh
     if n > dim:
-        variance, V = torch.linalg.eigh(X64.T @ X64 / n)
+        variance, V = eigh(A.T @ A / n)
         keep = variance > RANK_TOL * variance.max()
         V, variance = V[:, keep], variance[keep]
     else:
-        variance, U = torch.linalg.eigh(X64 @ X64.T / n)
+        variance, U = eigh(A @ A.T / n)
         keep = variance > RANK_TOL * variance.max()
         U, variance = U[:, keep], variance[keep]
-        V = X64.T @ U / torch.sqrt(n * variance)
-    Z = X64 @ V
-    return Z.to(X.dtype), V.to(X.dtype), variance.to(X.dtype)
+        V = A.T @ U / (variance * n) ** 0.5
+    Z = A @ V
+    if on_cpu:
+        return torch.from_numpy(np.ascontiguousarray(Z)), torch.from_numpy(np.ascontiguousarray(V)), torch.from_numpy(variance)
+    return Z, V, variance
 
 
 @dataclass
