@@ -131,10 +131,17 @@ def run_unit(unit: ProbeUnit, cache_root: Path, settings: ProbeSettings) -> Unit
                     **condition_metrics(y, probs[s], kind),
                 }
             )
-        if condition in ("clean", "shift"):
-            full = [s for s, (fraction, _, _) in enumerate(subsets) if fraction == max(settings.label_fractions)]
-            predictions[f"{condition}_probs"] = probs[full].astype(np.float32)
-            predictions[f"{condition}_labels"] = y
+        # Per-case predictions at the full label fraction (every seed) for reliability diagrams and
+        # the test-case level of the bootstrap; keys: clean_*, shift_*, corrupt__<name>__<severity>_*.
+        key = condition if condition != "corrupt" else f"corrupt__{corruption}__{severity}"
+        full = [s for s, (fraction, _, _) in enumerate(subsets) if fraction == max(settings.label_fractions)]
+        predictions[f"{key}_probs"] = probs[full].astype(np.float16 if condition == "corrupt" else np.float32)
+        predictions[f"{key}_labels"] = y
+        if condition == "clean":  # every fraction, for the case-level bootstrap of label efficiency
+            predictions["clean_all_probs"] = probs.astype(np.float16)
+            predictions["subset_fraction"] = np.array([f for f, _, _ in subsets], dtype=np.float64)
+            predictions["subset_seed"] = np.array([seed for _, seed, _ in subsets], dtype=np.int64)
+            predictions["full_seeds"] = predictions["subset_seed"][full]
     return UnitResult(pd.DataFrame(rows), predictions)
 
 
