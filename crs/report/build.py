@@ -1,86 +1,255 @@
-"""Assemble the report from the score result and the run records."""
+"""Assemble the report: figures (PNG), reliability cards, one self-contained HTML page and Markdown.
+
+The HTML page carries every image inline as a data URI and no scripts, fonts or links outside the
+page, so it opens offline, attached to an e-mail or from an archive.
+"""
 
 from __future__ import annotations
 
 import base64
 import html
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+from PIL import Image
 
-from crs.report import plots
+from crs.report import plots, plots_runs
+from crs.report.cards import build_cards, percent
+from crs.report.grids import corruption_grids
+from crs.report.provenance import encoder_provenance, exposure_flags, task_infos
+from crs.report.style import encoder_styles
+from crs.report.tables import axis_values, leaderboard, leaderboard_text
 
-LEADERBOARD_COLUMNS = [
-    "rank", "crs", "crs_low", "crs_high", "in_leading_tier", "auroc_rank", "auroc",
-    "u_discrimination", "u_calibration", "u_label_efficiency", "u_robustness", "worst_axis_name",
-]
-
-
-def leaderboard(score) -> pd.DataFrame:
-    """The headline table: CRS with interval and tier, the four axes, AUROC rank beside CRS rank."""
-    table = score.crs.copy()
-    errors = score.axis_errors
-    table["AUROC"] = 1 - errors["discrimination"]
-    table["ECE"] = errors["calibration"]
-    table["label eff."] = 1 - errors["label_efficiency"]
-    table["retention"] = 1 - errors["robustness"]
-    table["tier"] = ["leading" if flag else "" for flag in table["in_leading_tier"]]
-    table["reversal"] = ["<>" if a != c else "" for a, c in zip(table["auroc_rank"], table["rank"], strict=True)]
-    columns = ["rank", "crs", "crs_low", "crs_high", "tier", "auroc_rank", "reversal",
-               "AUROC", "ECE", "label eff.", "retention", "worst_axis_name"]
-    return table.sort_values("rank")[columns].rename(columns={"auroc_rank": "AUROC rank", "worst_axis_name": "worst axis"})
+TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 
 
-def _image_tag(path: Path, alt: str) -> str:
-    data = base64.b64encode(path.read_bytes()).decode()
-    return f'<figure><img alt="{html.escape(alt)}" src="data:image/png;base64,{data}"><figcaption>{html.escape(alt)}</figcaption></figure>'
+@dataclass(frozen=True)
+class Figure:
+    path: Path
+    caption: str
+    width: int = 0
+    data_uri: str = ""
 
 
-def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs report") -> Path:
-    """Write report.md, report.html and figures/*.png under ``out_dir``; return the HTML path."""
+@dataclass
+class Section:
+    anchor: str
+    title: str
+    text: str = ""
+    figures: list[Figure] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _figure(path: Path | None, caption: str) -> Figure | None:
+    if path is None:
+        return None
+    with Image.open(path) as image:
+        width = image.size[0]
+    data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
+    return Figure(Path(path), caption, width, f"data:image/png;base64,{data}")
+
+
+def _add(section: Section, path: Path | None, caption: str, missing: str = "") -> None:
+    figure = _figure(path, caption)
+    if figure is not None:
+        section.figures.append(figure)
+    elif missing:
+        section.notes.append(missing)
+
+
+def headline(score, board: pd.DataFrame) -> str:
+    """Who leads, whether the lead is real, and whether clean AUROC would have picked the same encoder."""
+    leader = board.iloc[0]
+    tier = [name for name, flag in zip(board["encoder"], board["tier"], strict=True) if flag]
+    others = [name for name in tier if name != leader["encoder"]]
+    auroc_first = board.sort_values(["auroc_rank", "rank"]).iloc[0]["encoder"]
+    parts = [f"{leader['encoder']} has the highest Clinical Reliability Score, {leader['crs']:.3f} "
+             f"(95 % CI {leader['crs_low']:.3f} to {leader['crs_high']:.3f}), and ranks first in "
+             f"{percent(leader['p_rank1'])} of bootstrap replicates."]
+    if others:
+        parts.append(f"Its lead is not significant over {', '.join(others)}: they share the leading tier.")
+    else:
+        parts.append("No other encoder reaches the leading tier: the lead holds under seed resampling.")
+    summary = score.reversals.summary()
+    if auroc_first != leader["encoder"]:
+        parts.append(f"Ranking by clean AUROC alone would have picked {auroc_first}; "
+                     f"{summary['n_reversed']} of {summary['n_pairs']} encoder pairs swap order.")
+    else:
+        parts.append(f"Clean AUROC picks the same leader; {summary['n_reversed']} of {summary['n_pairs']} "
+                     "encoder pairs swap order further down.")
+    parts.append(f"Reference encoder (0.5 on every axis): {score.reference}.")
+    return " ".join(parts)
+
+
+def _board_rows(board: pd.DataFrame, text: pd.DataFrame, styles, flags) -> list[dict]:
+    rows = []
+    for (_, row), (_, shown) in zip(board.iterrows(), text.iterrows(), strict=True):
+        def split(cell: str) -> dict:
+            value, _, ci = cell.partition(" ")
+            return {"value": value, "ci": ci}
+
+        rows.append({
+            "rank": int(row["rank"]), "encoder": row["encoder"], "colour": styles[row["encoder"]].colour,
+            "crs": f"{row['crs']:.3f}", "crs_ci": split(shown["CRS [95 % CI]"])["ci"],
+            "leading": bool(row["tier"]), "p_rank1": shown["P(rank 1)"], "auroc_rank": int(row["auroc_rank"]),
+            "shift": row["rank_shift"], "reversed_with": row["reversed_with"],
+            "axes": [split(shown[c]) for c in ("AUROC", "ECE", "label eff.", "retention")],
+            "worst_axis": row["worst_axis"],
+            "flags": [{"short": f.short(), "text": f.text()} for f in flags.get(row["encoder"], [])],
+        })
+    return rows
+
+
+def markdown_table(table: pd.DataFrame) -> str:
+    """A GitHub Markdown table (no tabulate dependency)."""
+    def cell(value) -> str:
+        return str(value).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(cell(c) for c in table.columns) + " |",
+             "|" + "|".join("---" for _ in table.columns) + "|"]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def _settings(score, records: pd.DataFrame) -> list[tuple[str, str]]:
+    settings = dict(score.settings)
+    rows = [
+        ("encoders", ", ".join(sorted(records["encoder"].unique()))),
+        ("tasks", ", ".join(sorted(records["task"].unique()))),
+        ("label fractions", ", ".join(f"{f:g}" for f in sorted(records["label_fraction"].astype(float).unique()))),
+        ("seeds", ", ".join(str(s) for s in sorted(records["seed"].unique()))),
+        ("run records", str(len(records))),
+    ]
+    rows += [(key.replace("_", " "), str(value)) for key, value in settings.items()]
+    return rows
+
+
+def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs report", *,
+                 predictions_dir: Path | None = None, spec=None, cache_root: Path | None = None,
+                 draw_corruption_grids: bool = True) -> Path:
+    """Write report.md, report.html and figures/*.png under ``out_dir``; return the HTML path.
+
+    ``predictions_dir`` (default ``out_dir/predictions``) feeds the reliability diagrams; ``spec``
+    gives the data sets (for modalities, exposure flags and corruption grids) and the cache root
+    (for the weights digests), which ``cache_root`` overrides. Each missing input removes only the
+    parts that need it, with a note on the page.
+    """
+    started = time.perf_counter()
     out_dir = Path(out_dir)
-    figures = out_dir / "figures"
-    figures.mkdir(parents=True, exist_ok=True)
-    made = [
-        (plots.axis_profiles(score.crs, figures / "axis_profiles.png"), "Axis profile per encoder (reference = 0.5)"),
-        (plots.rank_slope(score.crs, figures / "rank_slope.png"), "AUROC rank vs CRS rank"),
-        (plots.label_efficiency_curves(records, figures / "label_efficiency.png"), "Label-efficiency curves"),
-    ]
-    if (records["condition"] == "corrupt").any():
-        made.append((plots.severity_curves(records, figures / "severity.png"), "AUROC against corruption severity"))
-    board = leaderboard(score)
-    summary = score.summary()
-    reversals = summary["rank_reversals"]
-    lines = [
-        f"# {title}", "",
-        f"Reference encoder: **{score.reference}**. Leading tier: **{', '.join(summary['leading_tier'])}**.", "",
-        board.to_markdown(floatfmt=".3f") if _has_tabulate() else board.to_string(float_format=lambda v: f"{v:.3f}"),
-        "",
-        f"AUROC vs CRS: {reversals['n_reversed']} of {reversals['n_pairs']} pairs reversed, "
-        f"Kendall tau {reversals['kendall_tau']:.3f}, mean |rank displacement| {reversals['mean_abs_displacement']:.2f}.",
-        "",
-        *[f"![{alt}](figures/{path.name})" for path, alt in made],
-    ]
-    (out_dir / "report.md").write_text("\n".join(lines) + "\n")
-    page = f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
-<style>body{{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}}
-table{{border-collapse:collapse;font-size:14px}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}
-figure{{margin:1.5em 0}}img{{max-width:100%}}figcaption{{color:#555;font-size:13px}}</style></head><body>
-<h1>{html.escape(title)}</h1>
-<p>Reference encoder: <b>{html.escape(score.reference)}</b>. Leading tier: <b>{html.escape(', '.join(summary['leading_tier']))}</b>.</p>
-{board.to_html(float_format=lambda v: f"{v:.3f}", border=0)}
-<p>AUROC vs CRS: {reversals['n_reversed']} of {reversals['n_pairs']} pairs reversed, Kendall tau {reversals['kendall_tau']:.3f},
-mean |rank displacement| {reversals['mean_abs_displacement']:.2f}.</p>
-{''.join(_image_tag(path, alt) for path, alt in made)}
-</body></html>"""
+    folder = out_dir / "figures"
+    folder.mkdir(parents=True, exist_ok=True)
+    predictions_dir = Path(predictions_dir) if predictions_dir is not None else out_dir / "predictions"
+    cache_root = cache_root if cache_root is not None else getattr(spec, "cache", None)
+
+    order = score.crs.sort_values(["rank", "auroc_rank"]).index.astype(str).tolist()
+    styles = encoder_styles(order)
+    tasks = sorted(str(t) for t in records["task"].unique())
+    infos = task_infos(tasks, spec, cache_root)
+    provenance = {name: encoder_provenance(name, tasks, cache_root) for name in order}
+    flags = {name: exposure_flags(provenance[name], infos) for name in order}
+    board = leaderboard(score, {name: [f.short() for f in flags[name]] for name in order})
+    text = leaderboard_text(board)
+
+    axes = Section("profiles", "Where each encoder stands on the four axes",
+                   "u = 1 / (1 + error / reference error): 0.5 matches the reference encoder, 1 is perfect.")
+    _add(axes, plots.axis_profiles(score.crs, styles, folder / "axis_profiles.png", score.reference),
+         "Axis profile per encoder: u per axis, worst axis hatched, dashed line at the reference (0.5).")
+    _add(axes, plots.pareto_views(axis_values(score).reindex(order), styles, folder / "pareto.png"),
+         "Pareto view: clean macro AUROC against calibration (ECE), label efficiency and robustness (retention).")
+    ranks = Section("ranks", "Does clean AUROC pick the same encoder?")
+    _add(ranks, plots.rank_slope(score.crs, score.reversals.reversed_pairs, styles, folder / "rank_slope.png"),
+         "Rank by clean AUROC (left) against rank by CRS (right); crossing solid lines are reversed pairs.")
+    uncertainty = Section("uncertainty", "Is the lead real?",
+                          "Seeds are resampled jointly for every encoder (paired bootstrap); CRS weights are "
+                          "redrawn from a Dirichlet distribution.")
+    _add(uncertainty, plots.bootstrap_ranks(score.bootstrap.replicates, order, folder / "bootstrap_ranks.png"),
+         "Share of paired-seed bootstrap replicates in which each encoder takes each CRS rank.")
+    _add(uncertainty, plots.weight_sensitivity(score.sensitivity, styles, folder / "weight_sensitivity.png"),
+         "Weight sensitivity: how often each encoder leads under other CRS weights, and how far the ranking moves.")
+    labels = Section("labels", "Label efficiency")
+    _add(labels, plots_runs.label_efficiency_curves(records, styles, folder / "label_efficiency.png"),
+         "Clean macro AUROC against the share of training labels used (log scale), mean ± 1 SD over seeds.")
+    robustness = Section("robustness", "Robustness to acquisition corruptions")
+    modalities = {task: info.modality for task, info in infos.items()}
+    _add(robustness, plots_runs.severity_curves(records, styles, folder / "severity.png", modalities),
+         "Macro AUROC against corruption severity per corruption family (severity 0 = clean).",
+         "No corrupted evaluations in these run records: severity curves skipped.")
+    if draw_corruption_grids:
+        grids = corruption_grids(spec, folder)
+        for path, modality, dataset in grids.grids:
+            _add(robustness, path, f"Corruption grid, {modality}: the first test image of {dataset} under every "
+                                   "corruption (rows) and severity (columns), as the encoders saw it.")
+        robustness.notes.extend(grids.notes)
+    calibration = Section("calibration", "Calibration on clean and shifted data")
+    shift_targets = {task: info.shift_target for task, info in infos.items() if info.shift_target}
+    predictions = plots_runs.load_predictions(predictions_dir, order, tasks)
+    _add(calibration, plots_runs.reliability_diagrams(predictions, styles, folder / "reliability.png", shift_targets),
+         "Reliability diagrams: observed frequency against predicted probability; the diagonal is perfect calibration.",
+         f"No predictions found under {predictions_dir}: reliability diagrams skipped.")
+    sections = [axes, ranks, uncertainty, labels, robustness, calibration]
+
+    cards = build_cards(score, records, board, provenance, flags)
+    summary = score.reversals.summary()
+    reversal_note = (f"AUROC vs CRS: {summary['n_reversed']} of {summary['n_pairs']} pairs reversed"
+                     + (f" ({', '.join(f'{a} > {b} by AUROC, {b} > {a} by CRS' for a, b in score.reversals.reversed_pairs)})"
+                        if score.reversals.reversed_pairs else "")
+                     + f", Kendall tau {summary['kendall_tau']:.2f}, mean |rank displacement| "
+                     f"{summary['mean_abs_displacement']:.2f}.")
+    head = headline(score, board)
+    settings = _settings(score, records)
+    page = _render_html(
+        title=title, headline=head, board=_board_rows(board, text, styles, flags), reference=score.reference,
+        reversal_note=reversal_note, n_boot=score.bootstrap.n_boot, sections=sections,
+        cards=[{**card.__dict__, "colour": styles[card.encoder].colour,
+                "p_rank1": percent(card.p_rank1) if np.isfinite(card.p_rank1) else "n/a"} for card in cards],
+        settings=settings,
+    )
     path = out_dir / "report.html"
-    path.write_text(page)
+    path.write_text(page, encoding="utf-8")
+    (out_dir / "report.md").write_text(
+        _markdown(title, head, text, reversal_note, sections, cards, settings, out_dir), encoding="utf-8"
+    )
+    (out_dir / "report_build_seconds.txt").write_text(f"{time.perf_counter() - started:.2f}\n")
     return path
 
 
-def _has_tabulate() -> bool:
-    try:
-        import tabulate  # noqa: F401
-    except ImportError:
-        return False
-    return True
+def _render_html(**context) -> str:
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+
+    environment = Environment(loader=FileSystemLoader(str(TEMPLATE_DIR)), autoescape=select_autoescape(["html"]),
+                              undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    return environment.get_template("report.html").render(**context)
+
+
+def _markdown(title, head, text, reversal_note, sections, cards, settings, out_dir: Path) -> str:
+    lines = [f"# {title}", "", head, "", "## Leaderboard", "", markdown_table(text), "", reversal_note, ""]
+    for section in sections:
+        lines += [f"## {section.title}", ""]
+        if section.text:
+            lines += [section.text, ""]
+        for figure in section.figures:
+            lines += [f"![{figure.caption}]({figure.path.relative_to(out_dir).as_posix()})", "", f"*{figure.caption}*", ""]
+        lines += [f"> {note}" for note in section.notes] + ([""] if section.notes else [])
+    lines += ["## Reliability cards", ""]
+    for card in cards:
+        p = card.provenance
+        lines += [
+            f"### {card.rank}. {card.encoder} ({card.tier})", "",
+            f"CRS {card.crs}, P(rank 1) {percent(card.p_rank1)}.", "",
+            f"**Weakest: {card.worst_axis}.** {card.encoder} {card.worst_sentence}.", "",
+            markdown_table(pd.DataFrame([(label, value, f"{u:.2f}" if np.isfinite(u) else "n/a")
+                                         for label, value, u in card.axes], columns=["axis", "value [95 % CI]", "u"])),
+            "",
+            f"- source: {p.source or 'unknown'}{f' ({p.family})' if p.family else ''}",
+            f"- weights: {p.weights}" + (f" (`{p.weights_digest}`)" if p.weights_digest else ""),
+            f"- preprocessing: {p.preprocessing}",
+            f"- licence: {p.license or 'unknown'}",
+            f"- pretraining data: {'; '.join(p.pretraining_data) or 'none'}",
+            f"- exposure: {'; '.join(f.text() for f in card.flags) or 'none found'}",
+            "",
+        ]
+    lines += ["## Settings", "", markdown_table(pd.DataFrame(settings, columns=["setting", "value"])), ""]
+    return html.unescape("\n".join(lines))

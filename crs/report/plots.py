@@ -1,114 +1,182 @@
-"""Report figures (matplotlib, Agg), each saved as PNG; colours from the colour-blind-safe Okabe-Ito palette."""
+"""Figures of the score: axis profiles, Pareto views, AUROC-vs-CRS ranks, bootstrap ranks, weights.
+
+Every function takes tables from :class:`crs.score.ScoreResult`, an encoder -> style map, and a
+PNG path; it returns the path. Figures about the run records live in ``plots_runs``.
+"""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
-AXIS_LABELS = {
-    "discrimination": "discrimination", "calibration": "calibration",
-    "label_efficiency": "label efficiency", "robustness": "robustness",
-}
+from crs.report.style import AXIS_TITLES, REFERENCE_GREY, EncoderStyle, report_style, save
+from crs.score import rank_descending
 
 
-def colours(names: list[str]) -> dict[str, str]:
-    return {name: OKABE_ITO[i % len(OKABE_ITO)] for i, name in enumerate(names)}
+def axis_profiles(crs_table: pd.DataFrame, styles: dict[str, EncoderStyle], path: Path,
+                  reference: str = "") -> Path:
+    """Small multiples: one panel per encoder, u per axis as bars, the reference level 0.5 dashed."""
+    axes = [a for a in AXIS_TITLES if f"u_{a}" in crs_table]
+    encoders = crs_table.sort_values(["rank", "auroc_rank"]).index.tolist()
+    columns = min(len(encoders), 4)
+    rows = math.ceil(len(encoders) / columns)
+    with report_style():
+        fig, panels = plt.subplots(rows, columns, figsize=(3.1 * columns, 0.55 * len(axes) * rows + 1.1 * rows),
+                                   squeeze=False, sharex=True)
+        for ax, encoder in zip(panels.flat, encoders, strict=False):
+            values = [float(crs_table.loc[encoder, f"u_{a}"]) for a in axes]
+            worst = int(np.argmin(values))
+            bars = ax.barh(range(len(axes)), values, color=styles[encoder].colour, height=0.65)
+            bars[worst].set_hatch("//")
+            bars[worst].set_edgecolor("black")
+            for y, value in enumerate(values):
+                ax.text(min(value + 0.02, 0.86), y, f"{value:.2f}", va="center", fontsize=9)
+            ax.axvline(0.5, color=REFERENCE_GREY, linestyle="--", linewidth=1)
+            ax.set_yticks(range(len(axes)), [AXIS_TITLES[a] for a in axes])
+            ax.invert_yaxis()
+            ax.set_xlim(0, 1)
+            ax.grid(axis="y", visible=False)
+            label = f"{encoder}{' (reference)' if encoder == reference else ''}"
+            ax.set_title(f"{label}\nCRS {crs_table.loc[encoder, 'crs']:.3f}, rank {int(crs_table.loc[encoder, 'rank'])}",
+                         fontsize=10)
+        for ax in list(panels.flat)[len(encoders):]:
+            ax.set_visible(False)
+        for ax in panels[-1]:
+            ax.set_xlabel("u (0.5 = reference, 1 = perfect)")
+        fig.suptitle("Axis profile per encoder (hatched bar = worst axis; dashed line = reference encoder)", fontsize=11)
+        fig.tight_layout()
+        return save(fig, path)
 
 
-def axis_profiles(crs_table: pd.DataFrame, path: Path) -> Path:
-    """Grouped bars of u per axis for each encoder, with the reference level 0.5 marked."""
-    axes = [a for a in AXIS_LABELS if f"u_{a}" in crs_table]
+def _front(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Indices of points no other point beats on both x and y (both higher-is-better), sorted by x."""
+    keep = [i for i in range(len(x))
+            if not any((x[j] >= x[i]) and (y[j] >= y[i]) and ((x[j] > x[i]) or (y[j] > y[i])) for j in range(len(x)))]
+    return np.array(sorted(keep, key=lambda i: x[i]), dtype=int)
+
+
+def pareto_views(values: pd.DataFrame, styles: dict[str, EncoderStyle], path: Path) -> Path:
+    """Discrimination (x) against each other axis (y), in each axis's own units, best toward the top right.
+
+    ``values``: per encoder, columns auroc, ece, label_efficiency, retention (crs.report.tables.axis_values).
+    The grey step line joins the encoders not beaten on both axes of that panel.
+    """
+    others = [(column, label, higher) for column, label, higher in (
+        ("ece", "calibration: ECE (lower is better, axis flipped)", False),
+        ("label_efficiency", "label efficiency (area under the AUROC curve)", True),
+        ("retention", "robustness: AUROC retention (share)", True),
+    ) if column in values and values[column].notna().any()]
+    encoders = values.index.tolist()
+    x = values["auroc"].to_numpy(dtype=float)
+    with report_style():
+        fig, panels = plt.subplots(1, len(others), figsize=(4.3 * len(others), 4.0), squeeze=False)
+        for ax, (column, label, higher) in zip(panels[0], others, strict=True):
+            y = values[column].to_numpy(dtype=float)
+            front = _front(x, y if higher else -y)
+            ax.step(x[front], y[front], where="post", color=REFERENCE_GREY, linewidth=1.2, alpha=0.7,
+                    label="Pareto front")
+            for i, encoder in enumerate(encoders):
+                style = styles[encoder]
+                ax.scatter(x[i], y[i], color=style.colour, marker=style.marker, s=70, edgecolor="black",
+                           linewidth=0.5, zorder=3, label=encoder)
+                ax.annotate(encoder, (x[i], y[i]), xytext=(5, 5), textcoords="offset points", fontsize=8)
+            if not higher:
+                ax.invert_yaxis()
+            ax.set_xlabel("discrimination: macro AUROC (clean)")
+            ax.set_ylabel(label)
+            ax.margins(0.18)
+        panels[0][0].legend(loc="best", fontsize=8)
+        fig.suptitle("Pareto view: discrimination against each other axis (better = up and right)", fontsize=11)
+        fig.tight_layout()
+        return save(fig, path)
+
+
+def rank_slope(crs_table: pd.DataFrame, reversed_pairs, styles: dict[str, EncoderStyle], path: Path) -> Path:
+    """Slope chart of AUROC rank (left) against CRS rank (right); encoders in a reversed pair drawn solid."""
+    reversed_names = {name for pair in reversed_pairs for name in pair}
     encoders = crs_table.sort_values("rank").index.tolist()
-    palette = colours(encoders)
-    fig, ax = plt.subplots(figsize=(8, 4.2), dpi=110)
-    width = 0.8 / max(len(encoders), 1)
-    for i, encoder in enumerate(encoders):
-        values = [crs_table.loc[encoder, f"u_{a}"] for a in axes]
-        ax.bar(np.arange(len(axes)) + i * width - 0.4 + width / 2, values, width, label=encoder, color=palette[encoder])
-    ax.axhline(0.5, color="grey", linestyle="--", linewidth=1, label="reference (0.5)")
-    ax.set_xticks(np.arange(len(axes)), [AXIS_LABELS[a] for a in axes])
-    ax.set_ylabel("reference-relative score u (higher is better)")
-    ax.set_ylim(0, 1)
-    ax.set_title("Axis profile per encoder")
-    ax.legend(fontsize=8, ncol=2, loc="upper right")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
-
-
-def rank_slope(crs_table: pd.DataFrame, path: Path) -> Path:
-    """Slope chart: each encoder's AUROC rank (left) against its CRS rank (right); crossings are reversals."""
-    encoders = crs_table.index.tolist()
-    palette = colours(crs_table.sort_values("rank").index.tolist())
-    fig, ax = plt.subplots(figsize=(5.5, 4.2), dpi=110)
-    for encoder in encoders:
-        left, right = crs_table.loc[encoder, "auroc_rank"], crs_table.loc[encoder, "rank"]
-        ax.plot([0, 1], [left, right], marker="o", color=palette[encoder], linewidth=2)
-        ax.annotate(encoder, (1.03, right), va="center", fontsize=8)
-    ax.set_xticks([0, 1], ["AUROC rank", "CRS rank"])
-    ax.set_xlim(-0.2, 1.6)
-    ax.set_ylim(len(encoders) + 0.5, 0.5)
-    ax.set_ylabel("rank (1 = best)")
-    ax.set_title("Does clean AUROC pick the same encoder?")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
-
-
-def label_efficiency_curves(records: pd.DataFrame, path: Path) -> Path:
-    """Clean AUROC against label fraction (log scale), one panel per task, mean over seeds."""
-    clean = records[records["condition"] == "clean"]
-    tasks = sorted(clean["task"].unique())
-    encoders = sorted(clean["encoder"].unique())
-    palette = colours(encoders)
-    fig, panels = plt.subplots(1, len(tasks), figsize=(4.2 * len(tasks), 3.6), dpi=110, squeeze=False)
-    for ax, task in zip(panels[0], tasks, strict=True):
-        rows = clean[clean["task"] == task]
+    n = len(encoders)
+    with report_style():
+        fig, ax = plt.subplots(figsize=(6.4, 0.45 * n + 2.2))
         for encoder in encoders:
-            curve = rows[rows["encoder"] == encoder].groupby("label_fraction")["auroc"].agg(["mean", "std"])
-            ax.errorbar(curve.index * 100, curve["mean"], yerr=curve["std"], marker="o", capsize=2,
-                        label=encoder, color=palette[encoder])
-        ax.set_xscale("log")
-        ax.set_xlabel("label fraction (%)")
-        ax.set_ylabel("macro AUROC (clean test)")
-        ax.set_title(task)
-        ax.axhline(0.5, color="grey", linewidth=0.8, linestyle=":")
-    panels[0][0].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+            left, right = int(crs_table.loc[encoder, "auroc_rank"]), int(crs_table.loc[encoder, "rank"])
+            involved = encoder in reversed_names
+            style = styles[encoder]
+            ax.plot([0, 1], [left, right], color=style.colour, marker=style.marker, markersize=8,
+                    linewidth=2.6 if involved else 1.2, linestyle="-" if involved else ":", alpha=1 if involved else 0.7)
+            ax.annotate(encoder, (-0.04, left), ha="right", va="center", fontsize=9)
+            ax.annotate(f"{encoder}  (CRS {crs_table.loc[encoder, 'crs']:.3f})", (1.04, right), va="center",
+                        fontsize=9, fontweight="bold" if involved else "normal")
+        ax.set_xticks([0, 1], ["rank by clean AUROC", "rank by CRS"])
+        ax.set_xlim(-0.9, 1.9)
+        ax.set_ylim(n + 0.6, 0.4)
+        ax.set_yticks(range(1, n + 1))
+        ax.set_ylabel("rank (1 = best)")
+        ax.grid(axis="x", visible=False)
+        count = len(reversed_pairs)
+        ax.set_title(f"AUROC rank vs CRS rank: {count} reversed pair{'s' if count != 1 else ''}\n"
+                     "(solid lines: encoders whose order flips)", fontsize=10)
+        fig.tight_layout()
+        return save(fig, path)
 
 
-def severity_curves(records: pd.DataFrame, path: Path) -> Path:
-    """AUROC (100 % labels, mean over corruptions and seeds) against severity, one panel per task."""
-    full = records[records["label_fraction"] == records["label_fraction"].max()]
-    tasks = sorted(full["task"].unique())
-    encoders = sorted(full["encoder"].unique())
-    palette = colours(encoders)
-    fig, panels = plt.subplots(1, len(tasks), figsize=(4.2 * len(tasks), 3.6), dpi=110, squeeze=False)
-    for ax, task in zip(panels[0], tasks, strict=True):
-        rows = full[full["task"] == task]
-        for encoder in encoders:
-            mine = rows[rows["encoder"] == encoder]
-            clean = mine[mine["condition"] == "clean"]["auroc"].mean()
-            by_severity = mine[mine["condition"] == "corrupt"].groupby("severity")["auroc"].mean()
-            xs = [0, *by_severity.index.tolist()]
-            ax.plot(xs, [clean, *by_severity.tolist()], marker="o", label=encoder, color=palette[encoder])
-        ax.set_xlabel("corruption severity (0 = clean)")
-        ax.set_ylabel("macro AUROC")
-        ax.set_title(task)
-    panels[0][0].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+def bootstrap_ranks(replicates: pd.DataFrame, order: list[str], path: Path) -> Path:
+    """Heat map of P(rank = k) per encoder over the paired-seed bootstrap replicates."""
+    crs = replicates[order].to_numpy(dtype=float)
+    ranks = rank_descending(crs)
+    n = len(order)
+    share = np.stack([(ranks == k).mean(axis=0) for k in range(1, n + 1)], axis=1)  # (encoders, ranks)
+    with report_style():
+        fig, ax = plt.subplots(figsize=(1.0 * n + 3.2, 0.5 * n + 1.8))
+        image = ax.imshow(share, cmap="cividis", vmin=0, vmax=1, aspect="auto")
+        for i in range(n):
+            for k in range(n):
+                if share[i, k] > 0:
+                    ax.text(k, i, f"{share[i, k]:.0%}", ha="center", va="center", fontsize=9,
+                            color="black" if share[i, k] > 0.55 else "white")
+        ax.set_xticks(range(n), [str(k) for k in range(1, n + 1)])
+        ax.set_yticks(range(n), order)
+        ax.set_xlabel("CRS rank in the bootstrap replicate (1 = best)")
+        ax.grid(False)
+        fig.colorbar(image, ax=ax, label="share of replicates")
+        ax.set_title(f"Bootstrap rank distribution ({len(replicates)} paired-seed replicates)", fontsize=10)
+        fig.tight_layout()
+        return save(fig, path)
+
+
+def weight_sensitivity(sensitivity, styles: dict[str, EncoderStyle], path: Path) -> Path:
+    """Left: share of Dirichlet weight draws in which each encoder ranks first. Right: Kendall tau to the default."""
+    table = sensitivity.table.sort_values("default_rank")
+    encoders = table.index.tolist()
+    taus = np.asarray(sensitivity.kendall_taus, dtype=float)
+    taus = taus[np.isfinite(taus)]
+    with report_style():
+        fig, (left, right) = plt.subplots(1, 2, figsize=(10, 0.4 * len(encoders) + 2.6))
+        left.barh(range(len(encoders)), table["share_rank1"] * 100, color=[styles[e].colour for e in encoders])
+        for y, (share, mean_rank) in enumerate(zip(table["share_rank1"], table["mean_rank"], strict=True)):
+            left.text(share * 100 + 1, y, f"{share:.0%} (mean rank {mean_rank:.1f})", va="center", fontsize=8)
+        left.set_yticks(range(len(encoders)), encoders)
+        left.invert_yaxis()
+        left.set_xlim(0, 135)
+        left.set_xlabel("weight draws in which it ranks first (%)")
+        left.set_title("Who leads under other CRS weights?", fontsize=10)
+        left.grid(axis="y", visible=False)
+        if taus.size:
+            right.hist(taus, bins=np.linspace(-1, 1, 21), color="#0072B2", edgecolor="white")
+            right.axvline(np.mean(taus), color="#D55E00", linewidth=2, label=f"mean {np.mean(taus):.2f}")
+            right.legend()
+        else:
+            right.text(0.5, 0.5, "Kendall tau undefined\n(fewer than two distinct scores)", ha="center",
+                       va="center", transform=right.transAxes)
+        right.set_xlim(-1.05, 1.05)
+        right.set_xlabel("Kendall tau between the drawn and the default ranking")
+        right.set_ylabel("weight draws (count)")
+        right.set_title("How much does the ranking move?", fontsize=10)
+        fig.suptitle(f"Weight sensitivity: {sensitivity.n_samples} Dirichlet({sensitivity.concentration:g}) draws of "
+                     "(dominance, balance, worst-axis) weights", fontsize=11)
+        fig.tight_layout()
+        return save(fig, path)

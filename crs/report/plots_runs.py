@@ -1,0 +1,197 @@
+"""Figures of the run records and predictions: label-efficiency curves, severity curves, reliability.
+
+Each function returns the PNG path it wrote, or None when the run has nothing to show (no
+corruptions, no predictions), so the page can say what is missing instead of drawing an empty box.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from crs.report.reliability import reliability_curve
+from crs.report.style import REFERENCE_GREY, EncoderStyle, report_style, save
+
+FAMILY_ORDER = ("noise", "blur", "photometric", "digital", "occlusion", "other")
+
+
+def _legend_below(fig, handles, labels) -> None:
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 5), frameon=False,
+               bbox_to_anchor=(0.5, -0.01))
+
+
+def label_efficiency_curves(records: pd.DataFrame, styles: dict[str, EncoderStyle], path: Path) -> Path:
+    """Clean macro AUROC against label fraction (log scale), one panel per task; band = ±1 SD over seeds."""
+    clean = records[records["condition"] == "clean"]
+    tasks = sorted(clean["task"].unique())
+    fractions = sorted(clean["label_fraction"].astype(float).unique())
+    columns = min(len(tasks), 3)
+    rows = math.ceil(len(tasks) / columns)
+    with report_style():
+        fig, panels = plt.subplots(rows, columns, figsize=(4.4 * columns, 3.6 * rows + 0.6), squeeze=False)
+        for ax, task in zip(panels.flat, tasks, strict=False):
+            mine = clean[clean["task"] == task]
+            for encoder, style in styles.items():
+                curve = mine[mine["encoder"] == encoder].groupby("label_fraction")["auroc"].agg(["mean", "std"])
+                if curve.empty:
+                    continue
+                x = curve.index.to_numpy(dtype=float) * 100
+                ax.plot(x, curve["mean"], marker=style.marker, color=style.colour, label=encoder)
+                ax.fill_between(x, curve["mean"] - curve["std"].fillna(0), curve["mean"] + curve["std"].fillna(0),
+                                color=style.colour, alpha=0.15, linewidth=0)
+            ax.axhline(0.5, color=REFERENCE_GREY, linewidth=0.8, linestyle=":")
+            ax.set_xscale("log")
+            ax.set_xticks([f * 100 for f in fractions], [f"{f * 100:g}" for f in fractions])
+            ax.minorticks_off()
+            ax.set_xlabel("labelled training images used (%)")
+            ax.set_ylabel("macro AUROC, clean test")
+            ax.set_title(task)
+        for ax in list(panels.flat)[len(tasks):]:
+            ax.set_visible(False)
+        handles, labels = panels.flat[0].get_legend_handles_labels()
+        fig.suptitle("Label efficiency: AUROC as labels grow (dotted = chance)", fontsize=11)
+        fig.tight_layout(rect=(0, 0.07, 1, 1))
+        _legend_below(fig, handles, labels)
+        return save(fig, path)
+
+
+def corruption_family(name: str, modality: str = "") -> str:
+    """The corruption's family from the suite definitions ('other' when no suite knows it)."""
+    from crs.corruptions import MODALITIES, corruption
+
+    for candidate in ([modality] if modality else []) + list(MODALITIES):
+        try:
+            return corruption(candidate, name).family
+        except Exception:  # not in this modality's suite
+            continue
+    return "other"
+
+
+def severity_curves(records: pd.DataFrame, styles: dict[str, EncoderStyle], path: Path,
+                    modalities: dict[str, str] | None = None) -> Path | None:
+    """AUROC (full labels) against severity, one row per task and one column per corruption family.
+
+    Severity 0 is the clean test split; each point averages the family's corruptions and the seeds.
+    """
+    fractions = records["label_fraction"].astype(float)
+    full = records[np.isclose(fractions, fractions.max())]
+    corrupt = full[full["condition"] == "corrupt"]
+    if corrupt.empty:
+        return None
+    modalities = modalities or {}
+    family = {(task, name): corruption_family(str(name), modalities.get(task, ""))
+              for task, name in corrupt[["task", "corruption"]].drop_duplicates().itertuples(index=False)}
+    corrupt = corrupt.assign(family=[family[(t, c)] for t, c in zip(corrupt["task"], corrupt["corruption"], strict=True)])
+    families = [f for f in FAMILY_ORDER if f in set(corrupt["family"])]
+    tasks = sorted(full["task"].unique())
+    members = corrupt.groupby("family")["corruption"].unique()
+    with report_style():
+        fig, panels = plt.subplots(len(tasks), len(families), figsize=(3.5 * len(families) + 0.6, 2.9 * len(tasks) + 0.9),
+                                   squeeze=False, sharex=True)
+        for row, task in enumerate(tasks):
+            mine = full[full["task"] == task]
+            for column, name in enumerate(families):
+                ax = panels[row, column]
+                shown = False
+                for encoder, style in styles.items():
+                    rows = mine[mine["encoder"] == encoder]
+                    clean = rows[rows["condition"] == "clean"]["auroc"].mean()
+                    in_family = corrupt[(corrupt["task"] == task) & (corrupt["encoder"] == encoder)
+                                        & (corrupt["family"] == name)]
+                    if in_family.empty:
+                        continue
+                    by_severity = in_family.groupby("severity")["auroc"].mean()
+                    xs = [0, *by_severity.index.astype(int).tolist()]
+                    ax.plot(xs, [clean, *by_severity.tolist()], marker=style.marker, color=style.colour, label=encoder)
+                    shown = True
+                if not shown:
+                    ax.text(0.5, 0.5, "not run for this task", ha="center", va="center", transform=ax.transAxes,
+                            color=REFERENCE_GREY)
+                ax.axhline(0.5, color=REFERENCE_GREY, linewidth=0.8, linestyle=":")
+                if row == 0:
+                    names = ", ".join(str(n).replace("_", " ") for n in members[name])
+                    ax.set_title(f"{name}\n({names})", fontsize=9)
+                if column == 0:
+                    ax.set_ylabel(f"{task}\nmacro AUROC")
+                if row == len(tasks) - 1:
+                    ax.set_xlabel("severity (0 = clean)")
+                ax.set_xticks(range(0, 6))
+        handles, labels = [], []
+        for ax in panels.flat:
+            for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+                if label not in labels:
+                    handles.append(handle)
+                    labels.append(label)
+        fig.suptitle("AUROC against corruption severity, per corruption family (100 % labels; dotted = chance)",
+                     fontsize=11)
+        fig.tight_layout(rect=(0, 0.06, 1, 1))
+        _legend_below(fig, handles, labels)
+        return save(fig, path)
+
+
+def load_predictions(predictions_dir: Path | None, encoders: list[str], tasks: list[str]) -> dict:
+    """{(encoder, task): arrays} from ``<predictions_dir>/<encoder>__<task>.npz``; missing files are skipped."""
+    found = {}
+    if predictions_dir is None or not Path(predictions_dir).is_dir():
+        return found
+    for encoder in encoders:
+        for task in tasks:
+            path = Path(predictions_dir) / f"{encoder}__{task}.npz"
+            if path.is_file():
+                with np.load(path) as data:
+                    found[(encoder, task)] = {key: data[key] for key in data.files}
+    return found
+
+
+def reliability_diagrams(predictions: dict, styles: dict[str, EncoderStyle], path: Path,
+                         shift_targets: dict[str, str] | None = None, n_bins: int = 10) -> Path | None:
+    """One panel per task on clean test images and one per shifted target; a line per encoder.
+
+    Points are bin means over every seed's full-label probe; on the diagonal the probabilities
+    mean what they say. Marker area grows with the number of predictions in the bin.
+    """
+    if not predictions:
+        return None
+    shift_targets = shift_targets or {}
+    tasks = sorted({task for _, task in predictions})
+    panels_wanted = []
+    for task in tasks:
+        panels_wanted.append((task, "clean"))
+        if any("shift_probs" in arrays for (_, t), arrays in predictions.items() if t == task):
+            panels_wanted.append((task, "shift"))
+    columns = min(len(panels_wanted), 4)
+    rows = math.ceil(len(panels_wanted) / columns)
+    with report_style():
+        fig, panels = plt.subplots(rows, columns, figsize=(3.6 * columns, 3.7 * rows + 0.6), squeeze=False)
+        for ax, (task, condition) in zip(panels.flat, panels_wanted, strict=False):
+            multilabel = False
+            for encoder, style in styles.items():
+                arrays = predictions.get((encoder, task))
+                if arrays is None or f"{condition}_probs" not in arrays:
+                    continue
+                labels = arrays[f"{condition}_labels"]
+                multilabel = labels.ndim == 2
+                curve = reliability_curve(arrays[f"{condition}_probs"], labels, n_bins)
+                sizes = 12 + 60 * curve.count / max(curve.count.max(), 1)
+                ax.plot(curve.confidence, curve.observed, color=style.colour, linewidth=1.4, label=encoder)
+                ax.scatter(curve.confidence, curve.observed, s=sizes, color=style.colour, marker=style.marker,
+                           edgecolor="black", linewidth=0.4, zorder=3)
+            ax.plot([0, 1], [0, 1], color=REFERENCE_GREY, linestyle="--", linewidth=1, label="perfect calibration")
+            ax.set_xlim(0, 1)
+            ax.set_ylim(0, 1)
+            ax.set_aspect("equal")
+            ax.set_xlabel("predicted probability" if multilabel else "confidence (top-class probability)")
+            ax.set_ylabel("observed label frequency" if multilabel else "observed accuracy")
+            where = f"shifted site {shift_targets.get(task, '')}".strip() if condition == "shift" else "clean test"
+            ax.set_title(f"{task}: {where}", fontsize=10)
+        for ax in list(panels.flat)[len(panels_wanted):]:
+            ax.set_visible(False)
+        handles, labels = panels.flat[0].get_legend_handles_labels()
+        fig.suptitle(f"Reliability diagrams ({n_bins} equal-width bins, all seeds pooled, 100 % labels)", fontsize=11)
+        fig.tight_layout(rect=(0, 0.06, 1, 1))
+        _legend_below(fig, handles, labels)
+        return save(fig, path)

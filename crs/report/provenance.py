@@ -1,0 +1,213 @@
+"""Where each encoder and each task came from: provenance for the cards, pretraining-exposure flags.
+
+An encoder whose pretraining data include a benchmark's own data set (or the shift target's) has
+seen that distribution, so its discrimination or its shift axis is not measured out of
+distribution. The registry's ``pretraining_data`` strings are free text; the flags match them
+against the data set names and modality words below, case-insensitively, and say what matched.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Loader name -> words naming that data set in pretraining descriptions.
+DATASET_WORDS = {
+    "isic2019": ("ISIC",),
+    "aptos2019": ("APTOS",),
+    "chexpert": ("CheXpert",),
+    "mimic_cxr": ("MIMIC-CXR", "MIMIC CXR"),
+}
+# Modality -> words saying the pretraining data were of that kind of image.
+MODALITY_WORDS = {
+    "chest_xray": ("chest X-ray", "chest x-ray", "CXR", "MIMIC-CXR", "CheXpert", "ChestX-ray14", "PadChest", "BRAX"),
+    "dermoscopy": ("dermatolog", "dermoscop", "skin lesion", "ISIC"),
+    "fundus": ("fundus", "retina", "retinal", "APTOS", "EyePACS"),
+}
+LOADER_MODALITY = {"isic2019": "dermoscopy", "aptos2019": "fundus", "chexpert": "chest_xray", "mimic_cxr": "chest_xray"}
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """What the report knows about one task: its modality and which data sets it and its shift target are."""
+
+    name: str
+    modality: str = ""
+    loader: str = ""
+    shift_target: str = ""
+    shift_loader: str = ""
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """One encoder's origin, as shown on its reliability card."""
+
+    encoder: str
+    family: str = ""
+    source: str = ""
+    weights: str = ""
+    weights_digest: str = ""
+    preprocessing: str = ""
+    pooling: str = ""
+    dim: int | None = None
+    license: str = ""
+    pretraining_data: tuple[str, ...] = ()
+    notes: str = ""
+    missing: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class ExposureFlag:
+    encoder: str
+    task: str
+    kind: str  # "test data set", "shift target", "same modality"
+    matched: str
+
+    def text(self) -> str:
+        if self.kind == "shift target":
+            return f"pretraining includes {self.matched}: the shift on {self.task} is not out-of-distribution"
+        if self.kind == "test data set":
+            return f"pretraining includes {self.matched}: {self.task} test images may have been seen"
+        return f"pretrained on {self.matched} images ({self.task} modality)"
+
+    def short(self) -> str:
+        marks = {"shift target": "saw shift target", "test data set": "saw test set", "same modality": "in-domain"}
+        return f"{marks[self.kind]} ({self.task}: {self.matched})"
+
+
+def task_infos(tasks: list[str], spec=None, cache_root: Path | str | None = None) -> dict[str, TaskInfo]:
+    """Modality and data-set identity of each task, from the spec's entries and the cache's attributes."""
+    entries = {entry.name: entry for entry in getattr(spec, "datasets", ())}
+    root = cache_root if cache_root is not None else getattr(spec, "cache", None)
+    infos = {}
+    for task in tasks:
+        entry = entries.get(task)
+        loader = entry.loader if entry is not None else ""
+        shift = entry.shift_target if entry is not None else None
+        modality = _cached_modality(root, task) or (entry.options.get("modality", "") if entry else "")
+        modality = modality or LOADER_MODALITY.get(loader, "")
+        infos[task] = TaskInfo(
+            task, str(modality), loader, shift.name if shift else "", shift.loader if shift else ""
+        )
+    return infos
+
+
+def _cached_modality(cache_root, task: str) -> str:
+    if cache_root is None:
+        return ""
+    try:
+        from crs.cache import FeatureStore, store_path
+
+        path = store_path(cache_root, task)
+        return str(FeatureStore(path).root.attrs.get("modality", "")) if path.exists() else ""
+    except Exception:  # a damaged store must not stop the report; the card shows what is missing
+        return ""
+
+
+def _mentions(texts: tuple[str, ...], words: tuple[str, ...]) -> str:
+    for text in texts:
+        for word in words:
+            if re.search(re.escape(word), text, flags=re.IGNORECASE):
+                return text
+    return ""
+
+
+def exposure_flags(provenance: Provenance, tasks: dict[str, TaskInfo]) -> list[ExposureFlag]:
+    """Flags for one encoder: data sets of the benchmark, or their modality, named in its pretraining data."""
+    flags = []
+    seen = provenance.pretraining_data
+    for info in tasks.values():
+        if info.shift_loader and (matched := _mentions(seen, DATASET_WORDS.get(info.shift_loader, ()))):
+            flags.append(ExposureFlag(provenance.encoder, info.name, "shift target", matched))
+        if info.loader and (matched := _mentions(seen, DATASET_WORDS.get(info.loader, ()))):
+            flags.append(ExposureFlag(provenance.encoder, info.name, "test data set", matched))
+        elif info.modality and (matched := _mentions(seen, MODALITY_WORDS.get(info.modality, ()))):
+            flags.append(ExposureFlag(provenance.encoder, info.name, "same modality", matched))
+    return flags
+
+
+def encoder_provenance(encoder: str, tasks: list[str] = (), cache_root: Path | str | None = None) -> Provenance:
+    """Registry entry plus the fingerprint fields the cache stored at extraction (what was really run)."""
+    missing = []
+    spec = None
+    try:
+        from crs.encoders import get_spec
+
+        spec = get_spec(encoder)
+    except Exception:  # an encoder registered by a plugin that is not installed here
+        missing.append("registry entry")
+    fields = _cached_fields(encoder, tasks, cache_root)
+    if fields is None:
+        missing.append("cache fingerprint fields")
+        fields = {}
+    weights = str(fields.get("weights", ""))
+    preprocessing = fields.get("preprocessing") or (spec.preprocessing_fields() if spec is not None else {})
+    return Provenance(
+        encoder=encoder,
+        family=getattr(spec, "family", ""),
+        source=str(fields.get("source") or getattr(spec, "source", "")),
+        weights=describe_weights(weights),
+        weights_digest=weights,
+        preprocessing=describe_preprocessing(preprocessing),
+        pooling=str(fields.get("pooling") or getattr(spec, "pooling", "")),
+        dim=fields.get("dim") or getattr(spec, "dim", None),
+        license=getattr(spec, "license", ""),
+        pretraining_data=tuple(getattr(spec, "pretraining_data", ())),
+        notes=getattr(spec, "notes", ""),
+        missing=tuple(missing),
+    )
+
+
+def _cached_fields(encoder: str, tasks, cache_root) -> dict | None:
+    if cache_root is None:
+        return None
+    from crs.cache import FeatureStore, store_path
+
+    for task in tasks:
+        path = store_path(cache_root, task)
+        if not path.exists():
+            continue
+        try:
+            store = FeatureStore(path)
+            fingerprint = store.current_fingerprint(encoder)
+            return dict(store.root["encoders"][encoder][fingerprint].attrs["fields"])
+        except Exception:  # missing or damaged group: try the next task's store
+            continue
+    return None
+
+
+def describe_weights(weights: str) -> str:
+    """Readable weights: 'random (seed 0), no pretrained weights' or 'sha256 1a2b3c4d5e6f...'."""
+    if not weights:
+        return "unknown"
+    if weights.startswith("random"):
+        seed = weights.split(":", 1)[1] if ":" in weights else "?"
+        return f"random initialisation (seed {seed}); no pretrained weights"
+    if weights.startswith("baseline:"):
+        return "none (hand-crafted features)"
+    digest = weights.split(":")[-1]
+    if re.fullmatch(r"[0-9a-f]{64}", digest):
+        return f"sha256 {digest[:12]}…"
+    return weights
+
+
+def describe_preprocessing(fields: dict) -> str:
+    """'224 px, shortest side, crop 0.95, bicubic, mean (0.485, ...), std (...)'."""
+    if not fields:
+        return "unknown"
+    parts = [f"{fields.get('input_size', '?')} px"]
+    if fields.get("resize_mode"):
+        parts.append("resize shortest side + centre crop" if fields["resize_mode"] == "shortest" else "squash resize")
+    if fields.get("crop_pct") not in (None, 1.0):
+        parts.append(f"crop {fields['crop_pct']}")
+    if fields.get("interpolation"):
+        parts.append(str(fields["interpolation"]))
+    if fields.get("grayscale"):
+        parts.append("greyscale")
+    if fields.get("pre_resize"):
+        parts.append(f"pre-resize {fields['pre_resize']} px")
+    for key in ("mean", "std"):
+        if fields.get(key) is not None:
+            parts.append(f"{key} ({', '.join(f'{v:.3f}' for v in fields[key])})")
+    return ", ".join(parts)

@@ -1,0 +1,156 @@
+"""The report's tables: raw axis values with paired-seed intervals, and the leaderboard.
+
+Axis intervals reuse the seed draws of the CRS bootstrap (``score.bootstrap.seed_draws``), so the
+interval on an encoder's AUROC comes from exactly the replicates that give the interval on its CRS.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+
+# raw axis value column in seed_axes -> (report label, higher is better, short unit)
+AXIS_VALUES = {
+    "discrimination": ("auroc", "AUROC", True),
+    "calibration": ("ece", "ECE", False),
+    "label_efficiency": ("label_efficiency", "label efficiency", True),
+    "robustness": ("retention", "retention", True),
+}
+
+
+def axis_values(score) -> pd.DataFrame:
+    """Per encoder: each axis in its own units (AUROC, ECE, label-efficiency area, retention).
+
+    Mean over seeds per task, then over tasks (each task once): the values behind the axis errors.
+    """
+    errors = score.axis_errors
+    return pd.DataFrame(
+        {
+            "auroc": 1.0 - errors["discrimination"],
+            "ece": errors["calibration"],
+            "label_efficiency": 1.0 - errors["label_efficiency"],
+            "retention": 1.0 - errors["robustness"],
+        }
+    )
+
+
+def axis_intervals(score, alpha: float | None = None) -> pd.DataFrame:
+    """Percentile intervals of each raw axis value over the CRS bootstrap's own seed draws.
+
+    Returns columns ``<value>_low`` and ``<value>_high`` per encoder; NaN where an axis was not
+    measured (for example retention with no corruption and no shift target).
+    """
+    alpha = score.bootstrap.alpha if alpha is None else alpha
+    seed_axes = score.seed_axes
+    draws = score.bootstrap.seed_draws
+    seeds = [str(s) for s in sorted(seed_axes["seed"].unique())]
+    counts = draws[seeds].to_numpy(dtype=np.float64) if set(seeds) <= set(draws.columns) else None
+    encoders = list(score.axis_errors.index)
+    tasks = sorted(seed_axes["task"].astype(str).unique())
+    out = pd.DataFrame(index=pd.Index(encoders, name="encoder"))
+    for value, *_ in AXIS_VALUES.values():
+        pivot = seed_axes.assign(seed=seed_axes["seed"].astype(str), task=seed_axes["task"].astype(str))
+        cube = (
+            pivot.pivot_table(index=["encoder", "task"], columns="seed", values=value, dropna=False)
+            .reindex(pd.MultiIndex.from_product([encoders, tasks]))
+            .reindex(columns=seeds)
+            .to_numpy(dtype=np.float64)
+            .reshape(len(encoders), len(tasks), len(seeds))
+        )
+        if counts is None or np.isnan(cube).all():
+            out[f"{value}_low"] = np.nan
+            out[f"{value}_high"] = np.nan
+            continue
+        known = ~np.isnan(cube)
+        total = np.einsum("bs,ets->bet", counts, np.where(known, cube, 0.0))
+        weight = np.einsum("bs,ets->bet", counts, known.astype(np.float64))
+        with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
+            warnings.simplefilter("ignore", RuntimeWarning)
+            per_replicate = np.nanmean(total / weight, axis=2)  # (replicates, encoders)
+            low, high = np.nanpercentile(per_replicate, [100 * alpha / 2, 100 * (1 - alpha / 2)], axis=0)
+        out[f"{value}_low"] = low
+        out[f"{value}_high"] = high
+    return out
+
+
+def rank_shift(auroc_rank: int, crs_rank: int) -> str:
+    """'▲2' when the CRS ranks an encoder two places higher than clean AUROC does, '▼1' lower, '=' same."""
+    moved = int(auroc_rank) - int(crs_rank)
+    if moved > 0:
+        return f"▲{moved}"
+    if moved < 0:
+        return f"▼{-moved}"
+    return "="
+
+
+def reversal_partners(score) -> dict[str, list[str]]:
+    """For each encoder, the encoders whose order against it flips between AUROC and CRS."""
+    partners: dict[str, list[str]] = {name: [] for name in score.crs.index}
+    for first, second in score.reversals.reversed_pairs:
+        partners.setdefault(first, []).append(second)
+        partners.setdefault(second, []).append(first)
+    return partners
+
+
+def leaderboard(score, flags: dict[str, list[str]] | None = None) -> pd.DataFrame:
+    """The headline table as numbers, one row per encoder in CRS order.
+
+    Columns: rank, encoder, crs, crs_low, crs_high, tier, p_rank1, auroc_rank, rank_shift,
+    reversed_with, the four raw axes with intervals, u per axis, worst_axis, exposure.
+    """
+    table = score.crs.copy()
+    values = axis_values(score).reindex(table.index)
+    intervals = axis_intervals(score).reindex(table.index)
+    partners = reversal_partners(score)
+    board = pd.DataFrame(index=table.index.astype(str).rename(None))
+    board["rank"] = table["rank"]
+    board["encoder"] = table.index
+    for column in ("crs", "crs_low", "crs_high", "p_rank1", "auroc_rank"):
+        board[column] = table[column]
+    board["tier"] = ["leading" if bool(flag) else "" for flag in table["in_leading_tier"]]
+    board["rank_shift"] = [rank_shift(a, c) for a, c in zip(table["auroc_rank"], table["rank"], strict=True)]
+    board["reversed_with"] = [", ".join(partners.get(name, [])) for name in table.index]
+    for value, *_ in AXIS_VALUES.values():
+        board[value] = values[value]
+        board[f"{value}_low"] = intervals[f"{value}_low"]
+        board[f"{value}_high"] = intervals[f"{value}_high"]
+    for axis in AXIS_VALUES:
+        if f"u_{axis}" in table:
+            board[f"u_{axis}"] = table[f"u_{axis}"]
+    board["worst_axis"] = table["worst_axis_name"].str.replace("_", " ")
+    board["exposure"] = ["; ".join((flags or {}).get(name, [])) for name in table.index]
+    return board.sort_values(["rank", "auroc_rank", "encoder"]).reset_index(drop=True)
+
+
+def format_interval(value: float, low: float, high: float, digits: int = 3) -> str:
+    """'0.812 [0.801, 0.824]', or just the value when the interval is missing."""
+    if value is None or not np.isfinite(value):
+        return "n/a"
+    if low is None or high is None or not (np.isfinite(low) and np.isfinite(high)):
+        return f"{value:.{digits}f}"
+    return f"{value:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def leaderboard_text(board: pd.DataFrame) -> pd.DataFrame:
+    """The leaderboard as display strings (Markdown and plain HTML use this one table)."""
+    rows = []
+    for row in board.itertuples(index=False):
+        rows.append(
+            {
+                "CRS rank": int(row.rank),
+                "encoder": row.encoder,
+                "CRS [95 % CI]": format_interval(row.crs, row.crs_low, row.crs_high),
+                "tier": row.tier or "",
+                "P(rank 1)": f"{row.p_rank1:.0%}" if np.isfinite(row.p_rank1) else "n/a",
+                "AUROC rank": f"{int(row.auroc_rank)} ({row.rank_shift})",
+                "AUROC": format_interval(row.auroc, row.auroc_low, row.auroc_high),
+                "ECE": format_interval(row.ece, row.ece_low, row.ece_high),
+                "label eff.": format_interval(row.label_efficiency, row.label_efficiency_low, row.label_efficiency_high),
+                "retention": format_interval(row.retention, row.retention_low, row.retention_high),
+                "worst axis": row.worst_axis,
+                "exposure": row.exposure or "",
+            }
+        )
+    return pd.DataFrame(rows)
