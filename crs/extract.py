@@ -7,9 +7,10 @@ cache chunks are not yet complete. A second run over a complete cache runs no fo
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,9 +20,10 @@ import torch
 from tqdm.auto import tqdm
 
 from crs.cache.fingerprint import fingerprint
-from crs.cache.store import FEATURE_DTYPE, FeatureStore, store_path
+from crs.cache.lock import WriterLock, layout_lock_path, writer_lock_path
+from crs.cache.store import FEATURE_DTYPE, CacheError, FeatureStore, store_path, test_digest
 from crs.cache.writer import ChunkedFeatureArray
-from crs.data.base import Dataset
+from crs.data.base import DataError, Dataset
 from crs.data.images import load_image
 
 log = logging.getLogger("crs.extract")
@@ -34,6 +36,8 @@ class ExtractStats:
     images_decoded: int = 0
     forward_images: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    chunks_written: int = 0
+    chunks_left_to_other_shards: int = 0
 
     def add_forward(self, encoder: str, n: int) -> None:
         self.forward_images[encoder] = self.forward_images.get(encoder, 0) + n
@@ -43,6 +47,8 @@ class ExtractStats:
         for name, n in other.forward_images.items():
             self.add_forward(name, n)
         self.seconds += other.seconds
+        self.chunks_written += other.chunks_written
+        self.chunks_left_to_other_shards += other.chunks_left_to_other_shards
 
     @property
     def total_forward(self) -> int:
@@ -56,38 +62,55 @@ def encoder_fingerprint_fields(encoder: Any, dataset: Dataset, suite_version: st
         "feature_dtype": FEATURE_DTYPE,
         "corruption_suite_version": suite_version,
         "image_ids_sha256": dataset.id_digest(),
+        # Corrupted features are stored in test-split order: a new split is a new cache.
+        "test_ids_sha256": test_digest(dataset),
         "image_size": dataset.image_size,
     }
 
 
 class _EncoderJob:
-    """One encoder's pending work on one data set: which arrays, which chunks, row buffers."""
+    """One encoder's pending work on one data set: which arrays, which chunks (of this shard), row buffers."""
 
     def __init__(self, encoder: Any, store: FeatureStore, dataset: Dataset, variants: Sequence[tuple[str, int]],
                  test_rows: np.ndarray, chunk_rows: int, suite_version: str):
         self.encoder = encoder
         self.image_ids = dataset.ids
         self.name = encoder.spec.name
-        fields = encoder_fingerprint_fields(encoder, dataset, suite_version)
-        self.fingerprint = fingerprint(fields)
+        self.fields = encoder_fingerprint_fields(encoder, dataset, suite_version)
+        self.fingerprint = fingerprint(self.fields)
         self.store = store
-        group = store.encoder_group(self.name, self.fingerprint, fields)
+        group = store.encoder_group(self.name, self.fingerprint, self.fields)
         dim = int(encoder.spec.dim)
-        self.clean = ChunkedFeatureArray(group, "clean", len(dataset), dim, chunk_rows)
+        where = f"{dataset.name} / {self.name} ({self.fingerprint})"
+        self.clean = ChunkedFeatureArray(group, "clean", len(dataset), dim, chunk_rows, label=f"{where} clean")
         self.corrupt = {
-            (name, severity): ChunkedFeatureArray(group, f"corrupt/{name}/{severity}", len(test_rows), dim, chunk_rows)
+            (name, severity): ChunkedFeatureArray(
+                group, f"corrupt/{name}/{severity}", len(test_rows), dim, chunk_rows,
+                label=f"{where} corrupt/{name}/{severity}",
+            )
             for name, severity in variants
         }
         self.test_rows = test_rows
+        self.n_rows = len(dataset)
         # Row buffers: array -> chunk -> (features, filled mask)
         self.buffers: dict[Any, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
-        self.clean_rows = self._pending_rows(self.clean, np.arange(len(dataset)))
-        self.variant_rows = {key: self._pending_rows(array, test_rows) for key, array in self.corrupt.items()}
+        self.clean_rows = np.zeros(0, dtype=np.int64)
+        self.variant_rows: dict[tuple[str, int], np.ndarray] = {}
+
+    def plan(self, shard: tuple[int, int] | None) -> None:
+        """Read which chunks of this shard are pending (call while holding the writer lock)."""
+        self.clean_rows = self._pending_rows(self.clean, np.arange(self.n_rows), shard)
+        self.variant_rows = {key: self._pending_rows(array, self.test_rows, shard) for key, array in self.corrupt.items()}
+
+    def arrays(self) -> list[tuple[ChunkedFeatureArray, np.ndarray]]:
+        """Each feature array with the data-set row of each of its positions."""
+        return [(self.clean, np.arange(self.n_rows)), *((array, self.test_rows) for array in self.corrupt.values())]
 
     @staticmethod
-    def _pending_rows(array: ChunkedFeatureArray, row_of_position: np.ndarray) -> np.ndarray:
+    def _pending_rows(array: ChunkedFeatureArray, row_of_position: np.ndarray,
+                      shard: tuple[int, int] | None) -> np.ndarray:
         """Data-set rows (not array positions) whose chunk in ``array`` is not yet complete."""
-        positions = [np.arange(*array.chunk_bounds(c)) for c in array.pending_chunks()]
+        positions = [np.arange(*array.chunk_bounds(c)) for c in array.pending_chunks(shard)]
         if not positions or array.n_rows == 0:
             return np.zeros(0, dtype=np.int64)
         return row_of_position[np.concatenate(positions)]
@@ -100,7 +123,11 @@ class _EncoderJob:
         """True when every chunk of every array is durable (read from the store, not the plan)."""
         return self.clean.is_complete() and all(array.is_complete() for array in self.corrupt.values())
 
-    def _store(self, key: Any, array: ChunkedFeatureArray, positions: np.ndarray, features: np.ndarray) -> None:
+    def chunks_pending(self) -> int:
+        return sum(len(array.pending_chunks()) for array, _ in self.arrays())
+
+    def _store(self, key: Any, array: ChunkedFeatureArray, positions: np.ndarray, features: np.ndarray,
+               stats: ExtractStats) -> None:
         buffers = self.buffers.setdefault(key, {})
         for position, row in zip(positions.tolist(), features, strict=True):
             chunk = position // array.chunk_rows
@@ -112,13 +139,14 @@ class _EncoderJob:
             buffers[chunk][1][position - start] = True
             if buffers[chunk][1].all():
                 array.write_chunk(chunk, buffers.pop(chunk)[0])
+                stats.chunks_written += 1
 
     def process(self, rows: np.ndarray, images: torch.Tensor, modality: str, stats: ExtractStats) -> None:
         """Embed the clean and corrupted rows of one decoded batch that this encoder still needs."""
         clean_mask = np.isin(rows, self.clean_rows)
         if clean_mask.any():
             features = self._embed(images[torch.from_numpy(clean_mask)], stats)
-            self._store("clean", self.clean, rows[clean_mask], features)
+            self._store("clean", self.clean, rows[clean_mask], features, stats)
         test_position = np.searchsorted(self.test_rows, rows)
         for (name, severity), array in self.corrupt.items():
             mask = np.isin(rows, self.variant_rows[(name, severity)])
@@ -130,7 +158,7 @@ class _EncoderJob:
             ids = [str(i) for i in self.image_ids[rows[mask]]]
             corrupted = apply_corruption(selected, modality, name, severity, ids)
             features = self._embed(corrupted, stats)
-            self._store((name, severity), array, test_position[mask], features)
+            self._store((name, severity), array, test_position[mask], features, stats)
 
     def _embed(self, images_uint8: torch.Tensor, stats: ExtractStats) -> np.ndarray:
         x = images_uint8.float().div_(255.0) if images_uint8.dtype == torch.uint8 else images_uint8
@@ -138,6 +166,106 @@ class _EncoderJob:
         with torch.inference_mode():
             features = self.encoder.embed(x)
         return features.float().cpu().numpy()
+
+
+def batch_windows(n_rows: int, jobs: Sequence[_EncoderJob], batch_size: int) -> Iterator[tuple[int, int]]:
+    """Row windows ``[start, stop)`` of at most ``batch_size`` rows that never straddle a chunk of any array.
+
+    Every forward pass then embeds the rows of one window that fall in one chunk, all or none of
+    them, so a chunk is always computed from the same batches whether it is extracted in one go,
+    after a crash, or by another shard: resumed and sharded stores are bit-identical to an
+    uninterrupted run (numerical kernels may depend on the batch's composition).
+    """
+    cuts = {0, n_rows}
+    for job in jobs:
+        for array, row_of_position in job.arrays():
+            starts = np.arange(0, array.n_rows, array.chunk_rows)
+            cuts.update(int(row) for row in row_of_position[starts])
+    edges = sorted(cut for cut in cuts if 0 <= cut <= n_rows)
+    for low, high in zip(edges, edges[1:], strict=False):
+        for start in range(low, high, batch_size):
+            yield start, min(start + batch_size, high)
+
+
+def check_shard(shard: tuple[int, int] | None) -> tuple[int, int] | None:
+    """Validate ``(index, count)`` for ``--shard i/n``."""
+    if shard is None:
+        return None
+    index, count = (int(v) for v in shard)
+    if count < 1 or not 0 <= index < count:
+        raise ValueError(f"shard {index}/{count} is invalid; use --shard i/n with 0 <= i < n (e.g. 0/4 .. 3/4)")
+    return (index, count)
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"1/4"`` -> ``(1, 4)`` for the ``--shard`` option."""
+    try:
+        index, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise ValueError(f"--shard {text!r} must look like i/n, e.g. 0/4") from None
+    return check_shard((index, count))  # type: ignore[return-value]
+
+
+def check_dataset(dataset: Dataset) -> None:
+    """Refuse a data set stage 2 could not use, before any encoder time is spent on it.
+
+    A data set with a training split needs train, val and test rows, and every class (every
+    label's positives, for multilabel) in its training split: a probe cannot learn a class it never
+    sees. A shift target (test only) needs test rows. Labels must be finite class indices.
+    """
+    names = list(dataset.task.class_names)
+    labels = np.asarray(dataset.labels)
+    counts = {split: int((dataset.splits == split).sum()) for split in ("train", "val", "test")}
+    if counts["test"] == 0:
+        raise DataError(f"data set {dataset.name!r} has no test images; check its split column or proportions")
+    if dataset.task.kind == "multilabel":
+        known = labels[~np.isnan(labels)] if labels.dtype.kind == "f" else labels
+        if labels.ndim != 2 or labels.shape[1] != len(names) or not np.isin(known, (0, 1)).all():
+            raise DataError(
+                f"data set {dataset.name!r}: multilabel labels must be an (N, {len(names)}) array of 0, 1 or NaN; "
+                "fix the label columns"
+            )
+    else:
+        if labels.ndim != 1 or labels.dtype.kind not in "iu" or labels.min() < 0 or labels.max() >= len(names):
+            values = sorted(set(np.asarray(labels).ravel().tolist()))[:6]
+            raise DataError(
+                f"data set {dataset.name!r}: labels {values} are not class indices 0..{len(names) - 1} "
+                f"for classes {names}; fix the label column or class_names"
+            )
+    if counts["train"] == 0:
+        return  # a shift target: evaluated only
+    if counts["val"] == 0:
+        raise DataError(f"data set {dataset.name!r} has no validation images; C is chosen on them; fix the split proportions")
+    train = labels[dataset.splits == "train"]
+    if dataset.task.kind == "multilabel":
+        positives = np.nansum(train, axis=0)
+        absent = [names[j] for j in np.flatnonzero(positives == 0)]
+    else:
+        absent = [names[k] for k in np.flatnonzero(np.bincount(train, minlength=len(names)) == 0)]
+    if absent:
+        raise DataError(
+            f"data set {dataset.name!r}: class(es) {absent} have no examples in the train split; "
+            "add images, merge or drop those classes, or change the split"
+        )
+    for split in ("val", "test"):
+        rows = labels[dataset.splits == split]
+        present = np.nansum(rows, axis=0) > 0 if dataset.task.kind == "multilabel" else np.bincount(rows, minlength=len(names)) > 0
+        missing = [names[k] for k in np.flatnonzero(~present)]
+        if missing:
+            log.warning("%s: class(es) %s have no examples in the %s split; they are reported, not scored",
+                        dataset.name, missing, split)
+
+
+def _writable_cache(cache_root: Path) -> None:
+    try:
+        cache_root.mkdir(parents=True, exist_ok=True)
+        probe = cache_root / f".crs-write-test-{id(cache_root)}"
+        probe.write_bytes(b"ok")
+        probe.unlink()
+    except OSError as error:
+        raise CacheError(
+            f"cache folder {cache_root} is not writable ({error.strerror or error}); choose another with --cache"
+        ) from None
 
 
 def resolve_variants(modality: str, corruptions: Sequence[str] | str, severities: Sequence[int]) -> list[tuple[str, int]]:
@@ -166,27 +294,71 @@ def extract_dataset(
     chunk_rows: int = 4096,
     device: str = "cpu",
     progress: bool = True,
+    shard: tuple[int, int] | None = None,
+    wait: bool = False,
 ) -> ExtractStats:
-    """Fill the cache for ``dataset`` with every encoder's clean and corrupted features."""
+    """Fill the cache for ``dataset`` with every encoder's clean and corrupted features.
+
+    ``shard=(i, n)`` fills only the chunks ``k`` with ``k % n == i`` of every array, so ``n``
+    workers fill one store together. Each (store, encoder, shard) is written under one lock: a
+    second writer fails naming the holder, or waits with ``wait=True``. The encoder's group becomes
+    ``current`` (what stage 2 reads) once all of its chunks, from every shard, are complete.
+    """
     from crs.corruptions import SUITE_VERSION
 
     started = time.perf_counter()
+    shard = check_shard(shard)
+    check_dataset(dataset)
     stats = ExtractStats()
-    store = FeatureStore(store_path(cache_root, dataset.name), mode="a")
-    store.write_table(dataset)
+    cache_root = Path(cache_root)
+    _writable_cache(cache_root)
+    path = store_path(cache_root, dataset.name)
     test_rows = dataset.indices("test")
+    with WriterLock(layout_lock_path(path), "create arrays", wait=True):
+        store = FeatureStore(path, mode="a")
+        store.write_table(dataset)
+        all_jobs = [_EncoderJob(encoder, store, dataset, variants, test_rows, chunk_rows, SUITE_VERSION)
+                    for encoder in encoders]
     jobs = []
-    for encoder in encoders:
-        job = _EncoderJob(encoder, store, dataset, variants, test_rows, chunk_rows, SUITE_VERSION)
-        if job.is_done():
-            log.info("%s / %s: cached (fingerprint %s), no forward pass", dataset.name, job.name, job.fingerprint)
-            store.mark_current(job.name, job.fingerprint)
-            stats.add_forward(job.name, 0)
-        else:
+    with contextlib.ExitStack() as locks:
+        for job in all_jobs:
+            if job.is_done():
+                log.info("%s / %s: cached (fingerprint %s), no forward pass", dataset.name, job.name, job.fingerprint)
+                _mark_current(store, path, job)
+                stats.add_forward(job.name, 0)
+                continue
+            purpose = f"crs extract {dataset.name} {job.name}" + (f" shard {shard[0]}/{shard[1]}" if shard else "")
+            locks.enter_context(WriterLock(writer_lock_path(path, job.name, shard), purpose, wait=wait))
+            job.plan(shard)
             jobs.append(job)
-    if not jobs:
-        stats.seconds = time.perf_counter() - started
-        return stats
+        if jobs:
+            _run(dataset, jobs, all_jobs, batch_size, device, progress, stats)
+        for job in jobs:
+            if job.is_done():
+                _mark_current(store, path, job)
+            elif shard is not None and shard[1] > 1 and not job.needed_rows().size:
+                left = job.chunks_pending()
+                stats.chunks_left_to_other_shards += left
+                log.info("%s / %s: shard %d/%d done; %d chunk(s) left to other shards",
+                         dataset.name, job.name, shard[0], shard[1], left)
+            else:
+                raise RuntimeError(f"{dataset.name} / {job.name}: extraction ended with unfinished chunks")
+    stats.seconds = time.perf_counter() - started
+    return stats
+
+
+def _mark_current(store: FeatureStore, path: Path, job: _EncoderJob) -> None:
+    with WriterLock(layout_lock_path(path), "mark current", wait=True):
+        store.mark_current(job.name, job.fingerprint)
+
+
+def _run(dataset: Dataset, jobs: list[_EncoderJob], all_jobs: list[_EncoderJob], batch_size: int, device: str,
+         progress: bool, stats: ExtractStats) -> None:
+    """Decode each needed window once and let every job embed the rows it still needs.
+
+    Windows are cut at the chunk edges of every encoder's arrays, finished ones included, so they
+    do not depend on which encoders happen to be pending in this run.
+    """
     needed = np.unique(np.concatenate([job.needed_rows() for job in jobs]))
     n_variant_images = sum(
         int(np.isin(needed, rows).sum()) for job in jobs for rows in [job.clean_rows, *job.variant_rows.values()]
@@ -195,8 +367,12 @@ def extract_dataset(
         total=n_variant_images, unit="img", disable=not progress, leave=False,
         desc=f"extract {dataset.name} [{', '.join(job.name for job in jobs)}]",
     )
-    for start in range(0, len(needed), batch_size):
-        rows = needed[start:start + batch_size]
+    is_needed = np.zeros(len(dataset), dtype=bool)
+    is_needed[needed] = True
+    for start, stop in batch_windows(len(dataset), all_jobs, batch_size):
+        rows = start + np.flatnonzero(is_needed[start:stop])
+        if not rows.size:
+            continue
         images = torch.stack([load_image(dataset.root / dataset.paths[i], dataset.image_size) for i in rows])
         stats.images_decoded += len(rows)
         images = images.to(device)
@@ -205,9 +381,3 @@ def extract_dataset(
             job.process(rows, images, dataset.modality, stats)
         bar.update(stats.total_forward - before)
     bar.close()
-    for job in jobs:
-        if not job.is_done():
-            raise RuntimeError(f"{dataset.name} / {job.name}: extraction ended with unfinished chunks")
-        store.mark_current(job.name, job.fingerprint)
-    stats.seconds = time.perf_counter() - started
-    return stats

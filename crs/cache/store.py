@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,22 @@ class SampleTable:
         return np.flatnonzero(self.splits == split)
 
 
+def test_digest(dataset: Dataset) -> str:
+    """sha256 of the test-split ids in row order: corrupted features are stored in that order."""
+    test_ids = np.asarray(dataset.ids)[np.asarray(dataset.splits) == "test"]
+    return hashlib.sha256("\n".join(map(str, test_ids.tolist())).encode()).hexdigest()
+
+
+def table_digest(dataset: Dataset) -> str:
+    """sha256 of the whole sample table (ids, labels, splits, groups): any change rewrites it."""
+    hasher = hashlib.sha256()
+    for values in (dataset.ids, dataset.splits, dataset.groups):
+        hasher.update("\n".join(map(str, np.asarray(values).tolist())).encode() + b"\0")
+    labels = np.ascontiguousarray(dataset.labels)
+    hasher.update(str(labels.dtype).encode() + str(labels.shape).encode() + labels.tobytes())
+    return hasher.hexdigest()
+
+
 def _strings(values) -> np.ndarray:
     """zarr returns numpy's variable-width StringDType; plain fixed-width str arrays are easier downstream."""
     return np.array([str(v) for v in np.asarray(values).tolist()], dtype=str)
@@ -56,15 +73,18 @@ class FeatureStore:
 
     # -- sample table -----------------------------------------------------------------------
     def write_table(self, dataset: Dataset) -> None:
-        """Store ids, labels, splits and groups; refuse to overwrite a different image list."""
+        """Store ids, labels, splits and groups, rewriting them when any of them changed.
+
+        Feature groups are never deleted here (``crs cache gc`` does that): each records the
+        image-list and test-split digests it was computed for, and an encoder's ``current``
+        pointer is dropped when its group no longer matches the new table, so stage 2 can never
+        read features whose rows are not this table's rows.
+        """
         digest = dataset.id_digest()
-        existing = self.root.attrs.get("id_digest")
-        if existing == digest:
+        table = table_digest(dataset)
+        attrs = self.root.attrs
+        if attrs.get("id_digest") == digest and attrs.get("table_digest") == table:
             return
-        if existing is not None:
-            # A new image list: old encoder groups no longer match these rows; drop them.
-            for name in list(self.root.keys()):
-                del self.root[name]
         for name, values in (("ids", dataset.ids), ("splits", dataset.splits), ("groups", dataset.groups)):
             array = self.root.create_array(name, shape=(len(values),), dtype=str, overwrite=True)
             array[:] = np.asarray(values).astype(str)
@@ -83,8 +103,26 @@ class FeatureStore:
                 "image_size": dataset.image_size,
                 "n_images": len(dataset),
                 "id_digest": digest,
+                "test_digest": test_digest(dataset),
+                "table_digest": table,
             }
         )
+        self.drop_stale_current()
+
+    def drop_stale_current(self) -> list[str]:
+        """Unset ``current`` for encoders whose current group was computed for another image list or test split."""
+        dropped = []
+        ids, test = self.root.attrs.get("id_digest"), self.root.attrs.get("test_digest")
+        for encoder in self.encoder_names():
+            node = self.root["encoders"][encoder]
+            current = node.attrs.get("current")
+            if current is None or current not in node:
+                continue
+            fields = node[current].attrs.get("fields", {})
+            if fields.get("image_ids_sha256") != ids or fields.get("test_ids_sha256", test) != test:
+                del node.attrs["current"]
+                dropped.append(encoder)
+        return dropped
 
     def read_table(self) -> SampleTable:
         attrs = self.root.attrs
@@ -145,7 +183,7 @@ class FeatureStore:
         group = self.encoder_group(encoder, fingerprint)
         names = []
         for name, node in group.members(max_depth=None):
-            if isinstance(node, zarr.Array) and not name.endswith("__done"):
+            if isinstance(node, zarr.Array) and not name.endswith(("__done", "__sha256")):
                 names.append(name)
         return sorted(names)
 

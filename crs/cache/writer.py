@@ -1,38 +1,121 @@
-"""Chunked feature writes with per-chunk completion flags, so a killed run resumes where it stopped."""
+"""Chunked feature writes with per-chunk completion flags and checksums, so a killed run resumes where it stopped.
+
+Each feature array ``<name>`` (rows x dim, float16) has two marker arrays beside it:
+
+* ``<name>__done``   (n_chunks,) uint8, one zarr chunk (one file) per flag: 1 once that row chunk is durable;
+* ``<name>__sha256`` (n_chunks, 32) uint8, one file per chunk: sha256 of the chunk's float16 bytes
+  (little-endian, C order), recorded before the flag, checked by ``crs cache verify``.
+
+One file per flag means workers filling disjoint chunks (``--shard i/n``) never rewrite each
+other's flags. zarr's LocalStore writes every file to a temporary name and renames it into place, so
+a killed process leaves either the old or the new file, never a torn one; ``write_chunk`` then
+fsyncs the data (and its folder) before it writes the checksum and the flag, so the flag can never
+outlive the data, even across a power cut.
+"""
 
 from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
 
 import numpy as np
 import zarr
 
-from crs.cache.store import FEATURE_DTYPE
+from crs.cache.store import FEATURE_DTYPE, CacheError
+
+DONE_SUFFIX = "__done"
+CHECKSUM_SUFFIX = "__sha256"
+MARKER_SUFFIXES = (DONE_SUFFIX, CHECKSUM_SUFFIX)
+CHECKSUM_RULE = "sha256 of the chunk's float16 bytes, little-endian, C order"
+# Files always exist once written (zarr would otherwise skip all-zero chunks), so verify can tell
+# "never written" from "written as zeros".
+_ARRAY_CONFIG = {"write_empty_chunks": True}
+
+
+class CacheWriteError(CacheError):
+    """Writing to the cache failed (full disk, read-only folder); the chunk stays marked incomplete."""
+
+
+def is_marker_array(name: str) -> bool:
+    """True for the ``__done`` / ``__sha256`` bookkeeping arrays, False for feature arrays."""
+    return name.endswith(MARKER_SUFFIXES)
+
+
+def chunk_checksum(stored: np.ndarray) -> bytes:
+    """sha256 of a chunk as stored: float16, little-endian, C order (see :data:`CHECKSUM_RULE`)."""
+    return hashlib.sha256(np.ascontiguousarray(stored, dtype="<f2").tobytes()).digest()
+
+
+def chunk_file(array: zarr.Array, chunk: int) -> Path | None:
+    """The file holding row chunk ``chunk`` of a 2-D (or flag chunk of a 1-D) array on a local store."""
+    root = getattr(array.store, "root", None)
+    if root is None:
+        return None
+    coords = (chunk,) + (0,) * (len(array.shape) - 1)
+    return Path(root) / array.path / array.metadata.encode_chunk_key(coords)
+
+
+def fsync_file(path: Path | None) -> None:
+    """Flush one file and its folder entry to disk (no-op for stores that are not local folders)."""
+    if path is None or not path.exists():
+        return
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
 
 
 class ChunkedFeatureArray:
     """A (rows, dim) float16 feature array written one row chunk at a time.
 
-    A chunk's flag in ``<name>__done`` is set only after its data has been written, so a crash
-    between the two leaves the chunk marked incomplete and it is recomputed on resume.
+    A chunk's flag is set only after its data and checksum are durable, so a crash at any point
+    leaves the chunk marked incomplete (recomputed on resume) or complete with the right bytes.
+    Reopening an existing array keeps the row chunking it was created with, whatever
+    ``chunk_rows`` says now, because the flags count its chunks.
     """
 
-    def __init__(self, group: zarr.Group, name: str, n_rows: int, dim: int, chunk_rows: int):
+    def __init__(self, group: zarr.Group, name: str, n_rows: int, dim: int, chunk_rows: int, label: str = ""):
         self.name = name
+        self.label = label or name
         self.n_rows = n_rows
-        self.chunk_rows = chunk_rows
-        if name in group:
-            self.array = group[name]
-            if self.array.shape != (n_rows, dim):
-                raise ValueError(f"feature array {name} has shape {self.array.shape}, expected {(n_rows, dim)}")
-            self.done = group[f"{name}__done"]
-        else:
-            self.array = group.create_array(
-                name, shape=(n_rows, dim), chunks=(min(chunk_rows, max(n_rows, 1)), dim),
-                dtype=FEATURE_DTYPE, compressors=None, fill_value=0,
-            )
-            self.done = group.create_array(
-                f"{name}__done", shape=(self.n_chunks,), dtype="uint8", compressors=None, fill_value=0,
-            )
-            self.done[:] = 0
+        if name in group and f"{name}{DONE_SUFFIX}" in group:
+            array = group[name]
+            if tuple(array.shape) != (n_rows, dim):
+                raise CacheError(
+                    f"feature array {self.label} has shape {tuple(array.shape)}, expected {(n_rows, dim)}; "
+                    "run `crs cache verify --repair` or delete the group"
+                )
+            self.chunk_rows = int(array.attrs.get("chunk_rows", array.chunks[0]))
+            self.array = array.with_config(_ARRAY_CONFIG)
+            self.done = group[f"{name}{DONE_SUFFIX}"].with_config(_ARRAY_CONFIG)
+            checksums = f"{name}{CHECKSUM_SUFFIX}"
+            self.checksums = group[checksums].with_config(_ARRAY_CONFIG) if checksums in group else None
+            return
+        # Markers first, feature array last: "the array exists" then implies its markers exist.
+        self.chunk_rows = int(chunk_rows)
+        self.done = group.create_array(
+            f"{name}{DONE_SUFFIX}", shape=(self.n_chunks,), chunks=(1,), dtype="uint8", compressors=None,
+            fill_value=0, overwrite=True, config=_ARRAY_CONFIG,
+        )
+        self.checksums = group.create_array(
+            f"{name}{CHECKSUM_SUFFIX}", shape=(self.n_chunks, 32), chunks=(1, 32), dtype="uint8",
+            compressors=None, fill_value=0, overwrite=True, config=_ARRAY_CONFIG,
+        )
+        self.array = group.create_array(
+            name, shape=(n_rows, dim), chunks=(min(self.chunk_rows, max(n_rows, 1)), dim),
+            dtype=FEATURE_DTYPE, compressors=None, fill_value=0, overwrite=True, config=_ARRAY_CONFIG,
+        )
+        self.array.attrs.update(
+            {"n_rows": n_rows, "dim": dim, "chunk_rows": self.chunk_rows, "dtype": FEATURE_DTYPE,
+             "checksum": CHECKSUM_RULE}
+        )
 
     @property
     def n_chunks(self) -> int:
@@ -41,20 +124,45 @@ class ChunkedFeatureArray:
     def chunk_bounds(self, chunk: int) -> tuple[int, int]:
         return chunk * self.chunk_rows, min((chunk + 1) * self.chunk_rows, self.n_rows)
 
-    def pending_chunks(self) -> list[int]:
-        return np.flatnonzero(np.asarray(self.done[:]) == 0).tolist()
+    def pending_chunks(self, shard: tuple[int, int] | None = None) -> list[int]:
+        """Chunks not yet complete; with ``shard=(i, n)`` only those with ``chunk % n == i``."""
+        pending = np.flatnonzero(np.asarray(self.done[:]) == 0)
+        if shard is not None:
+            pending = pending[pending % shard[1] == shard[0]]
+        return pending.tolist()
 
     def is_complete(self) -> bool:
         return not self.pending_chunks()
 
     def write_chunk(self, chunk: int, features: np.ndarray) -> None:
+        """Store one full row chunk: data (fsynced), then its checksum, then its flag."""
         start, stop = self.chunk_bounds(chunk)
         if features.shape[0] != stop - start:
-            raise ValueError(f"{self.name} chunk {chunk}: got {features.shape[0]} rows, expected {stop - start}")
+            raise ValueError(f"{self.label} chunk {chunk}: got {features.shape[0]} rows, expected {stop - start}")
         if not np.isfinite(features).all():
-            raise ValueError(f"{self.name} chunk {chunk}: the encoder produced NaN or infinite features")
-        stored = features.astype(FEATURE_DTYPE)
+            bad = int((~np.isfinite(features)).any(axis=1).sum())
+            raise ValueError(
+                f"{self.label} chunk {chunk}: the encoder produced NaN or infinite features in {bad} row(s); "
+                "check its weights and preprocessing (nothing was written)"
+            )
+        with np.errstate(over="ignore"):
+            stored = features.astype(FEATURE_DTYPE)
         if not np.isfinite(stored).all():
-            raise ValueError(f"{self.name} chunk {chunk}: features exceed the float16 range (|x| > 65504)")
-        self.array[start:stop] = stored
-        self.done[chunk] = 1
+            raise ValueError(
+                f"{self.label} chunk {chunk}: features exceed the float16 range (|x| > 65504); "
+                "normalise the encoder output (nothing was written)"
+            )
+        try:
+            self.array[start:stop] = stored
+            fsync_file(chunk_file(self.array, chunk))
+            if self.checksums is not None:
+                self.checksums[chunk] = np.frombuffer(chunk_checksum(stored), dtype=np.uint8)
+                fsync_file(chunk_file(self.checksums, chunk))
+            self.done[chunk] = 1
+            fsync_file(chunk_file(self.done, chunk))
+        except OSError as error:
+            reason = error.strerror or str(error)
+            raise CacheWriteError(
+                f"cannot write {self.label} chunk {chunk} ({reason}); free disk space or choose a writable "
+                "cache folder with --cache, then re-run to resume (the chunk stays marked incomplete)"
+            ) from None
