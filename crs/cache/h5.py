@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from crs.cache.fingerprint import canonical_json
+from crs.cache.inspect import feature_array_names
 from crs.cache.store import CacheError, FeatureStore, store_path
 
 H5_FORMAT = "crs-features"
@@ -51,7 +52,7 @@ def export_h5(cache_root: Path | str, dataset: str, encoder: str, out: Path | st
     group: Any = store.encoder_group(encoder, fingerprint)
     if not group.attrs.get("complete", False):
         raise CacheError(f"{store.path}: {encoder}/{fingerprint} is not complete; finish `crs extract` before exporting")
-    names = store.feature_array_names(encoder, fingerprint)
+    names = feature_array_names(group)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")

@@ -216,9 +216,12 @@ def _previous_import(store: FeatureStore, encoder: str, table: SampleTable, dim:
     return current, dict(fields.get("conditions", {}))
 
 
+def store_attrs(store: FeatureStore) -> Any:
+    return store.root.attrs
+
+
 def table_digest(store: FeatureStore) -> str:
-    attrs: Any = store.root.attrs
-    return str(attrs["id_digest"])
+    return str(store_attrs(store)["id_digest"])
 
 
 def _write_array(group, name: str, data: np.ndarray, chunk_rows: int) -> None:
@@ -289,18 +292,26 @@ def import_features(
         "image_ids_sha256": table_digest(store),
         "origin": origin,
     }
+    test_ids_sha256 = store_attrs(store).get("test_digest")
+    if test_ids_sha256 is not None:  # corrupt/ rows follow the test split; its order enters the hash
+        fields["test_ids_sha256"] = test_ids_sha256
     new_fingerprint = hash_fields(fields)
     rows = {name: int(array.shape[0]) for name, array in new_arrays.items()}
     if previous == new_fingerprint:
         return ImportResult(dataset, encoder, new_fingerprint, tuple(conditions), (), rows, dim, None, True)
 
-    group = store.encoder_group(encoder, new_fingerprint, fields)
+    from crs.cache.lock import WriterLock, layout_lock_path, writer_lock_path
+
     carried = tuple(sorted(set(carried_conditions) - set(conditions)))
-    for name in carried:
-        _write_array(group, name, store.read_features(encoder, name, previous), chunk_rows)
-    for name, data in new_arrays.items():
-        _write_array(group, name, data, chunk_rows)
-    store.mark_current(encoder, new_fingerprint)
+    # An import is a writer like `crs extract`: one per (store, encoder) at a time.
+    with WriterLock(writer_lock_path(store.path, encoder), purpose=f"crs import-features {path.name}"):
+        with WriterLock(layout_lock_path(store.path), purpose="create an imported feature group", wait=True):
+            group = store.encoder_group(encoder, new_fingerprint, fields)
+        for name in carried:
+            _write_array(group, name, store.read_features(encoder, name, previous), chunk_rows)
+        for name, data in new_arrays.items():
+            _write_array(group, name, data, chunk_rows)
+        store.mark_current(encoder, new_fingerprint)
     return ImportResult(dataset, encoder, new_fingerprint, tuple(conditions), carried, rows, dim, previous, False)
 
 
@@ -342,12 +353,15 @@ def write_table_from_spec(spec_path: Path | str, dataset: str, cache_root: Path 
     loaded = load_entry(entry)
     if source_entry is not None:  # a shift target takes its source's canonical size, as in `crs extract`
         loaded.image_size = load_entry(source_entry).image_size
+    from crs.cache.lock import WriterLock, layout_lock_path
+
     path = store_path(cache_root, dataset)
-    store = FeatureStore(path, mode="a")
-    existing = store.root.attrs.get("id_digest")
-    if existing is not None and existing != loaded.id_digest():
-        raise FeatureImportError(
-            f"{path} already holds another image list for {dataset!r}; move it away or import into that list"
-        )
-    store.write_table(loaded)
+    with WriterLock(layout_lock_path(path), purpose="write the sample table", wait=True):
+        store = FeatureStore(path, mode="a")
+        existing = store_attrs(store).get("id_digest")
+        if existing is not None and existing != loaded.id_digest():
+            raise FeatureImportError(
+                f"{path} already holds another image list for {dataset!r}; move it away or import into that list"
+            )
+        store.write_table(loaded)
     return path

@@ -17,6 +17,9 @@ import zarr
 
 from crs.cache.store import FeatureStore
 
+# Bookkeeping arrays the chunked writer keeps beside each feature array (flags, checksums).
+MARKER_SUFFIXES = ("__done", "__sha256")
+
 # The fingerprint fields shown by `crs cache ls` beside the hash (the full set is in --json).
 SUMMARY_FIELDS = ("source", "weights", "input_size", "corruption_suite_version", "feature_dtype")
 
@@ -95,11 +98,18 @@ def store_paths(cache_root: Path | str) -> list[Path]:
     return sorted(p for p in root.iterdir() if p.is_dir() and p.suffix == ".zarr" and (p / "zarr.json").exists())
 
 
+def feature_array_names(group: Any) -> list[str]:
+    """Feature arrays of one group (``clean``, ``corrupt/<c>/<s>``), without the writer's markers."""
+    return sorted(
+        name for name, node in group.members(max_depth=None)
+        if isinstance(node, zarr.Array) and not name.endswith(MARKER_SUFFIXES)
+    )
+
+
 def _array_infos(group: Any) -> tuple[ArrayInfo, ...]:
     infos = []
-    for name, node in group.members(max_depth=None):
-        if not isinstance(node, zarr.Array) or name.endswith("__done"):
-            continue
+    for name in feature_array_names(group):
+        node = group[name]
         done_name = f"{name}__done"
         if done_name in group:
             flags = np.asarray(group[done_name][:])
@@ -226,21 +236,14 @@ class GcReport:
 
 
 def _live_writer(store_path: Path, encoder: str) -> str | None:
-    """Who holds the writer lock of (store, encoder), if a live process does; None otherwise.
+    """Who holds a writer lock of (store, encoder), any shard, if a live process does; None otherwise.
 
     A group that is not current may be an extraction in progress: gc must not delete it under a
-    running writer. The lock module records the holder; without it every group is unlocked.
+    running writer.
     """
-    try:
-        import importlib
+    from crs.cache.lock import live_holder
 
-        lock_module = importlib.import_module("crs.cache.lock")
-    except ImportError:
-        return None
-    holder = getattr(lock_module, "live_holder", None)
-    if holder is None:
-        return None
-    return holder(store_path, encoder)
+    return live_holder(store_path, encoder)
 
 
 def garbage(stores: list[StoreInfo]) -> list[tuple[FingerprintInfo, str]]:
