@@ -77,9 +77,11 @@ def headline(score, board: pd.DataFrame) -> str:
     if auroc_first != leader["encoder"]:
         parts.append(f"Ranking by clean AUROC alone would have picked {auroc_first}; "
                      f"{summary['n_reversed']} of {summary['n_pairs']} encoder pairs swap order.")
-    else:
-        parts.append(f"Clean AUROC picks the same leader; {summary['n_reversed']} of {summary['n_pairs']} "
+    elif summary["n_reversed"]:
+        parts.append(f"Clean AUROC picks the same leader, but {summary['n_reversed']} of {summary['n_pairs']} "
                      "encoder pairs swap order further down.")
+    else:
+        parts.append("Clean AUROC orders every pair of encoders the same way.")
     parts.append(f"Reference encoder (0.5 on every axis): {score.reference}.")
     return " ".join(parts)
 
@@ -178,10 +180,12 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
          "Macro AUROC against corruption severity per corruption family (severity 0 = clean).",
          "No corrupted evaluations in these run records: severity curves skipped.")
     if draw_corruption_grids:
-        grids = corruption_grids(spec, folder)
+        corrupt = records[records["condition"] == "corrupt"]
+        evaluated = {str(task): sorted(map(str, rows["corruption"].unique())) for task, rows in corrupt.groupby("task")}
+        grids = corruption_grids(spec, folder, evaluated)
         for path, modality, dataset in grids.grids:
             _add(robustness, path, f"Corruption grid, {modality}: the first test image of {dataset} under every "
-                                   "corruption (rows) and severity (columns), as the encoders saw it.")
+                                   "corruption evaluated (rows) at every severity (columns), as the encoders would see it.")
         robustness.notes.extend(grids.notes)
     calibration = Section("calibration", "Calibration on clean and shifted data")
     shift_targets = {task: info.shift_target for task, info in infos.items() if info.shift_target}
@@ -240,8 +244,9 @@ def _markdown(title, head, text, reversal_note, sections, cards, settings, out_d
             f"### {card.rank}. {card.encoder} ({card.tier})", "",
             f"CRS {card.crs}, P(rank 1) {percent(card.p_rank1)}.", "",
             f"**Weakest: {card.worst_axis}.** {card.encoder} {card.worst_sentence}.", "",
-            markdown_table(pd.DataFrame([(label, value, f"{u:.2f}" if np.isfinite(u) else "n/a")
-                                         for label, value, u in card.axes], columns=["axis", "value [95 % CI]", "u"])),
+            markdown_table(pd.DataFrame([(label, f"{value} {interval}".strip(), f"{u:.2f}" if np.isfinite(u) else "n/a")
+                                         for label, value, interval, u in card.axes],
+                                        columns=["axis", "value [95 % CI]", "u"])),
             "",
             f"- source: {p.source or 'unknown'}{f' ({p.family})' if p.family else ''}",
             f"- weights: {p.weights}" + (f" (`{p.weights_digest}`)" if p.weights_digest else ""),

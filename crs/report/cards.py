@@ -27,16 +27,22 @@ class Card:
     crs: str
     tier: str
     p_rank1: float
-    axes: tuple[tuple[str, str, float], ...]  # (axis label, value with interval, u)
+    axes: tuple[tuple[str, str, str, float], ...]  # (axis label, value, interval, u)
     worst_axis: str
     worst_sentence: str
     provenance: Provenance
     flags: tuple[ExposureFlag, ...]
 
 
+def split_interval(text: str) -> tuple[str, str]:
+    """'0.812 [0.801, 0.824]' -> ('0.812', '[0.801, 0.824]')."""
+    value, _, interval = text.partition(" ")
+    return value, interval
+
+
 def percent(share: float) -> str:
     """0.31 -> '31 %' (the report writes a space before the unit)."""
-    return f"{100 * share:.0f} %"
+    return f"{100 * share:.0f}\u00a0%"  # no-break space: the number and its unit stay on one line
 
 
 def _full(records: pd.DataFrame) -> pd.DataFrame:
@@ -79,8 +85,8 @@ def worst_calibration(records: pd.DataFrame, encoder: str, reference_ece: float 
         return "calibration could not be measured"
     task = per_task.idxmax()
     mean = per_task.mean()
-    against = f" (reference {reference_ece:.3f})" if reference_ece is not None and np.isfinite(reference_ece) else ""
-    return (f"its probabilities are off by {mean:.3f} on average (ECE{against}), "
+    against = f"; reference {reference_ece:.3f}" if reference_ece is not None and np.isfinite(reference_ece) else ""
+    return (f"has probabilities off by {mean:.3f} on average (ECE{against}), "
             f"worst on {task} at {per_task[task]:.3f}")
 
 
@@ -109,8 +115,8 @@ def worst_label_efficiency(records: pd.DataFrame, encoder: str) -> str:
     if not shares:
         return "label efficiency could not be measured"
     task = min(shares, key=shares.get)
-    return (f"with {percent(smallest)} of the labels it keeps {percent(max(shares[task], 0.0))} of its "
-            f"full-label above-chance AUROC on {task}")
+    return (f"keeps only {percent(max(shares[task], 0.0))} of its full-label above-chance AUROC "
+            f"with {percent(smallest)} of the labels on {task}")
 
 
 def worst_axis_sentence(axis: str, records: pd.DataFrame, encoder: str, reference: str) -> str:
@@ -140,7 +146,8 @@ def build_cards(score, records: pd.DataFrame, board: pd.DataFrame, provenance: d
     cards = []
     for row in board.itertuples(index=False):
         axes = tuple(
-            (label, format_interval(getattr(row, value), getattr(row, f"{value}_low"), getattr(row, f"{value}_high")),
+            (label, *split_interval(format_interval(getattr(row, value), getattr(row, f"{value}_low"),
+                                                    getattr(row, f"{value}_high"))),
              float(getattr(row, u_columns[value], np.nan)))
             for value, label in labels.items()
         )

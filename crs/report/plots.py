@@ -31,8 +31,9 @@ def axis_profiles(crs_table: pd.DataFrame, styles: dict[str, EncoderStyle], path
             values = [float(crs_table.loc[encoder, f"u_{a}"]) for a in axes]
             worst = int(np.argmin(values))
             bars = ax.barh(range(len(axes)), values, color=styles[encoder].colour, height=0.65)
-            bars[worst].set_hatch("//")
-            bars[worst].set_edgecolor("black")
+            if max(values) - min(values) > 1e-9:  # an even profile (the reference) has no worst axis to mark
+                bars[worst].set_hatch("//")
+                bars[worst].set_edgecolor("black")
             for y, value in enumerate(values):
                 ax.text(min(value + 0.02, 0.86), y, f"{value:.2f}", va="center", fontsize=9)
             ax.axvline(0.5, color=REFERENCE_GREY, linestyle="--", linewidth=1)
@@ -73,7 +74,7 @@ def pareto_views(values: pd.DataFrame, styles: dict[str, EncoderStyle], path: Pa
     encoders = values.index.tolist()
     x = values["auroc"].to_numpy(dtype=float)
     with report_style():
-        fig, panels = plt.subplots(1, len(others), figsize=(4.3 * len(others), 4.0), squeeze=False)
+        fig, panels = plt.subplots(1, len(others), figsize=(3.4 * len(others), 3.6), squeeze=False)
         for ax, (column, label, higher) in zip(panels[0], others, strict=True):
             y = values[column].to_numpy(dtype=float)
             front = _front(x, y if higher else -y)

@@ -32,7 +32,7 @@ def label_efficiency_curves(records: pd.DataFrame, styles: dict[str, EncoderStyl
     columns = min(len(tasks), 3)
     rows = math.ceil(len(tasks) / columns)
     with report_style():
-        fig, panels = plt.subplots(rows, columns, figsize=(4.4 * columns, 3.6 * rows + 0.6), squeeze=False)
+        fig, panels = plt.subplots(rows, columns, figsize=(3.4 * columns, 3.2 * rows + 0.6), squeeze=False)
         for ax, task in zip(panels.flat, tasks, strict=False):
             mine = clean[clean["task"] == task]
             for encoder, style in styles.items():
@@ -119,7 +119,7 @@ def severity_curves(records: pd.DataFrame, styles: dict[str, EncoderStyle], path
                     ax.set_ylabel(f"{task}\nmacro AUROC")
                 if row == len(tasks) - 1:
                     ax.set_xlabel("severity (0 = clean)")
-                ax.set_xticks(range(0, 6))
+                ax.set_xticks([0, *sorted(int(v) for v in corrupt["severity"].unique())])
         handles, labels = [], []
         for ax in panels.flat:
             for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
@@ -163,10 +163,10 @@ def reliability_diagrams(predictions: dict, styles: dict[str, EncoderStyle], pat
         panels_wanted.append((task, "clean"))
         if any("shift_probs" in arrays for (_, t), arrays in predictions.items() if t == task):
             panels_wanted.append((task, "shift"))
-    columns = min(len(panels_wanted), 4)
+    columns = min(len(panels_wanted), 3)
     rows = math.ceil(len(panels_wanted) / columns)
     with report_style():
-        fig, panels = plt.subplots(rows, columns, figsize=(3.6 * columns, 3.7 * rows + 0.6), squeeze=False)
+        fig, panels = plt.subplots(rows, columns, figsize=(3.4 * columns, 3.4 * rows + 0.6), squeeze=False)
         for ax, (task, condition) in zip(panels.flat, panels_wanted, strict=False):
             multilabel = False
             for encoder, style in styles.items():
@@ -181,8 +181,8 @@ def reliability_diagrams(predictions: dict, styles: dict[str, EncoderStyle], pat
                 ax.scatter(curve.confidence, curve.observed, s=sizes, color=style.colour, marker=style.marker,
                            edgecolor="black", linewidth=0.4, zorder=3)
             ax.plot([0, 1], [0, 1], color=REFERENCE_GREY, linestyle="--", linewidth=1, label="perfect calibration")
-            ax.set_xlim(0, 1)
-            ax.set_ylim(0, 1)
+            ax.set_xlim(-0.02, 1.02)
+            ax.set_ylim(-0.03, 1.03)
             ax.set_aspect("equal")
             ax.set_xlabel("predicted probability" if multilabel else "confidence (top-class probability)")
             ax.set_ylabel("observed label frequency" if multilabel else "observed accuracy")

@@ -1,0 +1,176 @@
+"""The report built from a real tiny run: every figure renders in headless Chromium, offline, and
+the page asks for nothing outside itself.
+
+The run is the shared ``tiny_run`` fixture when tests/conftest.py provides it (one run per
+session), else a run of the same tiny spec made here: 2 encoders (pixel_stats, resnet18 with
+random weights at 32 px), 3 synthetic data sets of 120 images plus a shifted chest site,
+2 corruptions x 2 severities, label fractions 0.25 and 1, 2 seeds.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
+    # No network: any request that tried to leave the page would go to a dead proxy or fail to resolve.
+    "--proxy-server=127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND",
+]  # fmt: skip
+# After load, the page lists every image's natural size and load state into a <pre> for --dump-dom.
+IMAGE_PROBE = (
+    '<script>window.addEventListener("load", function () {'
+    ' var rows = [].map.call(document.images, function (i) { return [i.naturalWidth, i.naturalHeight, i.complete]; });'
+    ' var out = document.createElement("pre"); out.id = "crs-image-check"; out.textContent = JSON.stringify(rows);'
+    " document.body.appendChild(out); });</script>"
+)
+
+
+@pytest.fixture(scope="module")
+def report(request, tmp_path_factory):
+    """(html path, out folder, score, records) for a report built from a real tiny run."""
+    from crs.report import write_report
+
+    try:
+        spec, _stats, records, score = request.getfixturevalue("tiny_run")
+    except pytest.FixtureLookupError:
+        spec, records, score = _own_tiny_run(tmp_path_factory.mktemp("report_run"))
+    out = tmp_path_factory.mktemp("report")
+    path = write_report(score, records, out, title="crs report: tiny", spec=spec,
+                        predictions_dir=Path(spec.output) / "predictions")
+    return path, out, score, records
+
+
+def _own_tiny_run(folder: Path):
+    from crs import pipeline
+    from crs.score_io import score_and_save
+    from crs.spec import load_spec
+
+    spec_path = folder / "spec.toml"
+    spec_path.write_text(TINY_SPEC.format(root=folder.as_posix()))
+    spec = load_spec(spec_path)
+    pipeline.extract(spec, progress=False)
+    records = pipeline.probe(spec, progress=False)
+    return spec, records, score_and_save(spec, records)
+
+
+TINY_SPEC = """
+name = "tiny"
+cache = "{root}/cache"
+output = "{root}/out"
+encoders = ["pixel_stats", "resnet18"]
+[encoder_defaults]
+weights = "random"
+input_size = 32
+[extract]
+corruptions = ["gaussian_noise", "pixelate"]
+severities = [1, 3]
+[probe]
+label_fractions = [0.25, 1.0]
+seeds = [0, 1]
+Cs = [0.01, 1.0]
+jobs = 1
+[score]
+reference_encoder = "pixel_stats"
+n_boot = 50
+[[datasets]]
+name = "derm"
+loader = "synthetic"
+root = "{root}/data"
+options = {{ modality = "dermoscopy", n_images = 120, image_size = 32 }}
+[[datasets]]
+name = "fundus"
+loader = "synthetic"
+root = "{root}/data"
+options = {{ modality = "fundus", n_images = 120, image_size = 32 }}
+[[datasets]]
+name = "cxr"
+loader = "synthetic"
+root = "{root}/data"
+options = {{ modality = "chest_xray", n_images = 120, image_size = 32 }}
+shift_target = {{ name = "cxr-b", loader = "synthetic", root = "{root}/data", options = {{ modality = "chest_xray", site = "b", n_images = 60, image_size = 32, shift_target = true }} }}
+"""
+
+EXPECTED_FIGURES = {
+    "axis_profiles.png", "pareto.png", "rank_slope.png", "bootstrap_ranks.png", "weight_sensitivity.png",
+    "label_efficiency.png", "severity.png", "reliability.png",
+    "corruption_grid_dermoscopy.png", "corruption_grid_fundus.png", "corruption_grid_chest_xray.png",
+}  # fmt: skip
+
+
+def test_every_figure_is_written_as_png_and_inlined(report):
+    path, out, _score, _records = report
+    written = {p.name for p in (out / "figures").glob("*.png")}
+    assert EXPECTED_FIGURES <= written
+    page = path.read_text()
+    # One inline image per PNG; the Markdown links each PNG by relative path.
+    assert page.count('src="data:image/png;base64,') == len(written)
+    markdown = (out / "report.md").read_text()
+    for name in written:
+        assert f"](figures/{name})" in markdown
+
+
+def test_page_requests_nothing_outside_itself(report):
+    page = report[0].read_text()
+    references = re.findall(r"""(?:src|href|action|poster|data)\s*=\s*["']([^"']*)["']""", page, flags=re.I)
+    references += re.findall(r"url\(\s*['\"]?([^'\")]*)", page, flags=re.I)
+    outside = [ref for ref in references if not (ref.startswith("data:") or ref.startswith("#"))]
+    assert outside == []
+    assert not re.search(r"https?://|//[a-z0-9.-]+\.[a-z]{2,}/|@import", page, flags=re.I)
+
+
+def test_leaderboard_and_cards_show_what_the_issue_asks(report):
+    path, out, score, _records = report
+    page = path.read_text()
+    for encoder in score.crs.index:
+        assert f"{encoder}" in page
+    # CRS with interval, tier, AUROC rank beside CRS rank, exposure column, one card per encoder.
+    assert "CRS [95 % CI]" in page and "leading" in page and "AUROC rank" in page and "pretraining exposure" in page
+    assert page.count('class="card"') == len(score.crs)
+    leader = score.bootstrap.leader
+    low, high = score.crs.loc[leader, ["crs_low", "crs_high"]]
+    assert f"[{low:.3f}, {high:.3f}]" in page
+    markdown = (out / "report.md").read_text()
+    assert markdown.count("**Weakest: ") == len(score.crs)
+    assert "sha256" in markdown or "random initialisation" in markdown  # weights provenance from the cache
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install chromium); .ci/run installs it")
+def test_chromium_renders_every_figure_offline(report, tmp_path):
+    path, out, _score, _records = report
+    probe = tmp_path / "probe.html"
+    probe.write_text(path.read_text().replace("</body>", IMAGE_PROBE + "</body>"))
+    dom = _chromium(tmp_path, "--virtual-time-budget=5000", "--dump-dom", probe.as_uri())
+    match = re.search(r'<pre id="crs-image-check">([^<]*)</pre>', dom)
+    assert match, "the page did not finish loading in Chromium"
+    images = json.loads(match.group(1))
+    assert len(images) == len(list((out / "figures").glob("*.png")))
+    for width, height, complete in images:
+        assert complete and 300 <= width <= 2400 and 200 <= height <= 3000, (width, height)
+
+    screenshot = tmp_path / "report.png"
+    _chromium(tmp_path, "--window-size=1280,4000", f"--screenshot={screenshot}", path.as_uri())
+    from PIL import Image
+
+    with Image.open(screenshot) as shot:
+        assert shot.size == (1280, 4000)
+        colours = shot.convert("L").getextrema()
+        assert colours[1] - colours[0] > 100  # not a blank page
+
+
+def _chromium(folder: Path, *arguments: str) -> str:
+    profile = folder / f"chromium-profile-{len(list(folder.glob('chromium-profile-*')))}"
+    profile.mkdir()
+    result = subprocess.run(
+        [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *arguments],
+        capture_output=True, text=True, timeout=120, cwd=folder,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout
