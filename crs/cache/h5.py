@@ -106,8 +106,11 @@ def h5_conditions(path: Path | str) -> list[str]:
     return sorted(names, key=lambda n: (n != "clean", n))
 
 
-def read_h5(path: Path | str, condition: str) -> tuple[np.ndarray, np.ndarray]:
-    """(features, ids) for ``condition`` from a crs export, or from a plain file with ``features`` + ``ids``."""
+def read_h5(path: Path | str, condition: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """(features, ids) for ``condition`` from a crs export, or from a plain file with ``features`` (+ ``ids``).
+
+    ``ids`` is None when a plain file has no ``ids`` dataset (the caller then needs an ids file).
+    """
     h5py = _h5py()
     with h5py.File(path, "r") as f:
         if f.attrs.get("format") == H5_FORMAT:
@@ -118,12 +121,11 @@ def read_h5(path: Path | str, condition: str) -> tuple[np.ndarray, np.ndarray]:
             node = f[key]
             rows = node.attrs.get("rows", "ids" if condition == "clean" else "test_ids")
             return np.asarray(node[...]), _decode(f[rows][...])
-        missing = [k for k in ("features", "ids") if k not in f]
-        if missing:
+        if "features" not in f:
             raise FeatureFileError(
-                f"{path} is neither a crs export nor a file with datasets 'features' and 'ids' (missing {missing})"
+                f"{path} is neither a crs export nor a file with a 'features' dataset (it holds {sorted(f.keys())})"
             )
-        return np.asarray(f["features"][...]), _decode(f["ids"][...])
+        return np.asarray(f["features"][...]), _decode(f["ids"][...]) if "ids" in f else None
 
 
 def _decode(values: np.ndarray) -> np.ndarray:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from crs.cache.fingerprint import fingerprint as hash_fields
-from crs.cache.h5 import h5_conditions, read_h5
+from crs.cache.h5 import FeatureFileError, h5_conditions, read_h5
 from crs.cache.store import FEATURE_DTYPE, CacheError, FeatureStore, SampleTable, store_path
 
 DEFAULT_CHUNK_ROWS = 4096
@@ -127,6 +127,10 @@ def read_feature_file(path: Path, condition: str, ids_path: Path | None = None) 
             features, ids = read_h5(path, condition)
         except OSError as error:
             raise FeatureImportError(f"{path} is not a readable HDF5 file ({error})") from None
+        except FeatureFileError as error:
+            raise FeatureImportError(str(error)) from None
+        if ids is None and ids_path is None:
+            raise FeatureImportError(f"{path} has a 'features' dataset but no 'ids'; add one or pass --ids FILE")
     else:
         raise FeatureImportError(f"{path}: unknown features format {suffix!r}; use .npy (+ --ids), .npz or .h5")
     if ids_path is not None:
@@ -249,6 +253,8 @@ def import_features(
     """
     path, cache_root = Path(path), Path(cache_root)
     ids_path = Path(ids_path) if ids_path is not None else None
+    if not path.is_file():
+        raise FeatureImportError(f"features file {path} not found")
     if not _ENCODER_NAME.match(encoder):
         raise FeatureImportError(f"encoder name {encoder!r} must be letters, digits, '_', '-' or '.'")
     if condition == "all":
