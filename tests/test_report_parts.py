@@ -1,0 +1,160 @@
+"""The report's pieces on inputs small enough to check by hand, and against scikit-learn."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.calibration import calibration_curve
+
+from crs.report.cards import worst_label_efficiency, worst_robustness
+from crs.report.grids import montage
+from crs.report.plots import _front
+from crs.report.provenance import Provenance, TaskInfo, describe_weights, exposure_flags
+from crs.report.reliability import reliability_curve
+from crs.report.tables import axis_intervals, format_interval, rank_shift
+
+
+def test_reliability_top_label_by_hand():
+    # Confidences 0.95 (right), 0.85 (wrong), 0.75 (right) fall in bins 9, 8 and 7 of ten.
+    probs = np.array([[0.95, 0.05], [0.85, 0.15], [0.25, 0.75]])
+    labels = np.array([0, 1, 1])
+    curve = reliability_curve(probs, labels, n_bins=10)
+    np.testing.assert_allclose(curve.confidence, [0.75, 0.85, 0.95])
+    np.testing.assert_allclose(curve.observed, [1.0, 0.0, 1.0])
+    np.testing.assert_array_equal(curve.count, [1, 1, 1])
+
+
+def test_reliability_multilabel_matches_sklearn_and_drops_ignored_labels():
+    rng = np.random.default_rng(0)
+    probs = rng.uniform(size=(3, 40, 4))  # 3 seeds
+    labels = (rng.uniform(size=(40, 4)) < 0.4).astype(np.float32)
+    labels[::7, 1] = np.nan
+    curve = reliability_curve(probs, labels, n_bins=8)
+    known = ~np.isnan(np.broadcast_to(labels, probs.shape))
+    y = np.broadcast_to(labels, probs.shape)[known]
+    p = probs[known]
+    observed, confidence = calibration_curve(y, p, n_bins=8, strategy="uniform")
+    np.testing.assert_allclose(curve.observed, observed)
+    np.testing.assert_allclose(curve.confidence, confidence)
+    assert curve.count.sum() == known.sum()
+
+
+def test_reliability_rejects_mismatched_shapes():
+    with pytest.raises(ValueError, match="do not match"):
+        reliability_curve(np.ones((2, 5, 3)) / 3, np.zeros(4, dtype=int))
+
+
+def _records(rows):
+    columns = ["encoder", "task", "label_fraction", "seed", "condition", "corruption", "severity", "target", "auroc"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def test_worst_robustness_sentence_by_hand():
+    # Clean AUROC 0.9 -> 0.4 above chance. Motion blur at severity 4 gives 0.776 -> 0.276 above chance,
+    # retention 0.69, so it loses 31 %; noise at severity 1 (0.88) loses only 5 %.
+    records = _records([
+        ("a", "derm", 1.0, 0, "clean", "", 0, "", 0.9),
+        ("a", "derm", 1.0, 0, "corrupt", "motion_blur", 4, "", 0.776),
+        ("a", "derm", 1.0, 0, "corrupt", "gaussian_noise", 1, "", 0.88),
+        ("a", "derm", 0.1, 0, "corrupt", "gaussian_noise", 1, "", 0.5),  # not at full labels: ignored
+    ])  # fmt: skip
+    assert worst_robustness(records, "a") == "loses 31\u00a0% of its above-chance AUROC under motion blur at severity 4 (derm)"
+
+
+def test_worst_robustness_names_the_shifted_site_when_it_costs_most():
+    records = _records([
+        ("a", "cxr", 1.0, 0, "clean", "", 0, "", 0.8),
+        ("a", "cxr", 1.0, 0, "corrupt", "jpeg", 2, "", 0.77),
+        ("a", "cxr", 1.0, 0, "shift", "", 0, "cxr-b", 0.65),  # 0.15 / 0.3 above chance kept: loses 50 %
+    ])  # fmt: skip
+    assert worst_robustness(records, "a") == "loses 50\u00a0% of its above-chance AUROC on the shifted site cxr-b (cxr probe)"
+
+
+def test_worst_label_efficiency_by_hand():
+    # At 10 % labels AUROC 0.6 against 0.9 at 100 %: keeps 0.1 / 0.4 = 25 % of the above-chance AUROC.
+    records = _records([
+        ("a", "derm", 1.0, 0, "clean", "", 0, "", 0.9),
+        ("a", "derm", 0.1, 0, "clean", "", 0, "", 0.6),
+    ])  # fmt: skip
+    assert worst_label_efficiency(records, "a") == (
+        "keeps only 25\u00a0% of its full-label above-chance AUROC with 10\u00a0% of the labels on derm"
+    )
+
+
+def test_axis_intervals_reuse_the_bootstrap_seed_draws():
+    # Two seeds with AUROC 0.8 and 0.6 on one task. Draws (2,0), (0,2), (1,1) give 0.8, 0.6, 0.7;
+    # numpy's linear percentiles at 2.5 and 97.5 of [0.6, 0.7, 0.8] are 0.605 and 0.795.
+    seed_axes = pd.DataFrame({
+        "encoder": ["a", "a"], "task": ["t", "t"], "seed": [0, 1], "auroc": [0.8, 0.6],
+        "ece": [0.1, 0.1], "label_efficiency": [0.5, 0.5], "retention": [np.nan, np.nan],
+    })  # fmt: skip
+    score = SimpleNamespace(
+        seed_axes=seed_axes,
+        axis_errors=pd.DataFrame(index=pd.Index(["a"], name="encoder")),
+        bootstrap=SimpleNamespace(alpha=0.05, seed_draws=pd.DataFrame([[2, 0], [0, 2], [1, 1]], columns=["0", "1"])),
+    )
+    intervals = axis_intervals(score)
+    assert intervals.loc["a", "auroc_low"] == pytest.approx(0.605)
+    assert intervals.loc["a", "auroc_high"] == pytest.approx(0.795)
+    assert intervals.loc["a", "ece_low"] == pytest.approx(0.1) and intervals.loc["a", "ece_high"] == pytest.approx(0.1)
+    assert np.isnan(intervals.loc["a", "retention_low"])  # not measured: no interval, not a made-up one
+
+
+def test_rank_shift_and_interval_text():
+    assert rank_shift(3, 1) == "▲2"
+    assert rank_shift(1, 2) == "▼1"
+    assert rank_shift(2, 2) == "="
+    assert format_interval(0.5, 0.41, 0.6) == "0.500 [0.410, 0.600]"
+    assert format_interval(0.5, np.nan, np.nan) == "0.500"
+    assert format_interval(np.nan, 0.1, 0.2) == "n/a"
+
+
+def test_exposure_flags_name_the_data_set_and_the_kind_of_exposure():
+    chest = TaskInfo("cxr", modality="chest_xray", loader="chexpert", shift_target="mimic", shift_loader="mimic_cxr")
+    derm = TaskInfo("derm", modality="dermoscopy", loader="isic2019")
+    saw_both = Provenance("cxr-model", pretraining_data=("MIMIC-CXR", "CheXpert", "NIH ChestX-ray14"))
+    flags = exposure_flags(saw_both, {"cxr": chest, "derm": derm})
+    assert [(f.task, f.kind, f.matched) for f in flags] == [
+        ("cxr", "shift target", "MIMIC-CXR"), ("cxr", "test data set", "CheXpert")
+    ]
+    assert "not out-of-distribution" in flags[0].text()
+    skin = Provenance("skin-model", pretraining_data=("2M dermatology images",))
+    assert [(f.task, f.kind) for f in exposure_flags(skin, {"cxr": chest, "derm": derm})] == [("derm", "same modality")]
+    assert exposure_flags(Provenance("imagenet", pretraining_data=("ImageNet-1k",)), {"cxr": chest, "derm": derm}) == []
+
+
+def test_exposure_flags_for_registered_chest_encoders():
+    """Every registry entry whose pretraining data name MIMIC-CXR is flagged on a MIMIC shift target."""
+    from crs.encoders import all_specs
+    from crs.report.provenance import encoder_provenance
+
+    chest = {"cxr": TaskInfo("cxr", modality="chest_xray", loader="chexpert", shift_loader="mimic_cxr")}
+    named = [spec.name for spec in all_specs() if any("MIMIC-CXR" in text for text in spec.pretraining_data)]
+    assert named, "the registry has no encoder pretrained on MIMIC-CXR to check against"
+    for name in named:
+        kinds = {flag.kind for flag in exposure_flags(encoder_provenance(name), chest)}
+        assert "shift target" in kinds, name
+
+
+def test_describe_weights():
+    assert describe_weights("random:0").startswith("random initialisation (seed 0)")
+    assert describe_weights("sha256:" + "ab" * 32) == "sha256 abababababab…"
+    assert describe_weights("") == "unknown"
+
+
+def test_pareto_front_by_hand():
+    # (1, 1) and (0, 2) are not beaten on both axes; (0.5, 0.5) is beaten by (1, 1); (1, 0.5) by (1, 1).
+    x = np.array([1.0, 0.0, 0.5, 1.0])
+    y = np.array([1.0, 2.0, 0.5, 0.5])
+    assert _front(x, y).tolist() == [1, 0]
+
+
+def test_montage_places_tiles_with_white_gaps():
+    black = np.zeros((2, 2, 3), np.uint8)
+    grey = np.full((2, 2, 3), 100, np.uint8)
+    canvas = montage([[black, grey]], gap=1)
+    assert canvas.shape == (2, 5, 3)
+    assert (canvas[:, 2] == 255).all() and (canvas[:, :2] == 0).all() and (canvas[:, 3:] == 100).all()
