@@ -9,17 +9,19 @@ hair width) are given at the 224 px reference side and multiplied by ``context.s
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 import torchvision.transforms.v2.functional as TF
 from torchvision.io import ImageReadMode, decode_jpeg, encode_jpeg
 
-from crs.corruptions.seeding import per_image
+from crs.corruptions.seeding import bit_generator, generator, per_image
 
 REFERENCE_SIDE = 224
 
@@ -44,15 +46,20 @@ class Context:
 
 # ---------------------------------------------------------------- random fields, one image at a time
 def _noise_field(context: Context, draw) -> torch.Tensor:
-    """Stack per-image draws of shape (C, H, W) (C = 1 for grayscale modalities) onto the device."""
+    """Per-image draws of shape (C, H, W) (C = 1 for grayscale modalities), written into one batch.
+
+    ``draw(shape, generator, out)`` fills ``out`` (one image's slice) from that image's generator.
+    """
     channels = 1 if context.grayscale else 3
     shape = (channels, context.height, context.width)
-    fields = per_image(context.ids, context.name, context.severity, "noise", lambda g: draw(shape, g))
-    return torch.stack(fields).to(context.device)
+    field = torch.empty((len(context.ids), *shape))
+    for index, image_id in enumerate(context.ids):
+        draw(shape, generator(image_id, context.name, context.severity, "noise"), field[index])
+    return field.to(context.device)
 
 
 def _normal(context: Context) -> torch.Tensor:
-    return _noise_field(context, lambda shape, g: torch.randn(shape, generator=g))
+    return _noise_field(context, lambda shape, g, out: torch.randn(shape, generator=g, out=out))
 
 
 def _layout(context: Context, draw) -> list[torch.Tensor]:
@@ -70,34 +77,130 @@ def shot_noise(x: torch.Tensor, photons: float, context: Context) -> torch.Tenso
     """Poisson(x * photons) / photons: photon-counting noise (ImageNet-C shot_noise).
 
     For grayscale modalities the count is drawn once per pixel on the grey level and the same
-    change is added to all three channels.
+    change is added to all three channels. Counts come from :func:`poisson_counts`.
     """
     if context.grayscale:
         x_gray = x.mean(dim=1, keepdim=True)
-        sampled = _poisson_per_image((x_gray * photons).cpu(), context).to(x.device) / photons
+        sampled = poisson_counts(x_gray, photons, context) / photons
         return (x + (sampled - x_gray)).clamp_(0, 1)
-    return (_poisson_per_image((x * photons).cpu(), context).to(x.device) / photons).clamp_(0, 1)
+    return (poisson_counts(x, photons, context) / photons).clamp_(0, 1)
 
 
-def _poisson_per_image(rates: torch.Tensor, context: Context) -> torch.Tensor:
-    draws = [
-        torch.poisson(rate, generator=generator)
-        for rate, generator in zip(
-            rates,
-            per_image(context.ids, context.name, context.severity, "noise", lambda g: g),
-            strict=True,
-        )
-    ]
-    return torch.stack(draws)
+def poisson_counts(x: torch.Tensor, photons: float, context: Context) -> torch.Tensor:
+    """Exact Poisson(x * photons) draws, as float counts of x's shape, one random stream per image.
+
+    An image whose values are all whole levels v / 255 (any uint8-decoded image) has at most 256
+    distinct rates, so its counts are drawn by Walker's alias method from one exact table per rate
+    (:func:`poisson_alias_table`): two table look-ups per pixel on 64 random bits, instead of
+    ``torch.poisson``'s per-pixel rejection loop (10x slower on CPU). Other images (arbitrary
+    floats) fall back to ``torch.poisson``. Both are exact samplers of the same distribution; which
+    one an image gets depends on its own values only, never on its batch mates.
+    """
+    counts = torch.empty_like(x)
+    levels = (x * 255).round_()
+    whole = (levels / 255 == x).flatten(1).all(dim=1).tolist()
+    table = poisson_alias_table(float(photons)) if photons <= ALIAS_MAX_PHOTONS else None
+    alias_rows = [i for i, ok in enumerate(whole) if ok and table is not None]
+    if alias_rows:
+        rows = torch.tensor(alias_rows, device=x.device)
+        bits = torch.stack(
+            [_random_bits(context.ids[i], context, levels[0].numel()) for i in alias_rows]
+        ).to(x.device)
+        level_index = levels.index_select(0, rows).flatten(1).to(torch.int64)
+        drawn = _alias_draw(level_index, bits, table)
+        counts.index_copy_(0, rows, drawn.view(len(alias_rows), *x.shape[1:]).to(x.dtype))
+    for i, ok in enumerate(whole):
+        if not (ok and table is not None):
+            g = generator(context.ids[i], context.name, context.severity, "noise")
+            counts[i] = torch.poisson((x[i] * photons).cpu(), generator=g).to(x.device)
+    return counts
+
+
+def _random_bits(image_id: object, context: Context, count: int) -> torch.Tensor:
+    """``count`` 64-bit words (as int64) from the image's numpy PCG64 noise stream."""
+    words = bit_generator(image_id, context.name, context.severity, "noise").random_raw(count)
+    return torch.from_numpy(words.view(np.int64))
+
+
+ALIAS_COLUMNS = 256  # support 0..255 counts; P(count > 255) < 1e-15 for rates <= ALIAS_MAX_PHOTONS
+ALIAS_MAX_PHOTONS = 150.0
+_ACCEPT_BITS = 56  # low 56 bits decide accept/alias, the top 8 bits pick the column
+
+
+@dataclass(frozen=True)
+class AliasTable:
+    """Walker alias tables, one row per level 0..255, flattened to (256 * ALIAS_COLUMNS,)."""
+
+    threshold: torch.Tensor  # int64: accept column j when the 56-bit draw < threshold
+    alias: torch.Tensor  # int64: the count taken otherwise
+
+
+@functools.lru_cache(maxsize=32)
+def poisson_alias_table(photons: float) -> AliasTable:
+    """Alias tables of Poisson(rate_v), rate_v = (v / 255) * photons computed in float32 as the
+    operator does, for v = 0..255. Probabilities in float64 without transcendental functions
+    (w_k = prod_{i<=k} rate / i, normalised), so the table is the same on every machine.
+    """
+    rates = (torch.arange(256, dtype=torch.float32) / 255 * photons).double()
+    k = torch.arange(1, ALIAS_COLUMNS, dtype=torch.float64)
+    steps = torch.cat([torch.ones(256, 1, dtype=torch.float64), rates[:, None] / k[None, :]], dim=1)
+    weights = torch.cumprod(steps, dim=1)
+    probabilities = (weights / weights.sum(dim=1, keepdim=True)).tolist()
+    scale = float(1 << _ACCEPT_BITS)
+    thresholds, aliases = [], []
+    for row in probabilities:
+        accept, alias = _vose(row)
+        thresholds.extend(min(int(a * scale), 1 << _ACCEPT_BITS) for a in accept)
+        aliases.extend(alias)
+    return AliasTable(torch.tensor(thresholds, dtype=torch.int64), torch.tensor(aliases, dtype=torch.int64))
+
+
+def _vose(probabilities: list[float]) -> tuple[list[float], list[int]]:
+    """Vose's alias construction: column j keeps j with prob accept[j], else gives alias[j]."""
+    n = len(probabilities)
+    scaled = [p * n for p in probabilities]
+    accept, alias = [1.0] * n, list(range(n))
+    small = [j for j, s in enumerate(scaled) if s < 1.0]
+    large = [j for j, s in enumerate(scaled) if s >= 1.0]
+    while small and large:
+        low, high = small.pop(), large.pop()
+        accept[low], alias[low] = scaled[low], high
+        scaled[high] = (scaled[high] + scaled[low]) - 1.0
+        (small if scaled[high] < 1.0 else large).append(high)
+    return accept, alias  # leftovers keep accept 1.0 (their scaled weight is 1 up to rounding)
+
+
+def _alias_draw(level_index: torch.Tensor, bits: torch.Tensor, table: AliasTable) -> torch.Tensor:
+    """Counts for (B, N) levels from (B, N) int64 random words: integer ops only, so exact anywhere."""
+    column = (bits >> _ACCEPT_BITS) & (ALIAS_COLUMNS - 1)
+    accept_draw = bits & ((1 << _ACCEPT_BITS) - 1)
+    cell = (level_index * ALIAS_COLUMNS + column).flatten()
+    threshold = table.threshold.to(bits.device).index_select(0, cell).view_as(bits)
+    alias = table.alias.to(bits.device).index_select(0, cell).view_as(bits)
+    return torch.where(accept_draw < threshold, column, alias).to(torch.float32)
 
 
 def impulse_noise(x: torch.Tensor, amount: float, context: Context) -> torch.Tensor:
-    """Salt and pepper: a fraction ``amount`` of pixels set to 0 or 1 with equal odds (skimage s&p)."""
-    draws = _noise_field(context, lambda shape, g: torch.rand((2, *shape), generator=g))
-    flipped = draws[:, 0] < amount
-    salt = (draws[:, 1] < 0.5).to(x.dtype)
-    flipped = flipped.expand_as(x)
-    return torch.where(flipped, salt.expand_as(x), x)
+    """Salt and pepper: a fraction ``amount`` of pixels set to 0 or 1 with equal odds (skimage s&p).
+
+    One uniform u per pixel decides both: flipped when u < amount, and then salt when
+    u < amount / 2 (given a flip, u / amount is uniform, so salt and pepper stay even odds).
+    """
+    channels = 1 if context.grayscale else 3
+    shape = (channels, context.height, context.width)
+    draws = torch.stack(
+        [
+            torch.from_numpy(
+                np.random.Generator(bit_generator(image_id, context.name, context.severity, "noise")).random(
+                    shape, dtype=np.float32
+                )
+            )
+            for image_id in context.ids
+        ]
+    ).to(x.device)
+    flipped = (draws < amount).expand_as(x)
+    salt = (draws < amount / 2).to(x.dtype).expand_as(x)
+    return torch.where(flipped, salt, x)
 
 
 def speckle_noise(x: torch.Tensor, sigma: float, context: Context) -> torch.Tensor:
@@ -384,3 +487,8 @@ def hair(x: torch.Tensor, parameter: tuple[int, float], context: Context) -> tor
     mask = mask.to(device=x.device, dtype=x.dtype)
     colour = torch.tensor(HAIR_COLOUR, device=x.device, dtype=x.dtype)[None, :, None, None]
     return x * (1 - mask) + colour * mask
+
+
+# Operators whose output pixel is a function of the input pixel's value alone (no position, no
+# image statistics, no randomness): on uint8 input ``api`` applies them as a 256-entry table.
+POINTWISE_OPERATORS = frozenset({brightness, gamma})

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 from crs.corruptions.version import SUITE_VERSION
@@ -31,6 +32,15 @@ def variant_seed(image_id: object, corruption: str, severity: int | None, stream
 def generator(image_id: object, corruption: str, severity: int | None, stream: str) -> torch.Generator:
     """A fresh CPU generator for one image's ``stream`` ("noise" or "layout")."""
     return torch.Generator(device="cpu").manual_seed(variant_seed(image_id, corruption, severity, stream))
+
+
+def bit_generator(image_id: object, corruption: str, severity: int | None, stream: str) -> np.random.PCG64:
+    """A fresh numpy PCG64 bit generator for one image's stream: for draws made from raw words.
+
+    Used where numpy's draw is faster than torch's (64-bit words for the Poisson alias sampler,
+    float32 uniforms for impulse noise); same key as :func:`generator`, a different stream.
+    """
+    return np.random.PCG64(variant_seed(image_id, corruption, severity, stream))
 
 
 def per_image(

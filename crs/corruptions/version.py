@@ -4,4 +4,4 @@ Bump it whenever any definition, severity constant, seed derivation or suite mem
 so a cache built with the old suite is never reused silently.
 """
 
-SUITE_VERSION = "2025.1"
+SUITE_VERSION = "2025.2"
