@@ -114,7 +114,7 @@ def worst_label_efficiency(records: pd.DataFrame, encoder: str) -> str:
     shares = {task: share for task, share in shares.items() if np.isfinite(share)}
     if not shares:
         return "label efficiency could not be measured"
-    task = min(shares, key=shares.get)
+    task = min(shares, key=lambda name: shares[name])
     return (f"keeps only {percent(max(shares[task], 0.0))} of its full-label above-chance AUROC "
             f"with {percent(smallest)} of the labels on {task}")
 

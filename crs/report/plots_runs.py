@@ -135,7 +135,7 @@ def severity_curves(records: pd.DataFrame, styles: dict[str, EncoderStyle], path
 
 def load_predictions(predictions_dir: Path | None, encoders: list[str], tasks: list[str]) -> dict:
     """{(encoder, task): arrays} from ``<predictions_dir>/<encoder>__<task>.npz``; missing files are skipped."""
-    found = {}
+    found: dict[tuple[str, str], dict[str, np.ndarray]] = {}
     if predictions_dir is None or not Path(predictions_dir).is_dir():
         return found
     for encoder in encoders:

@@ -9,6 +9,7 @@ against the data set names and modality words below, case-insensitively, and say
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -127,7 +128,7 @@ def exposure_flags(provenance: Provenance, tasks: dict[str, TaskInfo]) -> list[E
     return flags
 
 
-def encoder_provenance(encoder: str, tasks: list[str] = (), cache_root: Path | str | None = None) -> Provenance:
+def encoder_provenance(encoder: str, tasks: Sequence[str] = (), cache_root: Path | str | None = None) -> Provenance:
     """Registry entry plus the fingerprint fields the cache stored at extraction (what was really run)."""
     missing = []
     spec = None
@@ -170,8 +171,9 @@ def _cached_fields(encoder: str, tasks, cache_root) -> dict | None:
             continue
         try:
             store = FeatureStore(path)
-            fingerprint = store.current_fingerprint(encoder)
-            return dict(store.root["encoders"][encoder][fingerprint].attrs["fields"])
+            fields = store.encoder_group(encoder, store.current_fingerprint(encoder)).attrs["fields"]
+            if isinstance(fields, dict):
+                return dict(fields)
         except Exception:  # missing or damaged group: try the next task's store
             continue
     return None
