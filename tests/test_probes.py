@@ -41,6 +41,22 @@ def test_batched_auroc_matches_sklearn_with_ties():
     assert macro[2] == pytest.approx(np.mean([roc_auc_score(y == k, scores[2, :, k]) for k in range(3)]))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_batched_auroc_float32_keys_handle_ties_signs_and_signed_zeros(dtype):
+    """The sort-key path (float32) and the argsort path (float64) on scores with many exact ties,
+    negative values and both signed zeros (equal values, so they must tie), against roc_auc_score."""
+    rng = np.random.default_rng(7)
+    y = rng.integers(0, 4, 90)
+    scores = np.round(rng.random((3, 90, 4)) * 2 - 1, 1).astype(dtype)
+    scores[:, :10] = -0.0
+    scores[:, 10:20] = 0.0
+    scores[1] = rng.random((90, 4)).astype(dtype)  # one probe without ties (the fast path)
+    got = batched_auroc(y, scores)
+    for i in range(3):
+        for k in range(4):
+            assert got[i, k] == pytest.approx(roc_auc_score(y == k, scores[i, :, k]), abs=1e-12)
+
+
 def test_batched_auroc_multilabel_ignores_nan_rows_and_marks_undefined_columns():
     rng = np.random.default_rng(2)
     y = (rng.random((150, 3)) < 0.4).astype(np.float32)

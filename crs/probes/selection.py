@@ -8,7 +8,6 @@ probe. It equals scikit-learn's ``roc_auc_score`` (average ranks for ties, the M
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import rankdata
 
 from crs.probes.base import ProbeError
 
@@ -53,13 +52,59 @@ def batched_auroc(y: np.ndarray, scores: np.ndarray) -> np.ndarray:
 
 
 def _auroc_columns(targets: np.ndarray, scores: np.ndarray) -> np.ndarray:
-    positives = targets.sum(axis=0)
-    negatives = len(targets) - positives
-    ranks = rankdata(scores, axis=-2, method="average")
-    rank_sum = np.einsum("...nk,nk->...k", ranks, targets)
+    """Mann-Whitney AUROC of complete 0/1 ``targets`` (N, k) against ``scores`` (..., N, k).
+
+    Each column is sorted once (float32 scores as order-preserving integer keys with the label in
+    the lowest bit: one SIMD sort, about 4x faster than ``rankdata``'s argsort along a strided
+    axis). A column without ties needs only the positions of its positives; columns with ties count
+    each tie half, as ``roc_auc_score`` does, through per-tie-group counts.
+    """
+    n, k = targets.shape
+    batch = scores.shape[:-2]
+    rows = int(np.prod(batch, dtype=np.int64)) * k
+    labels = np.broadcast_to(np.moveaxis(targets, 0, -1).astype(bool), batch + (k, n))
+    columns = np.moveaxis(scores, -2, -1)  # (..., k, N)
+    if columns.dtype == np.float32:
+        bits = np.ascontiguousarray(columns + np.float32(0.0)).view(np.uint32)  # + 0.0: -0.0 -> +0.0
+        flip = (bits.view(np.int32) >> 31).view(np.uint32) | np.uint32(1 << 31)
+        keys = ((bits ^ flip).astype(np.uint64) << np.uint64(1)) | labels
+        keys = np.sort(keys.reshape(rows, n), axis=-1)
+        sorted_labels = (keys & np.uint64(1)).astype(bool)
+        tied = (keys[:, 1:] ^ keys[:, :-1]) < 2
+    else:
+        columns = columns.reshape(rows, n)
+        order = np.argsort(columns, axis=-1)
+        values = np.take_along_axis(columns, order, axis=-1)
+        sorted_labels = np.take_along_axis(labels.reshape(rows, n), order, axis=-1)
+        tied = values[:, 1:] == values[:, :-1]
+    positives = np.broadcast_to(targets.sum(axis=0), batch + (k,)).reshape(rows)
+    negatives = n - positives
+    # Without ties: sum over positives of (negatives ranked below) = sum of their ranks - P(P+1)/2.
+    rank_sum = sorted_labels.astype(np.float64) @ np.arange(1, n + 1, dtype=np.float64)
+    numerator = rank_sum - positives * (positives + 1) / 2
+    with_ties = np.flatnonzero(tied.any(axis=1))
+    if len(with_ties):
+        numerator[with_ties] = _tied_numerator(sorted_labels[with_ties], tied[with_ties])
     with np.errstate(invalid="ignore", divide="ignore"):
-        auroc = (rank_sum - positives * (positives + 1) / 2) / (positives * negatives)
-    return np.where((positives > 0) & (negatives > 0), auroc, np.nan)
+        auroc = numerator / (positives * negatives)
+    auroc = np.where((positives > 0) & (negatives > 0), auroc, np.nan)
+    return auroc.reshape(batch + (k,))
+
+
+def _tied_numerator(sorted_labels: np.ndarray, tied: np.ndarray) -> np.ndarray:
+    """Sum over positives of (negatives below + half the negatives tied with it), per sorted row."""
+    rows, n = sorted_labels.shape
+    starts = np.ones((rows, n), dtype=bool)
+    starts[:, 1:] = ~tied
+    group = np.cumsum(starts.ravel()) - 1  # tie groups, never spanning two rows
+    n_groups = int(group[-1]) + 1
+    pos_in = np.bincount(group, weights=sorted_labels.ravel(), minlength=n_groups)
+    neg_in = np.bincount(group, minlength=n_groups) - pos_in
+    neg_before = np.cumsum(neg_in) - neg_in  # negatives in earlier groups, across rows
+    group_row = np.repeat(np.arange(rows), starts.sum(axis=1))
+    first_group = np.flatnonzero(np.r_[True, group_row[1:] != group_row[:-1]])
+    neg_less = neg_before - neg_before[first_group][group_row]
+    return np.bincount(group_row, weights=pos_in * (neg_less + 0.5 * neg_in), minlength=rows)
 
 
 def macro_auroc(y: np.ndarray, scores: np.ndarray) -> np.ndarray:
