@@ -336,7 +336,7 @@ def extract_dataset(
         for job in jobs:
             if job.is_done():
                 _mark_current(store, path, job)
-            elif shard is not None and shard[1] > 1 and not job.needed_rows().size:
+            elif shard is not None and not any(array.pending_chunks(shard) for array, _ in job.arrays()):
                 left = job.chunks_pending()
                 stats.chunks_left_to_other_shards += left
                 log.info("%s / %s: shard %d/%d done; %d chunk(s) left to other shards",
