@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import torch
 
-from crs.corruptions.ops import POINTWISE_OPERATORS, Context
+from crs.corruptions.ops import POINTWISE_OPERATORS, UINT8_OPERATORS, Context
 from crs.corruptions.suites import GRAYSCALE_MODALITIES, MODALITIES, SEVERITIES, SUITES, Corruption
 
 
@@ -98,6 +98,12 @@ def _corrupt_group(
             table = _lookup_table(spec, spec.parameter(severity), replace(context, severity=severity))
             outs.append(table.index_select(0, flat_levels).view_as(source))
         return outs
+    if source.dtype == torch.uint8 and spec.operator in UINT8_OPERATORS:
+        direct = UINT8_OPERATORS[spec.operator]
+        outs = [direct(source, spec.parameter(s), replace(context, severity=s)) for s in severities]
+        if all(out is not None for out in outs):
+            return outs
+        outs = []
     as_float = _to_float(source)
     for severity in severities:
         out = spec.operator(as_float, spec.parameter(severity), replace(context, severity=severity))

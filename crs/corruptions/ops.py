@@ -91,7 +91,7 @@ def poisson_counts(x: torch.Tensor, photons: float, context: Context) -> torch.T
 
     An image whose values are all whole levels v / 255 (any uint8-decoded image) has at most 256
     distinct rates, so its counts are drawn by Walker's alias method from one exact table per rate
-    (:func:`poisson_alias_table`): two table look-ups per pixel on 64 random bits, instead of
+    (:func:`poisson_alias_table`): one table look-up per pixel on 64 random bits, instead of
     ``torch.poisson``'s per-pixel rejection loop (10x slower on CPU). Other images (arbitrary
     floats) fall back to ``torch.poisson``. Both are exact samplers of the same distribution; which
     one an image gets depends on its own values only, never on its batch mates.
@@ -99,64 +99,61 @@ def poisson_counts(x: torch.Tensor, photons: float, context: Context) -> torch.T
     counts = torch.empty_like(x)
     levels = (x * 255).round_()
     whole = (levels / 255 == x).flatten(1).all(dim=1).tolist()
-    table = poisson_alias_table(float(photons)) if photons <= ALIAS_MAX_PHOTONS else None
-    alias_rows = [i for i, ok in enumerate(whole) if ok and table is not None]
+    entries = poisson_alias_table(float(photons)) if photons <= ALIAS_MAX_PHOTONS else None
+    alias_rows = [i for i, ok in enumerate(whole) if ok and entries is not None]
     if alias_rows:
         rows = torch.tensor(alias_rows, device=x.device)
-        bits = torch.stack(
-            [_random_bits(context.ids[i], context, levels[0].numel()) for i in alias_rows]
-        ).to(x.device)
-        level_index = levels.index_select(0, rows).flatten(1).to(torch.int64)
-        drawn = _alias_draw(level_index, bits, table)
-        counts.index_copy_(0, rows, drawn.view(len(alias_rows), *x.shape[1:]).to(x.dtype))
+        pixels = levels[0].numel()
+        level_index = levels.index_select(0, rows).to(torch.int32).cpu().numpy().reshape(len(alias_rows), pixels)
+        words = np.stack(
+            [
+                bit_generator(context.ids[i], context.name, context.severity, "noise").random_raw(pixels)
+                for i in alias_rows
+            ]
+        )
+        drawn = torch.from_numpy(_alias_draw(level_index, words, entries).astype(np.float32))
+        counts.index_copy_(0, rows, drawn.view(len(alias_rows), *x.shape[1:]).to(x.device, x.dtype))
     for i, ok in enumerate(whole):
-        if not (ok and table is not None):
+        if not (ok and entries is not None):
             g = generator(context.ids[i], context.name, context.severity, "noise")
             counts[i] = torch.poisson((x[i] * photons).cpu(), generator=g).to(x.device)
     return counts
 
 
-def _random_bits(image_id: object, context: Context, count: int) -> torch.Tensor:
-    """``count`` 64-bit words (as int64) from the image's numpy PCG64 noise stream."""
-    words = bit_generator(image_id, context.name, context.severity, "noise").random_raw(count)
-    return torch.from_numpy(words.view(np.int64))
-
-
 ALIAS_COLUMNS = 256  # support 0..255 counts; P(count > 255) < 1e-15 for rates <= ALIAS_MAX_PHOTONS
 ALIAS_MAX_PHOTONS = 150.0
-_ACCEPT_BITS = 56  # low 56 bits decide accept/alias, the top 8 bits pick the column
-
-
-@dataclass(frozen=True)
-class AliasTable:
-    """Walker alias tables, one row per level 0..255, flattened to (256 * ALIAS_COLUMNS,)."""
-
-    threshold: torch.Tensor  # int64: accept column j when the 56-bit draw < threshold
-    alias: torch.Tensor  # int64: the count taken otherwise
+_COLUMN_BITS = 8  # a 64-bit word: low 8 bits pick the column, the high 56 bits decide accept / alias
 
 
 @functools.lru_cache(maxsize=32)
-def poisson_alias_table(photons: float) -> AliasTable:
-    """Alias tables of Poisson(rate_v), rate_v = (v / 255) * photons computed in float32 as the
-    operator does, for v = 0..255. Probabilities in float64 without transcendental functions
-    (w_k = prod_{i<=k} rate / i, normalised), so the table is the same on every machine.
+def poisson_alias_table(photons: float) -> np.ndarray:
+    """Walker alias tables of Poisson(rate_v) for levels v = 0..255, packed, shape (256 * 256,) uint64.
+
+    rate_v = (v / 255) * photons in float32, as the operator computes it. Probabilities are float64
+    without transcendental functions (w_k = prod_{i<=k} rate / i, normalised), so the table is the
+    same on every machine. Cell (v, j) holds ``threshold << 8 | alias``: column j keeps count j when
+    the word's high 56 bits are below ``threshold`` = floor(accept_j * 2^56), else gives ``alias``.
     """
     rates = (torch.arange(256, dtype=torch.float32) / 255 * photons).double()
     k = torch.arange(1, ALIAS_COLUMNS, dtype=torch.float64)
     steps = torch.cat([torch.ones(256, 1, dtype=torch.float64), rates[:, None] / k[None, :]], dim=1)
     weights = torch.cumprod(steps, dim=1)
     probabilities = (weights / weights.sum(dim=1, keepdim=True)).tolist()
-    scale = float(1 << _ACCEPT_BITS)
-    thresholds, aliases = [], []
+    accept_bits = 64 - _COLUMN_BITS
+    full = (1 << accept_bits) - 1
+    entries = []
     for row in probabilities:
         accept, alias = _vose(row)
-        thresholds.extend(min(int(a * scale), 1 << _ACCEPT_BITS) for a in accept)
-        aliases.extend(alias)
-    return AliasTable(torch.tensor(thresholds, dtype=torch.int64), torch.tensor(aliases, dtype=torch.int64))
+        for column, (a, target) in enumerate(zip(accept, alias, strict=True)):
+            # a column kept with certainty has alias = itself, so any threshold gives the same count
+            threshold = full if target == column else min(int(a * (1 << accept_bits)), full)
+            entries.append((threshold << _COLUMN_BITS) | target)
+    return np.array(entries, dtype=np.uint64)
 
 
 def _vose(probabilities: list[float]) -> tuple[list[float], list[int]]:
-    """Vose's alias construction: column j keeps j with prob accept[j], else gives alias[j]."""
+    """Vose's alias construction: column j keeps j with prob accept[j], else gives alias[j] (j itself
+    for columns kept with certainty)."""
     n = len(probabilities)
     scaled = [p * n for p in probabilities]
     accept, alias = [1.0] * n, list(range(n))
@@ -170,36 +167,40 @@ def _vose(probabilities: list[float]) -> tuple[list[float], list[int]]:
     return accept, alias  # leftovers keep accept 1.0 (their scaled weight is 1 up to rounding)
 
 
-def _alias_draw(level_index: torch.Tensor, bits: torch.Tensor, table: AliasTable) -> torch.Tensor:
-    """Counts for (B, N) levels from (B, N) int64 random words: integer ops only, so exact anywhere."""
-    column = (bits >> _ACCEPT_BITS) & (ALIAS_COLUMNS - 1)
-    accept_draw = bits & ((1 << _ACCEPT_BITS) - 1)
-    cell = (level_index * ALIAS_COLUMNS + column).flatten()
-    threshold = table.threshold.to(bits.device).index_select(0, cell).view_as(bits)
-    alias = table.alias.to(bits.device).index_select(0, cell).view_as(bits)
-    return torch.where(accept_draw < threshold, column, alias).to(torch.float32)
+def _alias_draw(level_index: np.ndarray, words: np.ndarray, entries: np.ndarray) -> np.ndarray:
+    """Counts for (B, N) levels from (B, N) uint64 words: unsigned integer ops only, exact anywhere.
+
+    ``(word | 255) < entry`` compares the word's high 56 bits with the threshold (the low 8 bits
+    of the entry hold the alias, the word's low 8 bits the column).
+    """
+    column = words & np.uint64(ALIAS_COLUMNS - 1)
+    cell = (level_index.astype(np.uint64) << np.uint64(_COLUMN_BITS)) | column
+    entry = np.take(entries, cell)
+    accepted = (words | np.uint64(ALIAS_COLUMNS - 1)) < entry
+    return np.where(accepted, column, entry & np.uint64(ALIAS_COLUMNS - 1))
 
 
 def impulse_noise(x: torch.Tensor, amount: float, context: Context) -> torch.Tensor:
     """Salt and pepper: a fraction ``amount`` of pixels set to 0 or 1 with equal odds (skimage s&p).
 
-    One uniform u per pixel decides both: flipped when u < amount, and then salt when
-    u < amount / 2 (given a flip, u / amount is uniform, so salt and pepper stay even odds).
+    One 32-bit random word w per pixel decides both: flipped when w < amount * 2^32, and then salt
+    when w < amount * 2^31 (given a flip, w is uniform below the threshold, so salt and pepper keep
+    even odds).
     """
     channels = 1 if context.grayscale else 3
     shape = (channels, context.height, context.width)
-    draws = torch.stack(
+    pixels = channels * context.height * context.width
+    flip_below, salt_below = np.uint32(amount * 2**32), np.uint32(amount * 2**31)
+    words = np.stack(
         [
-            torch.from_numpy(
-                np.random.Generator(bit_generator(image_id, context.name, context.severity, "noise")).random(
-                    shape, dtype=np.float32
-                )
-            )
+            bit_generator(image_id, context.name, context.severity, "noise")
+            .random_raw((pixels + 1) // 2)
+            .view(np.uint32)[:pixels]
             for image_id in context.ids
         ]
-    ).to(x.device)
-    flipped = (draws < amount).expand_as(x)
-    salt = (draws < amount / 2).to(x.dtype).expand_as(x)
+    ).reshape(len(context.ids), *shape)
+    flipped = torch.from_numpy(words < flip_below).to(x.device).expand_as(x)
+    salt = torch.from_numpy(words < salt_below).to(x.device, x.dtype).expand_as(x)
     return torch.where(flipped, salt, x)
 
 
@@ -393,12 +394,36 @@ def box_weights(source: int, target: int) -> torch.Tensor:
     return (overlap / overlap.sum(dim=1, keepdim=True)).float()
 
 
+def box_taps(source: int, target: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`box_weights` as taps: (target, m) input indices and weights, m = most inputs per output.
+
+    Each output cell covers a few neighbouring inputs, so gathering those (zero-weight padding for
+    shorter spans) is a handful of passes where the dense matrix product was a full GEMM.
+    """
+    weights = box_weights(source, target)
+    covered = weights > 0
+    first = covered.float().argmax(dim=1)
+    span = int(covered.sum(dim=1).max())
+    index = (first[:, None] + torch.arange(span)[None, :]).clamp(max=source - 1)
+    tap_weights = weights.gather(1, index) * (first[:, None] + torch.arange(span)[None, :] < source)
+    return index, tap_weights
+
+
+def _box_resample(x: torch.Tensor, dim: int, target: int) -> torch.Tensor:
+    """BOX-resample along ``dim`` (-2 rows or -1 columns): one gather, multiply and add per tap."""
+    index, weights = box_taps(x.shape[dim], target)
+    index, weights = index.to(x.device), weights.to(x.device, x.dtype)
+    rows = x if dim == -2 else x.transpose(-1, -2)
+    out = rows.index_select(-2, index[:, 0]) * weights[:, 0, None]
+    for tap in range(1, index.shape[1]):
+        out.add_(rows.index_select(-2, index[:, tap]) * weights[:, tap, None])
+    return out if dim == -2 else out.transpose(-1, -2)
+
+
 def pixelate(x: torch.Tensor, factor: float, context: Context) -> torch.Tensor:
     """BOX-downsample to ``factor`` of the side, nearest-upsample back (ImageNet-C pixelate, PIL BOX/NEAREST)."""
     height, width = x.shape[-2:]
-    rows = box_weights(height, max(1, int(height * factor))).to(device=x.device, dtype=x.dtype)
-    cols = box_weights(width, max(1, int(width * factor))).to(device=x.device, dtype=x.dtype)
-    small = rows @ x @ cols.T
+    small = _box_resample(_box_resample(x, -2, max(1, int(height * factor))), -1, max(1, int(width * factor)))
     return F.interpolate(small, size=(height, width), mode="nearest-exact")
 
 
@@ -416,17 +441,33 @@ def jpeg(x: torch.Tensor, quality: int, context: Context) -> torch.Tensor:
 def _jpeg(x: torch.Tensor, quality: int, context: Context) -> torch.Tensor:
     if context.grayscale:
         grey = x.mean(dim=1, keepdim=True)
-        as_uint8 = (grey * 255).round_().clamp_(0, 255).to(torch.uint8).cpu()
+        as_uint8 = (grey * 255).round_().clamp_(0, 255).to(torch.int32).to(torch.uint8).cpu()
         decoded = torch.stack(
             [decode_jpeg(encode_jpeg(image, quality=quality), mode=ImageReadMode.GRAY) for image in as_uint8]
         )
         # add the grey level's compression error to every channel (exact for grey-replicated films)
         return (x + (decoded.to(device=x.device, dtype=x.dtype) / 255 - grey)).clamp_(0, 1)
-    as_uint8 = (x * 255).round_().clamp_(0, 255).to(torch.uint8).cpu()
+    as_uint8 = (x * 255).round_().clamp_(0, 255).to(torch.int32).to(torch.uint8).cpu()
     decoded = torch.stack(
         [decode_jpeg(encode_jpeg(image, quality=quality), mode=ImageReadMode.RGB) for image in as_uint8]
     )
     return decoded.to(device=x.device, dtype=x.dtype) / 255
+
+
+def jpeg_uint8(source: torch.Tensor, quality: int, context: Context) -> torch.Tensor | None:
+    """The JPEG round trip straight on uint8 bytes: the same bytes :func:`jpeg` gives, minus two conversions.
+
+    Applies to colour images and to grey films passed as one channel (for those, :func:`jpeg`'s
+    float path rounds ``x + (decoded / 255 - x)`` back to ``decoded``); returns None for
+    three-channel images of a grayscale modality, which need the float path's grey mean.
+    """
+    if context.grayscale and source.shape[1] != 1:
+        return None
+    mode = ImageReadMode.GRAY if source.shape[1] == 1 else ImageReadMode.RGB
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        decoded = [decode_jpeg(encode_jpeg(image, quality=quality), mode=mode) for image in source.cpu()]
+    return torch.stack(decoded).to(source.device)
 
 
 # ------------------------------------------------------------------------------------ occlusion
@@ -492,3 +533,7 @@ def hair(x: torch.Tensor, parameter: tuple[int, float], context: Context) -> tor
 # Operators whose output pixel is a function of the input pixel's value alone (no position, no
 # image statistics, no randomness): on uint8 input ``api`` applies them as a 256-entry table.
 POINTWISE_OPERATORS = frozenset({brightness, gamma})
+
+# Operators with a uint8 -> uint8 form giving the same bytes as the float form (or None when it
+# does not apply to the batch): ``api`` uses it for uint8 input.
+UINT8_OPERATORS = {jpeg: jpeg_uint8}

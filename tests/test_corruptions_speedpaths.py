@@ -1,0 +1,109 @@
+"""The fast paths give what the plain definitions give: alias Poisson, uint8 tables and JPEG, box taps,
+all severities at once, and per-image grey detection in mixed batches."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from crs.corruptions import SEVERITIES, apply, suite
+from crs.corruptions import ops
+from crs.corruptions.api import apply_severities
+from crs.corruptions.scenes import scenes
+from crs.corruptions.suites import MODALITIES
+
+SIZE = 40
+
+
+def implied_pmf(entries: np.ndarray, level: int) -> np.ndarray:
+    """The count distribution an alias row encodes: column j (prob 1/256) keeps j w.p. T/2^56, else alias."""
+    row = entries[level * ops.ALIAS_COLUMNS : (level + 1) * ops.ALIAS_COLUMNS]
+    threshold = (row >> np.uint64(8)).astype(np.float64) / 2.0**56
+    alias = (row & np.uint64(255)).astype(int)
+    pmf = np.zeros(ops.ALIAS_COLUMNS)
+    for column in range(ops.ALIAS_COLUMNS):
+        keep = 1.0 if alias[column] == column else threshold[column]
+        pmf[column] += keep / ops.ALIAS_COLUMNS
+        pmf[alias[column]] += (1 - keep) / ops.ALIAS_COLUMNS
+    return pmf
+
+
+@pytest.mark.parametrize("photons", [60.0, 5.0])
+@pytest.mark.parametrize("level", [0, 1, 100, 255])
+def test_alias_table_is_the_poisson_pmf(photons, level):
+    rate = float(torch.tensor([level], dtype=torch.float32)[0] / 255 * photons)
+    expected = stats.poisson.pmf(np.arange(ops.ALIAS_COLUMNS), rate)
+    assert np.abs(implied_pmf(ops.poisson_alias_table(photons), level) - expected).max() < 1e-12
+
+
+def test_alias_draws_follow_poisson():
+    # 200k draws at level 128 and 60 photons (rate 30.12): chi-square against scipy's pmf
+    entries = ops.poisson_alias_table(60.0)
+    words = np.random.PCG64(11).random_raw(200_000)[None]
+    counts = ops._alias_draw(np.full(words.shape, 128, dtype=np.int32), words, entries).astype(int).ravel()
+    rate = float(torch.tensor([128.0]) / 255 * 60)
+    observed = np.bincount(counts, minlength=ops.ALIAS_COLUMNS)
+    expected = stats.poisson.pmf(np.arange(ops.ALIAS_COLUMNS), rate) * counts.size
+    keep = expected > 5
+    expected_kept = expected[keep] * observed[keep].sum() / expected[keep].sum()
+    assert stats.chisquare(observed[keep], expected_kept).pvalue > 1e-3
+    assert abs(counts.mean() - rate) < 0.1
+
+
+def test_shot_noise_float_input_without_whole_levels_uses_poisson():
+    # off-level floats take torch.poisson; the mean count still equals the rate (x * photons)
+    x = torch.full((2, 3, 64, 64), 0.3013)
+    out = apply(x, "dermoscopy", "shot_noise", 1, ["a", "b"])  # 60 photons
+    assert abs(float(out.mean()) - 0.3013) < 0.01
+    assert not torch.equal(out[0], out[1])
+
+
+@pytest.mark.parametrize("modality", MODALITIES)
+def test_apply_severities_is_stacked_apply(modality):
+    batch = scenes(modality, 2, SIZE, seed=5)
+    ids = ["s1", "s2"]
+    for name in suite(modality):
+        stacked = apply_severities(batch, modality, name, (0, *SEVERITIES), ids)
+        assert stacked.shape == (6, *batch.shape) and stacked.dtype == batch.dtype
+        assert torch.equal(stacked[0], batch)
+        for k, severity in enumerate(SEVERITIES, start=1):
+            assert torch.equal(stacked[k], apply(batch, modality, name, severity, ids)), (name, severity)
+
+
+@pytest.mark.parametrize("modality", MODALITIES)
+def test_uint8_and_float_inputs_agree(modality):
+    # the uint8 fast paths (tables, direct JPEG, alias Poisson on whole levels) give the float path's
+    # bytes, up to one grey level where float rounding lands on a .5 boundary
+    batch = scenes(modality, 2, SIZE, seed=6)
+    ids = ["f1", "f2"]
+    for name in suite(modality):
+        as_uint8 = apply(batch, modality, name, 3, ids).int()
+        as_float = (apply(batch.float() / 255, modality, name, 3, ids) * 255).round().int()
+        assert (as_uint8 - as_float).abs().max() <= 1, name
+
+
+def test_grey_film_variant_does_not_depend_on_a_colour_batch_mate():
+    films = scenes("chest_xray", 2, SIZE, seed=8)
+    colour = scenes("dermoscopy", 1, SIZE, seed=8)
+    for name in suite("chest_xray"):
+        alone = apply(films, "chest_xray", name, 4, ["g1", "g2"])
+        mixed = apply(torch.cat([films[:1], colour, films[1:]]), "chest_xray", name, 4, ["g1", "c", "g2"])
+        assert torch.equal(mixed[0], alone[0]) and torch.equal(mixed[2], alone[1]), name
+
+
+def test_box_taps_equal_the_box_matrix():
+    x = torch.rand(2, 3, 37, 53, dtype=torch.float64)
+    for factor in (0.7, 0.5, 0.3, 0.16):
+        rows, cols = int(37 * factor), int(53 * factor)
+        dense = ops.box_weights(37, rows).double() @ x @ ops.box_weights(53, cols).double().T
+        taps = ops._box_resample(ops._box_resample(x, -2, rows), -1, cols)
+        assert torch.allclose(taps, dense, atol=1e-6), factor
+
+
+def test_impulse_salt_and_pepper_even_odds():
+    flat = torch.full((4, 3, 64, 64), 0.5)
+    out = apply(flat, "dermoscopy", "impulse_noise", 5, list("abcd"))  # 17 % flipped
+    salt, pepper = float((out == 1).float().mean()), float((out == 0).float().mean())
+    assert abs(salt - 0.085) < 0.01 and abs(pepper - 0.085) < 0.01
