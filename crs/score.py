@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -274,7 +275,7 @@ class ScoreResult:
         reversals = self.reversals.summary()
         sensitivity = self.sensitivity.summary()
         lines = [
-            f"Clinical Reliability Score (reference: {self.reference}; {self.bootstrap.n_boot} paired-seed bootstrap replicates)",
+            f"Clinical Reliability Score (reference: {self.reference}; {self.bootstrap.n_boot} {_bootstrap_name(self.bootstrap)} replicates)",
             table.to_string(float_format=lambda v: f"{v:.3f}"),
             "",
             f"leading tier ({1 - self.bootstrap.alpha:.0%}, Holm): {', '.join(self.bootstrap.leading_tier)}",
@@ -286,6 +287,12 @@ class ScoreResult:
             f"{sensitivity['share_top_stays_first']:.1%}, mean Kendall tau to default {sensitivity['mean_kendall_tau']:.3f}",
         ]
         return "\n".join(lines)
+
+
+def _bootstrap_name(bootstrap) -> str:
+    if getattr(bootstrap, "level", "seed") == "seed+case":
+        return "paired seed x test-case bootstrap"
+    return "paired-seed bootstrap"
 
 
 def _plain(value):
@@ -306,8 +313,15 @@ def score_records(
     full_fraction: float = 1.0,
     retention_floor: float | None = None,
     n_weight_samples: int = 1000,
+    predictions_dir: str | Path | None = None,
+    case_level: bool = False,
 ) -> ScoreResult:
-    """Run records -> seed axes -> axis errors -> CRS with bootstrap tiers, reversals, sensitivity."""
+    """Run records -> seed axes -> axis errors -> CRS with bootstrap tiers, reversals, sensitivity.
+
+    ``case_level=True`` adds the second bootstrap level (test cases resampled within class,
+    :mod:`crs.case_bootstrap`); it reads the per-case predictions stage 2 wrote to
+    ``predictions_dir`` (``<output>/predictions``). The point estimates do not change.
+    """
     from crs import stats  # stats builds on this module; imported here to keep the import graph a tree
     from crs.axes import RETENTION_FLOOR, seed_axes
 
@@ -315,16 +329,36 @@ def score_records(
     per_seed = seed_axes(records, full_fraction=full_fraction, retention_floor=floor)
     errors = axis_errors(per_seed)
     table = clinical_reliability_score(errors, reference, weights, epsilon, dominance_margin)
-    boot = stats.paired_seed_bootstrap(
-        per_seed,
-        reference,
-        weights,
-        n_boot=n_boot,
-        seed=seed,
-        alpha=alpha,
-        epsilon=epsilon,
-        dominance_margin=dominance_margin,
-    )
+    if case_level:
+        from crs.case_bootstrap import load_cases, paired_seed_case_bootstrap
+
+        if predictions_dir is None:
+            raise ScoreInputError(
+                "case_level needs predictions_dir (the <output>/predictions folder stage 2 writes)"
+            )
+        boot = paired_seed_case_bootstrap(
+            per_seed,
+            load_cases(Path(predictions_dir), records, full_fraction),
+            reference,
+            weights,
+            n_boot=n_boot,
+            seed=seed,
+            alpha=alpha,
+            epsilon=epsilon,
+            dominance_margin=dominance_margin,
+            retention_floor=floor,
+        )
+    else:
+        boot = stats.paired_seed_bootstrap(
+            per_seed,
+            reference,
+            weights,
+            n_boot=n_boot,
+            seed=seed,
+            alpha=alpha,
+            epsilon=epsilon,
+            dominance_margin=dominance_margin,
+        )
     mean_auroc = 1.0 - errors["discrimination"]
     table["auroc"] = mean_auroc.reindex(table.index)
     table["auroc_rank"] = rank_descending(table["auroc"].to_numpy())
@@ -343,6 +377,6 @@ def score_records(
     settings = {
         "reference": reference, "weights": component_weights(weights).tolist(), "n_boot": n_boot, "seed": seed,
         "alpha": alpha, "epsilon": epsilon, "dominance_margin": dominance_margin, "full_fraction": full_fraction,
-        "retention_floor": floor, "n_weight_samples": n_weight_samples,
+        "retention_floor": floor, "n_weight_samples": n_weight_samples, "case_level": bool(case_level),
     }  # fmt: skip
     return ScoreResult(reference, per_seed, errors, table, boot, reversals, sensitivity, settings)

@@ -69,6 +69,12 @@ class BootstrapResult:
     n_boot: int
     alpha: float
     seed: int
+    level: str = "seed"
+    """"seed" (seeds resampled) or "seed+case" (seeds and test cases, crs.case_bootstrap)."""
+    case_draws: Mapping[str, np.ndarray] | None = None
+    """seed+case only: per task, (n_boot, N_test) counts of each test case in each replicate."""
+    shift_case_draws: Mapping[str, np.ndarray] | None = None
+    """seed+case only: per task with a shift target, (n_boot, N_target) counts of its cases."""
 
 
 def _seed_cube(
@@ -128,10 +134,7 @@ def paired_seed_bootstrap(
     CRS(leader) - CRS(e) = 0 exceeds ``alpha``, i.e. its Holm-level interval covers 0. In
     replicates where several encoders tie for first, P(rank = 1) splits that replicate equally.
     """
-    if n_boot < 1:
-        raise ScoreInputError(f"n_boot must be at least 1, got {n_boot}")
-    if not 0.0 < alpha < 1.0:
-        raise ScoreInputError(f"alpha must lie in (0, 1), got {alpha}")
+    check_bootstrap_settings(n_boot, alpha)
     point = clinical_reliability_score(
         axis_errors(seed_axes_table), reference, weights, epsilon, dominance_margin
     )
@@ -140,15 +143,45 @@ def paired_seed_bootstrap(
     point = point.reindex(encoders)
     reference_index = encoders.index(reference)
 
-    rng = np.random.default_rng(seed)
-    counts = rng.multinomial(len(seeds), np.full(len(seeds), 1.0 / len(seeds)), size=n_boot).astype(
-        np.float64
-    )
+    counts = draw_seed_counts(len(seeds), n_boot, seed)
     replicate_errors = _errors_for_draws(cube, counts)
     crs = crs_components(
         replicate_errors, reference_index, component_weights(weights), epsilon, dominance_margin
     )["crs"]
+    return summarise_bootstrap(point, crs, counts, seeds, n_boot=n_boot, alpha=alpha, seed=seed)
 
+
+def check_bootstrap_settings(n_boot: int, alpha: float) -> None:
+    """Refuse a bootstrap that cannot give an interval."""
+    if n_boot < 1:
+        raise ScoreInputError(f"n_boot must be at least 1, got {n_boot}")
+    if not 0.0 < alpha < 1.0:
+        raise ScoreInputError(f"alpha must lie in (0, 1), got {alpha}")
+
+
+def draw_seed_counts(n_seeds: int, n_boot: int, seed: int) -> np.ndarray:
+    """(n_boot, n_seeds) float counts: one seed multiset per replicate, shared by every encoder and task."""
+    rng = np.random.default_rng(seed)
+    return rng.multinomial(n_seeds, np.full(n_seeds, 1.0 / n_seeds), size=n_boot).astype(np.float64)
+
+
+def summarise_bootstrap(
+    point: pd.DataFrame,
+    crs: np.ndarray,
+    seed_counts: np.ndarray,
+    seeds: Sequence,
+    n_boot: int,
+    alpha: float,
+    seed: int,
+    level: str = "seed",
+    case_draws: Mapping[str, np.ndarray] | None = None,
+    shift_case_draws: Mapping[str, np.ndarray] | None = None,
+) -> BootstrapResult:
+    """Intervals, P(rank = 1) and the Holm tier from replicate CRS (n_boot, encoders).
+
+    ``point`` is the point-estimate CRS table with its rows in the column order of ``crs``.
+    """
+    encoders = [str(name) for name in point.index]
     top = np.isclose(crs, np.nanmax(crs, axis=1, keepdims=True), rtol=0.0, atol=1e-12)
     p_rank1 = (top / top.sum(axis=1, keepdims=True)).mean(axis=0)
 
@@ -190,7 +223,7 @@ def paired_seed_bootstrap(
     return BootstrapResult(
         table=table,
         replicates=pd.DataFrame(crs, columns=encoders).rename_axis("replicate"),
-        seed_draws=pd.DataFrame(counts.astype(np.int64), columns=[str(s) for s in seeds]).rename_axis(
+        seed_draws=pd.DataFrame(seed_counts.astype(np.int64), columns=[str(s) for s in seeds]).rename_axis(
             "replicate"
         ),
         leader=encoders[leader_index],
@@ -198,6 +231,9 @@ def paired_seed_bootstrap(
         n_boot=n_boot,
         alpha=alpha,
         seed=seed,
+        level=level,
+        case_draws=case_draws,
+        shift_case_draws=shift_case_draws,
     )
 
 
