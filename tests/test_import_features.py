@@ -199,6 +199,8 @@ def test_cli_refusals_are_one_line_with_exit_code_2(cache, tmp_path):
         "no cache store for data set 'elsewhere'": [str(tmp_path / "f.npy"), "--dataset", "elsewhere"],
         "features file": [str(tmp_path / "absent.npy")],
         "unknown features format '.txt'": [str(tmp_path / "f.txt")],
+        "--condition all needs a crs export": [str(tmp_path / "f.npy"), "--condition", "all"],
+        "--ids cannot be used with --condition all": [str(tmp_path / "f.npy"), "--condition", "all", "--ids", "x"],
     }
     (tmp_path / "f.txt").write_text("1 2 3")
     for expected, extra in cases.items():

@@ -258,6 +258,8 @@ def import_features(
     if not _ENCODER_NAME.match(encoder):
         raise FeatureImportError(f"encoder name {encoder!r} must be letters, digits, '_', '-' or '.'")
     if condition == "all":
+        if ids_path is not None:
+            raise FeatureImportError("--ids cannot be used with --condition all: a crs export carries its own ids")
         if path.suffix.lower() not in (".h5", ".hdf5") or not h5_conditions(path):
             raise FeatureImportError(f"--condition all needs a crs export (.h5 from `crs cache export-h5`); {path} is not one")
         conditions = h5_conditions(path)
