@@ -105,13 +105,10 @@ def poisson_counts(x: torch.Tensor, photons: float, context: Context) -> torch.T
         rows = torch.tensor(alias_rows, device=x.device)
         pixels = levels[0].numel()
         level_index = levels.index_select(0, rows).to(torch.int32).cpu().numpy().reshape(len(alias_rows), pixels)
-        words = np.stack(
-            [
-                bit_generator(context.ids[i], context.name, context.severity, "noise").random_raw(pixels)
-                for i in alias_rows
-            ]
-        )
-        drawn = torch.from_numpy(_alias_draw(level_index, words, entries).astype(np.float32))
+        drawn = torch.empty((len(alias_rows), pixels))
+        for row, i in enumerate(alias_rows):  # one image at a time: its arrays stay in cache
+            words = bit_generator(context.ids[i], context.name, context.severity, "noise").random_raw(pixels)
+            drawn[row] = torch.from_numpy(_alias_draw(level_index[row], words, entries))
         counts.index_copy_(0, rows, drawn.view(len(alias_rows), *x.shape[1:]).to(x.device, x.dtype))
     for i, ok in enumerate(whole):
         if not (ok and entries is not None):
@@ -168,16 +165,22 @@ def _vose(probabilities: list[float]) -> tuple[list[float], list[int]]:
 
 
 def _alias_draw(level_index: np.ndarray, words: np.ndarray, entries: np.ndarray) -> np.ndarray:
-    """Counts for (B, N) levels from (B, N) uint64 words: unsigned integer ops only, exact anywhere.
+    """Counts (int64) for levels from same-shape uint64 words: unsigned integer ops only, exact anywhere.
 
     ``(word | 255) < entry`` compares the word's high 56 bits with the threshold (the low 8 bits
     of the entry hold the alias, the word's low 8 bits the column).
     """
-    column = words & np.uint64(ALIAS_COLUMNS - 1)
-    cell = (level_index.astype(np.uint64) << np.uint64(_COLUMN_BITS)) | column
-    entry = np.take(entries, cell)
-    accepted = (words | np.uint64(ALIAS_COLUMNS - 1)) < entry
-    return np.where(accepted, column, entry & np.uint64(ALIAS_COLUMNS - 1))
+    low_byte = np.uint64(ALIAS_COLUMNS - 1)
+    column = (words & low_byte).astype(np.intp)
+    cell = level_index.astype(np.intp)
+    cell <<= _COLUMN_BITS
+    cell |= column
+    entry = entries[cell]  # fancy indexing with intp: 4x faster than np.take on uint64 cells
+    accepted = (words | low_byte) < entry
+    entry &= low_byte
+    counts = entry.view(np.int64)
+    np.copyto(counts, column, where=accepted)
+    return counts
 
 
 def impulse_noise(x: torch.Tensor, amount: float, context: Context) -> torch.Tensor:
