@@ -17,11 +17,11 @@ import pandas as pd
 from PIL import Image
 
 from crs.report import plots, plots_runs
-from crs.report.cards import build_cards, percent
+from crs.report.cards import build_cards
 from crs.report.grids import corruption_grids
 from crs.report.provenance import encoder_provenance, exposure_flags, task_infos
 from crs.report.style import encoder_styles
-from crs.report.tables import axis_values, leaderboard, leaderboard_text
+from crs.report.tables import axis_values, leaderboard, leaderboard_text, percent
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from crs.report.provenance import ExposureFlag, Provenance
-from crs.report.tables import format_interval
+from crs.report.tables import format_interval, percent
 
 CHANCE = 0.5
 DENOMINATOR_FLOOR = 0.05  # as the retention axis: no wild ratios from probes near chance
@@ -38,11 +38,6 @@ def split_interval(text: str) -> tuple[str, str]:
     """'0.812 [0.801, 0.824]' -> ('0.812', '[0.801, 0.824]')."""
     value, _, interval = text.partition(" ")
     return value, interval
-
-
-def percent(share: float) -> str:
-    """0.31 -> '31 %' (the report writes a space before the unit)."""
-    return f"{100 * share:.0f}\u00a0%"  # no-break space: the number and its unit stay on one line
 
 
 def _full(records: pd.DataFrame) -> pd.DataFrame:

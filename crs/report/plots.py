@@ -25,7 +25,7 @@ def axis_profiles(crs_table: pd.DataFrame, styles: dict[str, EncoderStyle], path
     columns = min(len(encoders), 4)
     rows = math.ceil(len(encoders) / columns)
     with report_style():
-        fig, panels = plt.subplots(rows, columns, figsize=(3.1 * columns, 0.55 * len(axes) * rows + 1.1 * rows),
+        fig, panels = plt.subplots(rows, columns, figsize=(2.6 * columns, 0.55 * len(axes) * rows + 1.1 * rows),
                                    squeeze=False, sharex=True)
         for ax, encoder in zip(panels.flat, encoders, strict=False):
             values = [float(crs_table.loc[encoder, f"u_{a}"]) for a in axes]
@@ -60,6 +60,32 @@ def _front(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.array(sorted(keep, key=lambda i: x[i]), dtype=int)
 
 
+LABEL_OFFSETS = ((6, 4, "left"), (6, -12, "left"), (-6, 4, "right"), (-6, -12, "right"), (0, 9, "center"),
+                 (0, -17, "center"))
+
+
+def place_labels(ax, x: np.ndarray, y: np.ndarray, names: list[str], fontsize: int = 8) -> None:
+    """Name each point, trying a few offsets so a label covers neither another label nor another marker."""
+    ax.figure.canvas.draw()  # fixes the limits, so data -> pixel positions are final
+    points = ax.transData.transform(np.column_stack([x, y]))
+    points_per_pixel = 72.0 / ax.figure.dpi
+    taken = [(px - 6, py - 6, px + 6, py + 6) for px, py in points]  # the markers, in pixels
+    for i, name in enumerate(names):
+        width, height = 0.62 * fontsize * len(name) / points_per_pixel, 1.2 * fontsize / points_per_pixel
+        choice = LABEL_OFFSETS[0]
+        for dx, dy, align in LABEL_OFFSETS:
+            left = points[i][0] + dx / points_per_pixel - {"left": 0, "right": width, "center": width / 2}[align]
+            bottom = points[i][1] + dy / points_per_pixel
+            box = (left, bottom, left + width, bottom + height)
+            others = [t for j, t in enumerate(taken) if j != i]
+            if not any(box[0] < t[2] and t[0] < box[2] and box[1] < t[3] and t[1] < box[3] for t in others):
+                choice = (dx, dy, align)
+                taken.append(box)
+                break
+        dx, dy, align = choice
+        ax.annotate(name, (x[i], y[i]), xytext=(dx, dy), textcoords="offset points", fontsize=fontsize, ha=align)
+
+
 def pareto_views(values: pd.DataFrame, styles: dict[str, EncoderStyle], path: Path) -> Path:
     """Discrimination (x) against each other axis (y), in each axis's own units, best toward the top right.
 
@@ -67,9 +93,9 @@ def pareto_views(values: pd.DataFrame, styles: dict[str, EncoderStyle], path: Pa
     The grey step line joins the encoders not beaten on both axes of that panel.
     """
     others = [(column, label, higher) for column, label, higher in (
-        ("ece", "calibration: ECE (lower is better, axis flipped)", False),
-        ("label_efficiency", "label efficiency (area under the AUROC curve)", True),
-        ("retention", "robustness: AUROC retention (share)", True),
+        ("ece", "calibration: ECE (axis flipped)", False),
+        ("label_efficiency", "label efficiency (curve area)", True),
+        ("retention", "robustness: AUROC retention", True),
     ) if column in values and values[column].notna().any()]
     encoders = values.index.tolist()
     x = values["auroc"].to_numpy(dtype=float)
@@ -84,14 +110,14 @@ def pareto_views(values: pd.DataFrame, styles: dict[str, EncoderStyle], path: Pa
                 style = styles[encoder]
                 ax.scatter(x[i], y[i], color=style.colour, marker=style.marker, s=70, edgecolor="black",
                            linewidth=0.5, zorder=3, label=encoder)
-                ax.annotate(encoder, (x[i], y[i]), xytext=(5, 5), textcoords="offset points", fontsize=8)
             if not higher:
                 ax.invert_yaxis()
             ax.set_xlabel("discrimination: macro AUROC (clean)")
             ax.set_ylabel(label)
-            ax.margins(0.18)
-        panels[0][0].legend(loc="best", fontsize=8)
-        fig.suptitle("Pareto view: discrimination against each other axis (better = up and right)", fontsize=11)
+            ax.margins(0.2)
+            place_labels(ax, x, y, encoders)
+        fig.suptitle("Pareto view: discrimination against each other axis (better = up and right; "
+                     "grey line = Pareto front)", fontsize=11)
         fig.tight_layout()
         return save(fig, path)
 

@@ -90,7 +90,7 @@ def severity_curves(records: pd.DataFrame, styles: dict[str, EncoderStyle], path
     tasks = sorted(full["task"].unique())
     members = corrupt.groupby("family")["corruption"].unique()
     with report_style():
-        fig, panels = plt.subplots(len(tasks), len(families), figsize=(3.5 * len(families) + 0.6, 2.9 * len(tasks) + 0.9),
+        fig, panels = plt.subplots(len(tasks), len(families), figsize=(2.9 * len(families) + 0.6, 2.9 * len(tasks) + 0.9),
                                    squeeze=False, sharex=True)
         for row, task in enumerate(tasks):
             mine = full[full["task"] == task]
@@ -163,10 +163,10 @@ def reliability_diagrams(predictions: dict, styles: dict[str, EncoderStyle], pat
         panels_wanted.append((task, "clean"))
         if any("shift_probs" in arrays for (_, t), arrays in predictions.items() if t == task):
             panels_wanted.append((task, "shift"))
-    columns = min(len(panels_wanted), 3)
+    columns = 2 if len(panels_wanted) == 4 else min(len(panels_wanted), 3)
     rows = math.ceil(len(panels_wanted) / columns)
     with report_style():
-        fig, panels = plt.subplots(rows, columns, figsize=(3.4 * columns, 3.4 * rows + 0.6), squeeze=False)
+        fig, panels = plt.subplots(rows, columns, figsize=(3.6 * columns, 3.6 * rows + 0.6), squeeze=False)
         for ax, (task, condition) in zip(panels.flat, panels_wanted, strict=False):
             multilabel = False
             for encoder, style in styles.items():
@@ -183,11 +183,10 @@ def reliability_diagrams(predictions: dict, styles: dict[str, EncoderStyle], pat
             ax.plot([0, 1], [0, 1], color=REFERENCE_GREY, linestyle="--", linewidth=1, label="perfect calibration")
             ax.set_xlim(-0.02, 1.02)
             ax.set_ylim(-0.03, 1.03)
-            ax.set_aspect("equal")
             ax.set_xlabel("predicted probability" if multilabel else "confidence (top-class probability)")
             ax.set_ylabel("observed label frequency" if multilabel else "observed accuracy")
             where = f"shifted site {shift_targets.get(task, '')}".strip() if condition == "shift" else "clean test"
-            ax.set_title(f"{task}: {where}", fontsize=10)
+            ax.set_title(f"{task}\n{where}", fontsize=10)
         for ax in list(panels.flat)[len(panels_wanted):]:
             ax.set_visible(False)
         handles, labels = panels.flat[0].get_legend_handles_labels()

@@ -75,6 +75,11 @@ def axis_intervals(score, alpha: float | None = None) -> pd.DataFrame:
     return out
 
 
+def percent(share: float) -> str:
+    """0.31 -> '31 %' (the report writes a space before the unit)."""
+    return f"{100 * share:.0f}\u00a0%"  # no-break space: the number and its unit stay on one line
+
+
 def rank_shift(auroc_rank: int, crs_rank: int) -> str:
     """'▲2' when the CRS ranks an encoder two places higher than clean AUROC does, '▼1' lower, '=' same."""
     moved = int(auroc_rank) - int(crs_rank)
@@ -143,7 +148,7 @@ def leaderboard_text(board: pd.DataFrame) -> pd.DataFrame:
                 "encoder": row.encoder,
                 "CRS [95 % CI]": format_interval(row.crs, row.crs_low, row.crs_high),
                 "tier": row.tier or "",
-                "P(rank 1)": f"{row.p_rank1:.0%}" if np.isfinite(row.p_rank1) else "n/a",
+                "P(rank 1)": percent(row.p_rank1) if np.isfinite(row.p_rank1) else "n/a",
                 "AUROC rank": f"{int(row.auroc_rank)} ({row.rank_shift})",
                 "AUROC": format_interval(row.auroc, row.auroc_low, row.auroc_high),
                 "ECE": format_interval(row.ece, row.ece_low, row.ece_high),
