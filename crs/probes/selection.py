@@ -162,16 +162,18 @@ def assemble_linear(
     bias_per_C: np.ndarray,
     converged: np.ndarray,
     link: str | None = None,
+    best: np.ndarray | None = None,
 ):
     """Choose C per unique subset and expand to one probe per requested subset.
 
     ``scores`` (U, n_Cs) larger-is-better; ``weights_per_C`` (U, n_Cs, D, K) folded weights;
     ``bias_per_C`` (U, n_Cs, K). ``val_score``/``val_scores`` report the criterion itself (AUROC,
-    or NLL with its natural sign).
+    or NLL with its natural sign). ``best`` (U,) C indices chosen by the caller (a backend that
+    refines the selected fit after choosing); default: :func:`select_C` of ``scores``.
     """
     from crs.probes.base import LinearProbeSet
 
-    best = select_C(scores)
+    best = select_C(scores) if best is None else np.asarray(best)
     rows = np.arange(len(best))
     m = problem.subset_to_unique
     sign = -1.0 if selection == "nll" else 1.0

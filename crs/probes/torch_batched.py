@@ -26,10 +26,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.linalg
 import torch
 
 from crs.probes.base import ProbeError, ProblemData, constant_label_bias, fold_standardisation
-from crs.probes.selection import assemble_linear, validation_scores
+from crs.probes.selection import assemble_linear, select_C, validation_scores
 
 CURVATURE = 0.25
 """Upper bound of the logistic loss curvature, used for the diagonal preconditioner."""
@@ -82,8 +83,10 @@ class GroupProblem:
     multilabel: bool
 
     def penalty(self, Cs: torch.Tensor) -> torch.Tensor:
-        """1 / (C n) per (subset, C, output): (S, Cb, 1, K)."""
-        return 1.0 / (Cs[None, :, None, None] * self.label_rows.clamp(min=1)[:, None, None, :])
+        """1 / (C n) per (subset, C, output): (S, Cb, 1, K). ``Cs`` is (Cb,) shared by the subsets,
+        or (S, Cb) per subset (the refit of each subset's selected C)."""
+        per_subset = Cs if Cs.dim() == 2 else Cs[None, :]
+        return 1.0 / (per_subset[:, :, None, None] * self.label_rows.clamp(min=1)[:, None, None, :])
 
     def preconditioner(self, Cs: torch.Tensor) -> torch.Tensor:
         """1 / sqrt(diagonal curvature) per (subset, C, coordinate, output): (S, Cb, r+1, K)."""
@@ -199,6 +202,12 @@ def lbfgs(problem: GroupProblem, Cs: torch.Tensor, W0: torch.Tensor, options: So
 # --- building the rotated problems -----------------------------------------------------------
 
 
+def cpu_eigh(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric eigendecomposition by LAPACK's divide and conquer in A's own dtype (scipy):
+    2x faster than ``numpy.linalg.eigh`` on a float32 768 x 768 Gram here (46 vs 93 ms, one thread)."""
+    return scipy.linalg.eigh(A, driver="evd", overwrite_a=True, check_finite=False)
+
+
 def rotate_subset(X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Eigenbasis of a standardised subset X (n, D): returns Z = X V (n, r), V (D, r), variance (r,).
 
@@ -209,7 +218,7 @@ def rotate_subset(X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Te
     n, dim = X.shape
     on_cpu = X.device.type == "cpu"
     A = X.numpy() if on_cpu else X
-    eigh = np.linalg.eigh if on_cpu else torch.linalg.eigh
+    eigh = cpu_eigh if on_cpu else torch.linalg.eigh
     if n > dim:
         variance, V = eigh(A.T @ A / n)
         keep = variance > RANK_TOL * variance.max()
@@ -328,13 +337,17 @@ def fit(
     path: str | None = None,
     patience: int = 2,
     tol: float = 1e-5,
+    path_tol: float = 1e-4,
     max_iter: int = 2000,
     family: str = "logistic",
 ):
     """Fit every (unique subset, C) as batched problems grouped by subset size; choose C per subset.
 
     ``path``: ``warm`` (C ascending, warm starts, early stop after ``patience`` falls of the
-    validation score; default on CPU) or ``batched`` (every C at once; default on GPU).
+    validation score; default on CPU) or ``batched`` (every C at once; default on GPU). The path is
+    solved to ``path_tol`` (scikit-learn's default tolerance: these fits only choose C), then each
+    subset's selected C is refined to ``tol`` from its path solution, so the probes kept meet the
+    tight tolerance and the others cost what the reference pays for them.
     ``random_state`` and ``n_jobs`` are accepted for interface parity (the solver is deterministic;
     threads are the caller's torch setting).
     """
@@ -345,12 +358,14 @@ def fit(
     path = path or ("batched" if torch_device.type == "cuda" else "warm")
     if path not in ("warm", "batched"):
         raise ProbeError(f"path {path!r} is not one of ('warm', 'batched')")
-    options = SolverOptions(tol=tol, max_iter=max_iter)
+    final_options = SolverOptions(tol=tol, max_iter=max_iter)
+    path_options = SolverOptions(tol=max(tol, path_tol), max_iter=max_iter)
     U, nC, D, K = len(problem.unique_subsets), len(problem.Cs), problem.X_train.shape[1], problem.n_classes
     weights = np.zeros((U, nC, D, K))
     bias = np.zeros((U, nC, K))
     scores = np.full((U, nC), np.nan)
     converged = np.ones(U, dtype=bool)
+    selected = np.zeros(U, dtype=np.int64)
     sizes = np.array([len(s) for s in problem.unique_subsets])
     Cs = torch.as_tensor(problem.Cs, dtype=torch_dtype, device=torch_device)
     with torch.no_grad():
@@ -360,31 +375,49 @@ def fit(
             S, R = len(members), bases.problem.Z.shape[2]
             if path == "batched":
                 W0 = torch.zeros(S, nC, R, K, dtype=torch_dtype, device=torch_device)
-                W, ok = lbfgs(bases.problem, Cs, W0, options)
-                w, b = fold(bases, W, problem)
+                W_path, _ = lbfgs(bases.problem, Cs, W0, path_options)
+                w, b = fold(bases, W_path, problem)
                 weights[members], bias[members] = w, b
                 scores[members] = _val_scores(problem, w, b, selection)
-                converged[members] = ok.all(dim=1).cpu().numpy()
-                continue
-            W = torch.zeros(S, 1, R, K, dtype=torch_dtype, device=torch_device)
-            best = np.full(S, -np.inf)
-            falls = np.zeros(S, dtype=int)
-            running = np.arange(S)
-            for c in range(nC):
-                sub = bases.problem if len(running) == S else _select(bases.problem, running)
-                W[running], ok = lbfgs(sub, Cs[c : c + 1], W[running], options)
-                w, b = fold(_select_bases(bases, running), W[running], problem)
-                rows = np.asarray(members)[running]
-                weights[rows, c], bias[rows, c] = w[:, 0], b[:, 0]
-                score = _val_scores(problem, w, b, selection)[:, 0]
-                scores[rows, c] = score
-                converged[rows] &= ok[:, 0].cpu().numpy()
-                falls[running] = np.where(score < best[running], falls[running] + 1, 0)
-                best[running] = np.maximum(best[running], score)
-                running = running[falls[running] < patience]
-                if len(running) == 0:
-                    break
-    return assemble_linear(problem, "torch", family, selection, scores, weights, bias, converged)
+            else:
+                W_path = _warm_path(problem, bases, members, Cs, path_options, selection, patience, weights, bias, scores)
+            # Refine each subset's selected C to the final tolerance, warm from its path solution.
+            best = selected[members] = select_C(scores[members])
+            rows = torch.as_tensor(best, device=torch_device)
+            W0 = W_path[torch.arange(S, device=torch_device), rows][:, None]
+            W, ok = lbfgs(bases.problem, Cs[rows][:, None], W0, final_options)
+            w, b = fold(bases, W, problem)
+            weights[members, best], bias[members, best] = w[:, 0], b[:, 0]
+            scores[members, best] = _val_scores(problem, w, b, selection)[:, 0]
+            converged[members] = ok[:, 0].cpu().numpy()
+    return assemble_linear(problem, "torch", family, selection, scores, weights, bias, converged, best=selected)
+
+
+def _warm_path(problem, bases, members, Cs, options, selection, patience, weights, bias, scores) -> torch.Tensor:
+    """C ascending, each fit warm-started from the previous C; a subset stops after ``patience``
+    falls of its validation score. Fills weights/bias/scores of the C reached; returns the rotated
+    path solutions (S, nC, R, K) (zeros where not reached)."""
+    S, R, K = len(members), bases.problem.Z.shape[2], problem.n_classes
+    W_path = torch.zeros(S, len(Cs), R, K, dtype=bases.problem.Z.dtype, device=bases.problem.Z.device)
+    W = torch.zeros(S, 1, R, K, dtype=W_path.dtype, device=W_path.device)
+    best = np.full(S, -np.inf)
+    falls = np.zeros(S, dtype=int)
+    running = np.arange(S)
+    for c in range(len(Cs)):
+        sub = bases.problem if len(running) == S else _select(bases.problem, running)
+        W[running], _ = lbfgs(sub, Cs[c : c + 1], W[running], options)
+        W_path[running, c] = W[running, 0]
+        w, b = fold(_select_bases(bases, running), W[running], problem)
+        rows = np.asarray(members)[running]
+        weights[rows, c], bias[rows, c] = w[:, 0], b[:, 0]
+        score = _val_scores(problem, w, b, selection)[:, 0]
+        scores[rows, c] = score
+        falls[running] = np.where(score < best[running], falls[running] + 1, 0)
+        best[running] = np.maximum(best[running], score)
+        running = running[falls[running] < patience]
+        if len(running) == 0:
+            break
+    return W_path
 
 
 def _select(problem: GroupProblem, rows: np.ndarray) -> GroupProblem:
