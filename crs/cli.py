@@ -88,16 +88,19 @@ def _extract(spec: Spec, quiet: bool) -> None:
         click.echo("extract: every encoder was cached; no forward pass ran")
 
 
-def _probe(spec: Spec, jobs: int | None, cluster: str | None, quiet: bool) -> None:
+def _probe(spec: Spec, jobs: int | None, cluster: str | None, quiet: bool, full: bool = False) -> None:
     from crs import pipeline
 
     started = time.perf_counter()
-    records = pipeline.probe(spec, jobs=jobs, cluster=cluster, progress=not quiet)
+    records = pipeline.probe(spec, jobs=jobs, cluster=cluster, progress=not quiet, full=full)
     n_probes = records.drop_duplicates(["encoder", "task", "label_fraction", "seed"]).shape[0]
+    fitted, reused = records.attrs.get("units_fitted", 0), records.attrs.get("units_reused", 0)
     click.echo(
         f"probe: {n_probes} probes, {len(records)} evaluation records -> {spec.output / pipeline.RECORDS_FILE}"
         f" [{time.perf_counter() - started:.1f} s]"
     )
+    if reused:
+        click.echo(f"probe: {fitted} (encoder, task) units fitted, {reused} unchanged units reused (--full refits all)")
 
 
 def _score(spec: Spec, quiet: bool):
@@ -116,7 +119,7 @@ def _report(spec: Spec, score=None) -> Path:
 
     records = pipeline.read_records(spec)
     score = score or load_or_score(spec, records)
-    path = write_report(score, records, spec.output, title=f"crs report: {spec.name}")
+    path = write_report(score, records, spec.output, title=f"crs report: {spec.name}", spec=spec)
     click.echo(f"report: {path.resolve()}")
     return path
 
@@ -138,9 +141,11 @@ def extract(spec_path: str, cache: str | None, out: str | None, quiet: bool) -> 
 @jobs_option
 @cluster_option
 @quiet_option
-def probe(spec_path: str, cache: str | None, out: str | None, jobs: int | None, cluster: str | None, quiet: bool) -> None:
+@click.option("--full", is_flag=True, help="Refit every unit instead of reusing unchanged ones.")
+def probe(spec_path: str, cache: str | None, out: str | None, jobs: int | None, cluster: str | None, quiet: bool,
+          full: bool) -> None:
     """Stage 2: fit probes on the cache and write run records (needs only the cache)."""
-    _probe(_spec(spec_path, cache, out), jobs, cluster, quiet)
+    _probe(_spec(spec_path, cache, out), jobs, cluster, quiet, full)
 
 
 @cli.command()

@@ -117,27 +117,46 @@ def probe_settings(spec: Spec) -> ProbeSettings:
     return ProbeSettings(p.label_fractions, p.seeds, p.Cs, p.backend, p.family, p.selection, p.min_per_class)
 
 
-def probe(spec: Spec, jobs: int | None = None, cluster: str | None = None, progress: bool = True) -> pd.DataFrame:
-    """Stage 2 from the cache alone; writes run records, seed aggregates and predictions."""
+def probe(
+    spec: Spec, jobs: int | None = None, cluster: str | None = None, progress: bool = True, full: bool = False
+) -> pd.DataFrame:
+    """Stage 2 from the cache alone; writes run records, seed aggregates and predictions.
+
+    Units whose cache fingerprint and probe settings are unchanged since the last run reuse their
+    stored records (``full=True`` refits everything); cohort-level scores are always recomputed.
+    """
+    from crs import incremental
+
     output = ensure_writable(spec.output)
+    settings = probe_settings(spec)
     units = [
         ProbeUnit(encoder, entry.name, entry.shift_target.name if entry.shift_target else "")
         for entry in spec.datasets for encoder in spec.encoder_names
     ]
-    results = run_units(units, spec.cache, probe_settings(spec), jobs or spec.probe.jobs, cluster, progress)
-    records = records_io.combine([r.records for r in results])
+    predictions = output / PREDICTIONS_DIR
+    previous = output / RECORDS_FILE
+    if full and previous.exists():
+        previous.unlink()
+    outcome = incremental.run_incremental(
+        units, spec.cache, settings, previous,
+        lambda todo: run_units(todo, spec.cache, settings, jobs or spec.probe.jobs, cluster, progress),
+        predictions_dir=predictions,
+    )
+    log.info("probe: reused the records of %d unchanged units; fitted %d", len(outcome.reused), len(outcome.fresh))
+    records = records_io.combine(outcome.records)
     audit = audit_tables(spec)
     (output / AUDIT_FILE).write_text(json.dumps(audit, indent=1))
     provenance = {
         "spec": spec_to_dict(spec), "versions": records_io.versions(),
-        "skipped_images": audit["skipped_images"],
+        "skipped_images": audit["skipped_images"], incremental.UNIT_KEYS: outcome.unit_keys,
     }
-    records_io.write_parquet(records, output / RECORDS_FILE, provenance)
-    records_io.write_parquet(records_io.seed_aggregate(records), output / AGGREGATE_FILE, provenance)
-    predictions = output / PREDICTIONS_DIR
     predictions.mkdir(exist_ok=True)
-    for unit, result in zip(units, results, strict=True):
-        np.savez_compressed(predictions / f"{unit.encoder}__{unit.task}.npz", **result.predictions)
+    for unit, result in outcome.fresh.items():
+        np.savez_compressed(incremental.predictions_file(predictions, unit), **result.predictions)
+    records_io.write_parquet(records, previous, provenance)
+    records_io.write_parquet(records_io.seed_aggregate(records), output / AGGREGATE_FILE, provenance)
+    records.attrs["units_fitted"] = len(outcome.fresh)
+    records.attrs["units_reused"] = len(outcome.reused)
     return records
 
 
