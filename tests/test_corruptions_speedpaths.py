@@ -8,8 +8,7 @@ import pytest
 import torch
 from scipy import stats
 
-from crs.corruptions import SEVERITIES, apply, suite
-from crs.corruptions import ops
+from crs.corruptions import SEVERITIES, apply, ops, suite
 from crs.corruptions.api import apply_severities
 from crs.corruptions.scenes import scenes
 from crs.corruptions.suites import MODALITIES

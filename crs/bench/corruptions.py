@@ -130,11 +130,13 @@ def run(
         for _ in range(repeats):
             for name in names:
                 for severity in SEVERITIES:
-                    seconds = _cpu_seconds(lambda: [_reference_variant(g, name, severity, rng) for g in grey])
+                    seconds = _cpu_seconds(
+                        lambda n=name, s=severity: [_reference_variant(g, n, s, rng) for g in grey]
+                    )
                     best_reference[name, severity] = min(best_reference[name, severity], seconds)
-                    seconds = _cpu_seconds(lambda: apply(batch, MODALITY, name, severity, ids))
+                    seconds = _cpu_seconds(lambda n=name, s=severity: apply(batch, MODALITY, n, s, ids))
                     best_batched[name, severity] = min(best_batched[name, severity], seconds)
-                seconds = _cpu_seconds(lambda: apply_severities(batch, MODALITY, name, SEVERITIES, ids))
+                seconds = _cpu_seconds(lambda n=name: apply_severities(batch, MODALITY, n, SEVERITIES, ids))
                 best_all[name] = min(best_all[name], seconds)
     finally:
         torch.set_num_threads(previous_threads)

@@ -104,7 +104,9 @@ def poisson_counts(x: torch.Tensor, photons: float, context: Context) -> torch.T
     if alias_rows:
         rows = torch.tensor(alias_rows, device=x.device)
         pixels = levels[0].numel()
-        level_index = levels.index_select(0, rows).to(torch.int32).cpu().numpy().reshape(len(alias_rows), pixels)
+        level_index = (
+            levels.index_select(0, rows).to(torch.int32).cpu().numpy().reshape(len(alias_rows), pixels)
+        )
         drawn = torch.empty((len(alias_rows), pixels))
         for row, i in enumerate(alias_rows):  # one image at a time: its arrays stay in cache
             words = bit_generator(context.ids[i], context.name, context.severity, "noise").random_raw(pixels)

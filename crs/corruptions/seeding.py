@@ -1,7 +1,8 @@
 """Per-image random streams keyed by (image id, corruption, severity).
 
-Every random draw a corruption makes for one image comes from a CPU ``torch.Generator`` seeded by a
-hash of the image id, the corruption name, the severity and the suite version. A variant is
+Every random draw a corruption makes for one image comes from a CPU ``torch.Generator`` (or, for
+shot and impulse noise, a numpy ``PCG64``) seeded by a hash of the image id, the corruption name,
+the severity and the suite version. A variant is
 therefore a pure function of those keys: the same whatever the batch it sits in, its position,
 the device, the number of devices or the shard. Draws are made on the CPU (CPU and CUDA generators
 give different streams) and moved to the images' device afterwards.
