@@ -57,8 +57,13 @@ def create_encoders(spec: Spec, names: list[str] | None = None, device: str | No
     ]
 
 
-def extract(spec: Spec, encoder_names: list[str] | None = None, progress: bool = True) -> ExtractStats:
-    """Stage 1 for every data set (and shift target) of the spec."""
+def extract(spec: Spec, encoder_names: list[str] | None = None, progress: bool = True,
+            shard: tuple[int, int] | None = None, wait: bool = False) -> ExtractStats:
+    """Stage 1 for every data set (and shift target) of the spec.
+
+    ``shard=(i, n)`` fills only chunks ``k % n == i`` (``crs extract --shard i/n``); ``wait`` waits
+    for another writer of the same (store, encoder, shard) instead of failing.
+    """
     encoders = create_encoders(spec, encoder_names)
     stats = ExtractStats()
     bad_images = {"skip_bad": True} if spec.extract.skip_bad else {}
@@ -69,7 +74,7 @@ def extract(spec: Spec, encoder_names: list[str] | None = None, progress: bool =
         variants = resolve_variants(dataset.modality, spec.extract.corruptions, spec.extract.severities)
         stats.merge(
             extract_dataset(dataset, encoders, spec.cache, variants, spec.extract.batch_size,
-                            spec.extract.chunk_rows, spec.extract.device, progress)
+                            spec.extract.chunk_rows, spec.extract.device, progress, shard=shard, wait=wait)
         )
         _record_skipped(spec, dataset)
         if entry.shift_target is not None:
@@ -79,7 +84,7 @@ def extract(spec: Spec, encoder_names: list[str] | None = None, progress: bool =
                 target.image_size = dataset.image_size
             stats.merge(
                 extract_dataset(target, encoders, spec.cache, (), spec.extract.batch_size,
-                                spec.extract.chunk_rows, spec.extract.device, progress)
+                                spec.extract.chunk_rows, spec.extract.device, progress, shard=shard, wait=wait)
             )
             _record_skipped(spec, target)
     return stats
