@@ -20,7 +20,8 @@ def score_and_save(spec: Spec, records: pd.DataFrame):
     if missing:
         raise ValueError(f"encoders {missing} have no run records; run `crs probe` after adding them")
     result = score_records(
-        records, spec.score.reference_encoder, spec.score.weights, n_boot=spec.score.n_boot, seed=spec.score.seed
+        records, spec.score.reference_encoder, spec.score.weights, n_boot=spec.score.n_boot, seed=spec.score.seed,
+        predictions_dir=Path(spec.output) / "predictions", case_level=spec.score.case_bootstrap,
     )
     folder = Path(spec.output) / SCORE_DIR
     folder.mkdir(parents=True, exist_ok=True)

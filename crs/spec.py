@@ -66,6 +66,7 @@ class ScoreConfig:
     weights: dict[str, float] | None = None
     n_boot: int = 1000
     seed: int = 0
+    case_bootstrap: bool = True
 
 
 @dataclass(frozen=True)
@@ -232,13 +233,16 @@ def parse_spec(data: dict[str, Any], base: Path = Path(".")) -> Spec:
             raise SpecError("score: field 'weights' must be a table of CRS component = weight (dominance, balance, worst_axis)")
         _reject_unknown("score.weights", weights, {"dominance", "balance", "worst_axis"})
         weights = {k: _check("score.weights", k, v, "float") for k, v in weights.items()}
-    score = _config("score", ScoreConfig, score_table, {}, {"reference_encoder": "str", "n_boot": "int", "seed": "int"})
+    score = _config(
+        "score", ScoreConfig, score_table, {},
+        {"reference_encoder": "str", "n_boot": "int", "seed": "int", "case_bootstrap": "bool"},
+    )
     reference = score.reference_encoder or encoders[0].name
     if reference not in [e.name for e in encoders]:
         raise SpecError(
             f"score: reference_encoder {reference!r} is not among the encoders {[e.name for e in encoders]}"
         )
-    score = ScoreConfig(reference, weights, score.n_boot, score.seed)
+    score = ScoreConfig(reference, weights, score.n_boot, score.seed, score.case_bootstrap)
 
     return Spec(
         name=name,

@@ -5,7 +5,7 @@ corrupts a uint8 or float batch on any device; ``SUITE_VERSION`` enters the cach
 Definitions, constants and sources are in ``docs/corruptions.md``.
 """
 
-from crs.corruptions.api import CorruptionError, apply, apply_all, corruption, suite
+from crs.corruptions.api import CorruptionError, apply, apply_all, apply_severities, corruption, suite
 from crs.corruptions.suites import MODALITIES, SEVERITIES, Corruption
 from crs.corruptions.version import SUITE_VERSION
 
@@ -25,6 +25,7 @@ __all__ = [
     "CorruptionError",
     "apply",
     "apply_all",
+    "apply_severities",
     "corruption",
     "corruption_grid",
     "suite",
