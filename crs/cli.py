@@ -75,10 +75,11 @@ cluster_option = click.option(
 quiet_option = click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
 
 
-def _extract(spec: Spec, quiet: bool) -> None:
+def _extract(spec: Spec, quiet: bool, shard: str | None = None, wait: bool = False) -> None:
     from crs import pipeline
+    from crs.extract import parse_shard
 
-    stats = pipeline.extract(spec, progress=not quiet)
+    stats = pipeline.extract(spec, progress=not quiet, shard=parse_shard(shard) if shard else None, wait=wait)
     counts = ", ".join(f"{name} {n}" for name, n in stats.forward_images.items())
     click.echo(
         f"extract: {stats.images_decoded} images decoded, encoder forward passes (images): {counts or 'none'}"
@@ -124,14 +125,22 @@ def _report(spec: Spec, score=None) -> Path:
     return path
 
 
+shard_option = click.option(
+    "--shard", default=None, metavar="I/N", help="Fill only row chunks k with k % N == I (run N workers, one per I)."
+)
+wait_option = click.option("--wait", is_flag=True, help="Wait for another writer of the same shard instead of exiting.")
+
+
 @cli.command()
 @spec_argument
 @cache_option
 @out_option
 @quiet_option
-def extract(spec_path: str, cache: str | None, out: str | None, quiet: bool) -> None:
+@shard_option
+@wait_option
+def extract(spec_path: str, cache: str | None, out: str | None, quiet: bool, shard: str | None, wait: bool) -> None:
     """Stage 1: cache clean and corrupted features of every encoder (skips what is cached)."""
-    _extract(_spec(spec_path, cache, out), quiet)
+    _extract(_spec(spec_path, cache, out), quiet, shard, wait)
 
 
 @cli.command()

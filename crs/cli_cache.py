@@ -100,3 +100,13 @@ def import_features(file: str, dataset: str, encoder: str, condition: str, ids_p
         write_table_from_spec(spec_path, dataset, cache_root)
     result = run_import(Path(cache_root or "cache"), dataset, encoder, Path(file), condition, ids_path)
     click.echo(result.format())
+
+
+def _attach_verify() -> None:
+    """`crs cache verify` lives in its own module (crs/cli_verify.py) beside the writer it checks."""
+    from crs.cli_verify import verify
+
+    cache.add_command(verify)
+
+
+_attach_verify()

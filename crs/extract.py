@@ -148,17 +148,24 @@ class _EncoderJob:
             features = self._embed(images[torch.from_numpy(clean_mask)], stats)
             self._store("clean", self.clean, rows[clean_mask], features, stats)
         test_position = np.searchsorted(self.test_rows, rows)
-        for (name, severity), array in self.corrupt.items():
-            mask = np.isin(rows, self.variant_rows[(name, severity)])
-            if not mask.any():
-                continue
-            from crs.corruptions import apply as apply_corruption
+        # Severities of one corruption that need the same rows are made in one call (one uint8->float
+        # conversion), then embedded one severity at a time so batches match an uninterrupted run.
+        from crs.corruptions import apply_severities
 
-            selected = images[torch.from_numpy(mask)]
+        groups: dict[tuple[str, bytes], list[int]] = {}
+        masks: dict[tuple[str, int], np.ndarray] = {}
+        for (name, severity) in self.corrupt:
+            mask = np.isin(rows, self.variant_rows[(name, severity)])
+            if mask.any():
+                masks[(name, severity)] = mask
+                groups.setdefault((name, mask.tobytes()), []).append(severity)
+        for (name, _), severities in groups.items():
+            mask = masks[(name, severities[0])]
             ids = [str(i) for i in self.image_ids[rows[mask]]]
-            corrupted = apply_corruption(selected, modality, name, severity, ids)
-            features = self._embed(corrupted, stats)
-            self._store((name, severity), array, test_position[mask], features, stats)
+            variants = apply_severities(images[torch.from_numpy(mask)], modality, name, severities, ids)
+            for severity, corrupted in zip(severities, variants, strict=True):
+                features = self._embed(corrupted, stats)
+                self._store((name, severity), self.corrupt[(name, severity)], test_position[mask], features, stats)
 
     def _embed(self, images_uint8: torch.Tensor, stats: ExtractStats) -> np.ndarray:
         x = images_uint8.float().div_(255.0) if images_uint8.dtype == torch.uint8 else images_uint8

@@ -50,6 +50,7 @@ def _store_fields(cache_root: Path, dataset: str, encoder: str) -> dict[str, Any
 def unit_key(unit: ProbeUnit, cache_root: Path, settings: ProbeSettings) -> str:
     """Hash of every input of one unit's records; equal keys mean equal records."""
     import crs
+    from crs.run_probes import RECORDS_FORMAT
 
     fields = {
         "unit": unit_label(unit),
@@ -57,6 +58,7 @@ def unit_key(unit: ProbeUnit, cache_root: Path, settings: ProbeSettings) -> str:
         "target": _store_fields(cache_root, unit.target, unit.encoder) if unit.target else None,
         "settings": dataclasses.asdict(settings),
         "crs_version": crs.__version__,
+        "records_format": RECORDS_FORMAT,
     }
     return fingerprint(fields)
 

@@ -92,8 +92,11 @@ def extract(spec: Spec, encoder_names: list[str] | None = None, progress: bool =
 
 def _record_skipped(spec: Spec, dataset: Dataset) -> None:
     """Keep the list of skipped images with the cache, so stage 2 can put it in the run records."""
-    store = FeatureStore(store_path(spec.cache, dataset.name), mode="a")
-    store.root.attrs["skipped_images"] = list(dataset.skipped)
+    from crs.cache.lock import WriterLock, layout_lock_path
+
+    path = store_path(spec.cache, dataset.name)
+    with WriterLock(layout_lock_path(path), wait=True):  # shards may write the same attributes
+        FeatureStore(path, mode="a").root.attrs["skipped_images"] = list(dataset.skipped)
 
 
 def audit_tables(spec: Spec) -> dict[str, object]:

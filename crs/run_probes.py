@@ -23,6 +23,9 @@ from crs.data.base import nested_label_fractions
 
 log = logging.getLogger("crs.probe")
 
+RECORDS_FORMAT = 2
+"""Bump when what a unit writes changes (columns, predictions), so incremental runs refit stale units."""
+
 
 @dataclass(frozen=True)
 class ProbeUnit:
