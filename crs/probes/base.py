@@ -24,6 +24,10 @@ PREVALENCE_CLIP = 1e-6
 [1e-6, 1 - 1e-6], so log-loss on an evaluation set that does contain the other value stays finite."""
 
 
+STANDARDISER_ROWS = 2048
+"""Rows per float64 block when standardising or centering (bounds its scratch memory at ~12 MB for D = 768)."""
+
+
 class ProbeError(ValueError):
     """Bad probe inputs or options; the message names the input and the fix."""
 
@@ -210,18 +214,30 @@ def prepare(
         mapping[i] = unique.setdefault(key, len(unique))
     unique_subsets = [np.sort(np.frombuffer(k, dtype=np.int64)) for k in unique]
     used = np.unique(np.concatenate(checked))
-    center = X_train[used].astype(np.float64).mean(axis=0)
+    center = sum(
+        X_train[used[start : start + STANDARDISER_ROWS]].astype(np.float64).sum(axis=0)
+        for start in range(0, len(used), STANDARDISER_ROWS)
+    ) / len(used)  # in blocks: no float64 copy of the training matrix
     return ProblemData(
         X_train, y_train, X_val, y_val, checked, kind, n_classes, Cs, unique_subsets, mapping, center
     )
 
 
 def subset_standardiser(X: np.ndarray, center: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and floored std of a training subset, in float64, the mean taken relative to ``center``."""
-    shifted = X.astype(np.float64) - center
-    mean = shifted.mean(axis=0)
-    std = np.maximum(shifted.std(axis=0), STD_FLOOR)
-    return mean, std
+    """Mean and floored std of a training subset, in float64, the mean taken relative to ``center``.
+
+    Two passes over blocks of rows, so a float32 subset is never copied whole into float64.
+    """
+    n = len(X)
+    blocks = range(0, n, STANDARDISER_ROWS)
+    total = np.zeros(X.shape[1])
+    for start in blocks:
+        total += (X[start : start + STANDARDISER_ROWS].astype(np.float64) - center).sum(axis=0)
+    mean = total / n
+    squares = np.zeros(X.shape[1])
+    for start in blocks:
+        squares += np.square(X[start : start + STANDARDISER_ROWS].astype(np.float64) - center - mean).sum(axis=0)
+    return mean, np.maximum(np.sqrt(squares / n), STD_FLOOR)
 
 
 def fold_standardisation(

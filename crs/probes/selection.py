@@ -167,7 +167,8 @@ def assemble_linear(
     """Choose C per unique subset and expand to one probe per requested subset.
 
     ``scores`` (U, n_Cs) larger-is-better; ``weights_per_C`` (U, n_Cs, D, K) folded weights;
-    ``bias_per_C`` (U, n_Cs, K). ``val_score``/``val_scores`` report the criterion itself (AUROC,
+    ``bias_per_C`` (U, n_Cs, K); a backend that keeps only the chosen fits passes them as (U, D, K)
+    and (U, K) with ``best``. ``val_score``/``val_scores`` report the criterion itself (AUROC,
     or NLL with its natural sign). ``best`` (U,) C indices chosen by the caller (a backend that
     refines the selected fit after choosing); default: :func:`select_C` of ``scores``.
     """
@@ -190,6 +191,6 @@ def assemble_linear(
         converged=np.asarray(converged, dtype=bool)[m],
         link=link or problem.link,
         center=problem.center,
-        weights=weights_per_C[rows, best][m],
-        bias=bias_per_C[rows, best][m],
+        weights=(weights_per_C if weights_per_C.ndim == 3 else weights_per_C[rows, best])[m],
+        bias=(bias_per_C if bias_per_C.ndim == 2 else bias_per_C[rows, best])[m],
     )

@@ -208,30 +208,72 @@ def cpu_eigh(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return scipy.linalg.eigh(A, driver="evd", overwrite_a=True, check_finite=False)
 
 
-def rotate_subset(X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Eigenbasis of a standardised subset X (n, D): returns Z = X V (n, r), V (D, r), variance (r,).
+@dataclass(frozen=True)
+class SubsetBasis:
+    """A subset's standardiser and rotation: Z = ((X - center - mean) / std) @ V."""
 
-    Computed in X's dtype (float32 by default: the rotation only has to be orthonormal to ~1e-6
-    for the L2 penalty to be unchanged, and float32 halves the cost, which is ~40 % of a fit);
-    on the CPU through numpy's LAPACK.
+    mean: np.ndarray  # (D,) float64, relative to the unit's center
+    std: np.ndarray  # (D,) float64
+    V: torch.Tensor  # (D, r)
+    variance: torch.Tensor  # (r,) variance of Z's columns
+    Z: torch.Tensor | None  # (n, r) when it came free with the basis (row-space case), else None
+
+
+def centered_rows(data: ProblemData, subset: np.ndarray, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """The subset's rows minus the unit's center, one (n, D) array in ``dtype`` (no float64 copy)."""
+    rows = data.X_train[subset].astype(np.float64 if dtype == torch.float64 else np.float32, copy=False)
+    rows -= data.center.astype(rows.dtype)
+    return torch.from_numpy(rows).to(device)
+
+
+def subset_basis(Xc: torch.Tensor, mean: np.ndarray, std: np.ndarray) -> SubsetBasis:
+    """Eigenbasis of the standardised subset, from its centered rows ``Xc`` (n, D).
+
+    n > D: the eigenbasis of the standardised Gram matrix, which is the Gram of ``Xc`` (one float
+    product) corrected in float64 for the subset's mean and std, so no standardised copy is made.
+    n <= D: the row space (it holds the L2 optimum), from the n x n Gram of the standardised rows;
+    there Z = U sqrt(n variance) comes free. Computed in Xc's dtype (float32 by default: the rotation
+    only has to be orthonormal to ~1e-6 for the L2 penalty to be unchanged); on the CPU through
+    scipy's LAPACK.
     """
-    n, dim = X.shape
-    on_cpu = X.device.type == "cpu"
-    A = X.numpy() if on_cpu else X
+    n, dim = Xc.shape
+    on_cpu = Xc.device.type == "cpu"
+    A = Xc.numpy() if on_cpu else Xc
     eigh = cpu_eigh if on_cpu else torch.linalg.eigh
+    like = lambda a: a.astype(A.dtype) if on_cpu else torch.as_tensor(a, dtype=Xc.dtype, device=Xc.device)  # noqa: E731
+    host = lambda a: a.astype(np.float64) if on_cpu else a.double().cpu().numpy()  # noqa: E731
     if n > dim:
-        variance, V = eigh(A.T @ A / n)
+        gram = host(A.T @ A) / n
+        standardised_gram = (gram - np.outer(mean, mean)) / np.outer(std, std)
+        variance, V = eigh(like(standardised_gram))
         keep = variance > RANK_TOL * variance.max()
+        Z = None
         V, variance = V[:, keep], variance[keep]
     else:
-        variance, U = eigh(A @ A.T / n)
+        Xs = (A - like(mean)) / like(std)
+        variance, U = eigh(Xs @ Xs.T / n)
         keep = variance > RANK_TOL * variance.max()
         U, variance = U[:, keep], variance[keep]
-        V = A.T @ U / (variance * n) ** 0.5
-    Z = A @ V
-    if on_cpu:
-        return torch.from_numpy(np.ascontiguousarray(Z)), torch.from_numpy(np.ascontiguousarray(V)), torch.from_numpy(variance)
-    return Z, V, variance
+        scale = (variance * n) ** 0.5
+        V = Xs.T @ U / scale
+        Z = U * scale
+    as_torch = (lambda a: torch.from_numpy(np.ascontiguousarray(a))) if on_cpu else (lambda a: a)  # noqa: E731
+    return SubsetBasis(mean, std, as_torch(V), as_torch(variance), None if Z is None else as_torch(Z))
+
+
+def project_into(out: torch.Tensor, Xc: torch.Tensor, basis: SubsetBasis) -> None:
+    """Write Z = ((Xc - mean) / std) V into ``out`` (n, r) as Xc (V / std) - (mean / std) V: one
+    product straight into the padded group tensor, no standardised copy."""
+    dtype, device = Xc.dtype, Xc.device
+    V = basis.V
+    scaled = V / torch.as_tensor(basis.std, dtype=dtype, device=device)[:, None]
+    offset = torch.as_tensor(basis.mean / basis.std, dtype=dtype, device=device) @ V
+    if device.type == "cpu":
+        target = out.numpy()
+        np.matmul(Xc.numpy(), scaled.numpy(), out=target)
+        target -= offset.numpy()
+    else:
+        out.copy_(Xc @ scaled - offset)
 
 
 @dataclass
@@ -243,85 +285,107 @@ class GroupBases:
     constant_bias: np.ndarray  # (S, K): NaN, or the logit of a constant label's prevalence
 
 
-def build_group(data: ProblemData, members: list[int], device: torch.device, dtype: torch.dtype) -> GroupBases:
-    """Standardise, rotate and pad the subsets ``members`` (all the same size) into one problem."""
+def group_targets(data: ProblemData, subset: np.ndarray) -> dict:
+    """Targets, row weights, class mask, rows per output and constant-label biases of one subset."""
     K = data.n_classes
-    Zs, Vs, variances, means, stds, targets, row_weights, label_rows, class_masks, const = ([] for _ in range(10))
+    y = data.y_train[subset]
+    constant = np.full(K, np.nan)
+    if data.kind == "multilabel":
+        valid = ~np.isnan(y)
+        for label in range(K):
+            values = y[valid[:, label], label]
+            if len(values) == 0 or values.min() == values.max():
+                valid[:, label] = False
+                constant[label] = constant_label_bias(values.mean() if len(values) else 0.5)
+        rows = valid.sum(axis=0)
+        return {"targets": np.where(valid, y, 0.0), "row_weights": valid / np.maximum(rows, 1),
+                "label_rows": rows, "constant": constant}
+    present = np.bincount(y, minlength=K) > 0
+    return {"targets": np.eye(K)[y], "class_mask": np.where(present, 0.0, -np.inf),
+            "label_rows": np.full(K, len(y)), "constant": constant}
+
+
+def build_group(data: ProblemData, members: list[int], device: torch.device, dtype: torch.dtype) -> GroupBases:
+    """Standardise, rotate and pad the subsets ``members`` (all the same size) into one problem.
+
+    Two passes keep memory at about one subset's rows plus the group tensor: the bases first (each
+    needs only a D x D or n x n Gram), then each subset's Z projected straight into its slice.
+    """
+    from crs.probes.base import subset_standardiser
+
+    bases = []
     for index in members:
         subset = data.unique_subsets[index]
-        X = data.X_train[subset].astype(np.float64) - data.center
-        mean = X.mean(axis=0)
-        std = np.maximum(X.std(axis=0), 1e-6)
-        Xs = torch.as_tensor((X - mean) / std, dtype=dtype, device=device)
-        Z, V, variance = rotate_subset(Xs)
-        Zs.append(Z), Vs.append(V), variances.append(variance), means.append(mean), stds.append(std)
-        y = data.y_train[subset]
-        constant = np.full(K, np.nan)
-        if data.kind == "multilabel":
-            valid = ~np.isnan(y)
-            for label in range(K):
-                values = y[valid[:, label], label]
-                if len(values) == 0 or values.min() == values.max():
-                    valid[:, label] = False
-                    constant[label] = constant_label_bias(values.mean() if len(values) else 0.5)
-            rows = valid.sum(axis=0)
-            targets.append(np.where(valid, y, 0.0))
-            row_weights.append(valid / np.maximum(rows, 1))
-            label_rows.append(rows)
-        else:
-            targets.append(np.eye(K)[y])
-            present = np.bincount(y, minlength=K) > 0
-            class_masks.append(np.where(present, 0.0, -np.inf))
-            label_rows.append(np.full(K, len(y)))
-        const.append(constant)
-    r = max(Z.shape[1] for Z in Zs)
-    n = Zs[0].shape[0]
-    S = len(members)
+        mean, std = subset_standardiser(data.X_train[subset], data.center)
+        bases.append(subset_basis(centered_rows(data, subset, device, dtype), mean, std))
+    S, n, D = len(members), len(data.unique_subsets[members[0]]), data.X_train.shape[1]
+    r = max(basis.V.shape[1] for basis in bases)
+    means, stds = np.stack([b.mean for b in bases]), np.stack([b.std for b in bases])
     Z_all = torch.zeros(S, n, r + 1, dtype=dtype, device=device)
-    V_all = torch.zeros(S, Vs[0].shape[0], r, dtype=dtype, device=device)
+    V_all = torch.zeros(S, D, r, dtype=dtype, device=device)
     var_all = torch.ones(S, r + 1, dtype=dtype, device=device)
-    for i, (Z, V, variance) in enumerate(zip(Zs, Vs, variances, strict=True)):
-        Z_all[i, :, : Z.shape[1]] = Z
-        V_all[i, :, : V.shape[1]] = V
-        var_all[i, : len(variance)] = variance
+    for i, (index, basis) in enumerate(zip(members, bases, strict=True)):
+        rank = basis.V.shape[1]
+        if basis.Z is not None:
+            Z_all[i, :, :rank] = basis.Z
+        else:
+            project_into(Z_all[i, :, :rank], centered_rows(data, data.unique_subsets[index], device, dtype), basis)
+        V_all[i, :, :rank] = basis.V
+        var_all[i, :rank] = basis.variance
+        bases[i] = None  # type: ignore[call-overload]  # its V now lives in V_all
     Z_all[:, :, r] = 1.0
-    as_tensor = lambda a: torch.as_tensor(np.stack(a), dtype=dtype, device=device)  # noqa: E731
+    parts = [group_targets(data, data.unique_subsets[index]) for index in members]
+    stack = lambda key: torch.as_tensor(np.stack([p[key] for p in parts]), dtype=dtype, device=device)  # noqa: E731
+    multilabel = data.kind == "multilabel"
     problem = GroupProblem(
         Z=Z_all,
-        targets=as_tensor(targets),
-        row_weights=as_tensor(row_weights) if data.kind == "multilabel" else None,
-        class_mask=as_tensor(class_masks) if data.kind != "multilabel" else None,
+        targets=stack("targets"),
+        row_weights=stack("row_weights") if multilabel else None,
+        class_mask=stack("class_mask") if not multilabel else None,
         variance=var_all,
-        label_rows=as_tensor(label_rows),
-        multilabel=data.kind == "multilabel",
+        label_rows=stack("label_rows"),
+        multilabel=multilabel,
     )
-    return GroupBases(problem, V_all, np.stack(means), np.stack(stds), np.stack(const))
+    return GroupBases(
+        problem, V_all, means, stds, np.stack([p["constant"] for p in parts])
+    )
 
 
-def fold(bases: GroupBases, W: torch.Tensor, data: ProblemData) -> tuple[np.ndarray, np.ndarray]:
-    """Rotated solutions (S, Cb, r+1, K) -> folded weights (S, Cb, D, K) and bias (S, Cb, K) on X - center."""
-    W_std = torch.einsum("sdr,scrk->scdk", bases.V, W[:, :, :-1, :]).double().cpu().numpy()
+def fold(
+    bases: GroupBases, W: torch.Tensor, data: ProblemData, rows: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rotated solutions (S', Cb, r+1, K) of the group's subsets ``rows`` (default: all) -> folded
+    weights (S', Cb, D, K) and bias (S', Cb, K) on X - center. One V[s] @ W[s] product per subset
+    (no batched copy of the group's D x r bases)."""
+    rows = np.arange(len(bases.mean)) if rows is None else np.asarray(rows)
+    S, Cb, R, K = W.shape
+    flat = W[:, :, :-1, :].permute(0, 2, 1, 3).reshape(S, R - 1, Cb * K)
+    W_std = np.stack([
+        (bases.V[s] @ flat[i]).double().cpu().numpy().reshape(-1, Cb, K).transpose(1, 0, 2)
+        for i, s in enumerate(rows)
+    ])
     bias = W[:, :, -1, :].double().cpu().numpy()
-    S, Cb = bias.shape[:2]
     weights = np.empty_like(W_std)
     folded_bias = np.empty_like(bias)
-    for s in range(S):
+    for i, s in enumerate(rows):
         if bases.problem.class_mask is not None:
-            bias[s] += bases.problem.class_mask[s].double().cpu().numpy()
+            bias[i] += bases.problem.class_mask[s].double().cpu().numpy()
         constant = ~np.isnan(bases.constant_bias[s])
         for c in range(Cb):
-            b = np.where(constant, bases.constant_bias[s], bias[s, c])
-            w = np.where(constant[None, :], 0.0, W_std[s, c])
-            weights[s, c], folded_bias[s, c] = fold_standardisation(w, b, bases.mean[s], bases.std[s])
+            b = np.where(constant, bases.constant_bias[s], bias[i, c])
+            w = np.where(constant[None, :], 0.0, W_std[i, c])
+            weights[i, c], folded_bias[i, c] = fold_standardisation(w, b, bases.mean[s], bases.std[s])
     return weights, folded_bias
 
 
-def _val_scores(data: ProblemData, weights: np.ndarray, bias: np.ndarray, selection: str) -> np.ndarray:
-    """Validation criterion (larger is better) for folded weights (S, Cb, D, K): (S, Cb)."""
+def _val_scores(
+    data: ProblemData, centered: np.ndarray, weights: np.ndarray, bias: np.ndarray, selection: str
+) -> np.ndarray:
+    """Validation criterion (larger is better) for folded weights (S, Cb, D, K): (S, Cb).
+    ``centered``: the validation features minus the unit's center, float32 (computed once per fit)."""
     from crs.probes.base import link_function
 
     S, Cb, D, K = weights.shape
-    centered = (data.X_val - data.center).astype(np.float32)
     logits = centered @ weights.transpose(2, 0, 1, 3).reshape(D, S * Cb * K).astype(np.float32)
     logits = logits.reshape(len(centered), S, Cb, K).transpose(1, 2, 0, 3) + bias[:, :, None, :]
     return validation_scores(data.y_val, link_function(logits, data.link), selection)
@@ -361,8 +425,9 @@ def fit(
     final_options = SolverOptions(tol=tol, max_iter=max_iter)
     path_options = SolverOptions(tol=max(tol, path_tol), max_iter=max_iter)
     U, nC, D, K = len(problem.unique_subsets), len(problem.Cs), problem.X_train.shape[1], problem.n_classes
-    weights = np.zeros((U, nC, D, K))
-    bias = np.zeros((U, nC, K))
+    weights = np.zeros((U, D, K))  # only the chosen fit of each subset is kept
+    bias = np.zeros((U, K))
+    val_centered = (problem.X_val - problem.center).astype(np.float32)
     scores = np.full((U, nC), np.nan)
     converged = np.ones(U, dtype=bool)
     selected = np.zeros(U, dtype=np.int64)
@@ -377,25 +442,25 @@ def fit(
                 W0 = torch.zeros(S, nC, R, K, dtype=torch_dtype, device=torch_device)
                 W_path, _ = lbfgs(bases.problem, Cs, W0, path_options)
                 w, b = fold(bases, W_path, problem)
-                weights[members], bias[members] = w, b
-                scores[members] = _val_scores(problem, w, b, selection)
+                scores[members] = _val_scores(problem, val_centered, w, b, selection)
             else:
-                W_path = _warm_path(problem, bases, members, Cs, path_options, selection, patience, weights, bias, scores)
+                W_path = _warm_path(problem, bases, members, Cs, path_options, selection, patience, val_centered, scores)
             # Refine each subset's selected C to the final tolerance, warm from its path solution.
             best = selected[members] = select_C(scores[members])
             rows = torch.as_tensor(best, device=torch_device)
             W0 = W_path[torch.arange(S, device=torch_device), rows][:, None]
             W, ok = lbfgs(bases.problem, Cs[rows][:, None], W0, final_options)
             w, b = fold(bases, W, problem)
-            weights[members, best], bias[members, best] = w[:, 0], b[:, 0]
-            scores[members, best] = _val_scores(problem, w, b, selection)[:, 0]
+            weights[members], bias[members] = w[:, 0], b[:, 0]
+            scores[members, best] = _val_scores(problem, val_centered, w, b, selection)[:, 0]
             converged[members] = ok[:, 0].cpu().numpy()
+            del bases, W_path, W0, W  # free this group's tensors before the next group is built
     return assemble_linear(problem, "torch", family, selection, scores, weights, bias, converged, best=selected)
 
 
-def _warm_path(problem, bases, members, Cs, options, selection, patience, weights, bias, scores) -> torch.Tensor:
+def _warm_path(problem, bases, members, Cs, options, selection, patience, val_centered, scores) -> torch.Tensor:
     """C ascending, each fit warm-started from the previous C; a subset stops after ``patience``
-    falls of its validation score. Fills weights/bias/scores of the C reached; returns the rotated
+    falls of its validation score. Fills the validation scores of the C reached; returns the rotated
     path solutions (S, nC, R, K) (zeros where not reached)."""
     S, R, K = len(members), bases.problem.Z.shape[2], problem.n_classes
     W_path = torch.zeros(S, len(Cs), R, K, dtype=bases.problem.Z.dtype, device=bases.problem.Z.device)
@@ -407,10 +472,9 @@ def _warm_path(problem, bases, members, Cs, options, selection, patience, weight
         sub = bases.problem if len(running) == S else _select(bases.problem, running)
         W[running], _ = lbfgs(sub, Cs[c : c + 1], W[running], options)
         W_path[running, c] = W[running, 0]
-        w, b = fold(_select_bases(bases, running), W[running], problem)
+        w, b = fold(bases, W[running], problem, running)
         rows = np.asarray(members)[running]
-        weights[rows, c], bias[rows, c] = w[:, 0], b[:, 0]
-        score = _val_scores(problem, w, b, selection)[:, 0]
+        score = _val_scores(problem, val_centered, w, b, selection)[:, 0]
         scores[rows, c] = score
         falls[running] = np.where(score < best[running], falls[running] + 1, 0)
         best[running] = np.maximum(best[running], score)
@@ -431,11 +495,4 @@ def _select(problem: GroupProblem, rows: np.ndarray) -> GroupProblem:
         variance=pick(problem.variance),
         label_rows=pick(problem.label_rows),
         multilabel=problem.multilabel,
-    )
-
-
-def _select_bases(bases: GroupBases, rows: np.ndarray) -> GroupBases:
-    index = torch.as_tensor(rows, device=bases.V.device)
-    return GroupBases(
-        _select(bases.problem, rows), bases.V[index], bases.mean[rows], bases.std[rows], bases.constant_bias[rows]
     )
