@@ -150,15 +150,15 @@ def _baseline_proba(probe, X: np.ndarray, kind: str) -> np.ndarray:
     return models[0].predict_proba(Xs)
 
 
-def _baseline_evaluate(unit: Unit, probe) -> tuple[list[float], float]:
-    """AUROC of one probe on every evaluation set, and the CPU seconds spent (generation excluded)."""
-    values, cpu = [], 0.0
-    for i in range(unit.n_conditions + 1):
-        X = unit.condition(i)
-        cpu_start = time.process_time()
-        values.append(_auroc(unit.y_test, _baseline_proba(probe, X, unit.kind), unit.kind))
-        cpu += time.process_time() - cpu_start
-    return values, cpu
+def _baseline_evaluate(unit: Unit, probes: list, index: int) -> tuple[list[float], float, float]:
+    """AUROC of every probe on evaluation set ``index`` (read once, as a careful user would), the
+    CPU seconds spent, and the wall seconds spent generating the set (not counted)."""
+    t0 = time.perf_counter()
+    X = unit.condition(index)
+    generation_s = time.perf_counter() - t0
+    cpu_start = time.process_time()
+    values = [_auroc(unit.y_test, _baseline_proba(probe, X, unit.kind), unit.kind) for probe in probes]
+    return values, time.process_time() - cpu_start, generation_s
 
 
 def run_baseline(unit: Unit, n_jobs: int) -> dict:
@@ -173,16 +173,24 @@ def run_baseline(unit: Unit, n_jobs: int) -> dict:
     best = np.argmax(scores, axis=1)
     fit_seconds = time.perf_counter() - start
     probes = [fitted[s * len(unit.Cs) + best[s]][0] for s in range(len(unit.subsets))]
+    eval_start = time.perf_counter()
     with parallel_config(backend="loky", inner_max_num_threads=1):
-        evaluated = Parallel(n_jobs=n_jobs)(delayed(_baseline_evaluate)(unit, probe) for probe in probes)
-    auroc = [values for values, _ in evaluated]
+        evaluated = Parallel(n_jobs=n_jobs)(
+            delayed(_baseline_evaluate)(unit, probes, i) for i in range(unit.n_conditions + 1)
+        )
+    # Generating the sets stands in for reading them from the cache: its wall time, spread over
+    # the workers, is taken off (an estimate; it is ~1 % of the evaluation).
+    generation_s = sum(g for _, _, g in evaluated) / n_jobs
+    eval_cpu = sum(cpu for _, cpu, _ in evaluated)
     return {
         "fit_s": fit_seconds,
-        "total_s": time.perf_counter() - start,
+        "eval_s": time.perf_counter() - eval_start - generation_s,
+        "total_s": time.perf_counter() - start - generation_s,
         "fit_cpu_s": fit_cpu,
-        "total_cpu_s": fit_cpu + sum(cpu for _, cpu in evaluated),
+        "eval_cpu_s": eval_cpu,
+        "total_cpu_s": fit_cpu + eval_cpu,
         "selected_C": np.asarray(unit.Cs)[best],
-        "auroc": np.array(auroc),  # (n_subsets, n_conditions + 1)
+        "auroc": np.array([values for values, _, _ in evaluated]).T,  # (n_subsets, n_conditions + 1)
     }
 
 
@@ -243,6 +251,7 @@ def run_crs(unit: Unit, device: str = "cpu") -> dict:
             generation_s += time.perf_counter() - t0
             generation_cpu += time.process_time() - c0
             columns.append(macro_auroc(unit.y_test, probe_set.predict_proba(X)))
+            del X
         auroc = np.stack(columns, axis=1)
         total = time.perf_counter() - start - generation_s
         total_cpu = time.process_time() - cpu_start - generation_cpu
@@ -250,6 +259,7 @@ def run_crs(unit: Unit, device: str = "cpu") -> dict:
         "fit_s": fit_seconds,
         "total_s": total,
         "fit_cpu_s": fit_cpu,
+        "eval_cpu_s": total_cpu - fit_cpu,
         "total_cpu_s": total_cpu,
         "selected_C": probe_set.selected_C,
         "auroc": auroc,
@@ -258,8 +268,46 @@ def run_crs(unit: Unit, device: str = "cpu") -> dict:
     }
 
 
-def compare(unit: Unit, n_jobs: int | None = None, device: str = "cpu") -> dict:
-    """Time baseline and crs on one unit side by side and compare their answers."""
+MEMORY_METHOD = (
+    "peak RSS sampled every 5 ms above the RSS at the start of crs's stage 2, in a fresh process "
+    "with one thread, after a warm-up run on a small unit (torch, BLAS and LAPACK first-use "
+    "allocations excluded) and with glibc's mmap threshold fixed at 128 KiB (freed blocks leave RSS, "
+    "so it tracks live memory); includes generating each evaluation set, which stands in for "
+    "reading it from the cache"
+)
+
+
+def measure_memory(kind: str, quick: bool = False, device: str = "cpu") -> dict:
+    """crs's peak extra memory for one unit, measured as MEMORY_METHOD says (this process's allocator
+    is left alone, so the timed runs are not slowed by the fixed mmap threshold)."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "crs.bench.probes", "--memory-only", kind, "--device", device]
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    result = subprocess.run(command + (["--quick"] if quick else []), capture_output=True, text=True, env=env, check=True)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def _memory_only(kind: str, quick: bool, device: str) -> None:
+    import ctypes
+
+    import torch
+
+    try:
+        ctypes.CDLL("libc.so.6").mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD; also ends its dynamic growth
+    except OSError:  # not glibc: RSS then also holds freed blocks, an upper bound
+        pass
+    torch.set_num_threads(1)
+    run_crs(synthetic_unit(QUICK, kind), device=device)  # warm-up
+    unit = synthetic_unit(QUICK if quick else FULL, kind)
+    ours = run_crs(unit, device=device)
+    print(json.dumps({"peak_extra_bytes": ours["peak_extra_bytes"], "feature_bytes": unit.feature_bytes}))
+
+
+def compare(unit: Unit, n_jobs: int | None = None, device: str = "cpu", quick: bool = False) -> dict:
+    """Time baseline and crs on one unit side by side and compare their answers; ``quick`` says the
+    unit is the QUICK size (the memory pass rebuilds it in a fresh process)."""
     import torch
     from threadpoolctl import threadpool_limits
 
@@ -272,6 +320,7 @@ def compare(unit: Unit, n_jobs: int | None = None, device: str = "cpu") -> dict:
             ours = run_crs(unit, device=device)
     finally:
         torch.set_num_threads(threads)
+    memory = measure_memory(unit.kind, quick=quick, device=device)
     log_C = np.abs(np.log10(ours["selected_C"]) - np.log10(baseline["selected_C"]))
     return {
         "kind": unit.kind,
@@ -284,7 +333,11 @@ def compare(unit: Unit, n_jobs: int | None = None, device: str = "cpu") -> dict:
         "baseline_total_s": round(baseline["total_s"], 3),
         "crs_fit_s": round(ours["fit_s"], 3),
         "crs_total_s": round(ours["total_s"], 3),
+        "baseline_fit_cpu_s": round(baseline["fit_cpu_s"], 3),
+        "baseline_eval_cpu_s": round(baseline["eval_cpu_s"], 3),
         "baseline_total_cpu_s": round(baseline["total_cpu_s"], 3),
+        "crs_fit_cpu_s": round(ours["fit_cpu_s"], 3),
+        "crs_eval_cpu_s": round(ours["eval_cpu_s"], 3),
         "crs_total_cpu_s": round(ours["total_cpu_s"], 3),
         "speedup": round(baseline["total_s"] / ours["total_s"], 2),
         "speedup_cpu": round(baseline["total_cpu_s"] / ours["total_cpu_s"], 2),
@@ -295,7 +348,11 @@ def compare(unit: Unit, n_jobs: int | None = None, device: str = "cpu") -> dict:
         "max_selected_C_diff_log10": float(log_C.max()),
         "selected_C_disagreements": int((log_C > 0).sum()),
         "crs_converged": ours["converged"],
-        "peak_extra_memory_over_features": round(ours["peak_extra_bytes"] / unit.feature_bytes, 2),
+        "speedup_eval_cpu": round(baseline["eval_cpu_s"] / ours["eval_cpu_s"], 2),
+        "feature_bytes": unit.feature_bytes,
+        "peak_extra_bytes": memory["peak_extra_bytes"],
+        "peak_extra_memory_over_features": round(memory["peak_extra_bytes"] / memory["feature_bytes"], 2),
+        "memory_method": MEMORY_METHOD,
     }
 
 
@@ -304,7 +361,7 @@ def run(json_out: bool = False, quick: bool = False, device: str = "cpu", n_jobs
     size = QUICK if quick else FULL
     rows = []
     for kind in ("multiclass", "multilabel"):
-        rows.append(compare(synthetic_unit(size, kind), n_jobs=n_jobs, device=device))
+        rows.append(compare(synthetic_unit(size, kind), n_jobs=n_jobs, device=device, quick=quick))
     if json_out:
         print(json.dumps({"size": asdict(size), "results": rows}, indent=2))
     else:
@@ -317,7 +374,9 @@ def run(json_out: bool = False, quick: bool = False, device: str = "cpu", n_jobs
                 f"{row['crs_total_cpu_s']:.2f} -> {row['speedup_cpu']:.1f}x; max |dAUROC| {row['max_abs_dauroc']:.2e} "
                 f"(same C {row['max_abs_dauroc_same_C']:.2e}); selected C differs for "
                 f"{row['selected_C_disagreements']} probes (max {row['max_selected_C_diff_log10']:.2f} decades); "
-                f"peak extra memory {row['peak_extra_memory_over_features']:.2f}x the feature matrix"
+                f"peak extra memory {row['peak_extra_memory_over_features']:.2f}x the feature matrix "
+                f"(CPU s fit/eval: baseline {row['baseline_fit_cpu_s']:.1f}/{row['baseline_eval_cpu_s']:.1f}, "
+                f"crs {row['crs_fit_cpu_s']:.2f}/{row['crs_eval_cpu_s']:.2f})"
             )
     return rows
 
@@ -330,7 +389,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument("--device", default="cpu", help="torch device for crs (cpu, cuda)")
     parser.add_argument("--jobs", type=int, default=None, help="baseline processes (default: all cores)")
+    parser.add_argument("--memory-only", choices=("multiclass", "multilabel"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.memory_only:
+        _memory_only(args.memory_only, args.quick, args.device)
+        return
     run(json_out=args.json, quick=args.quick, device=args.device, n_jobs=args.jobs)
 
 
