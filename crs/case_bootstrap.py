@@ -488,6 +488,14 @@ def replicate_axis_errors(
         return np.nanmean(np.stack(per_task, axis=2), axis=2)  # tasks count once each
 
 
+def axis_error_frames(errors: np.ndarray, encoders: Sequence[str]) -> dict[str, pd.DataFrame]:
+    """(B, E, 4) replicate axis errors -> per axis of :data:`crs.score.AXES`, a (replicate x encoder) table."""
+    return {
+        axis: pd.DataFrame(errors[:, :, a], columns=list(encoders)).rename_axis("replicate")
+        for a, axis in enumerate(AXES)
+    }
+
+
 # --- the two-level bootstrap --------------------------------------------------------------------------
 
 
@@ -545,7 +553,9 @@ def paired_seed_case_bootstrap(
     ``seed`` (case draws come from a second stream), so the two can be compared replicate by
     replicate. Adds ``crs_from_predictions``: the CRS recomputed from the stored per-case
     predictions with every seed and case once (differs from ``crs`` only by their float16/float32
-    storage). Returns a :class:`crs.stats.BootstrapResult` with ``level="seed+case"``.
+    storage). Returns a :class:`crs.stats.BootstrapResult` with ``level="seed+case"`` and
+    ``axis_error_replicates``: every axis's error in every replicate, so axis intervals can come
+    from the replicates that give the CRS interval.
     """
     from crs import stats
 
@@ -564,8 +574,10 @@ def paired_seed_case_bootstrap(
 
     seed_counts = stats.draw_seed_counts(len(seeds), n_boot, seed)
     case_draws, shift_draws = draw_cases(cases, n_boot, np.random.default_rng([1, seed]))
-    errors = replicate_axis_errors(cases, case_draws, shift_draws, seed_counts, retention_floor)[..., columns]
-    crs = crs_components(errors, reference_index, crs_weights, epsilon, dominance_margin)["crs"]
+    every_axis = replicate_axis_errors(cases, case_draws, shift_draws, seed_counts, retention_floor)
+    crs = crs_components(every_axis[..., columns], reference_index, crs_weights, epsilon, dominance_margin)[
+        "crs"
+    ]
 
     identity_cases = {task: np.ones((1, len(c.labels))) for task, c in cases.items()}
     identity_shift = {
@@ -581,6 +593,7 @@ def paired_seed_case_bootstrap(
     result = stats.summarise_bootstrap(
         point.reindex(encoders), crs, seed_counts, seeds, n_boot=n_boot, alpha=alpha, seed=seed, level="seed+case",
         case_draws=case_draws, shift_case_draws=shift_draws,
+        axis_error_replicates=axis_error_frames(every_axis, encoders),
     )  # fmt: skip
     result.table["crs_from_predictions"] = from_predictions["crs"][0]
     gap = float(np.nanmax(np.abs(result.table["crs_from_predictions"] - result.table["crs"])))

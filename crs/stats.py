@@ -75,6 +75,10 @@ class BootstrapResult:
     """seed+case only: per task, (n_boot, N_test) counts of each test case in each replicate."""
     shift_case_draws: Mapping[str, np.ndarray] | None = None
     """seed+case only: per task with a shift target, (n_boot, N_target) counts of its cases."""
+    axis_error_replicates: Mapping[str, pd.DataFrame] | None = None
+    """seed+case only: per axis (crs.score.AXES), one row per replicate and one error column per
+    encoder, every axis measured (also one the CRS leaves out); lets the report give each axis an
+    interval from the same replicates as the CRS interval."""
 
 
 def _seed_cube(
@@ -176,6 +180,7 @@ def summarise_bootstrap(
     level: str = "seed",
     case_draws: Mapping[str, np.ndarray] | None = None,
     shift_case_draws: Mapping[str, np.ndarray] | None = None,
+    axis_error_replicates: Mapping[str, pd.DataFrame] | None = None,
 ) -> BootstrapResult:
     """Intervals, P(rank = 1) and the Holm tier from replicate CRS (n_boot, encoders).
 
@@ -234,6 +239,7 @@ def summarise_bootstrap(
         level=level,
         case_draws=case_draws,
         shift_case_draws=shift_case_draws,
+        axis_error_replicates=axis_error_replicates,
     )
 
 

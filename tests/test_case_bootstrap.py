@@ -286,3 +286,23 @@ def test_missing_predictions_name_the_file_and_the_fix(tiny_cases, tmp_path):
         load_cases(tmp_path, records)
     with pytest.raises(ScoreInputError, match="predictions_dir"):
         score_records(records, "pixel_stats", n_boot=5, n_weight_samples=5, case_level=True)
+
+
+def test_case_level_keeps_every_axis_per_replicate_for_the_report():
+    from crs.score import AXES, component_weights, crs_components
+
+    cases = _planted_cases()
+    per_seed = seed_axes(_records(cases))
+    result = paired_seed_case_bootstrap(per_seed, cases, "a", n_boot=30, seed=2)
+    assert (
+        paired_seed_bootstrap(per_seed, "a", n_boot=5).axis_error_replicates is None
+    )  # seed level: unchanged
+    kept = result.axis_error_replicates
+    assert list(kept) == list(AXES)
+    assert all(kept[axis].shape == (30, 3) and list(kept[axis].columns) == ["a", "b", "c"] for axis in AXES)
+    # the kept errors are the very ones behind the replicate CRS (every axis measured here)
+    errors = np.stack([kept[axis].to_numpy() for axis in AXES], axis=-1)
+    crs = crs_components(errors, 0, component_weights(None))["crs"]
+    assert crs == pytest.approx(result.replicates.to_numpy(), abs=1e-12)
+    # seeds all predict the same, so the spread of the discrimination error is the test cases'
+    assert (kept["discrimination"].std() > 0.005).all()

@@ -132,7 +132,7 @@ def test_leaderboard_and_cards_show_what_the_issue_asks(report):
     for encoder in score.crs.index:
         assert f"{encoder}" in page
     # CRS with interval, tier, AUROC rank beside CRS rank, exposure column, one card per encoder.
-    assert "CRS [95 % CI]" in page and "leading" in page and "AUROC rank" in page and ">exposure<" in page
+    assert "CRS [95\u00a0% CI]" in page and "leading" in page and "AUROC rank" in page and ">exposure<" in page
     assert page.count('class="card"') == len(score.crs)
     leader = score.bootstrap.leader
     low, high = score.crs.loc[leader, ["crs_low", "crs_high"]]
@@ -140,6 +140,17 @@ def test_leaderboard_and_cards_show_what_the_issue_asks(report):
     markdown = (out / "report.md").read_text()
     assert markdown.count("**Weakest: ") == len(score.crs)
     assert "sha256" in markdown or "random initialisation" in markdown  # weights provenance from the cache
+
+
+def test_page_names_the_bootstrap_that_made_its_intervals(report):
+    # the tiny spec runs the case-level bootstrap (score.case_bootstrap defaults to true)
+    path, out, score, _records = report
+    page, markdown = path.read_text(), (out / "report.md").read_text()
+    assert score.bootstrap.level == "seed+case"
+    named = f"{score.bootstrap.n_boot} replicates of the paired seed \u00d7 test-case bootstrap"
+    assert named in page and named in markdown
+    assert "paired-seed bootstrap replicates" not in page  # the old seed-only wording is gone
+    assert "under seed and test-case resampling" in page or "share the leading tier" in page
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install chromium); .ci/run installs it")

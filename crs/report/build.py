@@ -21,7 +21,16 @@ from crs.report.cards import build_cards
 from crs.report.grids import corruption_grids
 from crs.report.provenance import encoder_provenance, exposure_flags, task_infos
 from crs.report.style import encoder_styles
-from crs.report.tables import axis_values, leaderboard, leaderboard_text, percent
+from crs.report.tables import (
+    axis_values,
+    bootstrap_name,
+    confidence_label,
+    interval_note,
+    is_case_level,
+    leaderboard,
+    leaderboard_text,
+    percent,
+)
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 
@@ -66,13 +75,15 @@ def headline(score, board: pd.DataFrame) -> str:
     tier = [name for name, flag in zip(board["encoder"], board["tier"], strict=True) if flag]
     others = [name for name in tier if name != leader["encoder"]]
     auroc_first = board.sort_values(["auroc_rank", "rank"]).iloc[0]["encoder"]
+    resampled = "seed and test-case resampling" if is_case_level(score.bootstrap) else "seed resampling"
     parts = [f"{leader['encoder']} has the highest Clinical Reliability Score, {leader['crs']:.3f} "
-             f"(95 % CI {leader['crs_low']:.3f} to {leader['crs_high']:.3f}), and ranks first in "
-             f"{percent(leader['p_rank1'])} of bootstrap replicates."]
+             f"({confidence_label(score.bootstrap.alpha)} CI {leader['crs_low']:.3f} to {leader['crs_high']:.3f}), "
+             f"and ranks first in {percent(leader['p_rank1'])} of {score.bootstrap.n_boot} "
+             f"{bootstrap_name(score.bootstrap)} replicates."]
     if others:
         parts.append(f"Its lead is not significant over {', '.join(others)}: they share the leading tier.")
     else:
-        parts.append("No other encoder reaches the leading tier: the lead holds under seed resampling.")
+        parts.append(f"No other encoder reaches the leading tier: the lead holds under {resampled}.")
     summary = score.reversals.summary()
     if auroc_first != leader["encoder"]:
         parts.append(f"Ranking by clean AUROC alone would have picked {auroc_first}; "
@@ -164,11 +175,18 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
     ranks = Section("ranks", "Does clean AUROC pick the same encoder?")
     _add(ranks, plots.rank_slope(score.crs, score.reversals.reversed_pairs, styles, folder / "rank_slope.png"),
          "Rank by clean AUROC (left) against rank by CRS (right); crossing solid lines are reversed pairs.")
+    case_level = is_case_level(score.bootstrap)
+    resampled = ("Seeds and, within class, test cases are resampled jointly for every encoder "
+                 f"({score.bootstrap.n_boot} replicates of the {bootstrap_name(score.bootstrap)})"
+                 if case_level else
+                 f"Seeds are resampled jointly for every encoder ({score.bootstrap.n_boot} replicates of the "
+                 f"{bootstrap_name(score.bootstrap)}; test cases are not resampled)")
     uncertainty = Section("uncertainty", "Is the lead real?",
-                          "Seeds are resampled jointly for every encoder (paired bootstrap); CRS weights are "
-                          "redrawn from a Dirichlet distribution.")
-    _add(uncertainty, plots.bootstrap_ranks(score.bootstrap.replicates, order, folder / "bootstrap_ranks.png"),
-         "Share of paired-seed bootstrap replicates in which each encoder takes each CRS rank.")
+                          f"{resampled}; CRS weights are redrawn from a Dirichlet distribution.")
+    _add(uncertainty, plots.bootstrap_ranks(score.bootstrap.replicates, order, folder / "bootstrap_ranks.png",
+                                            level="seed \u00d7 test-case" if case_level else "paired-seed"),
+         f"Share of the {score.bootstrap.n_boot} {bootstrap_name(score.bootstrap)} replicates in which each "
+         "encoder takes each CRS rank.")
     _add(uncertainty, plots.weight_sensitivity(score.sensitivity, styles, folder / "weight_sensitivity.png"),
          "Weight sensitivity: how often each encoder leads under other CRS weights, and how far the ranking moves.")
     labels = Section("labels", "Label efficiency")
@@ -206,7 +224,8 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
     settings = _settings(score, records)
     page = _render_html(
         title=title, headline=head, board=_board_rows(board, text, styles, flags), reference=score.reference,
-        reversal_note=reversal_note, n_boot=score.bootstrap.n_boot, sections=sections,
+        reversal_note=reversal_note, interval_note=interval_note(score.bootstrap),
+        ci_label=confidence_label(score.bootstrap.alpha), sections=sections,
         cards=[{**card.__dict__, "colour": styles[card.encoder].colour,
                 "p_rank1": percent(card.p_rank1) if np.isfinite(card.p_rank1) else "n/a"} for card in cards],
         settings=settings,
@@ -214,7 +233,8 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
     path = out_dir / "report.html"
     path.write_text(page, encoding="utf-8")
     (out_dir / "report.md").write_text(
-        _markdown(title, head, text, reversal_note, sections, cards, settings, out_dir), encoding="utf-8"
+        _markdown(title, head, text, f"{reversal_note} {interval_note(score.bootstrap)}", sections, cards, settings,
+                  out_dir), encoding="utf-8"
     )
     (out_dir / "report_build_seconds.txt").write_text(f"{time.perf_counter() - started:.2f}\n")
     return path

@@ -151,8 +151,8 @@ def rank_slope(crs_table: pd.DataFrame, reversed_pairs, styles: dict[str, Encode
         return save(fig, path)
 
 
-def bootstrap_ranks(replicates: pd.DataFrame, order: list[str], path: Path) -> Path:
-    """Heat map of P(rank = k) per encoder over the paired-seed bootstrap replicates."""
+def bootstrap_ranks(replicates: pd.DataFrame, order: list[str], path: Path, level: str = "paired-seed") -> Path:
+    """Heat map of P(rank = k) per encoder over the bootstrap replicates; ``level`` names the bootstrap in the title."""
     crs = replicates[order].to_numpy(dtype=float)
     ranks = rank_descending(crs)
     n = len(order)
@@ -170,7 +170,7 @@ def bootstrap_ranks(replicates: pd.DataFrame, order: list[str], path: Path) -> P
         ax.set_xlabel("CRS rank in the bootstrap replicate (1 = best)")
         ax.grid(False)
         fig.colorbar(image, ax=ax, label="share of replicates")
-        ax.set_title(f"Bootstrap rank distribution ({len(replicates)} paired-seed replicates)", fontsize=10)
+        ax.set_title(f"Bootstrap rank distribution ({len(replicates)} {level} replicates)", fontsize=10)
         fig.tight_layout()
         return save(fig, path)
 

@@ -1,7 +1,15 @@
-"""The report's tables: raw axis values with paired-seed intervals, and the leaderboard.
+"""The report's tables: raw axis values with bootstrap intervals, and the leaderboard.
 
-Axis intervals reuse the seed draws of the CRS bootstrap (``score.bootstrap.seed_draws``), so the
-interval on an encoder's AUROC comes from exactly the replicates that give the interval on its CRS.
+Every interval on the page comes from the replicates of the CRS bootstrap, whichever level ran:
+
+* seed + test case (``bootstrap.level == "seed+case"``, :mod:`crs.case_bootstrap`): the bootstrap
+  keeps every axis's error per replicate (``bootstrap.axis_error_replicates``) and the axis
+  intervals are percentiles of those;
+* seed only: the axis values are recomputed from the run records' per-seed axes under the
+  bootstrap's own seed draws (``bootstrap.seed_draws``).
+
+So the interval on an encoder's AUROC comes from exactly the replicates that give the interval on
+its CRS, and :func:`interval_note` says which bootstrap that was.
 """
 
 from __future__ import annotations
@@ -11,7 +19,8 @@ import warnings
 import numpy as np
 import pandas as pd
 
-# raw axis value column in seed_axes -> (report label, higher is better, short unit)
+# axis -> (raw value column in seed_axes, report label, higher is better); value = 1 - error when
+# higher is better, else value = error (crs.score.axis_errors)
 AXIS_VALUES = {
     "discrimination": ("auroc", "AUROC", True),
     "calibration": ("ece", "ECE", False),
@@ -36,40 +45,97 @@ def axis_values(score) -> pd.DataFrame:
     )
 
 
+def is_case_level(bootstrap) -> bool:
+    """True when the bootstrap resampled test cases as well as seeds and kept its axis replicates."""
+    return getattr(bootstrap, "level", "seed") == "seed+case"
+
+
+def bootstrap_name(bootstrap) -> str:
+    """'paired seed x test-case bootstrap' or 'paired-seed bootstrap': the level that ran."""
+    return "paired seed \u00d7 test-case bootstrap" if is_case_level(bootstrap) else "paired-seed bootstrap"
+
+
+def confidence_label(alpha: float) -> str:
+    """0.05 -> '95 %'."""
+    return f"{100 * (1 - alpha):g}\u00a0%"
+
+
+def interval_note(bootstrap) -> str:
+    """One sentence naming the intervals' level, the bootstrap that made them and its replicate count."""
+    level = confidence_label(bootstrap.alpha)
+    if is_case_level(bootstrap):
+        what = ("each replicate draws one multiset of seeds and, per task, one resample of the test cases "
+                "within class (the shifted site's cases apart), the same draw for every encoder")
+    else:
+        what = "each replicate draws one multiset of seeds, the same for every encoder and task; test cases are not resampled"
+    return (f"Every interval (CRS and the four axes) is a {level} percentile interval over the same "
+            f"{bootstrap.n_boot} replicates of the {bootstrap_name(bootstrap)}: {what}.")
+
+
+def _seed_draw_values(score, value: str, encoders: list[str]) -> np.ndarray | None:
+    """(replicates, encoders) raw axis value under each seed draw: seed-weighted mean per task, then task mean."""
+    seed_axes = score.seed_axes
+    draws = score.bootstrap.seed_draws
+    seeds = [str(s) for s in sorted(seed_axes["seed"].unique())]
+    if not set(seeds) <= set(draws.columns):
+        return None
+    counts = draws[seeds].to_numpy(dtype=np.float64)
+    tasks = sorted(seed_axes["task"].astype(str).unique())
+    pivot = seed_axes.assign(seed=seed_axes["seed"].astype(str), task=seed_axes["task"].astype(str))
+    cube = (
+        pivot.pivot_table(index=["encoder", "task"], columns="seed", values=value, dropna=False)
+        .reindex(pd.MultiIndex.from_product([encoders, tasks]))
+        .reindex(columns=seeds)
+        .to_numpy(dtype=np.float64)
+        .reshape(len(encoders), len(tasks), len(seeds))
+    )
+    if np.isnan(cube).all():
+        return None
+    known = ~np.isnan(cube)
+    total = np.einsum("bs,ets->bet", counts, np.where(known, cube, 0.0))
+    weight = np.einsum("bs,ets->bet", counts, known.astype(np.float64))
+    with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmean(total / weight, axis=2)
+
+
+def axis_value_replicates(score) -> dict[str, pd.DataFrame]:
+    """Per raw axis value (auroc, ece, label_efficiency, retention): one row per bootstrap replicate,
+    one column per encoder; all NaN where the axis was not measured.
+
+    Case-level bootstrap: the replicate axis errors it kept, turned into values. Seed-only: the
+    values recomputed under its seed draws (see the module docstring).
+    """
+    encoders = [str(name) for name in score.axis_errors.index]
+    kept = getattr(score.bootstrap, "axis_error_replicates", None) if is_case_level(score.bootstrap) else None
+    out = {}
+    for axis, (value, _label, higher_is_better) in AXIS_VALUES.items():
+        if kept is not None and axis in kept:
+            errors = kept[axis].reindex(columns=encoders).to_numpy(dtype=np.float64)
+            replicates = 1.0 - errors if higher_is_better else errors
+        else:
+            replicates = _seed_draw_values(score, value, encoders)
+            if replicates is None:
+                replicates = np.full((int(score.bootstrap.seed_draws.shape[0]), len(encoders)), np.nan)
+        out[value] = pd.DataFrame(replicates, columns=encoders).rename_axis("replicate")
+    return out
+
+
 def axis_intervals(score, alpha: float | None = None) -> pd.DataFrame:
-    """Percentile intervals of each raw axis value over the CRS bootstrap's own seed draws.
+    """Percentile intervals of each raw axis value over the CRS bootstrap's own replicates.
 
     Returns columns ``<value>_low`` and ``<value>_high`` per encoder; NaN where an axis was not
     measured (for example retention with no corruption and no shift target).
     """
     alpha = score.bootstrap.alpha if alpha is None else alpha
-    seed_axes = score.seed_axes
-    draws = score.bootstrap.seed_draws
-    seeds = [str(s) for s in sorted(seed_axes["seed"].unique())]
-    counts = draws[seeds].to_numpy(dtype=np.float64) if set(seeds) <= set(draws.columns) else None
-    encoders = list(score.axis_errors.index)
-    tasks = sorted(seed_axes["task"].astype(str).unique())
+    encoders = [str(name) for name in score.axis_errors.index]
     out = pd.DataFrame(index=pd.Index(encoders, name="encoder"))
-    for value, *_ in AXIS_VALUES.values():
-        pivot = seed_axes.assign(seed=seed_axes["seed"].astype(str), task=seed_axes["task"].astype(str))
-        cube = (
-            pivot.pivot_table(index=["encoder", "task"], columns="seed", values=value, dropna=False)
-            .reindex(pd.MultiIndex.from_product([encoders, tasks]))
-            .reindex(columns=seeds)
-            .to_numpy(dtype=np.float64)
-            .reshape(len(encoders), len(tasks), len(seeds))
-        )
-        if counts is None or np.isnan(cube).all():
-            out[f"{value}_low"] = np.nan
-            out[f"{value}_high"] = np.nan
-            continue
-        known = ~np.isnan(cube)
-        total = np.einsum("bs,ets->bet", counts, np.where(known, cube, 0.0))
-        weight = np.einsum("bs,ets->bet", counts, known.astype(np.float64))
-        with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
-            warnings.simplefilter("ignore", RuntimeWarning)
-            per_replicate = np.nanmean(total / weight, axis=2)  # (replicates, encoders)
-            low, high = np.nanpercentile(per_replicate, [100 * alpha / 2, 100 * (1 - alpha / 2)], axis=0)
+    for value, replicates in axis_value_replicates(score).items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # an axis never measured: NaN, not a made-up interval
+            low, high = np.nanpercentile(
+                replicates.to_numpy(dtype=np.float64), [100 * alpha / 2, 100 * (1 - alpha / 2)], axis=0
+            )
         out[f"{value}_low"] = low
         out[f"{value}_high"] = high
     return out
