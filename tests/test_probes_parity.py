@@ -99,3 +99,27 @@ def test_cuml_missing_gives_a_clear_error():
     X, y = learnable("multiclass", n=80)
     with pytest.raises(ImportError, match="cuml"):
         fit_probes(X[:60], y[:60], X[60:], y[60:], [np.arange(60)], "multiclass", backend="cuml")
+
+
+def test_shared_basis_reaches_the_same_probes_and_is_refused_for_a_rank_deficient_unit():
+    """Rotating every subset with more rows than features into the largest subset's eigenbasis is
+    only a change of coordinates: the fitted probes equal those from each subset's own basis. When
+    the largest subset is rank-deficient (a duplicated feature), no basis is shared."""
+    import torch
+
+    from crs.probes.base import prepare
+    from crs.probes.torch_batched import shared_basis
+
+    X, y = learnable("multiclass", seed=4)
+    subsets = [np.arange(0, 400, 2), np.arange(1, 400, 2), np.arange(400)]
+    common = dict(backend="torch", Cs=(1e-2, 1e-1, 1.0), n_classes=4, tol=1e-7, path_tol=1e-7)
+    shared = fit_probes(X[:400], y[:400], X[400:550], y[400:550], subsets, "multiclass", **common)
+    own = fit_probes(X[:400], y[:400], X[400:550], y[400:550], subsets, "multiclass", share_basis=False, **common)
+    np.testing.assert_array_equal(shared.selected_C, own.selected_C)
+    np.testing.assert_allclose(shared.predict_proba(X[550:]), own.predict_proba(X[550:]), atol=2e-4)
+
+    data = prepare(X[:400], y[:400], X[400:550], y[400:550], subsets, "multiclass", (1.0,), 4)
+    assert shared_basis(data, torch.device("cpu"), torch.float32).shape == (24, 24)
+    X_dup = np.concatenate([X, X[:, :1] * 2.0], axis=1)  # a feature that is twice another: rank 24 of 25
+    data = prepare(X_dup[:400], y[:400], X_dup[400:550], y[400:550], subsets, "multiclass", (1.0,), 4)
+    assert shared_basis(data, torch.device("cpu"), torch.float32) is None

@@ -67,7 +67,7 @@ def batched_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     5 x 1250 x 769 times 769 x 8, 4.7 ms vs 10 ms; the transposed product 5.5 ms vs 26 ms)."""
     if a.device.type != "cpu":
         return torch.bmm(a, b)
-    return torch.from_numpy(np.matmul(a.numpy(), b.contiguous().numpy()))
+    return torch.from_numpy(np.matmul(a.numpy(), b.numpy()))
 
 
 @dataclass
@@ -114,8 +114,9 @@ class GroupProblem:
             picked = (torch.where(y > 0, logits, torch.zeros_like(logits)) * y).sum(dim=3, keepdim=True)
             f = (log_norm - picked).sum(dim=(1, 3)) / n
             residual = (torch.exp(logits - log_norm) - y) / n
-        grad = batched_matmul(self.Z.transpose(1, 2), residual.reshape(S, n, Cb * K)).view(S, R, Cb, K)
-        grad = grad.permute(0, 2, 1, 3).contiguous()
+        # residual^T Z rather than Z^T residual: the long axis stays contiguous (20-25 % faster here).
+        grad = batched_matmul(residual.reshape(S, n, Cb * K).transpose(1, 2), self.Z).view(S, Cb, K, R)
+        grad = grad.permute(0, 1, 3, 2).contiguous()
         weights_part = W[:, :, :-1, :]
         f = f + 0.5 * (lam * weights_part.square()).sum(dim=(2, 3))
         grad[:, :, :-1, :] += lam * weights_part
@@ -215,7 +216,7 @@ class SubsetBasis:
     mean: np.ndarray  # (D,) float64, relative to the unit's center
     std: np.ndarray  # (D,) float64
     V: torch.Tensor  # (D, r)
-    variance: torch.Tensor  # (r,) variance of Z's columns
+    variance: torch.Tensor | None  # (r,) variance of Z's columns; None: measured from Z once projected
     Z: torch.Tensor | None  # (n, r) when it came free with the basis (row-space case), else None
 
 
@@ -305,8 +306,29 @@ def group_targets(data: ProblemData, subset: np.ndarray) -> dict:
             "label_rows": np.full(K, len(y)), "constant": constant}
 
 
-def build_group(data: ProblemData, members: list[int], device: torch.device, dtype: torch.dtype) -> GroupBases:
+def shared_basis(data: ProblemData, device: torch.device, dtype: torch.dtype) -> torch.Tensor | None:
+    """Eigenbasis (D, D) of the unit's largest standardised subset, if it has more rows than
+    features and full rank; else None (then a subset's own basis may hold directions this one
+    dropped, so each subset keeps its own)."""
+    from crs.probes.base import subset_standardiser
+
+    largest = max(data.unique_subsets, key=len)
+    if len(largest) <= data.X_train.shape[1]:
+        return None
+    mean, std = subset_standardiser(data.X_train[largest], data.center)
+    basis = subset_basis(centered_rows(data, largest, device, dtype), mean, std)
+    return basis.V if basis.V.shape[1] == data.X_train.shape[1] else None
+
+
+def build_group(
+    data: ProblemData, members: list[int], device: torch.device, dtype: torch.dtype, shared_V: torch.Tensor | None = None
+) -> GroupBases:
     """Standardise, rotate and pad the subsets ``members`` (all the same size) into one problem.
+
+    ``shared_V`` (D, D), from :func:`shared_basis`: subsets with more rows than features use this
+    orthonormal basis instead of their own eigenbasis. The optimum is the same (the L2 penalty is
+    rotation-invariant), the diagonal preconditioner (each column's variance, measured) nearly as
+    good, and a D x D eigendecomposition per subset is saved.
 
     Two passes keep memory at about one subset's rows plus the group tensor: the bases first (each
     needs only a D x D or n x n Gram), then each subset's Z projected straight into its slice.
@@ -317,7 +339,10 @@ def build_group(data: ProblemData, members: list[int], device: torch.device, dty
     for index in members:
         subset = data.unique_subsets[index]
         mean, std = subset_standardiser(data.X_train[subset], data.center)
-        bases.append(subset_basis(centered_rows(data, subset, device, dtype), mean, std))
+        if shared_V is not None and len(subset) > data.X_train.shape[1]:
+            bases.append(SubsetBasis(mean, std, shared_V, None, None))
+        else:
+            bases.append(subset_basis(centered_rows(data, subset, device, dtype), mean, std))
     S, n, D = len(members), len(data.unique_subsets[members[0]]), data.X_train.shape[1]
     r = max(basis.V.shape[1] for basis in bases)
     means, stds = np.stack([b.mean for b in bases]), np.stack([b.std for b in bases])
@@ -331,7 +356,7 @@ def build_group(data: ProblemData, members: list[int], device: torch.device, dty
         else:
             project_into(Z_all[i, :, :rank], centered_rows(data, data.unique_subsets[index], device, dtype), basis)
         V_all[i, :, :rank] = basis.V
-        var_all[i, :rank] = basis.variance
+        var_all[i, :rank] = Z_all[i, :, :rank].square().mean(dim=0) if basis.variance is None else basis.variance
         bases[i] = None  # type: ignore[call-overload]  # its V now lives in V_all
     Z_all[:, :, r] = 1.0
     parts = [group_targets(data, data.unique_subsets[index]) for index in members]
@@ -403,6 +428,7 @@ def fit(
     tol: float = 1e-5,
     path_tol: float = 1e-4,
     max_iter: int = 2000,
+    share_basis: bool = True,
     family: str = "logistic",
 ):
     """Fit every (unique subset, C) as batched problems grouped by subset size; choose C per subset.
@@ -412,6 +438,8 @@ def fit(
     solved to ``path_tol`` (scikit-learn's default tolerance: these fits only choose C), then each
     subset's selected C is refined to ``tol`` from its path solution, so the probes kept meet the
     tight tolerance and the others cost what the reference pays for them.
+    ``share_basis``: subsets with more rows than features are rotated into the eigenbasis of the
+    unit's largest subset (one D x D eigendecomposition per unit instead of one per subset).
     ``random_state`` and ``n_jobs`` are accepted for interface parity (the solver is deterministic;
     threads are the caller's torch setting).
     """
@@ -434,9 +462,10 @@ def fit(
     sizes = np.array([len(s) for s in problem.unique_subsets])
     Cs = torch.as_tensor(problem.Cs, dtype=torch_dtype, device=torch_device)
     with torch.no_grad():
+        shared_V = shared_basis(problem, torch_device, torch_dtype) if share_basis else None
         for size in np.unique(sizes):
             members = np.flatnonzero(sizes == size).tolist()
-            bases = build_group(problem, members, torch_device, torch_dtype)
+            bases = build_group(problem, members, torch_device, torch_dtype, shared_V)
             S, R = len(members), bases.problem.Z.shape[2]
             if path == "batched":
                 W0 = torch.zeros(S, nC, R, K, dtype=torch_dtype, device=torch_device)
