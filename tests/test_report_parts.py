@@ -158,3 +158,19 @@ def test_montage_places_tiles_with_white_gaps():
     canvas = montage([[black, grey]], gap=1)
     assert canvas.shape == (2, 5, 3)
     assert (canvas[:, 2] == 255).all() and (canvas[:, :2] == 0).all() and (canvas[:, 3:] == 100).all()
+
+
+def test_rank_share_labels_never_round_a_rare_rank_to_never_or_always():
+    from crs.report.plots import share_label
+
+    # 1 of 500 replicates is 0.2 %: '0%' beside '100%' would say "never" and "always"
+    # 0.005 formats as '0%' (round half to even), so it must read '<1%' too
+    assert [share_label(x) for x in (0.002, 0.998, 0.005, 0.006, 0.77, 1.0, 0.0)] == [
+        "<1%", ">99%", "<1%", "1%", "77%", "100%", "0%"
+    ]
+
+
+def test_percent_keeps_rare_shares_off_zero_and_hundred():
+    from crs.report.tables import percent
+
+    assert [percent(x) for x in (0.31, 0.0, 0.002, 0.998, 1.0)] == ["31\u00a0%", "0\u00a0%", "<1\u00a0%", ">99\u00a0%", "100\u00a0%"]

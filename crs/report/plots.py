@@ -151,6 +151,16 @@ def rank_slope(crs_table: pd.DataFrame, reversed_pairs, styles: dict[str, Encode
         return save(fig, path)
 
 
+def share_label(share: float) -> str:
+    """'23%'; a share that rounds to 0 % or 100 % but is not reads '<1%' or '>99%', so no cell claims never or always."""
+    text = f"{share:.0%}"
+    if text == "0%" and share > 0.0:
+        return "<1%"
+    if text == "100%" and share < 1.0:
+        return ">99%"
+    return text
+
+
 def bootstrap_ranks(replicates: pd.DataFrame, order: list[str], path: Path, level: str = "paired-seed") -> Path:
     """Heat map of P(rank = k) per encoder over the bootstrap replicates; ``level`` names the bootstrap in the title."""
     crs = replicates[order].to_numpy(dtype=float)
@@ -163,7 +173,7 @@ def bootstrap_ranks(replicates: pd.DataFrame, order: list[str], path: Path, leve
         for i in range(n):
             for k in range(n):
                 if share[i, k] > 0:
-                    ax.text(k, i, f"{share[i, k]:.0%}", ha="center", va="center", fontsize=9,
+                    ax.text(k, i, share_label(share[i, k]), ha="center", va="center", fontsize=9,
                             color="black" if share[i, k] > 0.55 else "white")
         ax.set_xticks(range(n), [str(k) for k in range(1, n + 1)])
         ax.set_yticks(range(n), order)
