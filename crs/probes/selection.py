@@ -42,7 +42,9 @@ def batched_auroc(y: np.ndarray, scores: np.ndarray) -> np.ndarray:
     targets = label_matrix(y, scores.shape[-1])
     out = np.full(scores.shape[:-2] + (scores.shape[-1],), np.nan)
     complete = ~np.isnan(targets).any(axis=0)
-    if complete.any():
+    if complete.all():
+        out[...] = _auroc_columns(targets, scores)  # no copy of the scores (multiclass, complete labels)
+    elif complete.any():
         cols = np.flatnonzero(complete)
         out[..., cols] = _auroc_columns(targets[:, cols], scores[..., cols])
     for col in np.flatnonzero(~complete):
