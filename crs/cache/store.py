@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 import numpy as np
 import zarr
@@ -57,7 +57,20 @@ def table_digest(dataset: Dataset) -> str:
     return hasher.hexdigest()
 
 
-def _strings(values) -> np.ndarray:
+StoreMode = Literal["r", "r+", "a", "w", "w-"]
+
+
+def child_group(parent: zarr.Group, path: str) -> zarr.Group:
+    """``parent[path]`` where the layout says it is a group (zarr types every child as Array | Group)."""
+    return cast(zarr.Group, parent[path])
+
+
+def child_array(parent: zarr.Group, path: str) -> zarr.Array:
+    """``parent[path]`` where the layout says it is an array (zarr types every child as Array | Group)."""
+    return cast(zarr.Array, parent[path])
+
+
+def _strings(values: Any) -> np.ndarray:
     """zarr returns numpy's variable-width StringDType; plain fixed-width str arrays are easier downstream."""
     return np.array([str(v) for v in np.asarray(values).tolist()], dtype=str)
 
@@ -65,7 +78,7 @@ def _strings(values) -> np.ndarray:
 class FeatureStore:
     """One data set's store: the sample table plus feature groups per encoder fingerprint."""
 
-    def __init__(self, path: Path | str, mode: str = "r"):
+    def __init__(self, path: Path | str, mode: StoreMode = "r"):
         self.path = Path(path)
         if mode == "r" and not self.path.exists():
             raise CacheError(f"no cache store at {self.path}; run `crs extract` first")
@@ -114,11 +127,11 @@ class FeatureStore:
         dropped = []
         ids, test = self.root.attrs.get("id_digest"), self.root.attrs.get("test_digest")
         for encoder in self.encoder_names():
-            node = self.root["encoders"][encoder]
-            current = node.attrs.get("current")
+            node = child_group(self.root, f"encoders/{encoder}")
+            current = cast(str | None, node.attrs.get("current"))
             if current is None or current not in node:
                 continue
-            fields = node[current].attrs.get("fields", {})
+            fields = cast(dict[str, Any], child_group(node, current).attrs.get("fields", {}))
             if fields.get("image_ids_sha256") != ids or fields.get("test_ids_sha256", test) != test:
                 del node.attrs["current"]
                 dropped.append(encoder)
@@ -128,28 +141,28 @@ class FeatureStore:
         attrs = self.root.attrs
         if "id_digest" not in attrs:
             raise CacheError(f"{self.path} has no sample table; run `crs extract` first")
-        task = attrs["task"]
+        task = cast(dict[str, Any], attrs["task"])
         return SampleTable(
-            name=attrs["dataset"],
+            name=cast(str, attrs["dataset"]),
             task=Task(task["name"], task["kind"], tuple(task["class_names"])),
-            modality=attrs["modality"],
-            image_size=int(attrs["image_size"]),
-            ids=_strings(self.root["ids"][:]),
-            labels=np.asarray(self.root["labels"][...]),
-            splits=_strings(self.root["splits"][:]),
-            groups=_strings(self.root["groups"][:]),
+            modality=cast(str, attrs["modality"]),
+            image_size=int(cast(int, attrs["image_size"])),
+            ids=_strings(child_array(self.root, "ids")[:]),
+            labels=np.asarray(child_array(self.root, "labels")[...]),
+            splits=_strings(child_array(self.root, "splits")[:]),
+            groups=_strings(child_array(self.root, "groups")[:]),
         )
 
     # -- encoder groups ---------------------------------------------------------------------
     def encoder_names(self) -> list[str]:
         if "encoders" not in self.root:
             return []
-        return sorted(self.root["encoders"].group_keys())
+        return sorted(child_group(self.root, "encoders").group_keys())
 
     def fingerprints(self, encoder: str) -> list[str]:
         if encoder not in self.encoder_names():
             return []
-        return sorted(self.root["encoders"][encoder].group_keys())
+        return sorted(child_group(self.root, f"encoders/{encoder}").group_keys())
 
     def current_fingerprint(self, encoder: str) -> str:
         """The fingerprint written by the latest extraction of ``encoder`` (stage 2 reads this one)."""
@@ -158,7 +171,7 @@ class FeatureStore:
                 f"encoder {encoder!r} has no features in {self.path}; run `crs extract` for it "
                 f"(present: {self.encoder_names() or 'none'})"
             )
-        current = self.root["encoders"][encoder].attrs.get("current")
+        current = cast(str | None, child_group(self.root, f"encoders/{encoder}").attrs.get("current"))
         if current is None:
             raise CacheError(f"encoder {encoder!r} in {self.path} has no finished extraction")
         return current
@@ -166,7 +179,7 @@ class FeatureStore:
     def encoder_group(self, encoder: str, fingerprint: str, fields: dict[str, Any] | None = None) -> zarr.Group:
         path = f"encoders/{encoder}/{fingerprint}"
         if path in self.root:
-            return self.root[path]
+            return child_group(self.root, path)
         if fields is None:
             raise CacheError(f"no feature group {path} in {self.path}")
         group = self.root.require_group(path)
@@ -174,8 +187,8 @@ class FeatureStore:
         return group
 
     def mark_current(self, encoder: str, fingerprint: str) -> None:
-        self.root["encoders"][encoder].attrs["current"] = fingerprint
-        self.root[f"encoders/{encoder}/{fingerprint}"].attrs["complete"] = True
+        child_group(self.root, f"encoders/{encoder}").attrs["current"] = fingerprint
+        child_group(self.root, f"encoders/{encoder}/{fingerprint}").attrs["complete"] = True
 
     def feature_array_names(self, encoder: str, fingerprint: str | None = None) -> list[str]:
         """Relative names of the feature arrays of one encoder: ``clean``, ``corrupt/<c>/<s>``."""
@@ -193,10 +206,10 @@ class FeatureStore:
         group = self.encoder_group(encoder, fingerprint)
         if name not in group:
             raise CacheError(f"{self.path}: encoder {encoder!r} has no features {name!r}; run `crs extract`")
-        done = np.asarray(group[f"{name}__done"][:])
+        done = np.asarray(child_array(group, f"{name}__done")[:])
         if not done.all():
             missing = np.flatnonzero(done == 0).tolist()
             raise CacheError(
                 f"{self.path}: {encoder}/{name} has unfinished row chunks {missing}; re-run `crs extract` to resume"
             )
-        return np.asarray(group[name][...], dtype=np.float32)
+        return np.asarray(child_array(group, name)[...], dtype=np.float32)

@@ -16,11 +16,12 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import zarr
 
-from crs.cache.store import FEATURE_DTYPE, CacheError
+from crs.cache.store import FEATURE_DTYPE, CacheError, child_array, child_group
 from crs.cache.writer import CHECKSUM_SUFFIX, DONE_SUFFIX, chunk_checksum, chunk_file, is_marker_array
 
 # Kinds of problem. Chunk-level ones are repaired by re-extracting that chunk.
@@ -55,21 +56,21 @@ def _check_table(store: Path, root: zarr.Group) -> tuple[list[Problem], int | No
         if name not in root:
             problems.append(Problem(str(store), name, "table", "missing sample-table array; re-run `crs extract`"))
             continue
-        lengths[name] = root[name].shape[0]
-    n_images = int(attrs.get("n_images", -1))
+        lengths[name] = child_array(root, name).shape[0]
+    n_images = int(cast(int, attrs.get("n_images", -1)))
     for name, length in lengths.items():
         if length != n_images:
             problems.append(Problem(str(store), name, "table", f"{length} rows, the table records {n_images}"))
     n_test = None
     if "splits" in root and not problems:
-        n_test = sum(1 for split in np.asarray(root["splits"][:]).tolist() if str(split) == "test")
+        n_test = sum(1 for split in np.asarray(child_array(root, "splits")[:]).tolist() if str(split) == "test")
     return problems, n_images, n_test
 
 
 def _check_array(store: Path, group: zarr.Group, prefix: str, name: str,
                  expected_rows: int | None, check_data: bool) -> list[Problem]:
     where = f"{prefix}/{name}"
-    array = group[name]
+    array = child_array(group, name)
 
     def problem(kind: str, detail: str, chunk: int | None = None) -> Problem:
         return Problem(str(store), where, kind, detail, chunk)
@@ -88,12 +89,12 @@ def _check_array(store: Path, group: zarr.Group, prefix: str, name: str,
         problems.append(problem("shape", f"{n_rows} rows, the sample table implies {expected_rows}"))
     if problems:
         return problems
-    chunk_rows = int(recorded.get("chunk_rows", array.chunks[0]))
+    chunk_rows = int(cast(int, recorded.get("chunk_rows", array.chunks[0])))
     n_chunks = max(1, -(-n_rows // chunk_rows))
-    done = np.asarray(group[done_name][:])
+    done = np.asarray(child_array(group, done_name)[:])
     if done.shape != (n_chunks,) or array.chunks[0] != min(chunk_rows, max(n_rows, 1)):
         return [problem("markers", f"{done.shape[0]} flags for {n_chunks} chunks of {chunk_rows} rows")]
-    checksums = np.asarray(group[checksum_name][...]) if checksum_name in group else None
+    checksums = np.asarray(child_array(group, checksum_name)[...]) if checksum_name in group else None
     for chunk in range(n_chunks):
         if done[chunk] == 0:
             problems.append(problem("incomplete", "not yet extracted; resume with `crs extract`", chunk))
@@ -139,7 +140,7 @@ def verify_store(path: Path | str, check_data: bool = True) -> list[Problem]:
     ]
     if "encoders" not in root:
         return problems
-    for encoder, encoder_group in sorted(root["encoders"].groups()):
+    for encoder, encoder_group in sorted(child_group(root, "encoders").groups()):
         for fingerprint, group in sorted(encoder_group.groups()):
             prefix = f"encoders/{encoder}/{fingerprint}"
             names = sorted(name for name, node in group.members(max_depth=None)
@@ -189,11 +190,12 @@ def repair(problems: list[Problem]) -> list[RepairAction]:
             continue
         root = zarr.open_group(str(store), mode="a")
         group_path, _, name = _split_array_path(problem.array)
-        group = root[group_path]
+        group = child_group(root, group_path)
         if problem.kind in CHUNK_KINDS:
-            group[f"{name}{DONE_SUFFIX}"][problem.chunk] = 0
+            assert problem.chunk is not None, "verify_store gives every chunk-level problem its chunk"
+            child_array(group, f"{name}{DONE_SUFFIX}")[problem.chunk] = 0
             if f"{name}{CHECKSUM_SUFFIX}" in group:
-                group[f"{name}{CHECKSUM_SUFFIX}"][problem.chunk] = 0
+                child_array(group, f"{name}{CHECKSUM_SUFFIX}")[problem.chunk] = 0
             actions.append(RepairAction(problem, "marked incomplete"))
         else:
             for member in (name, f"{name}{DONE_SUFFIX}", f"{name}{CHECKSUM_SUFFIX}"):

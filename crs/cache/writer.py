@@ -18,11 +18,13 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import zarr
+from zarr.core.array_spec import ArrayConfigParams
 
-from crs.cache.store import FEATURE_DTYPE, CacheError
+from crs.cache.store import FEATURE_DTYPE, CacheError, child_array
 
 DONE_SUFFIX = "__done"
 CHECKSUM_SUFFIX = "__sha256"
@@ -30,7 +32,7 @@ MARKER_SUFFIXES = (DONE_SUFFIX, CHECKSUM_SUFFIX)
 CHECKSUM_RULE = "sha256 of the chunk's float16 bytes, little-endian, C order"
 # Files always exist once written (zarr would otherwise skip all-zero chunks), so verify can tell
 # "never written" from "written as zeros".
-_ARRAY_CONFIG = {"write_empty_chunks": True}
+_ARRAY_CONFIG: ArrayConfigParams = {"write_empty_chunks": True}
 
 
 class CacheWriteError(CacheError):
@@ -86,17 +88,17 @@ class ChunkedFeatureArray:
         self.label = label or name
         self.n_rows = n_rows
         if name in group and f"{name}{DONE_SUFFIX}" in group:
-            array = group[name]
+            array = child_array(group, name)
             if tuple(array.shape) != (n_rows, dim):
                 raise CacheError(
                     f"feature array {self.label} has shape {tuple(array.shape)}, expected {(n_rows, dim)}; "
                     "run `crs cache verify --repair` or delete the group"
                 )
-            self.chunk_rows = int(array.attrs.get("chunk_rows", array.chunks[0]))
+            self.chunk_rows = int(cast(int, array.attrs.get("chunk_rows", array.chunks[0])))
             self.array = array.with_config(_ARRAY_CONFIG)
-            self.done = group[f"{name}{DONE_SUFFIX}"].with_config(_ARRAY_CONFIG)
+            self.done = child_array(group, f"{name}{DONE_SUFFIX}").with_config(_ARRAY_CONFIG)
             checksums = f"{name}{CHECKSUM_SUFFIX}"
-            self.checksums = group[checksums].with_config(_ARRAY_CONFIG) if checksums in group else None
+            self.checksums = child_array(group, checksums).with_config(_ARRAY_CONFIG) if checksums in group else None
             return
         # Markers first, feature array last: "the array exists" then implies its markers exist.
         self.chunk_rows = int(chunk_rows)
