@@ -100,10 +100,10 @@ def _corrupt_group(
         return outs
     if source.dtype == torch.uint8 and spec.operator in UINT8_OPERATORS:
         direct = UINT8_OPERATORS[spec.operator]
-        outs = [direct(source, spec.parameter(s), replace(context, severity=s)) for s in severities]
-        if all(out is not None for out in outs):
-            return outs
-        outs = []
+        direct_outs = [direct(source, spec.parameter(s), replace(context, severity=s)) for s in severities]
+        ready = [out for out in direct_outs if out is not None]
+        if len(ready) == len(direct_outs):
+            return ready
     as_float = _to_float(source)
     for severity in severities:
         out = spec.operator(as_float, spec.parameter(severity), replace(context, severity=severity))
@@ -149,7 +149,7 @@ def apply_severities(
             continue
         everyone = count == images.shape[0]
         index = None if everyone else members.nonzero().flatten().to(images.device)
-        selected = images if everyone else images.index_select(0, index)
+        selected = images if index is None else images.index_select(0, index)
         source = selected[:, :1] if single_channel else selected
         context = Context(
             ids=ids if everyone else [ids[i] for i in members.nonzero().flatten().tolist()],
@@ -161,7 +161,7 @@ def apply_severities(
             grayscale=grayscale,
         )
         for k, out in zip(rows, _corrupt_group(source, spec, active, context), strict=True):
-            if everyone:
+            if index is None:  # everyone
                 result[k] = out  # broadcasts one grey channel to three
             else:
                 result[k].index_copy_(0, index, out.expand(-1, 3, -1, -1))

@@ -101,7 +101,7 @@ def poisson_counts(x: torch.Tensor, photons: float, context: Context) -> torch.T
     whole = (levels / 255 == x).flatten(1).all(dim=1).tolist()
     entries = poisson_alias_table(float(photons)) if photons <= ALIAS_MAX_PHOTONS else None
     alias_rows = [i for i, ok in enumerate(whole) if ok and entries is not None]
-    if alias_rows:
+    if alias_rows and entries is not None:  # alias_rows is empty without a table
         rows = torch.tensor(alias_rows, device=x.device)
         pixels = levels[0].numel()
         level_index = (

@@ -17,7 +17,8 @@ from crs.corruptions.suites import MODALITIES
 
 def _grid(size: int) -> tuple[torch.Tensor, torch.Tensor]:
     t = (torch.arange(size, dtype=torch.float32) + 0.5) / size
-    return torch.meshgrid(t, t, indexing="ij")
+    rows, cols = torch.meshgrid(t, t, indexing="ij")
+    return rows, cols
 
 
 def _smooth_noise(size: int, cells: int, generator: torch.Generator) -> torch.Tensor:

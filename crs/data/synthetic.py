@@ -137,12 +137,13 @@ def _labels_and_groups(modality: str, n_images: int, rng: np.random.Generator):
         labels = rng.choice(len(FUNDUS_GRADES), size=n_images, p=FUNDUS_PREVALENCE / FUNDUS_PREVALENCE.sum())
     else:
         labels = (rng.random((n_images, len(CXR_FINDINGS))) < CXR_PREVALENCE).astype(np.float32)
-    groups, group = [], 0
-    while len(groups) < n_images:
+    group_list: list[int] = []
+    group = 0
+    while len(group_list) < n_images:
         repeat = 2 if modality == "fundus" else int(rng.integers(1, 4))
-        groups.extend([group] * repeat)
+        group_list.extend([group] * repeat)
         group += 1
-    groups = np.array(groups[:n_images])
+    groups = np.array(group_list[:n_images])
     # Images of one group share the label (one lesion, one patient's eyes or studies) except
     # chest films, whose findings may change between studies.
     if modality != "chest_xray":
@@ -185,7 +186,7 @@ def generate_synthetic(
         path = f"images/{image_id}.png"
         pixels = (np.clip(array, 0, 1) * 255).round().astype(np.uint8)
         Image.fromarray(pixels).save(folder / path)
-        row = {"image_id": image_id, "path": path, "group": f"{site}{groups[i]:05d}"}
+        row: dict[str, str | float] = {"image_id": image_id, "path": path, "group": f"{site}{groups[i]:05d}"}
         if modality == "chest_xray":
             row.update({name: float(labels[i, j]) for j, name in enumerate(CXR_FINDINGS)})
         else:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -12,23 +14,30 @@ from crs.encoders.encoder import Encoder, Network
 from crs.encoders.registry import EncoderError, EncoderSpec, get_spec
 from crs.encoders.weights import RANDOM, RANDOM_SEED
 
+# (spec, weights) -> the network; python sources may also hand back an updated spec.
+Builder = Callable[[EncoderSpec, Any], Network | tuple[EncoderSpec, Network]]
 
-def _loader(kind: str):
+
+def _loader(kind: str) -> Builder:
     if kind == "timm":
-        from crs.encoders.timm_ import build
-    elif kind == "checkpoint":
-        from crs.encoders.timm_ import build_from_checkpoint as build
-    elif kind == "open_clip":
-        from crs.encoders.open_clip_ import build
-    elif kind == "hf":
-        from crs.encoders.hf import build
-    elif kind == "python":
-        from crs.encoders.python_ import build
-    elif kind == "baseline":
-        from crs.encoders.baseline import build
-    else:
-        raise EncoderError(f"no loader for source kind {kind!r}")
-    return build
+        from crs.encoders import timm_
+        return timm_.build
+    if kind == "checkpoint":
+        from crs.encoders import timm_
+        return timm_.build_from_checkpoint
+    if kind == "open_clip":
+        from crs.encoders import open_clip_
+        return open_clip_.build
+    if kind == "hf":
+        from crs.encoders import hf
+        return hf.build
+    if kind == "python":
+        from crs.encoders import python_
+        return python_.build
+    if kind == "baseline":
+        from crs.encoders import baseline
+        return baseline.build
+    raise EncoderError(f"no loader for source kind {kind!r}")
 
 
 def create(
@@ -57,7 +66,9 @@ def create(
     # Fixed seed around construction: random weights are identical on every run and machine.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(RANDOM_SEED)
-        network: Network = build(spec, weights)
-    if isinstance(network, tuple):  # python sources may update the spec (their own preprocessing)
-        spec, network = network
+        built = build(spec, weights)
+    if isinstance(built, tuple):  # python sources may update the spec (their own preprocessing)
+        spec, network = built
+    else:
+        network = built
     return Encoder(spec, network, device)

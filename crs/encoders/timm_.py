@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -106,7 +107,8 @@ def build(spec: EncoderSpec, weights) -> Network:
     module = create_architecture(name, spec)
     if weights == RANDOM:
         return Network(module, module, f"random:{RANDOM_SEED}", "random weights (pretrained=False)")
-    hub_id = (module.pretrained_cfg or {}).get("hf_hub_id")
+    pretrained_cfg = cast(dict[str, Any] | None, module.pretrained_cfg)  # timm sets it on every model
+    hub_id = (pretrained_cfg or {}).get("hf_hub_id")
     path = resolve(spec, weights, hf_repo=hub_id, hf_filenames=HF_WEIGHT_FILES)
     summary = load_checkpoint(module, path, spec, source=spec.source)
     return Network(module, module, file_digest(path), summary)
