@@ -82,7 +82,8 @@ def fit(problem: ProblemData, selection: str, **_options) -> KNNProbeSet:
     means, stds = [], []
     for u, subset in enumerate(problem.unique_subsets):
         mean, std = subset_standardiser(problem.X_train[subset], problem.center)
-        means.append(mean), stds.append(std)
+        means.append(mean)
+        stds.append(std)
         train = ((problem.X_train[subset] - problem.center - mean) / std).astype(np.float32)
         query = ((problem.X_val - problem.center - mean) / std).astype(np.float32)
         usable = np.minimum(ks, len(subset))

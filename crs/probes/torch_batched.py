@@ -24,6 +24,7 @@ tighter than scikit-learn's default on the same objective); ``ProbeSet.converged
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.linalg
@@ -101,13 +102,14 @@ class GroupProblem:
         S, Cb, R, K = W.shape
         n = self.Z.shape[1]
         logits = batched_matmul(self.Z, W.permute(0, 2, 1, 3).reshape(S, R, Cb * K)).view(S, n, Cb, K)
-        if self.multilabel:
+        if self.row_weights is not None:  # multilabel
             y = self.targets[:, :, None, :]
             weights = self.row_weights[:, :, None, :]
             loss = torch.nn.functional.softplus(logits) - y * logits
             f = (loss * weights).sum(dim=(1, 3))
             residual = (torch.sigmoid(logits) - y) * weights
         else:
+            assert self.class_mask is not None  # multiclass and ordinal groups carry one
             logits = logits + self.class_mask[:, None, None, :]
             log_norm = torch.logsumexp(logits, dim=3, keepdim=True)
             y = self.targets[:, :, None, :]
@@ -203,7 +205,7 @@ def lbfgs(problem: GroupProblem, Cs: torch.Tensor, W0: torch.Tensor, options: So
 # --- building the rotated problems -----------------------------------------------------------
 
 
-def cpu_eigh(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def cpu_eigh(A: Any) -> tuple[np.ndarray, np.ndarray]:
     """Symmetric eigendecomposition by LAPACK's divide and conquer in A's own dtype (scipy):
     2x faster than ``numpy.linalg.eigh`` on a float32 768 x 768 Gram here (46 vs 93 ms, one thread)."""
     return scipy.linalg.eigh(A, driver="evd", overwrite_a=True, check_finite=False)
@@ -515,13 +517,13 @@ def _warm_path(problem, bases, members, Cs, options, selection, patience, val_ce
 
 def _select(problem: GroupProblem, rows: np.ndarray) -> GroupProblem:
     index = torch.as_tensor(rows, device=problem.Z.device)
-    pick = lambda t: None if t is None else t[index]  # noqa: E731
+    optional = lambda t: None if t is None else t[index]  # noqa: E731
     return GroupProblem(
-        Z=pick(problem.Z),
-        targets=pick(problem.targets),
-        row_weights=pick(problem.row_weights),
-        class_mask=pick(problem.class_mask),
-        variance=pick(problem.variance),
-        label_rows=pick(problem.label_rows),
+        Z=problem.Z[index],
+        targets=problem.targets[index],
+        row_weights=optional(problem.row_weights),
+        class_mask=optional(problem.class_mask),
+        variance=problem.variance[index],
+        label_rows=problem.label_rows[index],
         multilabel=problem.multilabel,
     )
