@@ -10,6 +10,7 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -104,20 +105,21 @@ def audit_tables(spec: Spec) -> dict[str, object]:
     from crs.run_probes import training_subsets
 
     settings = probe_settings(spec)
-    audit: dict[str, object] = {"skipped_images": {}, "label_fraction_ids": {}}
+    skipped_images: dict[str, list[str]] = {}
+    label_fraction_ids: dict[str, dict[str, dict[str, list[str]]]] = {}
     names = [entry.name for entry in spec.datasets]
     names += [entry.shift_target.name for entry in spec.datasets if entry.shift_target]
     for name in names:
         store = FeatureStore(store_path(spec.cache, name))
-        audit["skipped_images"][name] = list(store.root.attrs.get("skipped_images", []))
+        skipped_images[name] = list(cast(list[str], store.root.attrs.get("skipped_images", [])))
     for entry in spec.datasets:
         table = FeatureStore(store_path(spec.cache, entry.name)).read_table()
         train_ids = table.ids[table.indices("train")]
         drawn: dict[str, dict[str, list[str]]] = {}
         for fraction, seed, rows in training_subsets(table, settings):
             drawn.setdefault(str(seed), {})[str(fraction)] = train_ids[rows].tolist()
-        audit["label_fraction_ids"][entry.name] = drawn
-    return audit
+        label_fraction_ids[entry.name] = drawn
+    return {"skipped_images": skipped_images, "label_fraction_ids": label_fraction_ids}
 
 
 def probe_settings(spec: Spec) -> ProbeSettings:
@@ -160,7 +162,8 @@ def probe(
     }
     predictions.mkdir(exist_ok=True)
     for unit, result in outcome.fresh.items():
-        np.savez_compressed(incremental.predictions_file(predictions, unit), **result.predictions)
+        # allow_pickle spelled out at its default: otherwise mypy reads **predictions as possibly binding it
+        np.savez_compressed(incremental.predictions_file(predictions, unit), allow_pickle=True, **result.predictions)
     records_io.write_parquet(records, previous, provenance)
     records_io.write_parquet(records_io.seed_aggregate(records), output / AGGREGATE_FILE, provenance)
     records.attrs["units_fitted"] = len(outcome.fresh)

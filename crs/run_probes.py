@@ -72,7 +72,7 @@ def condition_metrics(y: np.ndarray, probs: np.ndarray, kind: str) -> dict[str, 
 def training_subsets(table: SampleTable, settings: ProbeSettings) -> list[tuple[float, int, np.ndarray]]:
     """(label fraction, seed, row indices into the training split) for every probe of a task."""
     train_labels = table.labels[table.indices("train")]
-    subsets = []
+    subsets: list[tuple[float, int, np.ndarray]] = []
     for seed in settings.seeds:
         drawn = nested_label_fractions(train_labels, settings.label_fractions, seed, settings.min_per_class)
         subsets.extend((fraction, seed, drawn[fraction]) for fraction in sorted(drawn))
@@ -101,9 +101,9 @@ def run_unit(unit: ProbeUnit, cache_root: Path, settings: ProbeSettings) -> Unit
     ]
     for name in store.feature_array_names(unit.encoder):
         if name.startswith("corrupt/"):
-            _, corruption, severity = name.split("/")
+            _, corruption, severity_name = name.split("/")
             conditions.append(
-                ("corrupt", corruption, int(severity), "", store.read_features(unit.encoder, name), table.labels[test])
+                ("corrupt", corruption, int(severity_name), "", store.read_features(unit.encoder, name), table.labels[test])
             )
     if unit.target:
         target_store = FeatureStore(store_path(cache_root, unit.target))
