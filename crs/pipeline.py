@@ -162,8 +162,9 @@ def probe(
     }
     predictions.mkdir(exist_ok=True)
     for unit, result in outcome.fresh.items():
-        # allow_pickle spelled out at its default: otherwise mypy reads **predictions as possibly binding it
-        np.savez_compressed(incremental.predictions_file(predictions, unit), allow_pickle=True, **result.predictions)
+        # allow_pickle spelled out (else mypy reads **predictions as possibly binding it); False: the arrays
+        # are numeric, and np.load refuses pickled ones anyway
+        np.savez_compressed(incremental.predictions_file(predictions, unit), allow_pickle=False, **result.predictions)
     records_io.write_parquet(records, previous, provenance)
     records_io.write_parquet(records_io.seed_aggregate(records), output / AGGREGATE_FILE, provenance)
     records.attrs["units_fitted"] = len(outcome.fresh)
