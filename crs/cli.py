@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sys
 import time
@@ -55,13 +56,15 @@ def cli(ctx: click.Context, debug: bool, verbose: int) -> None:
         logging.getLogger("crs").setLevel(level)
 
 
-def _spec(path: str, cache: str | None, out: str | None) -> Spec:
+def _spec(path: str, cache: str | None, out: str | None, skip_bad: bool = False) -> Spec:
     spec = load_spec(path)
-    changes = {}
+    changes: dict[str, object] = {}
     if cache:
         changes["cache"] = Path(cache)
     if out:
         changes["output"] = Path(out)
+    if skip_bad:
+        changes["extract"] = dataclasses.replace(spec.extract, skip_bad=True)
     return Spec(**{**spec.__dict__, **changes}) if changes else spec
 
 
@@ -129,6 +132,10 @@ shard_option = click.option(
     "--shard", default=None, metavar="I/N", help="Fill only row chunks k with k % N == I (run N workers, one per I)."
 )
 wait_option = click.option("--wait", is_flag=True, help="Wait for another writer of the same shard instead of exiting.")
+skip_bad_option = click.option(
+    "--skip-bad", is_flag=True,
+    help="Skip missing or unreadable images and list them in audit.json and the records' metadata (default: stop).",
+)
 
 
 @cli.command()
@@ -138,9 +145,11 @@ wait_option = click.option("--wait", is_flag=True, help="Wait for another writer
 @quiet_option
 @shard_option
 @wait_option
-def extract(spec_path: str, cache: str | None, out: str | None, quiet: bool, shard: str | None, wait: bool) -> None:
+@skip_bad_option
+def extract(spec_path: str, cache: str | None, out: str | None, quiet: bool, shard: str | None, wait: bool,
+            skip_bad: bool) -> None:
     """Stage 1: cache clean and corrupted features of every encoder (skips what is cached)."""
-    _extract(_spec(spec_path, cache, out), quiet, shard, wait)
+    _extract(_spec(spec_path, cache, out, skip_bad), quiet, shard, wait)
 
 
 @cli.command()
@@ -183,9 +192,11 @@ def report(spec_path: str, cache: str | None, out: str | None) -> None:
 @jobs_option
 @cluster_option
 @quiet_option
-def run(spec_path: str, cache: str | None, out: str | None, jobs: int | None, cluster: str | None, quiet: bool) -> None:
+@skip_bad_option
+def run(spec_path: str, cache: str | None, out: str | None, jobs: int | None, cluster: str | None, quiet: bool,
+        skip_bad: bool) -> None:
     """Extract, probe, score and report for one spec."""
-    spec = _spec(spec_path, cache, out)
+    spec = _spec(spec_path, cache, out, skip_bad)
     _extract(spec, quiet)
     _probe(spec, jobs, cluster, quiet)
     result = _score(spec, quiet)

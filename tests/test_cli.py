@@ -95,3 +95,56 @@ def test_help_lists_the_stages(runner):
     assert result.exit_code == 0
     for command in ("demo", "run", "extract", "probe", "score", "report", "encoders"):
         assert command in result.output
+
+
+def _folder_spec_with_missing_image(tmp_path):
+    """A folder + CSV data set (built from synthetic fundus images) whose CSV names one missing file."""
+    import pandas as pd
+
+    from crs.data.synthetic import generate_synthetic
+
+    folder = generate_synthetic(tmp_path / "data", "fundus", n_images=90, image_size=32)
+    table = pd.read_csv(folder / "labels.csv")
+    missing = {"image_id": "ghost", "path": "images/ghost.png", "group": "ghost", "label": 0}
+    pd.concat([table, pd.DataFrame([missing])]).to_csv(folder / "labels.csv", index=False)
+    spec = tmp_path / "spec.toml"
+    spec.write_text(f"""
+name = "folder"
+cache = "{tmp_path / 'cache'}"
+output = "{tmp_path / 'out'}"
+encoders = ["pixel_stats"]
+[encoder_defaults]
+weights = "random"
+input_size = 32
+[extract]
+corruptions = "none"
+[probe]
+label_fractions = [0.5, 1.0]
+seeds = [0]
+Cs = [0.1]
+[[datasets]]
+name = "fundus-folder"
+loader = "folder"
+root = "{folder}"
+options = {{ kind = "ordinal", modality = "fundus", id_column = "image_id", group_column = "group", image_size = 32 }}
+""")
+    return spec
+
+
+def test_missing_image_stops_with_its_name_or_is_skipped_and_listed(runner, tmp_path):
+    spec = _folder_spec_with_missing_image(tmp_path)
+    result = runner.invoke(cli, ["extract", str(spec), "-q"])
+    assert result.exit_code == 2
+    assert "ghost.png" in _error_line(result)
+
+    result = runner.invoke(cli, ["extract", str(spec), "-q", "--skip-bad"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(cli, ["probe", str(spec), "-q"])
+    assert result.exit_code == 0, result.output
+    audit = json.loads((tmp_path / "out" / "audit.json").read_text())
+    skipped = audit["skipped_images"]["fundus-folder"]
+    assert len(skipped) == 1 and "ghost.png" in skipped[0]
+    from crs.records import read_provenance
+
+    provenance = read_provenance(tmp_path / "out" / "records.parquet")
+    assert provenance["skipped_images"]["fundus-folder"] == skipped
