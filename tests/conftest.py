@@ -15,6 +15,7 @@ def tiny_run(tmp_path_factory):
     from crs import pipeline
     from crs.score_io import score_and_save
     from crs.spec import load_spec
+
     from tiny import write_tiny_spec
 
     folder = tmp_path_factory.mktemp("tiny_run")

@@ -8,6 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from crs.cli import cli
+
 from tiny import write_tiny_spec
 
 

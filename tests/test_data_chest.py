@@ -8,10 +8,11 @@ import numpy as np
 import pandas as pd
 import PIL.Image
 import pytest
-from data_trees import KNOWN_EXPECTED, build_chexpert, build_mimic
 
 from crs.data import DataError, load_dataset
 from crs.data.chexpert import CHEXPERT_TASKS, TASK
+
+from data_trees import KNOWN_EXPECTED, build_chexpert, build_mimic
 
 POLICIES = ("ones", "zeros", "ignore", "mixed")
 

@@ -8,11 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from data_trees import build_chexpert, build_folder, build_isic, build_mimic, write_image
 
 from crs.cli_datasets import datasets
 from crs.data import DATASET_LOADERS, DataError, load_dataset
 from crs.data.check import REPORT_KEYS, check_dataset
+
+from data_trees import build_chexpert, build_folder, build_isic, build_mimic, write_image
 
 FOLDER_OPTIONS = {"modality": "dermoscopy", "group_column": "patient", "split_column": "split"}
 

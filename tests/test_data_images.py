@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 
 import pytest
-from data_trees import truncate, write_image
 
 from crs.data import DataError, safe_join
 from crs.data.images import find_bad_images, load_image, resolve_paths, screen_images
+
+from data_trees import truncate, write_image
 
 
 @pytest.fixture

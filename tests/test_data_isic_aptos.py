@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from data_trees import build_aptos, build_isic
 
 from crs.data import DataError, load_dataset
 from crs.data.images import load_image
+
+from data_trees import build_aptos, build_isic
 
 
 def splits_by_group(dataset) -> dict[str, set[str]]:

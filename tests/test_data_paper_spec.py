@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from data_trees import build_aptos, build_chexpert, build_isic, build_mimic
-
 from crs.data import load_dataset
 from crs.encoders.registry import available
 from crs.spec import load_spec
+
+from data_trees import build_aptos, build_chexpert, build_isic, build_mimic
 
 PAPER = Path(__file__).resolve().parents[1] / "examples" / "paper.toml"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from crs.run_probes import ProbeUnit, run_units
 from crs.pipeline import probe_settings
+from crs.run_probes import ProbeUnit, run_units
 
 pytest.importorskip("dask.distributed")
 

@@ -13,11 +13,11 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 @pytest.fixture(scope="session")
 def reference(tmp_path_factory):
     """(base folder, data folder, reference store, number of file writes, run report)."""
-    from faults_harness import run_forked, write_fault_spec
-
     import crs.corruptions  # noqa: F401  (imported before forking, so every child runs the same code)
     from crs.pipeline import load_entry
     from crs.spec import load_spec
+
+    from faults_harness import run_forked, write_fault_spec
 
     base = tmp_path_factory.mktemp("faults")
     data = base / "data"

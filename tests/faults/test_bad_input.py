@@ -15,11 +15,12 @@ import numpy as np
 import pytest
 import zarr
 from click.testing import CliRunner
-from faults_harness import write_fault_spec
 from PIL import Image
 
 from crs.cache.verify import verify_store
 from crs.cli import cli
+
+from faults_harness import write_fault_spec
 
 FOLDER_SPEC = """
 name = "bad"

@@ -19,9 +19,10 @@ import time
 import numpy as np
 import pytest
 import zarr
-from faults_harness import assert_stores_identical, run_forked, write_fault_spec
 
 from crs.cache.verify import repair, verify_store
+
+from faults_harness import assert_stores_identical, run_forked, write_fault_spec
 
 N_KILLS = int(os.environ.get("CRS_FAULT_KILLS", "10"))
 SEED = int(os.environ.get("CRS_FAULT_SEED", "0"))

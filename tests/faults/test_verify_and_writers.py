@@ -13,13 +13,14 @@ import numpy as np
 import pytest
 import zarr
 from click.testing import CliRunner
-from faults_harness import assert_stores_identical, run_forked, write_fault_spec
 
 from crs.cache.lock import LockHeldError, WriterLock, live_holder, writer_lock_path
 from crs.cache.verify import repair, verify_store
 from crs.cache.writer import chunk_file
 from crs.cli import cli
 from crs.cli_verify import verify
+
+from faults_harness import assert_stores_identical, run_forked, write_fault_spec
 
 
 def copy_reference(reference, tmp_path):
