@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
@@ -127,6 +126,14 @@ def probe_settings(spec: Spec) -> ProbeSettings:
     return ProbeSettings(p.label_fractions, p.seeds, p.Cs, p.backend, p.family, p.selection, p.min_per_class)
 
 
+def probe_units(spec: Spec) -> list[ProbeUnit]:
+    """Every (encoder, task) unit of the spec, with the task's shift target where it has one."""
+    return [
+        ProbeUnit(encoder, entry.name, entry.shift_target.name if entry.shift_target else "")
+        for entry in spec.datasets for encoder in spec.encoder_names
+    ]
+
+
 def probe(
     spec: Spec, jobs: int | None = None, cluster: str | None = None, progress: bool = True, full: bool = False
 ) -> pd.DataFrame:
@@ -139,10 +146,7 @@ def probe(
 
     output = ensure_writable(spec.output)
     settings = probe_settings(spec)
-    units = [
-        ProbeUnit(encoder, entry.name, entry.shift_target.name if entry.shift_target else "")
-        for entry in spec.datasets for encoder in spec.encoder_names
-    ]
+    units = probe_units(spec)
     predictions = output / PREDICTIONS_DIR
     previous = output / RECORDS_FILE
     if full and previous.exists():
@@ -179,11 +183,3 @@ def read_records(spec: Spec) -> pd.DataFrame:
     records = pd.read_parquet(path)
     # A spec may drop an encoder: score only those it names, the cache keeps the rest.
     return records[records["encoder"].isin(spec.encoder_names)].reset_index(drop=True)
-
-
-@dataclass(frozen=True)
-class RunSummary:
-    extract: ExtractStats
-    records: pd.DataFrame
-    score: object
-    report_path: Path | None

@@ -149,11 +149,6 @@ def run_unit(unit: ProbeUnit, cache_root: Path, settings: ProbeSettings) -> Unit
     return UnitResult(pd.DataFrame(rows), predictions)
 
 
-def plan_units(cache_root: Path, encoders: Sequence[str], tasks: Sequence[tuple[str, str]]) -> list[ProbeUnit]:
-    """Every (encoder, task) unit, with the task's shift target where it has one."""
-    return [ProbeUnit(encoder, task, target) for task, target in tasks for encoder in encoders]
-
-
 def run_units(
     units: Sequence[ProbeUnit],
     cache_root: Path,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from crs.pipeline import probe_settings
+from crs.pipeline import probe_settings, probe_units
 from crs.run_probes import ProbeUnit, run_units
 
 pytest.importorskip("dask.distributed")
@@ -13,11 +13,7 @@ pytest.importorskip("dask.distributed")
 
 def test_dask_local_cluster_matches_local_run(tiny_run):
     spec, _, records, _ = tiny_run
-    units = [
-        ProbeUnit(encoder, entry.name, entry.shift_target.name if entry.shift_target else "")
-        for entry in spec.datasets for encoder in spec.encoder_names
-    ]
-    results = run_units(units, spec.cache, probe_settings(spec), cluster="local:2", progress=False)
+    results = run_units(probe_units(spec), spec.cache, probe_settings(spec), cluster="local:2", progress=False)
     from crs.records import combine
 
     on_cluster = combine([r.records for r in results])
