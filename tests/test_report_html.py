@@ -34,69 +34,16 @@ IMAGE_PROBE = (
 
 
 @pytest.fixture(scope="module")
-def report(request, tmp_path_factory):
-    """(html path, out folder, score, records) for a report built from a real tiny run."""
+def report(tiny_run, tmp_path_factory):
+    """(html path, out folder, score, records) for a report built from the session's real tiny run."""
     from crs.report import write_report
 
-    try:
-        spec, _stats, records, score = request.getfixturevalue("tiny_run")
-    except pytest.FixtureLookupError:
-        spec, records, score = _own_tiny_run(tmp_path_factory.mktemp("report_run"))
+    spec, _stats, records, score = tiny_run
     out = tmp_path_factory.mktemp("report")
     path = write_report(score, records, out, title="crs report: tiny", spec=spec,
                         predictions_dir=Path(spec.output) / "predictions")
     return path, out, score, records
 
-
-def _own_tiny_run(folder: Path):
-    from crs import pipeline
-    from crs.score_io import score_and_save
-    from crs.spec import load_spec
-
-    spec_path = folder / "spec.toml"
-    spec_path.write_text(TINY_SPEC.format(root=folder.as_posix()))
-    spec = load_spec(spec_path)
-    pipeline.extract(spec, progress=False)
-    records = pipeline.probe(spec, progress=False)
-    return spec, records, score_and_save(spec, records)
-
-
-TINY_SPEC = """
-name = "tiny"
-cache = "{root}/cache"
-output = "{root}/out"
-encoders = ["pixel_stats", "resnet18"]
-[encoder_defaults]
-weights = "random"
-input_size = 32
-[extract]
-corruptions = ["gaussian_noise", "pixelate"]
-severities = [1, 3]
-[probe]
-label_fractions = [0.25, 1.0]
-seeds = [0, 1]
-Cs = [0.01, 1.0]
-jobs = 1
-[score]
-reference_encoder = "pixel_stats"
-n_boot = 50
-[[datasets]]
-name = "derm"
-loader = "synthetic"
-root = "{root}/data"
-options = {{ modality = "dermoscopy", n_images = 120, image_size = 32 }}
-[[datasets]]
-name = "fundus"
-loader = "synthetic"
-root = "{root}/data"
-options = {{ modality = "fundus", n_images = 120, image_size = 32 }}
-[[datasets]]
-name = "cxr"
-loader = "synthetic"
-root = "{root}/data"
-options = {{ modality = "chest_xray", n_images = 120, image_size = 32 }}
-shift_target = {{ name = "cxr-b", loader = "synthetic", root = "{root}/data", options = {{ modality = "chest_xray", site = "b", n_images = 60, image_size = 32, shift_target = true }} }}
-"""
 
 EXPECTED_FIGURES = {
     "axis_profiles.png", "pareto.png", "rank_slope.png", "bootstrap_ranks.png", "weight_sensitivity.png",
