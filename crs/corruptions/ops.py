@@ -13,7 +13,7 @@ import functools
 import math
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -21,6 +21,7 @@ import torch.nn.functional as F
 import torchvision.transforms.v2.functional as TF
 from torchvision.io import ImageReadMode, decode_jpeg, encode_jpeg
 
+from crs.corruptions.levels import alias_table, sample
 from crs.corruptions.seeding import bit_generator, generator, per_image
 
 REFERENCE_SIDE = 224
@@ -68,130 +69,94 @@ def _layout(context: Context, draw) -> list[torch.Tensor]:
 
 
 # ---------------------------------------------------------------------------------------- noise
+# Per-pixel noise on an image whose values are all whole 8-bit levels (every decoded image, uint8
+# or float) is drawn from the exact 8-bit output distribution of the definition
+# (``crs.corruptions.levels``): one alias-table look-up per pixel on one 32-bit random word. Other
+# images (arbitrary floats, colour images of a grayscale modality) take the float definition. A
+# uint8 batch and the same batch as floats / 255 give the same bytes; which path an image takes
+# depends on its own values only, never on its batch mates.
+def _whole_levels(x: torch.Tensor) -> list[bool]:
+    """Per image: are all its values k / 255 for whole k?"""
+    return ((x * 255).round_().div_(255) == x).flatten(1).all(dim=1).tolist()
+
+
+def _sample_levels(levels: torch.Tensor, kind: str, parameter: float, context: Context) -> torch.Tensor:
+    """8-bit noise on uint8 ``levels`` (B, C, H, W), one random stream per image, same device back."""
+    table = alias_table(kind, float(parameter))
+    host = levels.cpu().numpy()
+    out = np.empty_like(host)
+    for index, image_id in enumerate(context.ids):
+        out[index] = sample(
+            host[index], table, bit_generator(image_id, context.name, context.severity, "noise")
+        )
+    return torch.from_numpy(out).to(levels.device)
+
+
+def _level_noise(x: torch.Tensor, kind: str, parameter: float, context: Context, continuous) -> torch.Tensor:
+    """Noise ``kind``: 8-bit sampling for whole-level images, ``continuous(x_rest, context_rest)`` for the rest."""
+    independent_channels = x.shape[1] == 1 or not context.grayscale
+    whole = _whole_levels(x) if independent_channels else [False] * len(x)
+    if all(whole):
+        levels = (x * 255).round_().to(torch.uint8)
+        return _sample_levels(levels, kind, parameter, context).to(x.dtype).div_(255)
+    out = torch.empty_like(x)
+    for ok in (True, False):
+        rows = [i for i, flag in enumerate(whole) if flag == ok]
+        if not rows:
+            continue
+        index = torch.tensor(rows, device=x.device)
+        part = replace(context, ids=[context.ids[i] for i in rows])
+        subset = x.index_select(0, index)
+        if ok:
+            levels = (subset * 255).round_().to(torch.uint8)
+            out.index_copy_(0, index, _sample_levels(levels, kind, parameter, part).to(x.dtype).div_(255))
+        else:
+            out.index_copy_(0, index, continuous(subset, part))
+    return out
+
+
+def level_noise_uint8(
+    source: torch.Tensor, parameter: float, context: Context, kind: str
+) -> torch.Tensor | None:
+    """Noise ``kind`` straight on uint8 bytes (the bytes the float path gives); None for 3-channel
+    images of a grayscale modality, whose noise is shared by the channels (float path)."""
+    if context.grayscale and source.shape[1] != 1:
+        return None
+    return _sample_levels(source, kind, parameter, context)
+
+
 def gaussian_noise(x: torch.Tensor, sigma: float, context: Context) -> torch.Tensor:
     """x + N(0, sigma^2) per pixel (ImageNet-C / MedMNIST-C gaussian_noise)."""
-    return (x + sigma * _normal(context)).clamp_(0, 1)
+    return _level_noise(x, "gaussian", sigma, context, lambda y, c: (y + sigma * _normal(c)).clamp_(0, 1))
 
 
 def shot_noise(x: torch.Tensor, photons: float, context: Context) -> torch.Tensor:
     """Poisson(x * photons) / photons: photon-counting noise (ImageNet-C shot_noise).
 
-    For grayscale modalities the count is drawn once per pixel on the grey level and the same
-    change is added to all three channels. Counts come from :func:`poisson_counts`.
+    Off the 8-bit levels, counts come from ``torch.poisson``; for the colour images of a grayscale
+    modality the count is drawn once per pixel on the grey level and the same change is added to
+    all three channels.
     """
-    if context.grayscale:
-        x_gray = x.mean(dim=1, keepdim=True)
-        sampled = poisson_counts(x_gray, photons, context) / photons
-        return (x + (sampled - x_gray)).clamp_(0, 1)
-    return (poisson_counts(x, photons, context) / photons).clamp_(0, 1)
+    return _level_noise(x, "shot", photons, context, lambda y, c: _poisson_shot(y, photons, c))
 
 
-def poisson_counts(x: torch.Tensor, photons: float, context: Context) -> torch.Tensor:
-    """Exact Poisson(x * photons) draws, as float counts of x's shape, one random stream per image.
-
-    An image whose values are all whole levels v / 255 (any uint8-decoded image) has at most 256
-    distinct rates, so its counts are drawn by Walker's alias method from one exact table per rate
-    (:func:`poisson_alias_table`): one table look-up per pixel on 64 random bits, instead of
-    ``torch.poisson``'s per-pixel rejection loop (10x slower on CPU). Other images (arbitrary
-    floats) fall back to ``torch.poisson``. Both are exact samplers of the same distribution; which
-    one an image gets depends on its own values only, never on its batch mates.
-    """
-    counts = torch.empty_like(x)
-    levels = (x * 255).round_()
-    whole = (levels / 255 == x).flatten(1).all(dim=1).tolist()
-    entries = poisson_alias_table(float(photons)) if photons <= ALIAS_MAX_PHOTONS else None
-    alias_rows = [i for i, ok in enumerate(whole) if ok and entries is not None]
-    if alias_rows and entries is not None:  # alias_rows is empty without a table
-        rows = torch.tensor(alias_rows, device=x.device)
-        pixels = levels[0].numel()
-        level_index = (
-            levels.index_select(0, rows).to(torch.int32).cpu().numpy().reshape(len(alias_rows), pixels)
-        )
-        drawn = torch.empty((len(alias_rows), pixels))
-        for row, i in enumerate(alias_rows):  # one image at a time: its arrays stay in cache
-            words = bit_generator(context.ids[i], context.name, context.severity, "noise").random_raw(pixels)
-            drawn[row] = torch.from_numpy(_alias_draw(level_index[row], words, entries))
-        counts.index_copy_(0, rows, drawn.view(len(alias_rows), *x.shape[1:]).to(x.device, x.dtype))
-    for i, ok in enumerate(whole):
-        if not (ok and entries is not None):
-            g = generator(context.ids[i], context.name, context.severity, "noise")
-            counts[i] = torch.poisson((x[i] * photons).cpu(), generator=g).to(x.device)
-    return counts
-
-
-ALIAS_COLUMNS = 256  # support 0..255 counts; P(count > 255) < 1e-15 for rates <= ALIAS_MAX_PHOTONS
-ALIAS_MAX_PHOTONS = 150.0
-_COLUMN_BITS = 8  # a 64-bit word: low 8 bits pick the column, the high 56 bits decide accept / alias
-
-
-@functools.lru_cache(maxsize=32)
-def poisson_alias_table(photons: float) -> np.ndarray:
-    """Walker alias tables of Poisson(rate_v) for levels v = 0..255, packed, shape (256 * 256,) uint64.
-
-    rate_v = (v / 255) * photons in float32, as the operator computes it. Probabilities are float64
-    without transcendental functions (w_k = prod_{i<=k} rate / i, normalised), so the table is the
-    same on every machine. Cell (v, j) holds ``threshold << 8 | alias``: column j keeps count j when
-    the word's high 56 bits are below ``threshold`` = floor(accept_j * 2^56), else gives ``alias``.
-    """
-    rates = (torch.arange(256, dtype=torch.float32) / 255 * photons).double()
-    k = torch.arange(1, ALIAS_COLUMNS, dtype=torch.float64)
-    steps = torch.cat([torch.ones(256, 1, dtype=torch.float64), rates[:, None] / k[None, :]], dim=1)
-    weights = torch.cumprod(steps, dim=1)
-    probabilities = (weights / weights.sum(dim=1, keepdim=True)).tolist()
-    accept_bits = 64 - _COLUMN_BITS
-    full = (1 << accept_bits) - 1
-    entries = []
-    for row in probabilities:
-        accept, alias = _vose(row)
-        for column, (a, target) in enumerate(zip(accept, alias, strict=True)):
-            # a column kept with certainty has alias = itself, so any threshold gives the same count
-            threshold = full if target == column else min(int(a * (1 << accept_bits)), full)
-            entries.append((threshold << _COLUMN_BITS) | target)
-    return np.array(entries, dtype=np.uint64)
-
-
-def _vose(probabilities: list[float]) -> tuple[list[float], list[int]]:
-    """Vose's alias construction: column j keeps j with prob accept[j], else gives alias[j] (j itself
-    for columns kept with certainty)."""
-    n = len(probabilities)
-    scaled = [p * n for p in probabilities]
-    accept, alias = [1.0] * n, list(range(n))
-    small = [j for j, s in enumerate(scaled) if s < 1.0]
-    large = [j for j, s in enumerate(scaled) if s >= 1.0]
-    while small and large:
-        low, high = small.pop(), large.pop()
-        accept[low], alias[low] = scaled[low], high
-        scaled[high] = (scaled[high] + scaled[low]) - 1.0
-        (small if scaled[high] < 1.0 else large).append(high)
-    return accept, alias  # leftovers keep accept 1.0 (their scaled weight is 1 up to rounding)
-
-
-def _alias_draw(level_index: np.ndarray, words: np.ndarray, entries: np.ndarray) -> np.ndarray:
-    """Counts (int64) for levels from same-shape uint64 words: unsigned integer ops only, exact anywhere.
-
-    ``(word | 255) < entry`` compares the word's high 56 bits with the threshold (the low 8 bits
-    of the entry hold the alias, the word's low 8 bits the column).
-    """
-    low_byte = np.uint64(ALIAS_COLUMNS - 1)
-    column = (words & low_byte).astype(np.intp)
-    cell = level_index.astype(np.intp)
-    cell <<= _COLUMN_BITS
-    cell |= column
-    entry = entries[cell]  # fancy indexing with intp: 4x faster than np.take on uint64 cells
-    accepted = (words | low_byte) < entry
-    entry &= low_byte
-    counts = entry.view(np.int64)
-    np.copyto(counts, column, where=accepted)
-    return counts
+def _poisson_shot(x: torch.Tensor, photons: float, context: Context) -> torch.Tensor:
+    grey = x.mean(dim=1, keepdim=True) if context.grayscale else x
+    counts = torch.empty_like(grey)
+    for index, image_id in enumerate(context.ids):
+        g = generator(image_id, context.name, context.severity, "noise")
+        counts[index] = torch.poisson((grey[index] * photons).cpu(), generator=g).to(x.device)
+    return (x + (counts / photons - grey)).clamp_(0, 1)
 
 
 def impulse_noise(x: torch.Tensor, amount: float, context: Context) -> torch.Tensor:
-    """Salt and pepper: a fraction ``amount`` of pixels set to 0 or 1 with equal odds (skimage s&p).
+    """Salt and pepper: a fraction ``amount`` of pixels set to 0 or 1 with equal odds (skimage s&p)."""
+    return _level_noise(x, "impulse", amount, context, lambda y, c: _impulse_float(y, amount, c))
 
-    One 32-bit random word w per pixel decides both: flipped when w < amount * 2^32, and then salt
-    when w < amount * 2^31 (given a flip, w is uniform below the threshold, so salt and pepper keep
-    even odds).
-    """
+
+def _impulse_float(x: torch.Tensor, amount: float, context: Context) -> torch.Tensor:
+    """Off-level images: one 32-bit word w per pixel flips it when w < amount * 2^32, and then makes
+    it salt when w < amount * 2^31 (given a flip, w is uniform below the threshold: even odds)."""
     channels = 1 if context.grayscale else 3
     shape = (channels, context.height, context.width)
     pixels = channels * context.height * context.width
@@ -211,7 +176,9 @@ def impulse_noise(x: torch.Tensor, amount: float, context: Context) -> torch.Ten
 
 def speckle_noise(x: torch.Tensor, sigma: float, context: Context) -> torch.Tensor:
     """x + x * N(0, sigma^2): multiplicative noise (ImageNet-C speckle_noise)."""
-    return (x + x * (sigma * _normal(context))).clamp_(0, 1)
+    return _level_noise(
+        x, "speckle", sigma, context, lambda y, c: (y + y * (sigma * _normal(c))).clamp_(0, 1)
+    )
 
 
 # ----------------------------------------------------------------------------------------- blur
@@ -541,4 +508,10 @@ POINTWISE_OPERATORS = frozenset({brightness, gamma})
 
 # Operators with a uint8 -> uint8 form giving the same bytes as the float form (or None when it
 # does not apply to the batch): ``api`` uses it for uint8 input.
-UINT8_OPERATORS = {jpeg: jpeg_uint8}
+UINT8_OPERATORS = {
+    jpeg: jpeg_uint8,
+    gaussian_noise: functools.partial(level_noise_uint8, kind="gaussian"),
+    shot_noise: functools.partial(level_noise_uint8, kind="shot"),
+    impulse_noise: functools.partial(level_noise_uint8, kind="impulse"),
+    speckle_noise: functools.partial(level_noise_uint8, kind="speckle"),
+}

@@ -4,4 +4,4 @@ Bump it whenever any definition, severity constant, seed derivation or suite mem
 so a cache built with the old suite is never reused silently.
 """
 
-SUITE_VERSION = "2025.2"
+SUITE_VERSION = "2025.3"  # 2025.3: per-pixel noise on 8-bit levels drawn by exact alias tables
