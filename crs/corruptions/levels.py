@@ -94,7 +94,8 @@ def shot_pmf(photons: float) -> np.ndarray:
     count_pmf[0] = 0.0
     count_pmf[0, 0] = 1.0  # rate 0: always zero photons
     pmf = np.zeros((LEVELS, LEVELS))
-    np.add.at(pmf, (slice(None), landing), count_pmf)
+    for count, level in enumerate(landing.tolist()):  # several counts can land on one level
+        pmf[:, level] += count_pmf[:, count]
     pmf[:, LEVELS - 1] += np.clip(special.pdtrc(brightest - 1, rates), 0, None)  # P(count >= brightest)
     pmf[0, LEVELS - 1] = 0.0
     return pmf

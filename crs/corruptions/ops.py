@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -508,7 +508,7 @@ POINTWISE_OPERATORS = frozenset({brightness, gamma})
 
 # Operators with a uint8 -> uint8 form giving the same bytes as the float form (or None when it
 # does not apply to the batch): ``api`` uses it for uint8 input.
-UINT8_OPERATORS = {
+UINT8_OPERATORS: dict[Callable[..., torch.Tensor], Callable[..., torch.Tensor | None]] = {
     jpeg: jpeg_uint8,
     gaussian_noise: functools.partial(level_noise_uint8, kind="gaussian"),
     shot_noise: functools.partial(level_noise_uint8, kind="shot"),
