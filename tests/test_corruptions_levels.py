@@ -106,3 +106,17 @@ def test_whole_level_image_is_unmoved_by_an_off_level_batch_mate(name):
     mixed = apply(torch.cat([off, whole]), "dermoscopy", name, 2, ["o", "w"])
     assert torch.equal(mixed[1], alone[0])
     assert torch.equal((alone * 255).round() / 255, alone)  # whole-level output stays on levels
+
+
+@pytest.mark.parametrize("amount", [0.01, 0.17, 0.5])
+def test_impulse_sampler_flips_amount_with_even_odds(amount):
+    flip, salt = levels.impulse_thresholds(amount)
+    assert salt * 2 == flip and abs(flip / 2**16 - amount) <= 2**-16
+    image = np.random.default_rng(2).integers(1, 255, 400_000, dtype=np.uint8)
+    out = levels.sample_impulse(image, amount, np.random.PCG64(4))
+    flipped = out != image
+    assert np.array_equal(np.isin(out[flipped], [0, 255]), np.ones(int(flipped.sum()), bool))
+    n = image.size
+    assert abs(flipped.mean() - amount) < 5 * np.sqrt(amount * (1 - amount) / n)
+    assert abs((out == 255).mean() - amount / 2) < 5 * np.sqrt(amount / 2 / n)
+    assert np.array_equal(levels.sample_impulse(image, amount, np.random.PCG64(4)), out)

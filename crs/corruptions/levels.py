@@ -14,6 +14,8 @@ so a pixel costs one table look-up in a 256 KiB table, and the words are drawn b
 (the only per-pixel randomness, as in the float definition). Acceptance thresholds are rounded
 to 16 bits, which moves each output level's probability by at most 2^-16 (checked in the tests);
 the probabilities themselves are float64 from scipy's normal CDF and Poisson pmf.
+Salt and pepper needs no table (:func:`sample_impulse`: two compares on one 16-bit word per
+pixel); its :func:`impulse_pmf` is kept for the tests and the docs.
 
 Why: on CPU this is 2 to 12 times faster than float noise (shot noise's per-pixel Poisson
 rejection loop is the slow one), and it is a pure function of (input byte, random word), so the
@@ -174,3 +176,33 @@ def sample(levels: np.ndarray, table: np.ndarray, bit_generator: np.random.PCG64
     column &= mask
     alias ^= column
     return alias.reshape(levels.shape)
+
+
+def impulse_thresholds(amount: float) -> tuple[int, int]:
+    """16-bit thresholds (flip, salt) of salt and pepper: flip when u < flip, salt when u < salt = flip / 2.
+
+    The flip probability is ``amount`` rounded to an even multiple of 2^-16, so salt and pepper
+    keep exactly even odds.
+    """
+    flip = min(2 * round(float(amount) * (1 << 15)), 1 << 16)
+    return flip, flip // 2
+
+
+def sample_impulse(levels: np.ndarray, amount: float, bit_generator: np.random.PCG64) -> np.ndarray:
+    """Salt and pepper on uint8 ``levels`` from one 16-bit word per pixel (no table needed).
+
+    Same distribution as ``alias_table("impulse", amount)`` up to the 2^-16 rounding of ``amount``,
+    at half the random bits: the noise that costs least to draw.
+    """
+    flat = np.ascontiguousarray(levels, dtype=np.uint8).reshape(-1)
+    count = flat.size
+    words = bit_generator.random_raw((count + 3) // 4).view(np.uint16)[:count]
+    flip, salt = impulse_thresholds(amount)
+    mask = (words < flip).view(np.uint8)  # 1 where the pixel flips
+    mask *= np.uint8(0xFF)
+    value = (words < salt).view(np.uint8)  # 1 where it becomes white
+    value *= np.uint8(0xFF)
+    value ^= flat
+    value &= mask
+    value ^= flat  # branch-free select: flat where mask is 0, salt or pepper where it is 255
+    return value.reshape(levels.shape)

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 import torchvision.transforms.v2.functional as TF
 from torchvision.io import ImageReadMode, decode_jpeg, encode_jpeg
 
-from crs.corruptions.levels import alias_table, sample
+from crs.corruptions.levels import alias_table, sample, sample_impulse
 from crs.corruptions.seeding import bit_generator, generator, per_image
 
 REFERENCE_SIDE = 224
@@ -82,13 +82,15 @@ def _whole_levels(x: torch.Tensor) -> list[bool]:
 
 def _sample_levels(levels: torch.Tensor, kind: str, parameter: float, context: Context) -> torch.Tensor:
     """8-bit noise on uint8 ``levels`` (B, C, H, W), one random stream per image, same device back."""
-    table = alias_table(kind, float(parameter))
+    if kind == "impulse":  # salt and pepper needs no table: 16 random bits per pixel
+        draw = functools.partial(sample_impulse, amount=float(parameter))
+    else:
+        draw = functools.partial(sample, table=alias_table(kind, float(parameter)))
     host = levels.cpu().numpy()
     out = np.empty_like(host)
     for index, image_id in enumerate(context.ids):
-        out[index] = sample(
-            host[index], table, bit_generator(image_id, context.name, context.severity, "noise")
-        )
+        stream = bit_generator(image_id, context.name, context.severity, "noise")
+        out[index] = draw(host[index], bit_generator=stream)
     return torch.from_numpy(out).to(levels.device)
 
 
