@@ -508,10 +508,14 @@ def hair(x: torch.Tensor, parameter: tuple[int, float], context: Context) -> tor
 # image statistics, no randomness): on uint8 input ``api`` applies them as a 256-entry table.
 POINTWISE_OPERATORS = frozenset({brightness, gamma})
 
+from crs.corruptions.uint8_ops import contrast_uint8, pixelate_uint8  # noqa: E402 (reads ops lazily)
+
 # Operators with a uint8 -> uint8 form giving the same bytes as the float form (or None when it
 # does not apply to the batch): ``api`` uses it for uint8 input.
 UINT8_OPERATORS: dict[Callable[..., torch.Tensor], Callable[..., torch.Tensor | None]] = {
     jpeg: jpeg_uint8,
+    contrast: contrast_uint8,
+    pixelate: pixelate_uint8,
     gaussian_noise: functools.partial(level_noise_uint8, kind="gaussian"),
     shot_noise: functools.partial(level_noise_uint8, kind="shot"),
     impulse_noise: functools.partial(level_noise_uint8, kind="impulse"),
