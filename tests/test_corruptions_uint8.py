@@ -26,11 +26,9 @@ CASES = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def uint8_forms(monkeypatch):
-    """uint8 batches take the forms under test (as ``ops.UINT8_OPERATORS`` registers them)."""
-    monkeypatch.setitem(ops.UINT8_OPERATORS, ops.contrast, contrast_uint8)
-    monkeypatch.setitem(ops.UINT8_OPERATORS, ops.pixelate, pixelate_uint8)
+def test_registered_for_uint8_batches():
+    assert ops.UINT8_OPERATORS[ops.contrast] is contrast_uint8
+    assert ops.UINT8_OPERATORS[ops.pixelate] is pixelate_uint8
 
 
 def mixed_batch(modality: str, height: int, width: int, seed: int) -> torch.Tensor:
