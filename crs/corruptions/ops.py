@@ -98,22 +98,20 @@ def _level_noise(x: torch.Tensor, kind: str, parameter: float, context: Context,
     """Noise ``kind``: 8-bit sampling for whole-level images, ``continuous(x_rest, context_rest)`` for the rest."""
     independent_channels = x.shape[1] == 1 or not context.grayscale
     whole = _whole_levels(x) if independent_channels else [False] * len(x)
+
+    def on_levels(y: torch.Tensor, part: Context) -> torch.Tensor:
+        levels = (y * 255).round_().to(torch.uint8)
+        return _sample_levels(levels, kind, parameter, part).to(y.dtype).div_(255)
+
     if all(whole):
-        levels = (x * 255).round_().to(torch.uint8)
-        return _sample_levels(levels, kind, parameter, context).to(x.dtype).div_(255)
+        return on_levels(x, context)
     out = torch.empty_like(x)
     for ok in (True, False):
         rows = [i for i, flag in enumerate(whole) if flag == ok]
-        if not rows:
-            continue
-        index = torch.tensor(rows, device=x.device)
-        part = replace(context, ids=[context.ids[i] for i in rows])
-        subset = x.index_select(0, index)
-        if ok:
-            levels = (subset * 255).round_().to(torch.uint8)
-            out.index_copy_(0, index, _sample_levels(levels, kind, parameter, part).to(x.dtype).div_(255))
-        else:
-            out.index_copy_(0, index, continuous(subset, part))
+        if rows:
+            index = torch.tensor(rows, device=x.device)
+            part = replace(context, ids=[context.ids[i] for i in rows])
+            out.index_copy_(0, index, (on_levels if ok else continuous)(x.index_select(0, index), part))
     return out
 
 
