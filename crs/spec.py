@@ -22,6 +22,19 @@ class SpecError(ValueError):
     """A spec is malformed; the message names the field and what is expected."""
 
 
+SETTING_ATTRIBUTE = "crs_setting"
+"""Attribute a library error may carry: the spec setting (``cache``, ``output``, ``shard`` ...) that fixes it.
+
+Library messages speak of settings, never of command-line flags; the CLI names the flag of that setting.
+"""
+
+
+def for_setting(error: BaseException, setting: str) -> BaseException:
+    """Tag ``error`` with the setting that fixes it (``raise for_setting(CacheError(...), "cache")``)."""
+    setattr(error, SETTING_ATTRIBUTE, setting)
+    return error
+
+
 @dataclass(frozen=True)
 class DatasetEntry:
     name: str

@@ -27,7 +27,7 @@ import numpy as np
 from click.testing import CliRunner
 from PIL import Image
 
-from crs.cli import cli
+from crs.cli.main import cli
 
 SPEC = """
 name = "byof"

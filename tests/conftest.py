@@ -12,15 +12,15 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory):
     """Extract + probe + score on the tiny synthetic spec once; returns (spec, first extract stats, records, score)."""
-    from crs import pipeline
-    from crs.score_io import score_and_save
+    from crs.benchmark import Benchmark
     from crs.spec import load_spec
 
     from tiny import write_tiny_spec
 
     folder = tmp_path_factory.mktemp("tiny_run")
     spec = load_spec(write_tiny_spec(folder))
-    stats = pipeline.extract(spec, progress=False)
-    records = pipeline.probe(spec, progress=False)
-    score = score_and_save(spec, pipeline.read_records(spec))
+    bench = Benchmark(spec)
+    stats = bench.extract(progress=False)
+    records = bench.probe(progress=False).records
+    score = bench.score()
     return spec, stats, records, score

@@ -14,15 +14,15 @@ SCORE_TABLES = ("seed_axes", "axis_errors", "crs", "bootstrap", "rank_pairs")
 
 def run_reduced_benchmark(folder: Path) -> dict[str, pd.DataFrame]:
     """Extract, probe and score the tiny spec (2 encoders x 3 tasks); return the tables to compare."""
-    from crs import pipeline
-    from crs.score_io import score_and_save
+    from crs.benchmark import Benchmark
     from crs.spec import load_spec
 
     spec = load_spec(write_tiny_spec(folder))
-    pipeline.extract(spec, progress=False)
-    records = pipeline.probe(spec, progress=False)
-    aggregate = pd.read_parquet(spec.output / pipeline.AGGREGATE_FILE)
-    score = score_and_save(spec, pipeline.read_records(spec))
+    bench = Benchmark(spec)
+    bench.extract(progress=False)
+    records = bench.probe(progress=False).records
+    aggregate = bench.folder.read_aggregate()
+    score = bench.score()
     tables = {"records": records, "records_seed_aggregated": aggregate}
     score_tables = score.tables()
     tables.update({f"score_{name}": score_tables[name] for name in SCORE_TABLES})

@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
 from golden_tables import run_reduced_benchmark
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "house"

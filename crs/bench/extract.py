@@ -64,7 +64,7 @@ def run_one(name: str, n_images: int = 64, batch_size: int = 16, device: str = "
     from crs.data import load_dataset
     from crs.data.images import load_image
     from crs.encoders import create
-    from crs.extract import extract_dataset
+    from crs.extract.runner import extract_dataset
 
     encoder = create(name, weights="random", device=device)
     with tempfile.TemporaryDirectory() as folder:

@@ -198,7 +198,7 @@ def _open_store(cache_root: Path, dataset: str) -> FeatureStore:
     path = store_path(cache_root, dataset)
     if not path.exists():
         raise FeatureImportError(
-            f"no cache store for data set {dataset!r} at {path}; run `crs extract` once or pass --spec SPEC.toml "
+            f"no cache store for data set {dataset!r} at {path}; run `crs extract` once or give the spec "
             "to write its sample table"
         )
     return FeatureStore(path, mode="a")
@@ -345,7 +345,7 @@ def write_table_from_spec(spec_path: Path | str, dataset: str, cache_root: Path 
     Refuses to touch a store whose image list differs: rewriting the table would drop every
     encoder group in it.
     """
-    from crs.pipeline import load_entry
+    from crs.data import load_entry
     from crs.spec import load_spec
 
     spec = load_spec(spec_path)

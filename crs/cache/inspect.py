@@ -16,6 +16,7 @@ import numpy as np
 import zarr
 
 from crs.cache.store import FeatureStore
+from crs.spec import for_setting
 
 # Bookkeeping arrays the chunked writer keeps beside each feature array (flags, checksums).
 MARKER_SUFFIXES = ("__done", "__sha256")
@@ -94,7 +95,7 @@ def store_paths(cache_root: Path | str) -> list[Path]:
     """Every ``<dataset>.zarr`` store directly under the cache root, sorted by name."""
     root = Path(cache_root)
     if not root.is_dir():
-        raise FileNotFoundError(f"cache folder {root} does not exist; pass the right one with --cache")
+        raise for_setting(FileNotFoundError(f"cache folder {root} does not exist; pass the right cache folder"), "cache")
     return sorted(p for p in root.iterdir() if p.is_dir() and p.suffix == ".zarr" and (p / "zarr.json").exists())
 
 

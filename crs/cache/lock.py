@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from crs.cache.store import CacheError
+from crs.spec import for_setting
 
 log = logging.getLogger("crs.cache.lock")
 
@@ -120,10 +121,9 @@ class WriterLock:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as error:
-            raise CacheError(
-                f"cannot create the lock folder {self.path.parent} ({error.strerror}); "
-                "choose a writable cache folder with --cache"
-            ) from None
+            raise for_setting(CacheError(
+                f"cannot create the lock folder {self.path.parent} ({error.strerror}); choose a writable cache folder"
+            ), "cache") from None
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
         announced = False
         while True:

@@ -23,6 +23,7 @@ import zarr
 
 from crs.cache.store import FEATURE_DTYPE, CacheError, child_array, child_group
 from crs.cache.writer import CHECKSUM_SUFFIX, DONE_SUFFIX, chunk_checksum, chunk_file, is_marker_array
+from crs.spec import for_setting
 
 # Kinds of problem. Chunk-level ones are repaired by re-extracting that chunk.
 CHUNK_KINDS = ("incomplete", "missing-chunk", "unreadable", "checksum", "no-checksum", "non-finite")
@@ -157,7 +158,7 @@ def verify_cache(cache_root: Path | str, check_data: bool = True) -> dict[str, l
     if (root / "zarr.json").is_file():
         return {str(root): verify_store(root, check_data)}
     if not root.is_dir():
-        raise CacheError(f"cache folder {root} does not exist; pass the right one with --cache")
+        raise for_setting(CacheError(f"cache folder {root} does not exist; pass the right cache folder"), "cache")
     stores = sorted(p for p in root.iterdir() if p.suffix == ".zarr" and (p / "zarr.json").is_file())
     return {str(store): verify_store(store, check_data) for store in stores}
 

@@ -25,6 +25,7 @@ import zarr
 from zarr.core.array_spec import ArrayConfigParams
 
 from crs.cache.store import FEATURE_DTYPE, CacheError, child_array
+from crs.spec import for_setting
 
 DONE_SUFFIX = "__done"
 CHECKSUM_SUFFIX = "__sha256"
@@ -164,7 +165,7 @@ class ChunkedFeatureArray:
             fsync_file(chunk_file(self.done, chunk))
         except OSError as error:
             reason = error.strerror or str(error)
-            raise CacheWriteError(
+            raise for_setting(CacheWriteError(
                 f"cannot write {self.label} chunk {chunk} ({reason}); free disk space or choose a writable "
-                "cache folder with --cache, then re-run to resume (the chunk stays marked incomplete)"
-            ) from None
+                "cache folder, then re-run to resume (the chunk stays marked incomplete)"
+            ), "cache") from None

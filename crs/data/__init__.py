@@ -17,6 +17,7 @@ from crs.data.base import (
     nested_label_fractions,
     safe_join,
 )
+from crs.spec import DatasetEntry
 
 __all__ = [
     "MODALITIES", "SPLITS", "TASK_KINDS", "DataError", "Dataset", "Task", "group_split",
@@ -89,3 +90,12 @@ def load_dataset(name: str, root: Path | str, **options: Any) -> Dataset:
         known = ", ".join(sorted(DATASET_LOADERS))
         raise DataError(f"unknown data set loader {name!r}; known loaders: {known}") from None
     return loader(Path(root), **options)
+
+
+def load_entry(entry: DatasetEntry, **extra: object) -> Dataset:
+    """Load the data set a spec entry names, under the entry's name."""
+    dataset = load_dataset(entry.loader, entry.root, **{**entry.options, **extra})
+    dataset.name = entry.name
+    return dataset
+
+

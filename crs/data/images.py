@@ -159,7 +159,7 @@ def screen_images(
         more = f" and {len(problems) - 1} more" if len(problems) > 1 else ""
         raise DataError(
             f"{dataset}: image {first.reason}: {Path(root).resolve() / first.path}{more}; "
-            "restore the files or load with skip_bad=True (--skip-bad) to skip and list them"
+            "restore the files or load with skip_bad=True to skip and list them"
         )
     bad = {problem.path for problem in problems}
     keep = np.array([relative not in bad for relative in relative_paths], dtype=bool)

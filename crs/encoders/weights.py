@@ -101,7 +101,7 @@ def missing_message(spec: EncoderSpec, want_folder: bool, hf_repo: str | None, h
     get = spec.weights_url or (f"https://huggingface.co/{hf_repo}" if hf_repo else "the model's authors")
     cache = f", or the Hugging Face cache for {hf_repo}" if hf_repo else ""
     gated = " (gated: accept the licence on the model page first)" if spec.gated else ""
-    return (f"no local weights for encoder {spec.name!r}: expected {expected}{cache}, or pass --weights PATH; "
+    return (f"no local weights for encoder {spec.name!r}: expected {expected}{cache}, or pass the weights path; "
             f"download from {get}{gated}, or use weights='random' for a smoke test")
 
 

@@ -1,6 +1,6 @@
 """Figures of the score: axis profiles, Pareto views, AUROC-vs-CRS ranks, bootstrap ranks, weights.
 
-Every function takes tables from :class:`crs.score.ScoreResult`, an encoder -> style map, and a
+Every function takes tables from :class:`crs.scoring.result.ScoreResult`, an encoder -> style map, and a
 PNG path; it returns the path. Figures about the run records live in ``plots_runs``.
 """
 
@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from crs.report.style import AXIS_TITLES, REFERENCE_GREY, EncoderStyle, report_style, save
-from crs.score import rank_descending
+from crs.scoring.formula import rank_descending
 
 
 def axis_profiles(crs_table: pd.DataFrame, styles: dict[str, EncoderStyle], path: Path,

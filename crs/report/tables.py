@@ -2,7 +2,7 @@
 
 Every interval on the page comes from the replicates of the CRS bootstrap, whichever level ran:
 
-* seed + test case (``bootstrap.level == "seed+case"``, :mod:`crs.case_bootstrap`): the bootstrap
+* seed + test case (``bootstrap.level == "seed+case"``, :mod:`crs.scoring.case_bootstrap`): the bootstrap
   keeps every axis's error per replicate (``bootstrap.axis_error_replicates``) and the axis
   intervals are percentiles of those;
 * seed only: the axis values are recomputed from the run records' per-seed axes under the
@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 # axis -> (raw value column in seed_axes, report label, higher is better); value = 1 - error when
-# higher is better, else value = error (crs.score.axis_errors)
+# higher is better, else value = error (crs.scoring.formula.axis_errors)
 AXIS_VALUES = {
     "discrimination": ("auroc", "AUROC", True),
     "calibration": ("ece", "ECE", False),

@@ -14,7 +14,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 def reference(tmp_path_factory):
     """(base folder, data folder, reference store, number of file writes, run report)."""
     import crs.corruptions  # noqa: F401  (imported before forking, so every child runs the same code)
-    from crs.pipeline import load_entry
+    from crs.data import load_entry
     from crs.spec import load_spec
 
     from faults_harness import run_forked, write_fault_spec

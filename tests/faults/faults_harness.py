@@ -120,8 +120,10 @@ def run_forked(spec_path: Path, kill_at: int | None = None, mode: str = "after",
 
 def extract_spec(spec, shard: tuple[int, int] | None = None):
     """Stage 1 of a one-data-set spec, with ``shard`` (what ``crs extract --shard`` does)."""
-    from crs.extract import ExtractStats, extract_dataset, resolve_variants
-    from crs.pipeline import create_encoders, load_entry
+    from crs.corruptions.variants import resolve_variants
+    from crs.data import load_entry
+    from crs.extract.runner import ExtractStats, extract_dataset
+    from crs.extract.stage import create_encoders
 
     stats = ExtractStats()
     encoders = create_encoders(spec)

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from PIL import Image
 
 from crs.cache.verify import verify_store
-from crs.cli import cli
+from crs.cli.main import cli
 
 from faults_harness import write_fault_spec
 

@@ -12,7 +12,7 @@ from crs.cache.store import FeatureStore, store_path
 from crs.data import load_dataset
 from crs.encoders import create
 from crs.encoders.encoder import Encoder
-from crs.extract import extract_dataset
+from crs.extract.runner import extract_dataset
 
 
 @pytest.fixture(scope="module")

@@ -83,7 +83,7 @@ def test_kill_from_outside_while_the_cli_runs(reference, tmp_path):
     store = tmp_path / "cache" / "cxr.zarr"
     target = random.Random(SEED).randrange(1, reference_report["chunks_written"])
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    process = subprocess.Popen([sys.executable, "-c", "from crs.cli import main; main()", "extract", str(spec_path), "-q"],
+    process = subprocess.Popen([sys.executable, "-c", "from crs.cli.main import main; main()", "extract", str(spec_path), "-q"],
                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     while process.poll() is None and flags_set(store) < target:
         time.sleep(0.02)

@@ -17,8 +17,8 @@ from click.testing import CliRunner
 from crs.cache.lock import LockHeldError, WriterLock, live_holder, writer_lock_path
 from crs.cache.verify import repair, verify_store
 from crs.cache.writer import chunk_file
-from crs.cli import cli
-from crs.cli_verify import verify
+from crs.cli.main import cli
+from crs.cli.verify import verify
 
 from faults_harness import assert_stores_identical, run_forked, write_fault_spec
 
@@ -181,11 +181,13 @@ def test_shards_one_after_another_and_a_finished_store_marks_current_once_comple
 
 
 def test_invalid_shard_is_refused(reference):
-    from crs.extract import parse_shard
+    import click
+
+    from crs.cli.shard import parse_shard
 
     assert parse_shard("2/4") == (2, 4)
     for bad in ("4/4", "-1/2", "a/b", "1"):
-        with pytest.raises(ValueError, match="shard"):
+        with pytest.raises(click.BadParameter, match="i/n"):
             parse_shard(bad)
 
 

@@ -1,0 +1,143 @@
+"""``Benchmark``: the whole job for one spec, as one object the CLI and notebooks share.
+
+Each stage reads what the previous one wrote under the spec's cache and output folders, so a stage
+can be re-run alone: ``Benchmark(spec).probe()`` on a copied cache folder needs no images and no
+encoder weights, and ``Benchmark(spec).score()`` needs only the run folder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from crs.evaluate.artifacts import RunFolder
+from crs.evaluate.stage import ProbeOutcome, probe_spec
+from crs.extract.runner import ExtractStats
+from crs.extract.stage import extract_spec
+from crs.report import write_report
+from crs.scoring.result import ScoreResult, score_records
+from crs.spec import Spec, load_spec
+
+__all__ = ["Benchmark", "RunOutcome"]
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What :meth:`Benchmark.run` did: each stage's result and the report's path."""
+
+    extract: ExtractStats
+    probe: ProbeOutcome
+    score: ScoreResult
+    report: Path
+    seconds: float
+
+
+class Benchmark:
+    """One benchmark spec and its run folder: extract, probe, score and report.
+
+    Args:
+        spec: a :class:`crs.spec.Spec`, or the path of a TOML spec file.
+        cache: cache root that overrides the spec's (features are read and written there).
+        output: output folder that overrides the spec's (run records, score, report).
+        skip_bad: skip missing or unreadable images and list them, instead of stopping.
+
+    Example (runs as is on the built-in synthetic benchmark; no downloads)::
+
+        >>> from crs import Benchmark
+        >>> bench = Benchmark("examples/quickstart.toml", output="crs-out/notebook")  # doctest: +SKIP
+        >>> outcome = bench.run(progress=False)                                        # doctest: +SKIP
+        >>> outcome.score.crs[["crs", "rank"]]                                          # doctest: +SKIP
+
+    Every method returns a typed result; none prints. Errors are one-line exceptions that name the
+    input and the fix (``crs.spec.SpecError``, ``FileNotFoundError``, ``ValueError`` ...).
+    """
+
+    def __init__(
+        self,
+        spec: Spec | str | Path,
+        *,
+        cache: str | Path | None = None,
+        output: str | Path | None = None,
+        skip_bad: bool = False,
+    ) -> None:
+        loaded = spec if isinstance(spec, Spec) else load_spec(spec)
+        changes: dict[str, object] = {}
+        if cache is not None:
+            changes["cache"] = Path(cache)
+        if output is not None:
+            changes["output"] = Path(output)
+        if skip_bad and not loaded.extract.skip_bad:
+            changes["extract"] = dataclasses.replace(loaded.extract, skip_bad=True)
+        self.spec: Spec = dataclasses.replace(loaded, **changes) if changes else loaded  # type: ignore[arg-type]
+
+    def __repr__(self) -> str:
+        return f"Benchmark({self.spec.name!r}, cache={str(self.spec.cache)!r}, output={str(self.spec.output)!r})"
+
+    @property
+    def folder(self) -> RunFolder:
+        """The run folder (records, predictions, audit, score tables) under the spec's output."""
+        return RunFolder(self.spec.output)
+
+    # --- stages ---------------------------------------------------------------------------------
+    def extract(
+        self,
+        encoders: list[str] | None = None,
+        *,
+        progress: bool = True,
+        shard: tuple[int, int] | None = None,
+        wait: bool = False,
+    ) -> ExtractStats:
+        """Stage 1: cache clean and corrupted features of every encoder (skips what is cached).
+
+        ``shard=(i, n)`` fills only row chunks ``k % n == i``; ``wait`` waits for another writer of
+        the same (store, encoder, shard) instead of failing.
+        """
+        return extract_spec(self.spec, encoders, progress=progress, shard=shard, wait=wait)
+
+    def probe(
+        self, *, jobs: int | None = None, cluster: str | None = None, progress: bool = True, full: bool = False
+    ) -> ProbeOutcome:
+        """Stage 2: fit probes on the cache and write run records (needs only the cache).
+
+        ``jobs`` overrides the spec's worker count; ``cluster`` sends units to Dask
+        (``tcp://host:port`` or ``local:N``); ``full`` refits units whose inputs did not change.
+        """
+        return probe_spec(self.spec, jobs=jobs, cluster=cluster, progress=progress, full=full)
+
+    def records(self) -> pd.DataFrame:
+        """The run records of the spec's encoders (a spec may drop one; the run folder keeps it)."""
+        return self.folder.read_records(self.spec.encoder_names)
+
+    def score(self, records: pd.DataFrame | None = None) -> ScoreResult:
+        """Axes, CRS, bootstrap tiers, reversals and sensitivity; stored under ``<output>/score``."""
+        records = self.records() if records is None else records
+        missing = sorted(set(self.spec.encoder_names) - set(records["encoder"]))
+        if missing:
+            raise ValueError(f"encoders {missing} have no run records; run `crs probe` after adding them")
+        settings = self.spec.score
+        result = score_records(
+            records, settings.reference_encoder, settings.weights, n_boot=settings.n_boot, seed=settings.seed,
+            predictions_dir=self.folder.predictions_dir, case_level=settings.case_bootstrap,
+        )
+        self.folder.write_score(result.tables(), result.summary(), result.format())
+        return result
+
+    def report(self, score: ScoreResult | None = None) -> Path:
+        """Write report.html, report.md and figures; return the HTML path."""
+        records = self.records()
+        # Scoring is cheap next to probing, so the report recomputes it rather than trusting stale tables.
+        score = score if score is not None else self.score(records)
+        return write_report(score, records, self.spec.output, title=f"crs report: {self.spec.name}", spec=self.spec)
+
+    def run(self, *, jobs: int | None = None, cluster: str | None = None, progress: bool = True) -> RunOutcome:
+        """Extract, probe, score and report."""
+        started = time.perf_counter()
+        extracted = self.extract(progress=progress)
+        probed = self.probe(jobs=jobs, cluster=cluster, progress=progress)
+        scored = self.score()
+        path = self.report(scored)
+        return RunOutcome(extracted, probed, scored, path, time.perf_counter() - started)

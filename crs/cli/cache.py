@@ -1,0 +1,112 @@
+"""``crs cache ls | gc | export-h5`` and ``crs import-features``: inspect, clean, export and fill the cache."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+cache_dir_option = click.option(
+    "--cache", "cache_root", default="cache", show_default=True, type=click.Path(file_okay=False),
+    help="Cache root folder (holds one <dataset>.zarr store per data set).",
+)
+
+
+@click.group()
+def cache() -> None:
+    """Inspect, clean and export the feature cache."""
+
+
+@cache.command("ls")
+@cache_dir_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def ls(cache_root: str, as_json: bool) -> None:
+    """Every store, encoder and fingerprint: current or stale, complete or not, arrays, fields, size."""
+    from crs.cache.inspect import format_listing, list_cache, listing_json
+
+    stores = list_cache(cache_root)
+    if as_json:
+        click.echo(json.dumps(listing_json(stores), indent=2, default=str))
+    else:
+        click.echo(format_listing(stores))
+
+
+@cache.command("gc")
+@cache_dir_option
+@click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
+def gc(cache_root: str, dry_run: bool) -> None:
+    """Delete stale fingerprints and abandoned incomplete groups; every encoder's current group stays."""
+    from crs.cache.inspect import collect_garbage
+
+    click.echo(collect_garbage(cache_root, dry_run=dry_run).format())
+
+
+@cache.command("export-h5")
+@click.argument("encoder")
+@click.argument("out", metavar="OUT.h5", type=click.Path(dir_okay=False))
+@click.option("--dataset", default=None, help="Data set (store) to export; may be left out when only one store has ENCODER.")
+@click.option("--fingerprint", default=None, help="Export this fingerprint instead of the current one.")
+@cache_dir_option
+def export_h5_command(encoder: str, out: str, dataset: str | None, fingerprint: str | None, cache_root: str) -> None:
+    """Write ENCODER's features, ids, labels, splits and groups on one data set to OUT.h5."""
+    from crs.cache.h5 import export_h5
+
+    dataset = dataset or _only_store_with(cache_root, encoder)
+    path = export_h5(cache_root, dataset, encoder, out, fingerprint)
+    click.echo(f"export: {dataset}/{encoder} -> {path} ({path.stat().st_size} bytes)")
+
+
+def _only_store_with(cache_root: str, encoder: str) -> str:
+    from crs.cache.inspect import list_cache
+
+    holders = sorted({s.dataset for s in list_cache(cache_root) for g in s.groups if g.encoder == encoder and g.current})
+    if len(holders) != 1:
+        raise click.UsageError(
+            f"encoder {encoder!r} has current features in {len(holders)} stores {holders}; choose one with --dataset"
+        )
+    return holders[0]
+
+
+@click.command("import-features")
+@click.argument("file", metavar="FILE", type=click.Path(dir_okay=False))
+@click.option("--dataset", required=True, help="Data set the rows belong to (its store must exist, or give --spec).")
+@click.option("--encoder", required=True, help="Name to store the features under (it becomes a benchmark encoder).")
+@click.option(
+    "--condition", default="clean", show_default=True,
+    help="clean (every image), corrupt/<corruption>/<severity> (test split), or all (a crs .h5 export).",
+)
+@click.option("--ids", "ids_path", type=click.Path(dir_okay=False), default=None,
+              help="Row ids of FILE: text (one per line) or CSV with an 'id' column. Needed for .npy.")
+@click.option("--spec", "spec_path", type=click.Path(dir_okay=False), default=None,
+              help="Write the data set's sample table from this spec first (no images decoded).")
+@click.option("--cache", "cache_root", default=None, type=click.Path(file_okay=False),
+              help="Cache root folder [default: the spec's cache with --spec, else 'cache'].")
+def import_features(file: str, dataset: str, encoder: str, condition: str, ids_path: str | None,
+                    spec_path: str | None, cache_root: str | None) -> None:
+    """Store features computed elsewhere (.npy + --ids, .npz, .h5) in the cache under ENCODER.
+
+    Rows are matched to the data set by id; missing, extra or repeated ids, NaN or infinite values
+    and wrong row counts are refused. The new group becomes ENCODER's current one.
+    """
+    from crs.cache.imports import import_features as run_import
+    from crs.cache.imports import write_table_from_spec
+
+    if spec_path is not None:
+        if cache_root is None:
+            from crs.spec import load_spec
+
+            cache_root = str(load_spec(spec_path).cache)
+        write_table_from_spec(spec_path, dataset, cache_root)
+    result = run_import(Path(cache_root or "cache"), dataset, encoder, Path(file), condition, ids_path)
+    click.echo(result.format())
+
+
+def _attach_verify() -> None:
+    """`crs cache verify` lives in its own module (crs/cli_verify.py) beside the writer it checks."""
+    from crs.cli.verify import verify
+
+    cache.add_command(verify)
+
+
+_attach_verify()

@@ -1,0 +1,69 @@
+"""``crs cache verify [--cache DIR | --spec SPEC] [--repair]``: check (and repair) the feature cache.
+
+Exit codes: 0 every store is sound; 1 problems were found (each printed on its own line, naming
+the store, the array and the chunk); 2 a usage or input error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from crs.benchmark import Benchmark
+from crs.cache.verify import Problem, verify_cache
+from crs.cache.verify import repair as repair_problems
+
+
+def _report(results: dict[str, list[Problem]], quiet: bool) -> int:
+    count = 0
+    for store, problems in results.items():
+        if not problems and not quiet:
+            click.echo(f"{Path(store).name}: ok")
+        for problem in problems:
+            click.echo(f"BAD {problem}")
+        count += len(problems)
+    return count
+
+
+@click.command("verify")
+@click.option("--cache", "cache_root", type=click.Path(file_okay=True), default=None,
+              help="Cache folder or one <dataset>.zarr store (default: the spec's cache, else ./cache).")
+@click.option("--spec", "spec_path", type=click.Path(dir_okay=False), default=None,
+              help="Spec whose cache to check; needed by --repair to re-extract.")
+@click.option("--repair", is_flag=True, help="Mark bad chunks incomplete and re-extract only those (needs --spec).")
+@click.option("--metadata-only", is_flag=True, help="Check shapes, dtypes and flags without reading chunk data.")
+@click.option("-q", "--quiet", is_flag=True, help="Print problems only.")
+def verify(cache_root: str | None, spec_path: str | None, repair: bool, metadata_only: bool, quiet: bool) -> None:
+    """Check every feature array against its recorded shape, dtype, completeness and chunk checksums."""
+    spec = None
+    if spec_path is not None:
+        from crs.spec import load_spec
+
+        spec = load_spec(spec_path)
+    if repair and spec is None:
+        raise click.UsageError("--repair re-extracts bad chunks and needs the spec: crs cache verify --spec SPEC.toml --repair")
+    root = Path(cache_root) if cache_root else (spec.cache if spec is not None else Path("cache"))
+    if spec is not None and cache_root:
+        from crs.spec import Spec
+
+        spec = Spec(**{**spec.__dict__, "cache": root})
+    results = verify_cache(root, check_data=not metadata_only)
+    found = _report(results, quiet)
+    if found and repair:
+        assert spec is not None
+        actions = [action for problems in results.values() for action in repair_problems(problems)]
+        for action in actions:
+            click.echo(f"repair: {action}")
+        stats = Benchmark(spec).extract(progress=not quiet)
+        click.echo(f"repair: re-extracted {stats.chunks_written} chunk(s) ({stats.total_forward} forward passes)")
+        results = verify_cache(root, check_data=not metadata_only)
+        found = _report(results, quiet=True)
+        if found:
+            click.echo(f"verify: {found} problem(s) remain after repair (groups this spec does not produce "
+                       "are not re-extracted; `crs cache gc` removes stale ones)")
+    if found:
+        click.echo(f"verify: {found} problem(s) in {root}", err=True)
+        raise SystemExit(1)
+    if not quiet:
+        click.echo(f"verify: {len(results)} store(s) sound")

@@ -1,0 +1,31 @@
+"""The run's audit: skipped images and the drawn label-fraction ids, for checking and repeating a run."""
+
+from __future__ import annotations
+
+from typing import cast
+
+from crs.cache.store import FeatureStore, store_path
+from crs.evaluate.units import probe_settings, training_subsets
+from crs.spec import Spec
+
+
+def audit_tables(spec: Spec) -> dict[str, object]:
+    """Skipped images and the drawn label-fraction ids per task and seed, for auditing and repeating a run."""
+    settings = probe_settings(spec)
+    skipped_images: dict[str, list[str]] = {}
+    label_fraction_ids: dict[str, dict[str, dict[str, list[str]]]] = {}
+    names = [entry.name for entry in spec.datasets]
+    names += [entry.shift_target.name for entry in spec.datasets if entry.shift_target]
+    for name in names:
+        store = FeatureStore(store_path(spec.cache, name))
+        skipped_images[name] = list(cast(list[str], store.root.attrs.get("skipped_images", [])))
+    for entry in spec.datasets:
+        table = FeatureStore(store_path(spec.cache, entry.name)).read_table()
+        train_ids = table.ids[table.indices("train")]
+        drawn: dict[str, dict[str, list[str]]] = {}
+        for fraction, seed, rows in training_subsets(table, settings):
+            drawn.setdefault(str(seed), {})[str(fraction)] = train_ids[rows].tolist()
+        label_fraction_ids[entry.name] = drawn
+    return {"skipped_images": skipped_images, "label_fraction_ids": label_fraction_ids}
+
+

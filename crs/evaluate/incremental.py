@@ -1,0 +1,114 @@
+"""Incremental stage 2: refit only the (encoder, task) units whose inputs changed since the last run.
+
+A unit's run records are a pure function of its cached features, its sample table and the probe
+settings. Each unit therefore gets a key: a hash of the encoder's current cache fingerprint and
+feature-array names on the task store (and on the shift-target store), the stores' table digests,
+the probe settings and the crs version. The keys are saved in the records file's provenance; on the
+next run a unit whose key is unchanged, whose rows are in the previous records and whose
+predictions file exists is reused, every other unit is fitted. Cohort-level results (dominance,
+CRS, tiers, reversals) are never stored here: they are recomputed from the combined records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from crs.cache.fingerprint import fingerprint
+from crs.cache.store import FeatureStore, store_path
+from crs.evaluate.artifacts import RunFolder
+from crs.evaluate.records import crs_version as records_version
+from crs.evaluate.records import read_provenance
+from crs.evaluate.units import RECORDS_FORMAT, ProbeSettings, ProbeUnit, UnitResult
+
+UNIT_KEYS = "unit_keys"  # provenance entry of the records parquet: unit label -> key
+
+
+def unit_label(unit: ProbeUnit) -> str:
+    return f"{unit.encoder}|{unit.task}|{unit.target}"
+
+
+def _store_fields(cache_root: Path, dataset: str, encoder: str) -> dict[str, Any]:
+    """What a unit reads from one store: the encoder's current group, its arrays and the table."""
+    store = FeatureStore(store_path(cache_root, dataset))
+    attrs: Any = store.root.attrs
+    current = store.current_fingerprint(encoder)
+    return {
+        "fingerprint": current,
+        "arrays": store.feature_array_names(encoder, current),
+        "table": attrs.get("table_digest") or attrs.get("id_digest"),
+    }
+
+
+def unit_key(unit: ProbeUnit, cache_root: Path, settings: ProbeSettings) -> str:
+    """Hash of every input of one unit's records; equal keys mean equal records."""
+    fields = {
+        "unit": unit_label(unit),
+        "task": _store_fields(cache_root, unit.task, unit.encoder),
+        "target": _store_fields(cache_root, unit.target, unit.encoder) if unit.target else None,
+        "settings": dataclasses.asdict(settings),
+        "crs_version": records_version(),
+        "records_format": RECORDS_FORMAT,
+    }
+    return fingerprint(fields)
+
+
+@dataclass(frozen=True)
+class IncrementalOutcome:
+    """Records of every unit (in unit order), the freshly computed results, and the keys to save."""
+
+    records: list[pd.DataFrame]
+    fresh: dict[ProbeUnit, UnitResult]
+    reused: list[ProbeUnit]
+    unit_keys: dict[str, str]
+
+
+def reusable_records(
+    units: Sequence[ProbeUnit], keys: dict[ProbeUnit, str], folder: RunFolder
+) -> dict[ProbeUnit, pd.DataFrame]:
+    """Previous records of the units whose key is unchanged (and whose predictions file is present)."""
+    previous_records = folder.records_path
+    if not previous_records.exists():
+        return {}
+    try:
+        previous_keys = dict(read_provenance(previous_records).get(UNIT_KEYS, {}))
+        previous = pd.read_parquet(previous_records)
+    except (OSError, ValueError):  # unreadable old file: recompute everything rather than trust it
+        return {}
+    reused = {}
+    for unit in units:
+        if previous_keys.get(unit_label(unit)) != keys[unit]:
+            continue
+        if not folder.has_predictions(unit.encoder, unit.task):
+            continue
+        rows = previous[(previous["encoder"] == unit.encoder) & (previous["task"] == unit.task)]
+        if len(rows):
+            reused[unit] = rows.reset_index(drop=True)
+    return reused
+
+
+def run_incremental(
+    units: Sequence[ProbeUnit],
+    cache_root: Path,
+    settings: ProbeSettings,
+    folder: RunFolder,
+    runner: Callable[[list[ProbeUnit]], list[UnitResult]],
+) -> IncrementalOutcome:
+    """Reuse unchanged units from the run folder's previous records; run the rest through ``runner``.
+
+    ``runner`` is the ordinary stage-2 call (``crs.evaluate.parallel.run_units`` bound to the spec's
+    jobs and cluster), so the fitted units are computed exactly as in a full run.
+    """
+    keys = {unit: unit_key(unit, Path(cache_root), settings) for unit in units}
+    reused = reusable_records(units, keys, folder)
+    to_run = [unit for unit in units if unit not in reused]
+    results = runner(to_run) if to_run else []
+    fresh = dict(zip(to_run, results, strict=True))
+    records = [reused[unit] if unit in reused else fresh[unit].records for unit in units]
+    return IncrementalOutcome(records, fresh, [u for u in units if u in reused],
+                              {unit_label(u): keys[u] for u in units})

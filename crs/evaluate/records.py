@@ -1,0 +1,75 @@
+"""Run records (one row per encoder x task x label fraction x seed x condition) and seed aggregates.
+
+Records are written to parquet with the spec and package versions embedded in the file's metadata,
+so a table found later still says how it was made.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+KEY_COLUMNS = ["encoder", "task", "task_kind", "label_fraction", "seed", "condition", "corruption", "severity", "target"]
+METRIC_COLUMNS = ["auroc", "ece", "brier", "nll", "kappa", "ordinal_auroc", "selected_C", "val_score", "n_train"]
+
+
+def crs_version() -> str:
+    """The installed crs version (from the package metadata, so this module need not import crs)."""
+    try:
+        return metadata.version("crs")
+    except metadata.PackageNotFoundError:  # running from a source tree that was never installed
+        return "0+unknown"
+
+
+def versions() -> dict[str, str]:
+    import numpy
+    import sklearn
+    import torch
+
+    return {
+        "crs": crs_version(), "python": platform.python_version(), "numpy": numpy.__version__,
+        "scikit-learn": sklearn.__version__, "torch": torch.__version__, "pandas": pd.__version__,
+    }
+
+
+def combine(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """Concatenate unit records in a stable order."""
+    records = pd.concat(list(frames), ignore_index=True)
+    return records.sort_values(KEY_COLUMNS, kind="stable").reset_index(drop=True)
+
+
+def seed_aggregate(records: pd.DataFrame) -> pd.DataFrame:
+    """Mean, std and n over seeds for every other key."""
+    keys = [c for c in KEY_COLUMNS if c != "seed"]
+    metrics = [c for c in METRIC_COLUMNS if c in records]
+    grouped = records.groupby(keys, dropna=False, sort=True)[metrics]
+    table = grouped.agg(["mean", "std", "count"])
+    table.columns = [f"{metric}_{stat}" if stat != "count" else f"{metric}_n" for metric, stat in table.columns]
+    return table.reset_index()
+
+
+def write_parquet(frame: pd.DataFrame, path: Path, provenance: dict[str, Any]) -> None:
+    """Write ``frame`` with ``provenance`` (spec, versions) in the parquet schema metadata."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    metadata = dict(table.schema.metadata or {})
+    metadata[b"crs"] = json.dumps(provenance, default=str).encode()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".parquet.tmp")
+    pq.write_table(table.replace_schema_metadata(metadata), tmp)
+    tmp.replace(path)
+
+
+def read_provenance(path: Path) -> dict[str, Any]:
+    import pyarrow.parquet as pq
+
+    metadata = pq.read_schema(path).metadata or {}
+    return json.loads(metadata.get(b"crs", b"{}"))

@@ -1,0 +1,63 @@
+"""Stage 2 for a whole spec: plan the units, reuse unchanged ones, fit the rest, write the run folder."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import pandas as pd
+
+from crs.evaluate import incremental
+from crs.evaluate import records as records_io
+from crs.evaluate.artifacts import RunFolder
+from crs.evaluate.audit import audit_tables
+from crs.evaluate.parallel import run_units
+from crs.evaluate.units import probe_settings, probe_units
+from crs.spec import Spec, spec_to_dict
+
+log = logging.getLogger("crs")
+
+
+@dataclass(frozen=True)
+class ProbeOutcome:
+    """What stage 2 wrote: the run records and how many (encoder, task) units were fitted or reused."""
+
+    records: pd.DataFrame
+    units_fitted: int
+    units_reused: int
+
+    @property
+    def n_probes(self) -> int:
+        return int(self.records.drop_duplicates(["encoder", "task", "label_fraction", "seed"]).shape[0])
+
+
+def probe_spec(
+    spec: Spec, jobs: int | None = None, cluster: str | None = None, progress: bool = True, full: bool = False
+) -> ProbeOutcome:
+    """Stage 2 from the cache alone; writes run records, seed aggregates, predictions and the audit.
+
+    Units whose cache fingerprint and probe settings are unchanged since the last run reuse their
+    stored records (``full=True`` refits everything); cohort-level scores are always recomputed.
+    """
+    folder = RunFolder(spec.output).ensure_writable()
+    settings = probe_settings(spec)
+    units = probe_units(spec)
+    if full and folder.records_path.exists():
+        folder.records_path.unlink()
+    outcome = incremental.run_incremental(
+        units, spec.cache, settings, folder,
+        lambda todo: run_units(todo, spec.cache, settings, jobs or spec.probe.jobs, cluster, progress),
+    )
+    log.info("probe: reused the records of %d unchanged units; fitted %d", len(outcome.reused), len(outcome.fresh))
+    records = records_io.combine(outcome.records)
+    audit = audit_tables(spec)
+    folder.write_audit(audit)
+    provenance = {
+        "spec": spec_to_dict(spec), "versions": records_io.versions(),
+        "skipped_images": audit["skipped_images"], incremental.UNIT_KEYS: outcome.unit_keys,
+    }
+    folder.predictions_dir.mkdir(exist_ok=True)
+    for unit, result in outcome.fresh.items():
+        folder.write_predictions(unit.encoder, unit.task, result.predictions)
+    folder.write_records(records, provenance)
+    return ProbeOutcome(records, len(outcome.fresh), len(outcome.reused))

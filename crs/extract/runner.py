@@ -1,0 +1,322 @@
+"""Stage 1: decode each image once, make its corrupted variants, run every pending encoder, cache.
+
+One pass over a data set serves all encoders: a batch is decoded once, its corrupted variants are
+made from the decoded tensor on the encoder's device, and each encoder embeds only the rows whose
+cache chunks are not yet complete. A second run over a complete cache runs no forward pass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from crs.cache.fingerprint import fingerprint
+from crs.cache.lock import WriterLock, layout_lock_path, writer_lock_path
+from crs.cache.store import FEATURE_DTYPE, CacheError, FeatureStore, store_path, test_digest
+from crs.cache.writer import ChunkedFeatureArray
+from crs.data.base import Dataset
+from crs.data.images import load_image
+from crs.data.validate import validate_for_extraction
+from crs.spec import for_setting
+
+log = logging.getLogger("crs.extract")
+
+
+@dataclass
+class ExtractStats:
+    """Counters that make cache reuse visible: a second run must show zero forward passes."""
+
+    images_decoded: int = 0
+    forward_images: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+    chunks_written: int = 0
+    chunks_left_to_other_shards: int = 0
+
+    def add_forward(self, encoder: str, n: int) -> None:
+        self.forward_images[encoder] = self.forward_images.get(encoder, 0) + n
+
+    def merge(self, other: ExtractStats) -> None:
+        self.images_decoded += other.images_decoded
+        for name, n in other.forward_images.items():
+            self.add_forward(name, n)
+        self.seconds += other.seconds
+        self.chunks_written += other.chunks_written
+        self.chunks_left_to_other_shards += other.chunks_left_to_other_shards
+
+    @property
+    def total_forward(self) -> int:
+        return sum(self.forward_images.values())
+
+
+def encoder_fingerprint_fields(encoder: Any, dataset: Dataset, suite_version: str) -> dict[str, Any]:
+    """Everything that determines this encoder's features on this data set."""
+    return {
+        **encoder.fingerprint_fields(),
+        "feature_dtype": FEATURE_DTYPE,
+        "corruption_suite_version": suite_version,
+        "image_ids_sha256": dataset.id_digest(),
+        # Corrupted features are stored in test-split order: a new split is a new cache.
+        "test_ids_sha256": test_digest(dataset),
+        "image_size": dataset.image_size,
+    }
+
+
+class _EncoderJob:
+    """One encoder's pending work on one data set: which arrays, which chunks (of this shard), row buffers."""
+
+    def __init__(self, encoder: Any, store: FeatureStore, dataset: Dataset, variants: Sequence[tuple[str, int]],
+                 test_rows: np.ndarray, chunk_rows: int, suite_version: str):
+        self.encoder = encoder
+        self.image_ids = dataset.ids
+        self.name = encoder.spec.name
+        self.fields = encoder_fingerprint_fields(encoder, dataset, suite_version)
+        self.fingerprint = fingerprint(self.fields)
+        self.store = store
+        group = store.encoder_group(self.name, self.fingerprint, self.fields)
+        dim = int(encoder.spec.dim)
+        where = f"{dataset.name} / {self.name} ({self.fingerprint})"
+        self.clean = ChunkedFeatureArray(group, "clean", len(dataset), dim, chunk_rows, label=f"{where} clean")
+        self.corrupt = {
+            (name, severity): ChunkedFeatureArray(
+                group, f"corrupt/{name}/{severity}", len(test_rows), dim, chunk_rows,
+                label=f"{where} corrupt/{name}/{severity}",
+            )
+            for name, severity in variants
+        }
+        self.test_rows = test_rows
+        self.n_rows = len(dataset)
+        # Row buffers: array -> chunk -> (features, filled mask)
+        self.buffers: dict[Any, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
+        self.clean_rows = np.zeros(0, dtype=np.int64)
+        self.variant_rows: dict[tuple[str, int], np.ndarray] = {}
+
+    def plan(self, shard: tuple[int, int] | None) -> None:
+        """Read which chunks of this shard are pending (call while holding the writer lock)."""
+        self.clean_rows = self._pending_rows(self.clean, np.arange(self.n_rows), shard)
+        self.variant_rows = {key: self._pending_rows(array, self.test_rows, shard) for key, array in self.corrupt.items()}
+
+    def arrays(self) -> list[tuple[ChunkedFeatureArray, np.ndarray]]:
+        """Each feature array with the data-set row of each of its positions."""
+        return [(self.clean, np.arange(self.n_rows)), *((array, self.test_rows) for array in self.corrupt.values())]
+
+    @staticmethod
+    def _pending_rows(array: ChunkedFeatureArray, row_of_position: np.ndarray,
+                      shard: tuple[int, int] | None) -> np.ndarray:
+        """Data-set rows (not array positions) whose chunk in ``array`` is not yet complete."""
+        positions = [np.arange(*array.chunk_bounds(c)) for c in array.pending_chunks(shard)]
+        if not positions or array.n_rows == 0:
+            return np.zeros(0, dtype=np.int64)
+        return row_of_position[np.concatenate(positions)]
+
+    def needed_rows(self) -> np.ndarray:
+        parts = [self.clean_rows, *self.variant_rows.values()]
+        return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+
+    def is_done(self) -> bool:
+        """True when every chunk of every array is durable (read from the store, not the plan)."""
+        return self.clean.is_complete() and all(array.is_complete() for array in self.corrupt.values())
+
+    def chunks_pending(self) -> int:
+        return sum(len(array.pending_chunks()) for array, _ in self.arrays())
+
+    def _store(self, key: Any, array: ChunkedFeatureArray, positions: np.ndarray, features: np.ndarray,
+               stats: ExtractStats) -> None:
+        buffers = self.buffers.setdefault(key, {})
+        for position, row in zip(positions.tolist(), features, strict=True):
+            chunk = position // array.chunk_rows
+            if chunk not in buffers:
+                start, stop = array.chunk_bounds(chunk)
+                buffers[chunk] = (np.zeros((stop - start, row.shape[0]), np.float32), np.zeros(stop - start, bool))
+            start, _ = array.chunk_bounds(chunk)
+            buffers[chunk][0][position - start] = row
+            buffers[chunk][1][position - start] = True
+            if buffers[chunk][1].all():
+                array.write_chunk(chunk, buffers.pop(chunk)[0])
+                stats.chunks_written += 1
+
+    def process(self, rows: np.ndarray, images: torch.Tensor, modality: str, stats: ExtractStats) -> None:
+        """Embed the clean and corrupted rows of one decoded batch that this encoder still needs."""
+        clean_mask = np.isin(rows, self.clean_rows)
+        if clean_mask.any():
+            features = self._embed(images[torch.from_numpy(clean_mask)], stats)
+            self._store("clean", self.clean, rows[clean_mask], features, stats)
+        test_position = np.searchsorted(self.test_rows, rows)
+        # Severities of one corruption that need the same rows are made in one call (one uint8->float
+        # conversion), then embedded one severity at a time so batches match an uninterrupted run.
+        from crs.corruptions import apply_severities
+
+        groups: dict[tuple[str, bytes], list[int]] = {}
+        masks: dict[tuple[str, int], np.ndarray] = {}
+        for (name, severity) in self.corrupt:
+            mask = np.isin(rows, self.variant_rows[(name, severity)])
+            if mask.any():
+                masks[(name, severity)] = mask
+                groups.setdefault((name, mask.tobytes()), []).append(severity)
+        for (name, _), severities in groups.items():
+            mask = masks[(name, severities[0])]
+            ids = [str(i) for i in self.image_ids[rows[mask]]]
+            variants = apply_severities(images[torch.from_numpy(mask)], modality, name, severities, ids)
+            for severity, corrupted in zip(severities, variants, strict=True):
+                features = self._embed(corrupted, stats)
+                self._store((name, severity), self.corrupt[(name, severity)], test_position[mask], features, stats)
+
+    def _embed(self, images_uint8: torch.Tensor, stats: ExtractStats) -> np.ndarray:
+        x = images_uint8.float().div_(255.0) if images_uint8.dtype == torch.uint8 else images_uint8
+        stats.add_forward(self.name, x.shape[0])
+        with torch.inference_mode():
+            features = self.encoder.embed(x)
+        return features.float().cpu().numpy()
+
+
+def batch_windows(n_rows: int, jobs: Sequence[_EncoderJob], batch_size: int) -> Iterator[tuple[int, int]]:
+    """Row windows ``[start, stop)`` of at most ``batch_size`` rows that never straddle a chunk of any array.
+
+    Every forward pass then embeds the rows of one window that fall in one chunk, all or none of
+    them, so a chunk is always computed from the same batches whether it is extracted in one go,
+    after a crash, or by another shard: resumed and sharded stores are bit-identical to an
+    uninterrupted run (numerical kernels may depend on the batch's composition).
+    """
+    cuts = {0, n_rows}
+    for job in jobs:
+        for array, row_of_position in job.arrays():
+            starts = np.arange(0, array.n_rows, array.chunk_rows)
+            cuts.update(int(row) for row in row_of_position[starts])
+    edges = sorted(cut for cut in cuts if 0 <= cut <= n_rows)
+    for low, high in zip(edges, edges[1:], strict=False):
+        for start in range(low, high, batch_size):
+            yield start, min(start + batch_size, high)
+
+
+def check_shard(shard: tuple[int, int] | None) -> tuple[int, int] | None:
+    """Validate ``(index, count)`` for ``--shard i/n``."""
+    if shard is None:
+        return None
+    index, count = (int(v) for v in shard)
+    if count < 1 or not 0 <= index < count:
+        raise for_setting(ValueError(f"shard {index}/{count} is invalid; use i/n with 0 <= i < n (e.g. 0/4 .. 3/4)"), "shard")
+    return (index, count)
+
+
+
+
+
+
+def _writable_cache(cache_root: Path) -> None:
+    try:
+        cache_root.mkdir(parents=True, exist_ok=True)
+        probe = cache_root / f".crs-write-test-{id(cache_root)}"
+        probe.write_bytes(b"ok")
+        probe.unlink()
+    except OSError as error:
+        raise for_setting(CacheError(
+            f"cache folder {cache_root} is not writable ({error.strerror or error}); choose another cache folder"
+        ), "cache") from None
+
+
+
+
+def extract_dataset(
+    dataset: Dataset,
+    encoders: Sequence[Any],
+    cache_root: Path,
+    variants: Sequence[tuple[str, int]] = (),
+    batch_size: int = 32,
+    chunk_rows: int = 4096,
+    device: str = "cpu",
+    progress: bool = True,
+    shard: tuple[int, int] | None = None,
+    wait: bool = False,
+) -> ExtractStats:
+    """Fill the cache for ``dataset`` with every encoder's clean and corrupted features.
+
+    ``shard=(i, n)`` fills only the chunks ``k`` with ``k % n == i`` of every array, so ``n``
+    workers fill one store together. Each (store, encoder, shard) is written under one lock: a
+    second writer fails naming the holder, or waits with ``wait=True``. The encoder's group becomes
+    ``current`` (what stage 2 reads) once all of its chunks, from every shard, are complete.
+    """
+    from crs.corruptions import SUITE_VERSION
+
+    started = time.perf_counter()
+    shard = check_shard(shard)
+    validate_for_extraction(dataset)
+    stats = ExtractStats()
+    cache_root = Path(cache_root)
+    _writable_cache(cache_root)
+    path = store_path(cache_root, dataset.name)
+    test_rows = dataset.indices("test")
+    with WriterLock(layout_lock_path(path), "create arrays", wait=True):
+        store = FeatureStore(path, mode="a")
+        store.write_table(dataset)
+        all_jobs = [_EncoderJob(encoder, store, dataset, variants, test_rows, chunk_rows, SUITE_VERSION)
+                    for encoder in encoders]
+    jobs = []
+    with contextlib.ExitStack() as locks:
+        for job in all_jobs:
+            if job.is_done():
+                log.info("%s / %s: cached (fingerprint %s), no forward pass", dataset.name, job.name, job.fingerprint)
+                _mark_current(store, path, job)
+                stats.add_forward(job.name, 0)
+                continue
+            purpose = f"crs extract {dataset.name} {job.name}" + (f" shard {shard[0]}/{shard[1]}" if shard else "")
+            locks.enter_context(WriterLock(writer_lock_path(path, job.name, shard), purpose, wait=wait))
+            job.plan(shard)
+            jobs.append(job)
+        if jobs:
+            _run(dataset, jobs, all_jobs, batch_size, device, progress, stats)
+        for job in jobs:
+            if job.is_done():
+                _mark_current(store, path, job)
+            elif shard is not None and not any(array.pending_chunks(shard) for array, _ in job.arrays()):
+                left = job.chunks_pending()
+                stats.chunks_left_to_other_shards += left
+                log.info("%s / %s: shard %d/%d done; %d chunk(s) left to other shards",
+                         dataset.name, job.name, shard[0], shard[1], left)
+            else:
+                raise RuntimeError(f"{dataset.name} / {job.name}: extraction ended with unfinished chunks")
+    stats.seconds = time.perf_counter() - started
+    return stats
+
+
+def _mark_current(store: FeatureStore, path: Path, job: _EncoderJob) -> None:
+    with WriterLock(layout_lock_path(path), "mark current", wait=True):
+        store.mark_current(job.name, job.fingerprint)
+
+
+def _run(dataset: Dataset, jobs: list[_EncoderJob], all_jobs: list[_EncoderJob], batch_size: int, device: str,
+         progress: bool, stats: ExtractStats) -> None:
+    """Decode each needed window once and let every job embed the rows it still needs.
+
+    Windows are cut at the chunk edges of every encoder's arrays, finished ones included, so they
+    do not depend on which encoders happen to be pending in this run.
+    """
+    needed = np.unique(np.concatenate([job.needed_rows() for job in jobs]))
+    n_variant_images = sum(
+        int(np.isin(needed, rows).sum()) for job in jobs for rows in [job.clean_rows, *job.variant_rows.values()]
+    )
+    bar = tqdm(
+        total=n_variant_images, unit="img", disable=not progress, leave=False,
+        desc=f"extract {dataset.name} [{', '.join(job.name for job in jobs)}]",
+    )
+    is_needed = np.zeros(len(dataset), dtype=bool)
+    is_needed[needed] = True
+    for start, stop in batch_windows(len(dataset), all_jobs, batch_size):
+        rows = start + np.flatnonzero(is_needed[start:stop])
+        if not rows.size:
+            continue
+        images = torch.stack([load_image(dataset.root / dataset.paths[i], dataset.image_size) for i in rows])
+        stats.images_decoded += len(rows)
+        images = images.to(device)
+        before = stats.total_forward
+        for job in jobs:
+            job.process(rows, images, dataset.modality, stats)
+        bar.update(stats.total_forward - before)
+    bar.close()

@@ -1,0 +1,65 @@
+"""Stage 1 for a whole spec: every data set and shift target, every encoder, once."""
+
+from __future__ import annotations
+
+import logging
+
+from crs.cache.lock import WriterLock, layout_lock_path
+from crs.cache.store import FeatureStore, store_path
+from crs.corruptions.variants import resolve_variants
+from crs.data import Dataset, load_entry
+from crs.encoders import create
+from crs.extract.runner import ExtractStats, extract_dataset
+from crs.spec import Spec
+
+log = logging.getLogger("crs")
+
+
+def create_encoders(spec: Spec, names: list[str] | None = None, device: str | None = None) -> list:
+    chosen = [e for e in spec.encoders if names is None or e.name in names]
+    return [
+        create(e.name, weights=e.weights, device=device or spec.extract.device, input_size=e.input_size)
+        for e in chosen
+    ]
+
+
+def extract_spec(spec: Spec, encoder_names: list[str] | None = None, progress: bool = True,
+            shard: tuple[int, int] | None = None, wait: bool = False) -> ExtractStats:
+    """Stage 1 for every data set (and shift target) of the spec.
+
+    ``shard=(i, n)`` fills only chunks ``k % n == i`` (``crs extract --shard i/n``); ``wait`` waits
+    for another writer of the same (store, encoder, shard) instead of failing.
+    """
+    encoders = create_encoders(spec, encoder_names)
+    stats = ExtractStats()
+    bad_images = {"skip_bad": True} if spec.extract.skip_bad else {}
+    for entry in spec.datasets:
+        dataset = load_entry(entry, **bad_images)
+        if dataset.skipped:
+            log.warning("%s: skipped %d bad images (listed in the run records)", entry.name, len(dataset.skipped))
+        variants = resolve_variants(dataset.modality, spec.extract.corruptions, spec.extract.severities)
+        stats.merge(
+            extract_dataset(dataset, encoders, spec.cache, variants, spec.extract.batch_size,
+                            spec.extract.chunk_rows, spec.extract.device, progress, shard=shard, wait=wait)
+        )
+        _record_skipped(spec, dataset)
+        if entry.shift_target is not None:
+            # The target is resized to the source's canonical size: the shift is the site's, not the file size's.
+            target = load_entry(entry.shift_target, **bad_images)
+            if target.image_size != dataset.image_size:
+                target.image_size = dataset.image_size
+            stats.merge(
+                extract_dataset(target, encoders, spec.cache, (), spec.extract.batch_size,
+                                spec.extract.chunk_rows, spec.extract.device, progress, shard=shard, wait=wait)
+            )
+            _record_skipped(spec, target)
+    return stats
+
+
+def _record_skipped(spec: Spec, dataset: Dataset) -> None:
+    """Keep the list of skipped images with the cache, so stage 2 can put it in the run records."""
+    path = store_path(spec.cache, dataset.name)
+    with WriterLock(layout_lock_path(path), wait=True):  # shards may write the same attributes
+        FeatureStore(path, mode="a").root.attrs["skipped_images"] = list(dataset.skipped)
+
+

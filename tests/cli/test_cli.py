@@ -1,0 +1,151 @@
+"""The command line: bad input gives one clear line and a non-zero exit; good input runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from crs.cli.main import cli
+
+from tiny import write_tiny_spec
+
+
+@pytest.fixture()
+def runner():
+    return CliRunner()
+
+
+def _error_line(result) -> str:
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert lines, "no output"
+    return lines[-1]
+
+
+def test_unknown_encoder_is_one_line_error(runner, tmp_path):
+    spec = write_tiny_spec(tmp_path, encoders=("pixel_stats", "resnet_9000"))
+    result = runner.invoke(cli, ["extract", str(spec), "-q"])
+    assert result.exit_code == 2
+    line = _error_line(result)
+    assert line.startswith("crs: error:") and "resnet_9000" in line
+    assert "Traceback" not in result.output
+
+
+def test_spec_missing_field(runner, tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text('name = "x"\nencoders = ["pixel_stats"]\n')
+    result = runner.invoke(cli, ["extract", str(path)])
+    assert result.exit_code == 2
+    assert "missing required field 'datasets'" in _error_line(result)
+
+
+def test_spec_wrong_type(runner, tmp_path):
+    spec = write_tiny_spec(tmp_path)
+    text = spec.read_text().replace("batch_size = 32", 'batch_size = "many"')
+    spec.write_text(text)
+    result = runner.invoke(cli, ["extract", str(spec)])
+    assert result.exit_code == 2
+    assert "field 'batch_size' must be int" in _error_line(result)
+
+
+def test_spec_unknown_key(runner, tmp_path):
+    spec = write_tiny_spec(tmp_path)
+    spec.write_text(spec.read_text().replace("[probe]", "[probe]\nlabel_fraction = [0.5]"))
+    result = runner.invoke(cli, ["probe", str(spec)])
+    assert result.exit_code == 2
+    assert "unknown field(s) ['label_fraction']" in _error_line(result)
+
+
+def test_missing_spec_file(runner, tmp_path):
+    result = runner.invoke(cli, ["run", str(tmp_path / "nope.toml")])
+    assert result.exit_code == 2
+    assert "spec file not found" in _error_line(result)
+
+
+def test_output_folder_not_writable(runner, tmp_path, tiny_run):
+    spec, _, _, _ = tiny_run
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    path = write_tiny_spec(tmp_path / "spec", cache=spec.cache, data=spec.datasets[0].root)
+    result = runner.invoke(cli, ["probe", str(path), "--out", str(blocker / "out"), "-q"])
+    assert result.exit_code == 2
+    line = _error_line(result)
+    assert "not writable" in line and str(blocker / "out") in line
+
+
+def test_probe_without_cache_says_to_extract(runner, tmp_path):
+    spec = write_tiny_spec(tmp_path)
+    result = runner.invoke(cli, ["probe", str(spec), "-q"])
+    assert result.exit_code == 2
+    assert "crs extract" in _error_line(result)
+
+
+def test_score_prints_leaderboard_and_writes_tables(runner, tiny_run, tmp_path):
+    spec, _, _, _ = tiny_run
+    path = write_tiny_spec(tmp_path, cache=spec.cache, output=spec.output, data=spec.datasets[0].root)
+    result = runner.invoke(cli, ["score", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "Clinical Reliability Score" in result.output and "resnet18" in result.output
+    summary = json.loads((spec.output / "score" / "summary.json").read_text())
+    assert {row["encoder"] for row in summary["ranking"]} == {"pixel_stats", "resnet18"}
+
+
+def test_help_lists_the_stages(runner):
+    result = runner.invoke(cli, ["--help"])
+    assert result.exit_code == 0
+    for command in ("demo", "run", "extract", "probe", "score", "report", "encoders"):
+        assert command in result.output
+
+
+def _folder_spec_with_missing_image(tmp_path):
+    """A folder + CSV data set (built from synthetic fundus images) whose CSV names one missing file."""
+    import pandas as pd
+
+    from crs.data.synthetic import generate_synthetic
+
+    folder = generate_synthetic(tmp_path / "data", "fundus", n_images=90, image_size=32)
+    table = pd.read_csv(folder / "labels.csv")
+    missing = {"image_id": "ghost", "path": "images/ghost.png", "group": "ghost", "label": 0}
+    pd.concat([table, pd.DataFrame([missing])]).to_csv(folder / "labels.csv", index=False)
+    spec = tmp_path / "spec.toml"
+    spec.write_text(f"""
+name = "folder"
+cache = "{tmp_path / 'cache'}"
+output = "{tmp_path / 'out'}"
+encoders = ["pixel_stats"]
+[encoder_defaults]
+weights = "random"
+input_size = 32
+[extract]
+corruptions = "none"
+[probe]
+label_fractions = [0.5, 1.0]
+seeds = [0]
+Cs = [0.1]
+[[datasets]]
+name = "fundus-folder"
+loader = "folder"
+root = "{folder}"
+options = {{ kind = "ordinal", modality = "fundus", id_column = "image_id", group_column = "group", image_size = 32 }}
+""")
+    return spec
+
+
+def test_missing_image_stops_with_its_name_or_is_skipped_and_listed(runner, tmp_path):
+    spec = _folder_spec_with_missing_image(tmp_path)
+    result = runner.invoke(cli, ["extract", str(spec), "-q"])
+    assert result.exit_code == 2
+    assert "ghost.png" in _error_line(result)
+
+    result = runner.invoke(cli, ["extract", str(spec), "-q", "--skip-bad"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(cli, ["probe", str(spec), "-q"])
+    assert result.exit_code == 0, result.output
+    audit = json.loads((tmp_path / "out" / "audit.json").read_text())
+    skipped = audit["skipped_images"]["fundus-folder"]
+    assert len(skipped) == 1 and "ghost.png" in skipped[0]
+    from crs.evaluate.records import read_provenance
+
+    provenance = read_provenance(tmp_path / "out" / "records.parquet")
+    assert provenance["skipped_images"]["fundus-folder"] == skipped

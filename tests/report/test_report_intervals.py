@@ -1,0 +1,122 @@
+"""Axis intervals on the report come from the CRS bootstrap's own replicates, at its level.
+
+On the tiny run (case-level bootstrap on by default) every seed at the full label fraction trains on
+the same rows, so a seed-only AUROC interval is a point; the case level must widen it, and each
+interval must be the percentile interval of the per-replicate AUROC recomputed here from the same
+seed and case draws by materialising each resample and scoring it with ``crs.axes.auroc``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from crs import axes
+from crs.report.tables import axis_intervals, interval_note, leaderboard
+
+
+@pytest.fixture(scope="module")
+def case_level_run(tiny_run):
+    spec, _stats, records, score = tiny_run
+    assert score.bootstrap.level == "seed+case", (
+        "the tiny spec should run the case-level bootstrap by default"
+    )
+    return spec, records, score
+
+
+def _replicate_auroc_by_hand(score, predictions_dir: Path, records) -> np.ndarray:
+    """(replicates, encoders) clean full-fraction macro AUROC under each replicate's seed and case draws.
+
+    Per (encoder, task, seed): crs.axes.auroc on np.repeat(cases, counts); then the seed-count
+    weighted mean per task and the plain mean over tasks (crs.scoring.formula.axis_errors' order of means).
+    """
+    boot = score.bootstrap
+    encoders = [str(name) for name in score.axis_errors.index]
+    kinds = records.groupby("task")["task_kind"].first()
+    seed_draws = boot.seed_draws
+    out = np.zeros((boot.n_boot, len(encoders)))
+    for e, encoder in enumerate(encoders):
+        per_task = []
+        for task in sorted(boot.case_draws):
+            with np.load(predictions_dir / f"{encoder}__{task}.npz") as unit:
+                labels, probs, full_seeds = unit["clean_labels"], unit["clean_probs"], unit["full_seeds"]
+            values = np.zeros(boot.n_boot)
+            for b in range(boot.n_boot):
+                counts = boot.case_draws[task][b]
+                total, weight = 0.0, 0.0
+                for seed_name, n_copies in seed_draws.iloc[b].items():
+                    if n_copies == 0:
+                        continue
+                    row = int(np.flatnonzero(full_seeds == int(seed_name))[0])
+                    value = axes.auroc(np.repeat(labels, counts, axis=0), np.repeat(probs[row], counts, axis=0),
+                                       str(kinds[task]))  # fmt: skip
+                    total += n_copies * value
+                    weight += n_copies
+                values[b] = total / weight
+            per_task.append(values)
+        out[:, e] = np.mean(per_task, axis=0)
+    return out
+
+
+def test_case_level_auroc_interval_is_the_percentile_of_the_replicate_auroc(case_level_run):
+    spec, records, score = case_level_run
+    board = leaderboard(score).set_index("encoder")
+    width = board["auroc_high"] - board["auroc_low"]
+    # full-fraction seeds share their training rows: only the test-case level can open the interval
+    assert (width > 1e-3).any(), width
+
+    by_hand = _replicate_auroc_by_hand(score, Path(spec.output) / "predictions", records)
+    alpha = score.bootstrap.alpha
+    low, high = np.percentile(by_hand, [100 * alpha / 2, 100 * (1 - alpha / 2)], axis=0)
+    encoders = [str(name) for name in score.axis_errors.index]
+    assert board.loc[encoders, "auroc_low"].to_numpy() == pytest.approx(low, abs=1e-9)
+    assert board.loc[encoders, "auroc_high"].to_numpy() == pytest.approx(high, abs=1e-9)
+
+
+def test_case_level_axis_replicates_are_the_ones_behind_the_crs_replicates(case_level_run):
+    from crs.scoring.formula import AXES, component_weights, crs_components
+
+    _spec, _records, score = case_level_run
+    boot = score.bootstrap
+    encoders = list(boot.replicates.columns)
+    used = list(score.crs.attrs["axes"])
+    errors = np.stack([boot.axis_error_replicates[axis][encoders].to_numpy() for axis in AXES], axis=-1)
+    crs = crs_components(errors[..., [AXES.index(a) for a in used]], encoders.index(score.reference),
+                         component_weights(score.settings["weights"]), score.settings["epsilon"], score.settings["dominance_margin"])["crs"]  # fmt: skip
+    assert crs == pytest.approx(boot.replicates.to_numpy(), abs=1e-12)
+
+
+def test_seed_only_intervals_ignore_kept_replicates_and_the_note_names_the_level():
+    # A seed-level bootstrap keeps today's behaviour (seed draws over the per-seed axes) even if
+    # something left case-level replicates on it; the note names the level and the replicate count.
+    import pandas as pd
+
+    seed_axes = pd.DataFrame({
+        "encoder": ["a", "a"], "task": ["t", "t"], "seed": [0, 1], "auroc": [0.8, 0.6],
+        "ece": [0.1, 0.1], "label_efficiency": [0.5, 0.5], "retention": [np.nan, np.nan],
+    })  # fmt: skip
+    draws = pd.DataFrame([[2, 0], [0, 2], [1, 1]], columns=["0", "1"])
+    kept = {axis: pd.DataFrame({"a": [0.0, 0.0, 0.0]}) for axis in
+            ("discrimination", "calibration", "label_efficiency", "robustness")}  # fmt: skip
+    seed_level = SimpleNamespace(
+        alpha=0.05, n_boot=3, level="seed", seed_draws=draws, axis_error_replicates=kept
+    )
+    score = SimpleNamespace(
+        seed_axes=seed_axes, axis_errors=pd.DataFrame(index=pd.Index(["a"])), bootstrap=seed_level
+    )
+    # draws give AUROC 0.8, 0.6, 0.7; numpy's linear percentiles: 0.605 and 0.795
+    assert axis_intervals(score).loc["a", ["auroc_low", "auroc_high"]].tolist() == pytest.approx(
+        [0.605, 0.795]
+    )
+    note = interval_note(seed_level)
+    assert "3 replicates of the paired-seed bootstrap" in note and "not resampled" in note
+
+    case_level = SimpleNamespace(**{**seed_level.__dict__, "level": "seed+case", "n_boot": 500})
+    # case level: the kept errors are used (error 0 -> AUROC 1), not the seed draws
+    assert axis_intervals(SimpleNamespace(**{**score.__dict__, "bootstrap": case_level})).loc[
+        "a", "auroc_high"
+    ] == pytest.approx(1.0)
+    assert "500 replicates of the paired seed \u00d7 test-case bootstrap" in interval_note(case_level)

@@ -1,0 +1,130 @@
+"""End to end on the tiny synthetic benchmark: extract once, reuse the cache, probe, score, report."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pandas as pd
+
+from crs.benchmark import Benchmark
+from crs.cache.store import FeatureStore, store_path
+from crs.evaluate import artifacts
+from crs.spec import Spec, load_spec
+
+
+def test_first_extraction_runs_every_encoder_on_every_variant(tiny_run):
+    spec, stats, _, _ = tiny_run
+    # 3 data sets of 120 images + 60 shift images; test split images x (2 corruptions x 2 severities) more.
+    n_test = sum(
+        FeatureStore(store_path(spec.cache, e.name)).read_table().indices("test").size for e in spec.datasets
+    )
+    expected = 3 * 120 + 60 + n_test * 4
+    assert stats.forward_images == {"pixel_stats": expected, "resnet18": expected}
+    # Each image is decoded once for all encoders and variants.
+    assert stats.images_decoded == 3 * 120 + 60
+
+
+def test_second_extraction_runs_no_forward_pass(tiny_run):
+    spec, _, _, _ = tiny_run
+    again = Benchmark(spec).extract(progress=False)
+    assert again.total_forward == 0
+    assert again.images_decoded == 0
+
+
+def test_records_cover_every_probe_and_condition(tiny_run):
+    spec, _, records, _ = tiny_run
+    probes = records.drop_duplicates(["encoder", "task", "label_fraction", "seed"])
+    assert len(probes) == 2 * 3 * 2 * 2  # encoders x tasks x fractions x seeds
+    per_probe = records.groupby(["encoder", "task", "label_fraction", "seed"]).size()
+    # clean + 4 corrupt variants, + 1 shift condition on the chest task
+    assert set(per_probe.xs("cxr", level="task")) == {6}
+    assert set(per_probe.xs("derm", level="task")) == {5}
+    clean = records[records["condition"] == "clean"]
+    assert clean["auroc"].between(0, 1).all()
+    assert clean["ece"].between(0, 1).all()
+    # the learnable synthetic signal is found at 100 % labels
+    full = clean[clean["label_fraction"] == 1.0]
+    assert full.groupby("task")["auroc"].mean().min() > 0.6
+    assert (records[records["condition"] == "shift"]["target"] == "cxr-b").all()
+
+
+def test_seed_aggregate_matches_pandas(tiny_run):
+    spec, _, records, _ = tiny_run
+    aggregate = pd.read_parquet(spec.output / artifacts.AGGREGATE_FILE)
+    row = aggregate[(aggregate["encoder"] == "resnet18") & (aggregate["task"] == "derm")
+                    & (aggregate["condition"] == "clean") & (aggregate["label_fraction"] == 0.25)].iloc[0]
+    seeds = records[(records["encoder"] == "resnet18") & (records["task"] == "derm")
+                    & (records["condition"] == "clean") & (records["label_fraction"] == 0.25)]["auroc"]
+    assert np.isclose(row["auroc_mean"], seeds.mean()) and np.isclose(row["auroc_std"], seeds.std())
+    assert row["auroc_n"] == 2
+
+
+def test_provenance_and_audit_are_written(tiny_run):
+    from crs.evaluate.records import read_provenance
+
+    spec, _, _, _ = tiny_run
+    provenance = read_provenance(spec.output / artifacts.RECORDS_FILE)
+    assert provenance["spec"]["name"] == "tiny"
+    assert "torch" in provenance["versions"]
+    import json
+
+    audit = json.loads((spec.output / artifacts.AUDIT_FILE).read_text())
+    drawn = audit["label_fraction_ids"]["derm"]["0"]
+    assert set(drawn["0.25"]) <= set(drawn["1.0"])
+
+
+def test_score_has_four_axes_and_a_ranked_table(tiny_run):
+    _, _, _, score = tiny_run
+    assert set(score.axis_errors.columns) >= {"discrimination", "calibration", "label_efficiency", "robustness"}
+    assert sorted(score.crs["rank"]) == [1, 2]
+    # the reference scores u = 0.5 on every axis
+    reference = score.crs.loc[score.reference]
+    for axis in ("discrimination", "calibration", "label_efficiency", "robustness"):
+        assert np.isclose(reference[f"u_{axis}"], 0.5)
+
+
+def test_report_embeds_its_figures(tiny_run):
+    from crs.report import write_report
+
+    spec, _, records, score = tiny_run
+    path = write_report(score, records, spec.output / "report-test")
+    page = path.read_text()
+    assert page.count("<img") >= 3
+    assert "data:image/png;base64," in page
+    assert "http://" not in page and "https://" not in page
+    assert (path.parent / "report.md").read_text().startswith("#")
+
+
+def test_copied_cache_runs_stage_two_without_images_or_encoders(tiny_run, tmp_path, monkeypatch):
+    """A cache folder moved to another machine (no images, no encoders) reproduces the records."""
+    spec, _, records, _ = tiny_run
+    moved_cache = tmp_path / "elsewhere" / "cache"
+    shutil.copytree(spec.cache, moved_cache)
+    data_root = spec.datasets[0].root
+    hidden = tmp_path / "hidden-data"
+    shutil.move(str(data_root), hidden)  # the images are gone
+    import crs.encoders
+
+    def no_encoders(*args, **kwargs):
+        raise AssertionError("stage 2 must not build an encoder")
+
+    monkeypatch.setattr(crs.encoders, "create", no_encoders)
+    try:
+        moved = Spec(**{**spec.__dict__, "cache": moved_cache, "output": tmp_path / "out"})
+        again = Benchmark(moved).probe(progress=False).records
+        pd.testing.assert_frame_equal(again, records)
+    
+        score = Benchmark(moved).score(Benchmark(moved).records())
+        assert len(score.crs) == 2
+    finally:
+        shutil.move(str(hidden), data_root)
+
+
+def test_quickstart_spec_loads_and_names_four_encoders_three_tasks():
+    from crs.cli.main import demo_spec_path
+
+    spec = load_spec(demo_spec_path())
+    assert len(spec.encoders) >= 4 and len(spec.datasets) == 3
+    assert spec.datasets[2].shift_target is not None
+    assert len(spec.extract.corruptions) >= 4 and spec.extract.severities == (1, 2, 3, 4, 5)
