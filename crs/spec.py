@@ -68,9 +68,10 @@ class ProbeConfig:
     label_fractions: tuple[float, ...] = DEFAULT_FRACTIONS
     seeds: tuple[int, ...] = DEFAULT_SEEDS
     Cs: tuple[float, ...] = DEFAULT_CS
-    selection: str = "auroc"
+    selection: str = "logloss"
     min_per_class: int = 3
-    jobs: int = 1
+    jobs: int | str = "auto"
+    validation: str = "fraction"
 
 
 @dataclass(frozen=True)
@@ -230,8 +231,14 @@ def parse_spec(data: dict[str, Any], base: Path = Path(".")) -> Spec:
     probe = _config(
         "probe", ProbeConfig, data.get("probe", {}),
         {"label_fractions": "float", "seeds": "int", "Cs": "float"},
-        {"backend": "str", "family": "str", "selection": "str", "min_per_class": "int", "jobs": "int"},
+        {"backend": "str", "family": "str", "selection": "str", "min_per_class": "int", "validation": "str"},
     )
+    if probe.jobs != "auto" and (isinstance(probe.jobs, bool) or not isinstance(probe.jobs, int) or probe.jobs < 1):
+        raise SpecError(f"probe: field 'jobs' must be a positive whole number or \"auto\", got {probe.jobs!r}")
+    if probe.selection not in ("logloss", "auroc", "nll"):
+        raise SpecError(f"probe: selection must be \"logloss\" or \"auroc\", got {probe.selection!r}")
+    if probe.validation not in ("fraction", "full"):
+        raise SpecError(f"probe: validation must be \"fraction\" or \"full\", got {probe.validation!r}")
     if any(not 0 < f <= 1 for f in probe.label_fractions):
         raise SpecError(f"probe: label_fractions must lie in (0, 1], got {probe.label_fractions}")
     if 1.0 not in probe.label_fractions:

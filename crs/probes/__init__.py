@@ -43,10 +43,11 @@ def fit_probes(
     backend: str = "sklearn",
     family: str = "logistic",
     Cs: Sequence[float] = DEFAULT_CS,
-    selection: str = "auroc",
+    selection: str = "logloss",
     random_state: int = 0,
     n_jobs: int = 1,
     n_classes: int | None = None,
+    val_subsets: Sequence[np.ndarray] | None = None,
     **backend_options,
 ) -> ProbeSet:
     """Fit one probe per training subset and C; keep, per subset, the C best on validation.
@@ -54,8 +55,10 @@ def fit_probes(
     ``X_*`` float (n, D); ``y_*`` int (n,) class indices for multiclass/ordinal, float (n, L) with
     NaN = ignore for multilabel. ``subsets`` are index arrays into ``X_train`` (one per label
     fraction x seed); identical subsets are fitted once. ``n_classes`` fixes K for
-    multiclass/ordinal when a subset may miss a class. ``selection`` is ``auroc`` (macro one-vs-rest
-    on validation) or ``nll``; ties go to the smaller C. Families ``ridge`` (``Cs`` are inverse
+    multiclass/ordinal when a subset may miss a class. ``selection`` is ``logloss`` (validation
+    log-loss, a proper scoring rule; ``nll`` is the same) or ``auroc`` (macro one-vs-rest); ties go
+    to the smaller C. ``val_subsets``: per subset, index arrays into ``X_val`` (the validation rows
+    drawn at that subset's label fraction) that choose its C; default: all of ``X_val``. Families ``ridge`` (``Cs`` are inverse
     penalties, alpha = 1 / C) and ``knn`` (``Cs`` are neighbour counts, default ``DEFAULT_KS``) run
     in numpy whatever the backend. Backend options (torch: ``device``, ``dtype``, ``path``,
     ``patience``, ``tol``) pass through ``backend_options``.
@@ -70,7 +73,7 @@ def fit_probes(
         from crs.probes.knn import DEFAULT_KS
 
         Cs = DEFAULT_KS
-    problem = prepare(X_train, y_train, X_val, y_val, subsets, kind, Cs, n_classes)
+    problem = prepare(X_train, y_train, X_val, y_val, subsets, kind, Cs, n_classes, val_subsets)
     if family == "ridge":
         from crs.probes import ridge
 

@@ -11,8 +11,16 @@ import numpy as np
 
 from crs.probes.base import ProbeError
 
-SELECTIONS = ("auroc", "nll")
+SELECTIONS = ("logloss", "auroc", "nll")
+"""C-selection criteria on the validation split: ``logloss`` (the default; a proper scoring rule, so
+the chosen C also serves calibration), ``auroc`` (macro one-vs-rest), ``nll`` (another name for
+``logloss``)."""
 NLL_EPS = 1e-12
+
+
+def lower_is_better(selection: str) -> bool:
+    """Whether the criterion is a loss (log-loss): reported with its natural sign, negated to select."""
+    return selection in ("logloss", "nll")
 """Probabilities are clipped to [1e-12, 1] before the log in the validation NLL."""
 
 
@@ -139,9 +147,24 @@ def validation_scores(y_val: np.ndarray, proba: np.ndarray, selection: str) -> n
     """Selection criterion per probe, oriented so that larger is better (NLL is negated)."""
     if selection == "auroc":
         return macro_auroc(y_val, proba)
-    if selection == "nll":
+    if lower_is_better(selection):
         return -batched_nll(y_val, proba)
     raise ProbeError(f"selection {selection!r} is not one of {SELECTIONS}")
+
+
+def subset_validation_scores(problem, proba_of, unique_ids, selection: str) -> np.ndarray:
+    """Validation criterion per unique subset of ``unique_ids`` on that subset's own validation rows.
+
+    ``proba_of(i, rows)`` returns the probabilities ``(..., n_rows, K)`` of the i-th entry of
+    ``unique_ids`` on validation rows ``rows`` (``None``: every row). With one shared validation set
+    (``problem.val_subsets is None``) this is one call per entry on all rows.
+    """
+    scores = []
+    for i, u in enumerate(unique_ids):
+        rows = problem.validation_rows(u)
+        labels = problem.y_val if rows is None else problem.y_val[rows]
+        scores.append(validation_scores(labels, proba_of(i, rows), selection))
+    return np.stack(scores)
 
 
 def select_C(scores: np.ndarray) -> np.ndarray:
@@ -179,7 +202,7 @@ def assemble_linear(
     best = select_C(scores) if best is None else np.asarray(best)
     rows = np.arange(len(best))
     m = problem.subset_to_unique
-    sign = -1.0 if selection == "nll" else 1.0
+    sign = -1.0 if lower_is_better(selection) else 1.0
     return LinearProbeSet(
         kind=problem.kind,
         n_classes=problem.n_classes,

@@ -1,0 +1,153 @@
+"""Every per-condition evaluation metric for a stack of probes at once.
+
+Stage 2 scores every probe of a unit (label fraction x seed) on every evaluation condition. The
+per-probe functions in :mod:`crs.axes` are the reference; this module computes the same numbers for
+``probs`` of shape ``(P, N, K)`` in one pass per metric: AUROC by one sort per column
+(:func:`crs.probes.selection.batched_auroc`, float32 keys), the binned ECE by one ``bincount`` over
+(probe, bin), Brier, NLL, quadratic kappa and ordinal AUROC as array reductions. The labels are
+checked once per condition, not once per probe. Conventions are the reference's exactly (same
+binning, clipping, class handling and NaN rules); the tests hold the two to 1e-12 on random inputs
+with ties.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from crs.probes.base import ProbeError
+from crs.probes.selection import batched_auroc
+
+ECE_BINS = 15
+"""Equal-width bins of the binned ECE (the reference's default, torchmetrics' convention)."""
+
+METRICS = ("auroc", "ece", "brier", "nll", "kappa", "ordinal_auroc")
+KINDS = ("multiclass", "ordinal", "multilabel")
+
+
+def _nanmean(values: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Mean over ``axis`` of the defined entries; NaN where none is defined."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmean(values, axis=axis)
+
+
+def check_condition_labels(y: np.ndarray, probs: np.ndarray, kind: str) -> np.ndarray:
+    """Labels of one condition, checked once against the probability stack ``(P, N, K)``."""
+    if kind not in KINDS:
+        raise ProbeError(f"task kind {kind!r} is not one of {KINDS}")
+    if probs.ndim != 3 or probs.shape[1] != len(y):
+        raise ProbeError(f"probs must be (P, N={len(y)}, K), got shape {probs.shape}")
+    y = np.asarray(y)
+    if kind == "multilabel":
+        if y.shape != probs.shape[1:]:
+            raise ProbeError(f"multilabel labels must be (N, K) = {probs.shape[1:]}, got {y.shape}")
+        return y.astype(np.float64)
+    if y.ndim != 1 or (y.size and (y.min() < 0 or y.max() >= probs.shape[2])):
+        raise ProbeError(f"class labels must be (N,) in 0..{probs.shape[2] - 1}")
+    return y.astype(np.int64)
+
+
+def _binned_ece(confidence: np.ndarray, correct: np.ndarray, n_bins: int) -> np.ndarray:
+    """Binned ECE per row of ``confidence`` / ``correct`` (P, n): the reference's bins and sums."""
+    P, n = confidence.shape
+    if n == 0:
+        return np.full(P, np.nan)
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    index = np.clip(np.searchsorted(edges, confidence.ravel(), side="right") - 1, 0, n_bins - 1)
+    index += np.repeat(np.arange(P) * n_bins, n)
+    size = P * n_bins
+    count = np.bincount(index, minlength=size).astype(np.float64).reshape(P, n_bins)
+    confidence_sum = np.bincount(index, weights=confidence.ravel(), minlength=size).reshape(P, n_bins)
+    correct_sum = np.bincount(index, weights=correct.ravel(), minlength=size).reshape(P, n_bins)
+    gap = np.zeros((P, n_bins))
+    filled = count > 0
+    gap[filled] = np.abs(correct_sum[filled] - confidence_sum[filled]) / count[filled]
+    share = count / count.sum(axis=1, keepdims=True)
+    return (gap * share).sum(axis=1)
+
+
+def _clip(probs: np.ndarray) -> np.ndarray:
+    eps = np.finfo(np.float64).eps
+    return np.clip(probs, eps, 1.0 - eps)
+
+
+def _multiclass(y: np.ndarray, probs: np.ndarray, n_bins: int) -> dict[str, np.ndarray]:
+    P, N, K = probs.shape
+    p = probs.astype(np.float64)
+    predicted = p.argmax(axis=2)
+    ece = _binned_ece(p.max(axis=2), (predicted == y).astype(np.float64), n_bins)
+    if N == 0:
+        nan = np.full(P, np.nan)
+        return {"auroc": nan, "ece": nan, "brier": nan, "nll": nan}
+    one_hot = np.eye(K)[y]
+    brier = np.mean(np.sum((p - one_hot) ** 2, axis=2), axis=1)
+    picked = np.take_along_axis(p, np.broadcast_to(y[None, :, None], (P, N, 1)), axis=2)[..., 0]
+    nll = -np.mean(np.log(_clip(picked)), axis=1)
+    auroc = _nanmean(batched_auroc(y, probs))
+    return {"auroc": auroc, "ece": ece, "brier": brier, "nll": nll}
+
+
+def _multilabel(y: np.ndarray, probs: np.ndarray, n_bins: int) -> dict[str, np.ndarray]:
+    P, _, L = probs.shape
+    ece, brier, nll = (np.full((P, L), np.nan) for _ in range(3))
+    for label in range(L):
+        known = ~np.isnan(y[:, label])
+        if not known.any():
+            continue
+        target = y[known, label]
+        p = probs[:, known, label].astype(np.float64)
+        ece[:, label] = _binned_ece(p, np.broadcast_to(target, p.shape), n_bins)
+        brier[:, label] = np.mean((p - target) ** 2, axis=1)
+        clipped = _clip(p)
+        nll[:, label] = -np.mean(target * np.log(clipped) + (1.0 - target) * np.log(1.0 - clipped), axis=1)
+    auroc = _nanmean(batched_auroc(y, probs))
+    return {"auroc": auroc, "ece": _nanmean(ece), "brier": _nanmean(brier), "nll": _nanmean(nll)}
+
+
+def quadratic_kappa(y: np.ndarray, probs: np.ndarray) -> np.ndarray:
+    """Quadratic-weighted kappa of the arg-max grade per probe: ``(P,)``; NaN where undefined."""
+    P, N, K = probs.shape
+    predicted = probs.argmax(axis=2)
+    cells = (np.arange(P)[:, None] * K + y[None, :]) * K + predicted
+    observed = np.bincount(cells.ravel(), minlength=P * K * K).astype(np.float64).reshape(P, K, K)
+    total = observed.sum(axis=(1, 2))
+    grades = np.arange(K)
+    weights = (grades[:, None] - grades[None, :]) ** 2.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        expected = observed.sum(axis=2)[:, :, None] * observed.sum(axis=1)[:, None, :] / total[:, None, None]
+        disagreement = (weights * expected).sum(axis=(1, 2))
+        kappa = 1.0 - (weights * observed).sum(axis=(1, 2)) / disagreement
+    return np.where((total > 0) & (disagreement != 0), kappa, np.nan)
+
+
+def ordinal_auroc(y: np.ndarray, probs: np.ndarray) -> np.ndarray:
+    """Mean over thresholds k of the AUROC of ``y >= k`` scored by P(grade >= k), per probe: ``(P,)``."""
+    K = probs.shape[2]
+    if K < 2:
+        return np.full(probs.shape[0], np.nan)
+    p = probs.astype(np.float64)
+    # p[..., k:].sum() per threshold, as the reference sums them (same order, so the same ties)
+    exceed = np.stack([p[..., k:].sum(axis=2) for k in range(1, K)], axis=2)
+    targets = np.stack([(y >= k) for k in range(1, K)], axis=1).astype(np.float64)
+    return _nanmean(batched_auroc(targets, exceed))
+
+
+def evaluation_metrics(y: np.ndarray, probs: np.ndarray, kind: str, n_bins: int = ECE_BINS) -> dict[str, np.ndarray]:
+    """Every metric of :data:`METRICS` for each probe of ``probs`` (P, N, K) on labels ``y``: ``(P,)`` each.
+
+    ``y``: int ``(N,)`` class indices (multiclass, ordinal) or float ``(N, K)`` with NaN = ignore
+    (multilabel). kappa and ordinal AUROC are NaN except for ordinal tasks.
+    """
+    y = check_condition_labels(y, probs, kind)
+    if kind == "multilabel":
+        out = _multilabel(y, probs, n_bins)
+    else:
+        out = _multiclass(y, probs, n_bins)
+    nan = np.full(probs.shape[0], np.nan)
+    out["kappa"], out["ordinal_auroc"] = nan, nan.copy()
+    if kind == "ordinal" and len(y):
+        out["kappa"] = quadratic_kappa(y, probs)
+        out["ordinal_auroc"] = ordinal_auroc(y, probs)
+    return {name: out[name] for name in METRICS}

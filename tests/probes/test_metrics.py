@@ -1,0 +1,98 @@
+"""Batched evaluation metrics against the per-probe reference (crs.axes) and scikit-learn."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from crs import axes
+from crs.probes import ProbeError
+from crs.probes.metrics import METRICS, evaluation_metrics
+
+
+def reference(y, probs, kind):
+    """The per-probe path: one crs.axes call per probe and metric."""
+    rows = []
+    for p in probs:
+        row = {"auroc": axes.auroc(y, p, kind), "ece": axes.ece(y, p, kind), "brier": axes.brier(y, p, kind),
+               "nll": axes.nll(y, p, kind), "kappa": np.nan, "ordinal_auroc": np.nan}
+        if kind == "ordinal":
+            row["kappa"] = axes.quadratic_kappa(y, p)
+            row["ordinal_auroc"] = axes.ordinal_auroc(y, p)
+        rows.append(row)
+    return {name: np.array([r[name] for r in rows]) for name in METRICS}
+
+
+def stack(rng, P, N, K, ties: bool, dtype=np.float32):
+    """Probabilities (P, N, K) rows summing to 1; rounded to 2 decimals where ``ties``, with an
+    absent class (a column of exact zeros) in one probe, as a probe that never saw that class."""
+    logits = rng.normal(size=(P, N, K)) * 2
+    probs = np.exp(logits) / np.exp(logits).sum(axis=2, keepdims=True)
+    if ties:
+        probs = np.round(probs, 2)
+    probs[0, :, -1] = 0.0
+    return probs.astype(dtype)
+
+
+@pytest.mark.parametrize("kind", ["multiclass", "ordinal"])
+@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_batched_metrics_equal_the_per_probe_reference(kind, ties, dtype):
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 5, 300)
+    y[y == 4] = 3  # class 4 absent from the labels: its AUROC is undefined, never 0
+    probs = stack(rng, 6, 300, 5, ties, dtype)
+    got, expected = evaluation_metrics(y, probs, kind), reference(y, probs, kind)
+    for name in METRICS:
+        np.testing.assert_allclose(got[name], expected[name], rtol=1e-12, atol=1e-14, equal_nan=True, err_msg=name)
+    if kind == "ordinal":
+        assert not np.isnan(got["kappa"]).any() and not np.isnan(got["ordinal_auroc"]).any()
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_batched_multilabel_metrics_equal_the_per_probe_reference(ties):
+    rng = np.random.default_rng(1)
+    y = (rng.random((250, 4)) < 0.3).astype(np.float32)
+    y[rng.random(y.shape) < 0.15] = np.nan
+    y[:, 3] = np.nan  # a label with no known row: NaN everywhere, left out of the means
+    y[:, 2] = np.where(np.isnan(y[:, 2]), np.nan, 1.0)  # one value only: AUROC undefined, ECE defined
+    probs = 1 / (1 + np.exp(-rng.normal(size=(5, 250, 4)) * 2))
+    if ties:
+        probs = np.round(probs, 2)
+    probs = probs.astype(np.float32)
+    got, expected = evaluation_metrics(y, probs, "multilabel"), reference(y, probs, "multilabel")
+    for name in METRICS:
+        np.testing.assert_allclose(got[name], expected[name], rtol=1e-12, atol=1e-14, equal_nan=True, err_msg=name)
+
+
+def test_batched_auroc_is_within_0002_of_sklearn_on_float32_probabilities_with_ties():
+    rng = np.random.default_rng(2)
+    y = rng.integers(0, 3, 2000)
+    probs = stack(rng, 4, 2000, 3, ties=True)
+    got = evaluation_metrics(y, probs, "multiclass")["auroc"]
+    for p in range(1, 4):
+        expected = roc_auc_score(y, probs[p].astype(np.float64) / probs[p].sum(1, keepdims=True), multi_class="ovr")
+        assert abs(got[p] - np.mean([roc_auc_score(y == k, probs[p, :, k]) for k in range(3)])) < 1e-12
+        assert abs(got[p] - expected) < 0.002
+
+
+def test_hand_derived_values():
+    """Two cases, two classes: probe 0 puts 0.8 on the true class of both (AUROC 1, Brier
+    2 x 0.2^2 = 0.08, NLL -log 0.8, ECE |1 - 0.8| = 0.2); probe 1 is 0.5 everywhere (AUROC 0.5,
+    Brier 0.5, NLL log 2; confidence 0.5, arg-max is class 0 so one of two correct: ECE 0)."""
+    y = np.array([0, 1])
+    probs = np.array([[[0.8, 0.2], [0.2, 0.8]], [[0.5, 0.5], [0.5, 0.5]]], dtype=np.float32)
+    got = evaluation_metrics(y, probs, "multiclass")
+    np.testing.assert_allclose(got["auroc"], [1.0, 0.5])
+    np.testing.assert_allclose(got["brier"], [0.08, 0.5], rtol=1e-6)
+    np.testing.assert_allclose(got["nll"], [-np.log(0.8), np.log(2)], rtol=1e-6)
+    np.testing.assert_allclose(got["ece"], [0.2, 0.0], atol=1e-6)
+
+
+def test_bad_labels_are_one_clear_error():
+    probs = np.full((2, 3, 2), 0.5, dtype=np.float32)
+    with pytest.raises(ProbeError, match="0..1"):
+        evaluation_metrics(np.array([0, 1, 2]), probs, "multiclass")
+    with pytest.raises(ProbeError, match="N=4"):
+        evaluation_metrics(np.array([0, 1, 1, 0]), probs, "multiclass")
