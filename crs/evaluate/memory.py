@@ -11,7 +11,7 @@ unit holds at its two peaks:
   (float32) with the metrics' temporaries (float64 copies, sort keys), about 62 bytes per
   probability.
 
-Plus ``BASE_BYTES``, the resident size of a worker that has imported numpy, torch, scikit-learn,
+Plus ``base_bytes(backend)``, the resident size of a worker that has imported numpy, torch, scikit-learn,
 zarr and pandas. Everything else a unit holds (weights, records, the row blocks being read) is
 small next to these at any size where memory matters.
 """
@@ -25,15 +25,23 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-BASE_BYTES = 450 * 2**20
-"""Resident size of a stage-2 worker before its first unit (imports only; measured 0.40-0.45 GiB)."""
+BASE_BYTES = {"torch": 680 * 2**20, "other": 260 * 2**20}
+"""Resident size of a stage-2 worker before its first unit: its imports (measured 644-666 MiB with
+torch imported, of which torch is ~480 MiB; 176-198 MiB without), plus a margin."""
+
+
+def base_bytes(backend: str) -> int:
+    return BASE_BYTES["torch" if backend == "torch" else "other"]
 
 EVAL_BYTES_PER_PROBABILITY = 62
 """Evaluation workspace per probability of one condition (P x N x K): float32 probabilities,
 a float64 copy and its temporaries, and the AUROC sort keys (uint64 plus a sorted copy)."""
 
-READ_ROWS = 16384
-"""Rows per block when a unit reads features from the cache (rounded to whole zarr chunks)."""
+READ_ROWS = 4096
+"""Rows per block when a unit reads and predicts features (rounded to whole zarr chunks; the
+cache's default chunk). Blocks of 4,096 x 1,024 float32 (16 MiB) stay under glibc's largest mmap
+threshold, so their buffers are reused from the heap instead of faulted in afresh for every block
+(at 16,384 rows the page faults cost as much as the float16 -> float32 conversion)."""
 
 SAFETY = 0.8
 """Share of the available memory that ``jobs = "auto"`` plans to fill."""
@@ -62,7 +70,7 @@ class UnitSize:
 
 
 def fit_bytes(size: UnitSize, backend: str = "torch", family: str = "logistic") -> int:
-    """Bytes a unit holds while fitting, above ``BASE_BYTES``."""
+    """Bytes a unit holds while fitting, above the worker's base."""
     D, K = size.dim, size.n_outputs
     features = 2 * D * (size.n_train + size.n_val + size.n_test)
     if backend == "torch" and family == "logistic":
@@ -81,14 +89,14 @@ def fit_bytes(size: UnitSize, backend: str = "torch", family: str = "logistic") 
 
 
 def evaluation_bytes(size: UnitSize) -> int:
-    """Bytes a unit holds while evaluating one condition, above ``BASE_BYTES``."""
+    """Bytes a unit holds while evaluating one condition, above the worker's base."""
     probabilities = size.n_probes * size.eval_rows * size.n_outputs
     return 2 * size.dim * size.n_test + EVAL_BYTES_PER_PROBABILITY * probabilities + 10 * size.dim * READ_ROWS
 
 
 def unit_peak_bytes(size: UnitSize, backend: str = "torch", family: str = "logistic") -> int:
     """Predicted peak resident memory of a worker running this unit."""
-    return BASE_BYTES + max(fit_bytes(size, backend, family), evaluation_bytes(size))
+    return base_bytes(backend) + max(fit_bytes(size, backend, family), evaluation_bytes(size))
 
 
 # --- the machine ---------------------------------------------------------------------------------
@@ -164,6 +172,8 @@ class PeakRSS:
             self.exact = _status_kib("VmHWM") is not None
         except OSError:
             self.exact = False
+        if self.exact:
+            self.peak = 1024 * (_status_kib("VmHWM") or 0)  # the RSS now: the high-water mark was just reset
         if not self.exact:
             import psutil
 

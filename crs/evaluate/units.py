@@ -67,18 +67,20 @@ class ProbeSettings:
 
 @dataclass(frozen=True)
 class UnitCost:
-    """What one unit cost its worker: wall and CPU seconds, peak resident memory, time per phase."""
+    """What one unit cost its worker: wall and CPU seconds, peak resident memory (with the RSS at
+    the unit's start), and CPU seconds per phase."""
 
     encoder: str
     task: str
     wall_s: float
     cpu_s: float
     peak_rss_bytes: int
-    read_s: float
-    fit_s: float
-    predict_s: float
-    metrics_s: float
-    save_s: float
+    start_rss_bytes: int
+    read_cpu_s: float
+    fit_cpu_s: float
+    predict_cpu_s: float
+    metrics_cpu_s: float
+    save_cpu_s: float
     n_conditions: int
     n_probes: int
     worker_pid: int
@@ -87,8 +89,9 @@ class UnitCost:
     def line(self) -> str:
         return (
             f"probe unit {self.encoder} x {self.task}: {self.wall_s:.1f} s wall, {self.cpu_s:.1f} s CPU, "
-            f"peak RSS {self.peak_rss_bytes / 2**30:.2f} GiB (read {self.read_s:.1f} / fit {self.fit_s:.1f} / "
-            f"predict {self.predict_s:.1f} / metrics {self.metrics_s:.1f} / save {self.save_s:.1f} s; "
+            f"peak RSS {self.peak_rss_bytes / 2**30:.2f} GiB (CPU s read {self.read_cpu_s:.1f} / fit "
+            f"{self.fit_cpu_s:.1f} / predict {self.predict_cpu_s:.1f} / metrics {self.metrics_cpu_s:.1f} / save "
+            f"{self.save_cpu_s:.1f}; "
             f"{self.n_conditions} conditions x {self.n_probes} probes)"
         )
 
@@ -149,10 +152,10 @@ def validation_subsets(table: SampleTable, settings: ProbeSettings) -> list[np.n
 # --- reading features in row blocks ---------------------------------------------------------------
 
 
-def block_rows(array: zarr.Array) -> int:
+def block_rows(array: zarr.Array | np.ndarray) -> int:
     """Rows per read: about ``READ_ROWS``, in whole chunks so no chunk is decoded twice."""
-    chunk = int(array.chunks[0]) or READ_ROWS
-    return chunk * max(1, READ_ROWS // chunk)
+    chunk = int(array.chunks[0]) if isinstance(array, zarr.Array) else READ_ROWS
+    return max(chunk, 1) * max(1, READ_ROWS // max(chunk, 1))
 
 
 def read_rows(array: zarr.Array, row_sets: list[np.ndarray]) -> list[np.ndarray]:
@@ -208,7 +211,7 @@ class Condition:
 
     def blocks(self) -> Iterator[tuple[int, np.ndarray]]:
         if isinstance(self.features, np.ndarray):
-            step = READ_ROWS
+            step = block_rows(self.features)
             for start in range(0, len(self.features), step):
                 yield start, self.features[start : start + step]
         else:
@@ -247,17 +250,18 @@ def evaluation_conditions(
 
 @dataclass
 class _Clock:
-    """Seconds per phase of one unit."""
+    """CPU seconds per phase of one unit (this process, every thread: zarr decodes on its own
+    threads). CPU rather than wall seconds: on a shared machine wall time measures the neighbours."""
 
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(("read", "fit", "predict", "metrics", "save"), 0.0))
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
-        start = time.perf_counter()
+        start = time.process_time()
         try:
             yield
         finally:
-            self.seconds[name] += time.perf_counter() - start
+            self.seconds[name] += time.process_time() - start
 
 
 def predict_condition(probe_set: ProbeSet, condition: Condition, n_outputs: int, clock: _Clock) -> np.ndarray:
@@ -272,7 +276,8 @@ def predict_condition(probe_set: ProbeSet, condition: Condition, n_outputs: int,
             return probs
         start, rows = item
         with clock.phase("predict"):
-            probs[:, start : start + len(rows)] = probe_set.predict_proba(rows.astype(np.float32))
+            # rows stay float16 as stored: centering casts them to float32 in the same pass
+            probs[:, start : start + len(rows)] = probe_set.predict_proba(rows)
 
 
 def probe_metrics(y: np.ndarray, probs: np.ndarray, kind: str, reference_columns: list[str]) -> dict[str, np.ndarray]:
@@ -297,6 +302,7 @@ def run_unit(
     clock = _Clock()
     wall_start, cpu_start = time.perf_counter(), time.process_time()
     with PeakRSS() as memory:
+        start_rss = memory.peak
         store = FeatureStore(store_path(cache_root, unit.task))
         table = store.read_table()
         kind = table.task.kind
@@ -367,7 +373,7 @@ def run_unit(
     phase = clock.seconds
     cost = UnitCost(
         unit.encoder, unit.task, time.perf_counter() - wall_start, time.process_time() - cpu_start,
-        int(memory.peak), phase["read"], phase["fit"], phase["predict"], phase["metrics"], phase["save"],
+        int(memory.peak), int(start_rss), phase["read"], phase["fit"], phase["predict"], phase["metrics"], phase["save"],
         n_conditions, probe_set.n_subsets, os.getpid(), memory.exact,
     )
     return UnitResult(records, writer.path if writer is not None else None, cost)

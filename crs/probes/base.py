@@ -88,23 +88,54 @@ class LinearProbeSet(ProbeSet):
         return link_function(self.decision_function(X), self.link)
 
 
+def max_last(values: np.ndarray) -> np.ndarray:
+    """``values.max(axis=-1)`` as K elementwise passes (numpy reduces a short last axis one row at a
+    time: 10x slower for K = 8). The maximum is exact, so the result is the same."""
+    out = values[..., 0].copy()
+    for k in range(1, values.shape[-1]):
+        np.maximum(out, values[..., k], out=out)
+    return out
+
+
+def sum_last(values: np.ndarray) -> np.ndarray:
+    """``values.sum(axis=-1)`` bit for bit, as elementwise passes in numpy's own order (a running sum
+    below 8 terms, eight running sums combined pairwise from 8 to 128); numpy's own call for more.
+    ``tests/probes/test_probes.py`` holds it equal to numpy's."""
+    K = values.shape[-1]
+    if K > 128 or K == 0:
+        return values.sum(axis=-1)
+    if K < 8:
+        out = values[..., 0].copy()
+        for k in range(1, K):
+            out += values[..., k]
+        return out
+    partial = [values[..., j].copy() for j in range(8)]
+    k = 8
+    while k < K - K % 8:
+        for j in range(8):
+            partial[j] += values[..., k + j]
+        k += 8
+    out = ((partial[0] + partial[1]) + (partial[2] + partial[3])) + ((partial[4] + partial[5]) + (partial[6] + partial[7]))
+    for rest in range(k, K):
+        out += values[..., rest]
+    return out
+
+
 def link_function(logits: np.ndarray, link: str) -> np.ndarray:
     """Softmax over the last axis or elementwise sigmoid; stable for -inf logits."""
     if link == "softmax":
-        shifted = logits - logits.max(axis=-1, keepdims=True)
+        shifted = logits - max_last(logits)[..., None]
         expd = np.exp(shifted)
-        return expd / expd.sum(axis=-1, keepdims=True)
+        return expd / sum_last(expd)[..., None]
     if link == "ovr":
         # scikit-learn's convention for one-vs-rest linear scores: sigmoid, normalised over classes.
         proba = link_function(logits, "sigmoid")
         return proba / np.maximum(proba.sum(axis=-1, keepdims=True), 1e-30)
     if link == "sigmoid":
-        out = np.empty_like(logits)
-        positive = logits >= 0
-        out[positive] = 1.0 / (1.0 + np.exp(-logits[positive]))
-        e = np.exp(logits[~positive])
-        out[~positive] = e / (1.0 + e)
-        return out
+        # 1 / (1 + e^-x) for x >= 0 and e^x / (1 + e^x) below, as one pass with e = e^-|x| (the same
+        # operations element by element as with masks, 3x faster)
+        e = np.exp(-np.abs(logits))
+        return np.where(logits >= 0, np.ones((), dtype=e.dtype), e) / (1.0 + e)
     raise ProbeError(f"link {link!r} is not one of ('softmax', 'sigmoid', 'ovr')")
 
 

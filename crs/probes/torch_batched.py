@@ -31,7 +31,13 @@ import scipy.linalg
 import torch
 
 from crs.probes.base import ProbeError, ProblemData, constant_label_bias, fold_standardisation, link_function
-from crs.probes.selection import assemble_linear, select_C, subset_validation_scores, validation_scores
+from crs.probes.selection import (
+    assemble_linear,
+    lower_is_better,
+    select_C,
+    subset_validation_scores,
+    validation_scores,
+)
 
 CURVATURE = 0.25
 """Upper bound of the logistic loss curvature, used for the diagonal preconditioner."""
@@ -63,12 +69,11 @@ def resolve_device(device: str) -> torch.device:
 
 
 def batched_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``a @ b`` batched; on the CPU through numpy's BLAS, which runs these skinny products (n x r
-    times r x K with K ~ 8) 2-5x faster than ``torch.bmm`` here (measured on the 2-core dev machine:
-    5 x 1250 x 769 times 769 x 8, 4.7 ms vs 10 ms; the transposed product 5.5 ms vs 26 ms)."""
-    if a.device.type != "cpu":
-        return torch.bmm(a, b)
-    return torch.from_numpy(np.matmul(a.numpy(), b.numpy()))
+    """``a @ b`` batched, ``torch.bmm`` on every device. (numpy's BLAS ran these skinny CPU products
+    faster with an earlier torch; with torch 2.14 on the 2-core dev machine bmm is faster: 5 x 1250 x
+    769 times 769 x 8 in 2.1 vs 2.3 ms, the transposed product 1.2 vs 2.4 ms; at CheXpert size,
+    114,793 x 1,025 times 1,025 x 5, 89 vs 124 ms and 92 vs 118 ms.)"""
+    return torch.bmm(a, b)
 
 
 @dataclass
@@ -125,10 +130,14 @@ class GroupProblem:
         return f, grad
 
 
-def lbfgs(problem: GroupProblem, Cs: torch.Tensor, W0: torch.Tensor, options: SolverOptions):
+def lbfgs(
+    problem: GroupProblem, Cs: torch.Tensor, W0: torch.Tensor, options: SolverOptions, frozen: torch.Tensor | None = None
+):
     """Batched L-BFGS with per-problem history and Armijo backtracking, in preconditioned coordinates.
 
-    Returns the solution W (S, Cb, r+1, K) and a converged flag (S, Cb).
+    Returns the solution W (S, Cb, r+1, K) and a converged flag (S, Cb). ``frozen`` (S, Cb) marks
+    problems that keep W0 (each problem's iterates are independent of the others', so freezing some
+    changes nothing for the rest, and no copy of the group tensor is made to leave them out).
     """
     lam = problem.penalty(Cs)
     P = problem.preconditioner(Cs)
@@ -145,6 +154,8 @@ def lbfgs(problem: GroupProblem, Cs: torch.Tensor, W0: torch.Tensor, options: So
     y_hist: list[torch.Tensor] = []
     rho_hist: list[torch.Tensor] = []
     converged = flat(g / P).abs().amax(dim=2) <= options.tol
+    if frozen is not None:
+        converged = converged | frozen
     stalled = torch.zeros_like(converged)
     for _ in range(options.max_iter):
         active = ~(converged | stalled)
@@ -323,6 +334,14 @@ def project_into(
             out[start : start + len(rows)].copy_(torch.from_numpy(rows).to(device) @ scaled - offset)
 
 
+def column_variance(Z: torch.Tensor) -> torch.Tensor:
+    """Mean square of each column of Z (n, r), summed over row blocks in float64 (no n x r temporary)."""
+    total = torch.zeros(Z.shape[1], dtype=torch.float64, device=Z.device)
+    for start in range(0, Z.shape[0], PROJECTION_ROWS):
+        total += Z[start : start + PROJECTION_ROWS].double().square().sum(dim=0)
+    return (total / max(Z.shape[0], 1)).to(Z.dtype)
+
+
 @dataclass
 class GroupBases:
     problem: GroupProblem
@@ -402,7 +421,7 @@ def build_group(
         else:
             project_into(Z_all[i, :, :rank], data, data.unique_subsets[index], basis, device, dtype)
         V_all[i, :, :rank] = basis.V
-        var_all[i, :rank] = Z_all[i, :, :rank].square().mean(dim=0) if basis.variance is None else basis.variance
+        var_all[i, :rank] = column_variance(Z_all[i, :, :rank]) if basis.variance is None else basis.variance
         bases[i] = None  # type: ignore[call-overload]  # its V now lives in V_all
     Z_all[:, :, r] = 1.0
     parts = [group_targets(data, data.unique_subsets[index]) for index in members]
@@ -478,9 +497,9 @@ def fit(
     device: str = "cpu",
     dtype: str = "float32",
     path: str | None = None,
-    patience: int = 2,
+    patience: int | None = None,
     tol: float = 1e-5,
-    path_tol: float = 1e-4,
+    path_tol: float = 1e-3,
     max_iter: int = 2000,
     share_basis: bool = True,
     family: str = "logistic",
@@ -488,10 +507,12 @@ def fit(
     """Fit every (unique subset, C) as batched problems grouped by subset size; choose C per subset.
 
     ``path``: ``warm`` (C ascending, warm starts, early stop after ``patience`` falls of the
-    validation score; default on CPU) or ``batched`` (every C at once; default on GPU). The path is
-    solved to ``path_tol`` (scikit-learn's default tolerance: these fits only choose C), then each
-    subset's selected C is refined to ``tol`` from its path solution, so the probes kept meet the
-    tight tolerance and the others cost what the reference pays for them.
+    validation score in a row; default on CPU) or ``batched`` (every C at once; default on GPU).
+    ``patience`` defaults to 1 for log-loss selection (validation log-loss is smooth and, over a C
+    grid, falls then rises: its first rise marks the turn) and 2 for AUROC (flat and noisy near its
+    top). The path is solved to ``path_tol`` (1e-3: these fits only choose C; on the bench units no
+    selected C changed from 1e-4), then each subset's selected C is refined to ``tol`` from its path
+    solution, so the probes kept meet the tight tolerance and the others cost little.
     ``share_basis``: subsets with more rows than features are rotated into the eigenbasis of the
     unit's largest subset (one D x D eigendecomposition per unit instead of one per subset).
     ``random_state`` and ``n_jobs`` are accepted for interface parity (the solver is deterministic;
@@ -502,6 +523,8 @@ def fit(
         raise ProbeError(f"dtype {dtype!r} is not one of ('float32', 'float64')")
     torch_dtype = getattr(torch, dtype)
     path = path or ("batched" if torch_device.type == "cuda" else "warm")
+    if patience is None:
+        patience = 1 if lower_is_better(selection) else 2
     if path not in ("warm", "batched"):
         raise ProbeError(f"path {path!r} is not one of ('warm', 'batched')")
     final_options = SolverOptions(tol=tol, max_iter=max_iter)
@@ -509,7 +532,9 @@ def fit(
     U, nC, D, K = len(problem.unique_subsets), len(problem.Cs), problem.X_train.shape[1], problem.n_classes
     weights = np.zeros((U, D, K))  # only the chosen fit of each subset is kept
     bias = np.zeros((U, K))
-    val_centered = (problem.X_val - problem.center).astype(np.float32)
+    val_centered = np.empty(problem.X_val.shape, dtype=np.float32)  # in blocks: no float64 copy
+    for start in range(0, len(val_centered), PROJECTION_ROWS):
+        val_centered[start : start + PROJECTION_ROWS] = problem.X_val[start : start + PROJECTION_ROWS] - problem.center
     scores = np.full((U, nC), np.nan)
     converged = np.ones(U, dtype=bool)
     selected = np.zeros(U, dtype=np.int64)
@@ -552,8 +577,9 @@ def _warm_path(problem, bases, members, Cs, options, selection, patience, val_ce
     falls = np.zeros(S, dtype=int)
     running = np.arange(S)
     for c in range(len(Cs)):
-        sub = bases.problem if len(running) == S else _select(bases.problem, running)
-        W[running], _ = lbfgs(sub, Cs[c : c + 1], W[running], options)
+        stopped = torch.ones(S, 1, dtype=torch.bool, device=W.device)
+        stopped[torch.as_tensor(running, device=W.device)] = False
+        W, _ = lbfgs(bases.problem, Cs[c : c + 1], W, options, frozen=stopped)
         W_path[running, c] = W[running, 0]
         w, b = fold(bases, W[running], problem, running)
         rows = np.asarray(members)[running]
@@ -565,17 +591,3 @@ def _warm_path(problem, bases, members, Cs, options, selection, patience, val_ce
         if len(running) == 0:
             break
     return W_path
-
-
-def _select(problem: GroupProblem, rows: np.ndarray) -> GroupProblem:
-    index = torch.as_tensor(rows, device=problem.Z.device)
-    optional = lambda t: None if t is None else t[index]  # noqa: E731
-    return GroupProblem(
-        Z=problem.Z[index],
-        targets=problem.targets[index],
-        row_weights=optional(problem.row_weights),
-        class_mask=optional(problem.class_mask),
-        variance=problem.variance[index],
-        label_rows=problem.label_rows[index],
-        multilabel=problem.multilabel,
-    )

@@ -96,3 +96,15 @@ def test_bad_labels_are_one_clear_error():
         evaluation_metrics(np.array([0, 1, 2]), probs, "multiclass")
     with pytest.raises(ProbeError, match="N=4"):
         evaluation_metrics(np.array([0, 1, 1, 0]), probs, "multiclass")
+
+
+def test_bin_index_equals_the_binary_search_at_and_around_every_edge():
+    from crs.probes.metrics import bin_index
+
+    edges = np.linspace(0.0, 1.0, 16)
+    around = np.concatenate([edges, np.nextafter(edges, -1), np.nextafter(edges, 2)])
+    values = np.clip(np.concatenate([around, np.random.default_rng(3).random(10_000)]), 0, 1)
+    expected = np.clip(np.searchsorted(edges, values, side="right") - 1, 0, 14)
+    np.testing.assert_array_equal(bin_index(values, 15), expected)
+    values32 = values.astype(np.float32).astype(np.float64)  # confidences of float32 probabilities
+    np.testing.assert_array_equal(bin_index(values32, 15), np.clip(np.searchsorted(edges, values32, side="right") - 1, 0, 14))

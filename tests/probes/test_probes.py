@@ -195,3 +195,16 @@ def test_bad_options_name_the_valid_choices():
     bad[3, 2] = np.nan
     with pytest.raises(ProbeError, match="NaN"):
         fit_probes(bad, y[:40], X[40:], y[40:], [np.arange(40)], "multiclass")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fast_last_axis_max_and_sum_equal_numpy_bit_for_bit(dtype):
+    """The softmax's row max and row sum are computed as elementwise passes; they must equal numpy's
+    own reductions exactly (stored predictions and the golden records depend on it)."""
+    from crs.probes.base import max_last, sum_last
+
+    rng = np.random.default_rng(5)
+    for K in [*range(1, 20), 23, 64, 130]:
+        values = (rng.random((40, 30, K)) * rng.choice([1e-4, 1.0, 1e4], size=(40, 30, K))).astype(dtype)
+        np.testing.assert_array_equal(sum_last(values), values.sum(axis=-1), err_msg=f"K={K}")
+        np.testing.assert_array_equal(max_last(values), values.max(axis=-1), err_msg=f"K={K}")
