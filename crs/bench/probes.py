@@ -372,8 +372,9 @@ CACHE_UNITS = {
     "reduced": CacheUnitSize("multilabel", 20_000, 5_000, 5_000, 512, 5, 16),
     "reduced-multiclass": CacheUnitSize("multiclass", 20_000, 5_000, 5_000, 512, 8, 16),
 }
-PAPER_PROBES = {"label_fractions": (0.01, 0.05, 0.1, 0.25, 1.0), "seeds": (0, 1, 2, 3, 4),
-                "Cs": (0.001, 0.01, 0.1, 1.0, 10.0)}
+PAPER_FRACTIONS = (0.01, 0.05, 0.1, 0.25, 1.0)
+PAPER_SEEDS = (0, 1, 2, 3, 4)
+PAPER_CS = (0.001, 0.01, 0.1, 1.0, 10.0)
 
 
 def write_synthetic_store(cache_root, size: CacheUnitSize, task: str = "unit", encoder: str = "synthetic", seed: int = 0) -> None:
@@ -453,7 +454,7 @@ def measure_cache_unit(cache_root, task: str = "unit", encoder: str = "synthetic
     from crs.evaluate.units import ProbeSettings, ProbeUnit, run_unit, unit_sizes
 
     torch.set_num_threads(1)
-    settings = ProbeSettings(**PAPER_PROBES, backend=backend)
+    settings = ProbeSettings(PAPER_FRACTIONS, PAPER_SEEDS, PAPER_CS, backend=backend)
     unit = ProbeUnit(encoder, task)
     size = unit_sizes([unit], Path(cache_root), settings)[unit]
     with tempfile.TemporaryDirectory(dir=cache_root) as output:
