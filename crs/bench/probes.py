@@ -5,13 +5,13 @@ Both sides run in one process tree in one run, on the same synthetic features of
 task; 5 label fractions x 5 seeds x 8 C values; the clean test split plus 60 corrupted variants),
 under the protocol ``crs probe`` runs by default: C chosen per probe by validation log-loss on
 validation rows drawn at the probe's label fraction; every probe scored on every evaluation set by
-every metric of the run records (AUROC, ECE, Brier, NLL).
+every metric of the run records (``condition_metrics``' columns: AUROC, ECE, Brier, NLL here).
 
 * baseline: one ``LogisticRegression`` (L-BFGS, L2) per (fraction, seed, C) on the standardised
   subset, joblib processes over all cores with one BLAS thread each; C chosen by
   ``sklearn.metrics.log_loss`` on the probe's validation rows; each selected probe evaluated with
-  ``predict_proba``, ``roc_auc_score`` and the per-probe ECE, Brier and NLL of ``crs.axes`` once per
-  (probe, evaluation set), also over joblib processes.
+  ``predict_proba`` and the per-probe metric functions (``crs.evaluate.units.condition_metrics``:
+  one ``crs.axes`` call per metric) once per (probe, evaluation set), also over joblib processes.
 * crs: ``fit_probes(backend="torch")`` in this process on one thread, then per evaluation set one
   ``predict_proba`` for all probes and one call of ``crs.probes.metrics.evaluation_metrics``: what
   ``crs probe`` runs per condition.
@@ -176,15 +176,13 @@ def _baseline_proba(probe, X: np.ndarray, kind: str) -> np.ndarray:
 
 
 def _baseline_metrics(y: np.ndarray, proba: np.ndarray, kind: str) -> tuple[float, float]:
-    """Every metric of the run records for one probe on one set, one library call each:
-    ``roc_auc_score`` and the per-probe ECE, Brier and NLL of ``crs.axes``. Returns (AUROC, ECE)."""
-    from crs import axes
+    """Every metric of the run records for one probe on one set, the per-probe way:
+    ``crs.evaluate.units.condition_metrics`` (one ``crs.axes`` call per metric, each checked against
+    scikit-learn). Returns (AUROC, ECE)."""
+    from crs.evaluate.units import condition_metrics
 
-    auroc = _auroc(y, proba, kind)
-    ece = axes.ece(y, proba, kind)
-    axes.brier(y, proba, kind)
-    axes.nll(y, proba, kind)
-    return auroc, ece
+    row = condition_metrics(y, proba, kind)
+    return row["auroc"], row["ece"]
 
 
 def _baseline_evaluate(unit: Unit, probes: list, index: int) -> tuple[list[tuple[float, float]], float, float]:
@@ -270,8 +268,9 @@ class PeakRSS:
 def run_crs(unit: Unit, device: str = "cpu") -> dict:
     import torch
 
+    from crs.evaluate.units import condition_metrics
     from crs.probes import fit_probes
-    from crs.probes.metrics import evaluation_metrics
+    from crs.probes.metrics import METRICS, evaluation_metrics
 
     with PeakRSS() as memory:
         start = time.perf_counter()
@@ -286,12 +285,15 @@ def run_crs(unit: Unit, device: str = "cpu") -> dict:
         fit_seconds = time.perf_counter() - start
         fit_cpu = time.process_time() - cpu_start
         columns, generation_s, generation_cpu = [], 0.0, 0.0
+        # the columns of the run records (crs.evaluate.units.probe_metrics asks for the same)
+        names = [name for name in condition_metrics(unit.y_test, np.full((len(unit.y_test), unit.n_classes), 0.5),
+                                                    unit.kind) if name in METRICS]
         for i in range(unit.n_conditions + 1):
             t0, c0 = time.perf_counter(), time.process_time()
             X = unit.condition(i)  # stands in for reading the condition from the cache; not counted
             generation_s += time.perf_counter() - t0
             generation_cpu += time.process_time() - c0
-            columns.append(evaluation_metrics(unit.y_test, probe_set.predict_proba(X), unit.kind))
+            columns.append(evaluation_metrics(unit.y_test, probe_set.predict_proba(X), unit.kind, metrics=names))
             del X
         auroc = np.stack([c["auroc"] for c in columns], axis=1)
         ece = np.stack([c["ece"] for c in columns], axis=1)

@@ -37,6 +37,9 @@ EVAL_BYTES_PER_PROBABILITY = 62
 """Evaluation workspace per probability of one condition (P x N x K): float32 probabilities,
 a float64 copy and its temporaries, and the AUROC sort keys (uint64 plus a sorted copy)."""
 
+PROJECTION_ROWS = 8192
+"""Rows per block when the torch backend centers and rotates a subset (``crs.probes.torch_batched``)."""
+
 READ_ROWS = 4096
 """Rows per block when a unit reads and predicts features (rounded to whole zarr chunks; the
 cache's default chunk). Blocks of 4,096 x 1,024 float32 (16 MiB) stay under glibc's largest mmap
@@ -81,7 +84,9 @@ def fit_bytes(size: UnitSize, backend: str = "torch", family: str = "logistic") 
             # group tensor Z (D + 1 float32 columns per row), the bases V (D x rank), L-BFGS buffers
             group = max(group, 4 * (D + 1) * total + 4 * D * rank + 24 * total * K * size.n_Cs)
         validation = 4 * D * size.n_val + 12 * sum(size.val_rows) * K
-        return features + group + validation + 10 * D * READ_ROWS
+        # one block of rows being projected: gathered float16, centered float32, the product
+        projection = 10 * D * PROJECTION_ROWS
+        return features + group + validation + projection
     # scikit-learn reference (and, roughly, ridge and knn): one subset standardised in float64 at a
     # time, every C's validation probabilities and weights kept until C is chosen
     largest = max((max(rows) for rows in size.groups), default=0)

@@ -31,7 +31,7 @@ from crs.data.base import VALIDATION_STREAM, nested_label_fractions
 from crs.evaluate import artifacts
 from crs.evaluate.memory import READ_ROWS, PeakRSS, UnitSize
 from crs.probes import ProbeSet, fit_probes
-from crs.probes.metrics import evaluation_metrics
+from crs.probes.metrics import METRICS, evaluation_metrics
 from crs.spec import Spec
 
 log = logging.getLogger("crs.probe")
@@ -283,7 +283,7 @@ def predict_condition(probe_set: ProbeSet, condition: Condition, n_outputs: int,
 def probe_metrics(y: np.ndarray, probs: np.ndarray, kind: str, reference_columns: list[str]) -> dict[str, np.ndarray]:
     """Every column of :func:`condition_metrics` for each probe of ``probs`` (P, N, K): the batched
     metrics, and per probe only the columns the batched path does not have (none today)."""
-    batched = evaluation_metrics(y, probs, kind)
+    batched = evaluation_metrics(y, probs, kind, metrics=[name for name in reference_columns if name in METRICS])
     extra = [name for name in reference_columns if name not in batched]
     if extra:
         rows = [condition_metrics(y, p, kind) for p in probs]

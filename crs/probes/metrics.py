@@ -13,16 +13,21 @@ with ties.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 
 import numpy as np
 
 from crs.probes.base import ProbeError
-from crs.probes.selection import batched_auroc
+from crs.probes.selection import batched_auroc, batched_auroc_influence
 
 ECE_BINS = 15
 """Equal-width bins of the binned ECE (the reference's default, torchmetrics' convention)."""
 
-METRICS = ("auroc", "ece", "brier", "nll", "kappa", "ordinal_auroc")
+METRICS = ("auroc", "auroc_se", "ece", "ece_debiased", "ece_se", "brier", "nll", "kappa", "ordinal_auroc")
+"""Per-condition metrics. ``auroc_se``: the large-sample DeLong standard error of the macro AUROC
+(per case, the placement influences averaged over the scorable classes); ``ece_debiased``: the ECE
+minus the mean ECE of a calibrated probe with the same probabilities, ``ece_se`` that ECE's standard
+deviation (closed forms: the ``crs.axes`` reference's ``calibrated_ece_moments``)."""
 KINDS = ("multiclass", "ordinal", "multilabel")
 
 
@@ -62,22 +67,39 @@ def bin_index(confidence: np.ndarray, n_bins: int) -> np.ndarray:
     return np.clip(index, 0, n_bins - 1)
 
 
-def _binned_ece(confidence: np.ndarray, correct: np.ndarray, n_bins: int) -> np.ndarray:
-    """Binned ECE per row of ``confidence`` / ``correct`` (P, n): the reference's bins and sums."""
+def _binned_ece(confidence: np.ndarray, correct: np.ndarray, n_bins: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Binned ECE per row of ``confidence`` / ``correct`` (P, n) (the reference's bins and sums),
+    and the mean and variance of the ECE a calibrated probe with these confidences would score."""
     P, n = confidence.shape
     if n == 0:
-        return np.full(P, np.nan)
-    index = bin_index(confidence.ravel(), n_bins)
+        nan = np.full(P, np.nan)
+        return nan, nan.copy(), nan.copy()
+    flat = confidence.ravel()
+    index = bin_index(flat, n_bins)
     index += np.repeat(np.arange(P) * n_bins, n)
     size = P * n_bins
     count = np.bincount(index, minlength=size).astype(np.float64).reshape(P, n_bins)
-    confidence_sum = np.bincount(index, weights=confidence.ravel(), minlength=size).reshape(P, n_bins)
+    confidence_sum = np.bincount(index, weights=flat, minlength=size).reshape(P, n_bins)
     correct_sum = np.bincount(index, weights=correct.ravel(), minlength=size).reshape(P, n_bins)
+    bin_variance = np.bincount(index, weights=flat * (1.0 - flat), minlength=size).reshape(P, n_bins)
     gap = np.zeros((P, n_bins))
     filled = count > 0
     gap[filled] = np.abs(correct_sum[filled] - confidence_sum[filled]) / count[filled]
     share = count / count.sum(axis=1, keepdims=True)
-    return (gap * share).sum(axis=1)
+    # bin b's residual sum has mean 0 and variance V_b: E|S_b| = sqrt(2 V_b / pi), Var|S_b| = (1 - 2 / pi) V_b
+    mean = np.sqrt(2.0 * bin_variance / np.pi).sum(axis=1) / n
+    variance = (1.0 - 2.0 / np.pi) * bin_variance.sum(axis=1) / n**2
+    return (gap * share).sum(axis=1), mean, variance
+
+
+def auroc_standard_error(auroc: np.ndarray, influence: np.ndarray) -> np.ndarray:
+    """Standard error of the macro AUROC per probe: per case, the influences ``(P, K, N)`` averaged
+    over the scorable columns (AUROC not NaN), then the square root of the sum of their squares."""
+    scorable = ~np.isnan(auroc)
+    total = np.where(scorable[..., None], influence, 0.0).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_case = total / scorable.sum(axis=1)[:, None]
+        return np.where(scorable.any(axis=1), np.sqrt(np.square(per_case).sum(axis=1)), np.nan)
 
 
 def _clip(probs: np.ndarray) -> np.ndarray:
@@ -85,46 +107,63 @@ def _clip(probs: np.ndarray) -> np.ndarray:
     return np.clip(probs, eps, 1.0 - eps)
 
 
-def _multiclass(y: np.ndarray, probs: np.ndarray, n_bins: int) -> dict[str, np.ndarray]:
+def _multiclass(y: np.ndarray, probs: np.ndarray, n_bins: int, influence: bool) -> dict[str, np.ndarray]:
     P, N, K = probs.shape
     if N == 0:
-        nan = np.full(P, np.nan)
-        return {"auroc": nan, "ece": nan.copy(), "brier": nan.copy(), "nll": nan.copy()}
+        return {name: np.full(P, np.nan) for name in ("auroc", "auroc_se", "ece", "ece_debiased", "ece_se", "brier", "nll")}
     # (P, K, N): every reduction over the classes becomes K elementwise passes over (P, N)
     columns = np.ascontiguousarray(probs.transpose(0, 2, 1))
     confidence = columns.max(axis=1)
     predicted = np.full((P, N), K - 1)
     for k in range(K - 2, -1, -1):  # the first class at the maximum, as argmax
         predicted = np.where(columns[:, k] == confidence, k, predicted)
-    ece = _binned_ece(confidence.astype(np.float64), (predicted == y).astype(np.float64), n_bins)
+    ece, calibrated_mean, calibrated_variance = _binned_ece(
+        confidence.astype(np.float64), (predicted == y).astype(np.float64), n_bins
+    )
     squares = np.zeros((P, N))
     for k in range(K):
         squares += np.square(columns[:, k].astype(np.float64) - (y == k))
     picked = np.take_along_axis(columns, np.broadcast_to(y[None, None, :], (P, 1, N)), axis=1)[:, 0]
+    auroc, placements = batched_auroc_influence(y, columns.transpose(0, 2, 1), influence)
     return {
-        "auroc": _nanmean(batched_auroc(y, columns.transpose(0, 2, 1))),
+        "auroc": _nanmean(auroc),
+        "auroc_se": auroc_standard_error(auroc, placements) if placements is not None else np.full(P, np.nan),
         "ece": ece,
+        "ece_debiased": ece - calibrated_mean,
+        "ece_se": np.sqrt(calibrated_variance),
         "brier": squares.mean(axis=1),
         "nll": -np.mean(np.log(_clip(picked.astype(np.float64))), axis=1),
     }
 
 
-def _multilabel(y: np.ndarray, probs: np.ndarray, n_bins: int) -> dict[str, np.ndarray]:
+def _multilabel(y: np.ndarray, probs: np.ndarray, n_bins: int, influence: bool) -> dict[str, np.ndarray]:
     P, _, L = probs.shape
-    ece, brier, nll = (np.full((P, L), np.nan) for _ in range(3))
+    ece, calibrated_mean, calibrated_variance, brier, nll = (np.full((P, L), np.nan) for _ in range(5))
     for label in range(L):
         known = ~np.isnan(y[:, label])
         if not known.any():
             continue
         target = y[known, label]
         p = probs[:, known, label].astype(np.float64)
-        ece[:, label] = _binned_ece(p, np.broadcast_to(target, p.shape), n_bins)
+        ece[:, label], calibrated_mean[:, label], calibrated_variance[:, label] = _binned_ece(
+            p, np.broadcast_to(target, p.shape), n_bins
+        )
         brier[:, label] = np.mean((p - target) ** 2, axis=1)
         clipped = _clip(p)
         # y log p + (1 - y) log(1 - p) with y in {0, 1} is log of the chosen one: one log, same value
         nll[:, label] = -np.mean(np.log(np.where(target == 1.0, clipped, 1.0 - clipped)), axis=1)
-    auroc = _nanmean(batched_auroc(y, probs))
-    return {"auroc": auroc, "ece": _nanmean(ece), "brier": _nanmean(brier), "nll": _nanmean(nll)}
+    auroc, placements = batched_auroc_influence(y, probs, influence)
+    # labels taken as independent: mean of the label means, sqrt(sum of label variances) / labels
+    labels = (~np.isnan(calibrated_mean)).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ece_se = np.sqrt(np.nansum(calibrated_variance, axis=1)) / labels
+    return {
+        "auroc": _nanmean(auroc),
+        "auroc_se": auroc_standard_error(auroc, placements) if placements is not None else np.full(P, np.nan),
+        "ece": _nanmean(ece), "ece_debiased": _nanmean(ece) - _nanmean(calibrated_mean),
+        "ece_se": np.where(labels > 0, ece_se, np.nan),
+        "brier": _nanmean(brier), "nll": _nanmean(nll),
+    }
 
 
 def quadratic_kappa(y: np.ndarray, probs: np.ndarray) -> np.ndarray:
@@ -155,20 +194,27 @@ def ordinal_auroc(y: np.ndarray, probs: np.ndarray) -> np.ndarray:
     return _nanmean(batched_auroc(targets, exceed))
 
 
-def evaluation_metrics(y: np.ndarray, probs: np.ndarray, kind: str, n_bins: int = ECE_BINS) -> dict[str, np.ndarray]:
-    """Every metric of :data:`METRICS` for each probe of ``probs`` (P, N, K) on labels ``y``: ``(P,)`` each.
+def evaluation_metrics(
+    y: np.ndarray, probs: np.ndarray, kind: str, n_bins: int = ECE_BINS, metrics: Sequence[str] = METRICS
+) -> dict[str, np.ndarray]:
+    """The ``metrics`` (default: all of :data:`METRICS`) of each probe of ``probs`` (P, N, K) on labels
+    ``y``: ``(P,)`` each.
 
     ``y``: int ``(N,)`` class indices (multiclass, ordinal) or float ``(N, K)`` with NaN = ignore
-    (multilabel). kappa and ordinal AUROC are NaN except for ordinal tasks.
+    (multilabel). kappa and ordinal AUROC are NaN except for ordinal tasks. The AUROC standard
+    error (per-case placements) is computed only when asked for.
     """
+    unknown = sorted(set(metrics) - set(METRICS))
+    if unknown:
+        raise ProbeError(f"unknown evaluation metrics {unknown}; known: {METRICS}")
     y = check_condition_labels(y, probs, kind)
-    if kind == "multilabel":
-        out = _multilabel(y, probs, n_bins)
-    else:
-        out = _multiclass(y, probs, n_bins)
+    influence = "auroc_se" in metrics
+    out = _multilabel(y, probs, n_bins, influence) if kind == "multilabel" else _multiclass(y, probs, n_bins, influence)
     nan = np.full(probs.shape[0], np.nan)
     out["kappa"], out["ordinal_auroc"] = nan, nan.copy()
     if kind == "ordinal" and len(y):
-        out["kappa"] = quadratic_kappa(y, probs)
-        out["ordinal_auroc"] = ordinal_auroc(y, probs)
-    return {name: out[name] for name in METRICS}
+        if "kappa" in metrics:
+            out["kappa"] = quadratic_kappa(y, probs)
+        if "ordinal_auroc" in metrics:
+            out["ordinal_auroc"] = ordinal_auroc(y, probs)
+    return {name: out[name] for name in metrics}

@@ -337,8 +337,8 @@ def project_into(
 def column_variance(Z: torch.Tensor) -> torch.Tensor:
     """Mean square of each column of Z (n, r), summed over row blocks in float64 (no n x r temporary)."""
     total = torch.zeros(Z.shape[1], dtype=torch.float64, device=Z.device)
-    for start in range(0, Z.shape[0], PROJECTION_ROWS):
-        total += Z[start : start + PROJECTION_ROWS].double().square().sum(dim=0)
+    for start in range(0, Z.shape[0], PROJECTION_ROWS // 4):
+        total += Z[start : start + PROJECTION_ROWS // 4].square().sum(dim=0, dtype=torch.float64)
     return (total / max(Z.shape[0], 1)).to(Z.dtype)
 
 

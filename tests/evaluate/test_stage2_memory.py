@@ -109,3 +109,9 @@ def test_predictions_are_streamed_to_a_partial_file_and_committed(tmp_path):
     np.testing.assert_array_equal(arrays["clean_probs"], probs)
     np.testing.assert_array_equal(arrays["clean_labels"], labels)
     assert not folder.partial_predictions_path("enc", "task").exists()
+
+
+def test_the_model_uses_the_backends_block_size():
+    from crs.probes import torch_batched
+
+    assert memory.PROJECTION_ROWS == torch_batched.PROJECTION_ROWS

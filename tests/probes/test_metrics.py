@@ -21,7 +21,7 @@ def reference(y, probs, kind):
             row["kappa"] = axes.quadratic_kappa(y, p)
             row["ordinal_auroc"] = axes.ordinal_auroc(y, p)
         rows.append(row)
-    return {name: np.array([r[name] for r in rows]) for name in METRICS}
+    return {name: np.array([r[name] for r in rows]) for name in rows[0]}
 
 
 def stack(rng, P, N, K, ties: bool, dtype=np.float32):
@@ -44,7 +44,7 @@ def test_batched_metrics_equal_the_per_probe_reference(kind, ties, dtype):
     y[y == 4] = 3  # class 4 absent from the labels: its AUROC is undefined, never 0
     probs = stack(rng, 6, 300, 5, ties, dtype)
     got, expected = evaluation_metrics(y, probs, kind), reference(y, probs, kind)
-    for name in METRICS:
+    for name in expected:
         np.testing.assert_allclose(got[name], expected[name], rtol=1e-12, atol=1e-14, equal_nan=True, err_msg=name)
     if kind == "ordinal":
         assert not np.isnan(got["kappa"]).any() and not np.isnan(got["ordinal_auroc"]).any()
@@ -62,7 +62,7 @@ def test_batched_multilabel_metrics_equal_the_per_probe_reference(ties):
         probs = np.round(probs, 2)
     probs = probs.astype(np.float32)
     got, expected = evaluation_metrics(y, probs, "multilabel"), reference(y, probs, "multilabel")
-    for name in METRICS:
+    for name in expected:
         np.testing.assert_allclose(got[name], expected[name], rtol=1e-12, atol=1e-14, equal_nan=True, err_msg=name)
 
 
@@ -108,3 +108,105 @@ def test_bin_index_equals_the_binary_search_at_and_around_every_edge():
     np.testing.assert_array_equal(bin_index(values, 15), expected)
     values32 = values.astype(np.float32).astype(np.float64)  # confidences of float32 probabilities
     np.testing.assert_array_equal(bin_index(values32, 15), np.clip(np.searchsorted(edges, values32, side="right") - 1, 0, 14))
+
+
+# --- noise levels: AUROC standard error and the calibrated probe's ECE, from first principles ------
+
+
+def brute_force_auroc_se(y, probs, kind):
+    """DeLong's placements by explicit pairwise comparison, per case averaged over scorable classes."""
+    out = []
+    for p in probs.astype(np.float64):
+        problems = ([(y[:, k] == 1.0, y[:, k] == 0.0, p[:, k]) for k in range(p.shape[1])] if kind == "multilabel"
+                    else [(y == k, y != k, p[:, k]) for k in range(p.shape[1])])
+        influences = []
+        for positive, negative, s in problems:
+            if positive.sum() == 0 or negative.sum() == 0:
+                continue
+            sp, sn = s[positive], s[negative]
+            wins = (sp[:, None] > sn[None, :]) + 0.5 * (sp[:, None] == sn[None, :])
+            area = wins.mean()
+            influence = np.zeros(len(s))
+            influence[positive] = (wins.mean(axis=1) - area) / positive.sum()
+            influence[negative] = (wins.mean(axis=0) - area) / negative.sum()
+            influences.append(influence)
+        out.append(np.sqrt(np.sum(np.mean(influences, axis=0) ** 2)) if influences else np.nan)
+    return np.array(out)
+
+
+def brute_force_calibrated_ece(confidence, n_bins=15):
+    """Mean and sd of binned ECE with outcomes drawn from the confidences (normal approximation)."""
+    edges = np.linspace(0, 1, n_bins + 1)
+    index = np.clip(np.searchsorted(edges, confidence, side="right") - 1, 0, n_bins - 1)
+    variance = np.array([np.sum(confidence[index == b] * (1 - confidence[index == b])) for b in range(n_bins)])
+    n = len(confidence)
+    return np.sum(np.sqrt(2 * variance / np.pi)) / n, np.sqrt((1 - 2 / np.pi) * variance.sum()) / n
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_auroc_standard_error_equals_pairwise_delong(ties):
+    rng = np.random.default_rng(8)
+    y = rng.integers(0, 4, 240)
+    y[y == 3] = 2  # an absent class: left out of the per-case mean
+    probs = stack(rng, 4, 240, 4, ties)
+    np.testing.assert_allclose(evaluation_metrics(y, probs, "multiclass")["auroc_se"],
+                               brute_force_auroc_se(y, probs, "multiclass"), rtol=1e-10)
+    ym = (rng.random((240, 3)) < 0.3).astype(np.float32)
+    ym[rng.random(ym.shape) < 0.2] = np.nan
+    pm = np.round(rng.random((3, 240, 3)), 2 if ties else 6).astype(np.float32)
+    np.testing.assert_allclose(evaluation_metrics(ym, pm, "multilabel")["auroc_se"],
+                               brute_force_auroc_se(ym, pm, "multilabel"), rtol=1e-10)
+
+
+def test_debiased_ece_and_its_standard_error_follow_the_calibrated_moments():
+    rng = np.random.default_rng(9)
+    y = rng.integers(0, 5, 400)
+    probs = stack(rng, 3, 400, 5, ties=False)
+    got = evaluation_metrics(y, probs, "multiclass")
+    for p in range(3):
+        mean, sd = brute_force_calibrated_ece(probs[p].max(axis=1).astype(np.float64))
+        assert got["ece_debiased"][p] == pytest.approx(got["ece"][p] - mean, rel=1e-10)
+        assert got["ece_se"][p] == pytest.approx(sd, rel=1e-10)
+    ym = (rng.random((400, 3)) < 0.3).astype(np.float32)
+    ym[:200, 1] = np.nan
+    pm = rng.random((2, 400, 3)).astype(np.float32)
+    got = evaluation_metrics(ym, pm, "multilabel")
+    for p in range(2):
+        moments = [brute_force_calibrated_ece(pm[p, ~np.isnan(ym[:, k]), k].astype(np.float64)) for k in range(3)]
+        assert got["ece_debiased"][p] == pytest.approx(got["ece"][p] - np.mean([m for m, _ in moments]), rel=1e-10)
+        assert got["ece_se"][p] == pytest.approx(np.sqrt(sum(sd**2 for _, sd in moments)) / 3, rel=1e-10)
+
+
+def test_calibrated_probe_scores_a_debiased_ece_near_zero():
+    """Labels drawn from the probe's own probabilities at APTOS's test size: mean debiased ECE ~ 0."""
+    rng = np.random.default_rng(10)
+    probs = rng.dirichlet(np.ones(5) * 0.7, size=(200, 732)).astype(np.float32)
+    probs /= probs.sum(axis=2, keepdims=True)
+    values = []
+    for p in probs:
+        y = np.array([rng.choice(5, p=row / row.sum()) for row in p.astype(np.float64)])
+        values.append(evaluation_metrics(y, p[None], "multiclass")["ece_debiased"][0])
+    assert abs(np.mean(values)) < 0.01
+
+
+@pytest.mark.parametrize("name,function", [("auroc_se", "auroc_standard_error"), ("ece_debiased", "debiased_ece"),
+                                           ("ece_se", "ece_standard_error")])
+def test_noise_columns_equal_the_axes_reference_where_it_exists(name, function):
+    """Once the per-probe references are in crs.axes (the science branch), the batched columns equal them."""
+    reference_function = getattr(axes, function, None)
+    if reference_function is None:
+        pytest.skip(f"crs.axes.{function} is not in this tree")
+    rng = np.random.default_rng(11)
+    y = rng.integers(0, 4, 300)
+    probs = stack(rng, 3, 300, 4, ties=True)
+    got = evaluation_metrics(y, probs, "multiclass")[name]
+    np.testing.assert_allclose(got, [reference_function(y, p, "multiclass") for p in probs], rtol=1e-9)
+
+
+def test_every_metric_by_default_only_those_asked_for_otherwise():
+    rng = np.random.default_rng(12)
+    y, probs = rng.integers(0, 3, 50), stack(rng, 2, 50, 3, ties=False)
+    assert list(evaluation_metrics(y, probs, "ordinal")) == list(METRICS)
+    assert list(evaluation_metrics(y, probs, "ordinal", metrics=["nll", "auroc"])) == ["nll", "auroc"]
+    with pytest.raises(ProbeError, match="accuracy"):
+        evaluation_metrics(y, probs, "multiclass", metrics=["accuracy"])
