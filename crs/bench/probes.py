@@ -10,8 +10,9 @@ every metric of the run records (``condition_metrics``' columns: AUROC, ECE, Bri
 * baseline: one ``LogisticRegression`` (L-BFGS, L2) per (fraction, seed, C) on the standardised
   subset, joblib processes over all cores with one BLAS thread each; C chosen by
   ``sklearn.metrics.log_loss`` on the probe's validation rows; each selected probe evaluated with
-  ``predict_proba`` and the per-probe metric functions (``crs.evaluate.units.condition_metrics``:
-  one ``crs.axes`` call per metric) once per (probe, evaluation set), also over joblib processes.
+  ``predict_proba`` and one library call per record metric (scikit-learn's ``roc_auc_score``,
+  ``log_loss``, ``brier_score_loss``; ``crs.axes`` for ECE, which scikit-learn lacks) once per
+  (probe, evaluation set), also over joblib processes.
 * crs: ``fit_probes(backend="torch")`` in this process on one thread, then per evaluation set one
   ``predict_proba`` for all probes and one call of ``crs.probes.metrics.evaluation_metrics``: what
   ``crs probe`` runs per condition.
@@ -175,24 +176,49 @@ def _baseline_proba(probe, X: np.ndarray, kind: str) -> np.ndarray:
     return models[0].predict_proba(Xs)
 
 
-def _baseline_metrics(y: np.ndarray, proba: np.ndarray, kind: str) -> tuple[float, float]:
-    """Every metric of the run records for one probe on one set, the per-probe way:
-    ``crs.evaluate.units.condition_metrics`` (one ``crs.axes`` call per metric, each checked against
-    scikit-learn). Returns (AUROC, ECE)."""
+AXES_FUNCTIONS = {"ece": "ece", "ece_debiased": "debiased_ece", "ece_se": "ece_standard_error",
+                  "auroc_se": "auroc_standard_error"}
+"""Record columns scikit-learn has no function for, and the per-probe ``crs.axes`` function a careful
+user would call instead (those present in this tree)."""
+
+
+def _baseline_metrics(y: np.ndarray, proba: np.ndarray, kind: str, names: list[str]) -> tuple[float, float]:
+    """Every metric of the run records (``names``) for one probe on one set, one library call each:
+    scikit-learn's ``roc_auc_score``, ``log_loss`` and ``brier_score_loss`` (per label for
+    multilabel), and ``crs.axes`` for the rest (ECE and its kin). Returns (AUROC, ECE)."""
+    from sklearn.metrics import brier_score_loss
+
+    from crs import axes
+
+    auroc = _auroc(y, proba, kind)
+    _log_loss(y, proba, kind)
+    if kind == "multilabel":
+        for label in range(y.shape[1]):
+            rows = ~np.isnan(y[:, label])
+            brier_score_loss(y[rows, label], proba[rows, label], labels=[0, 1])
+    else:
+        brier_score_loss(y, proba, labels=np.arange(proba.shape[1]))
+    values = {name: getattr(axes, function)(y, proba, kind) for name, function in AXES_FUNCTIONS.items()
+              if name in names and hasattr(axes, function)}
+    return auroc, values["ece"]
+
+
+def record_metric_names(unit: Unit) -> list[str]:
+    """The metric columns of the run records (``crs.evaluate.units.condition_metrics``' keys)."""
     from crs.evaluate.units import condition_metrics
 
-    row = condition_metrics(y, proba, kind)
-    return row["auroc"], row["ece"]
+    return list(condition_metrics(unit.y_test, np.full((len(unit.y_test), unit.n_classes), 0.5), unit.kind))
 
 
 def _baseline_evaluate(unit: Unit, probes: list, index: int) -> tuple[list[tuple[float, float]], float, float]:
     """(AUROC, ECE) of every probe on evaluation set ``index`` (read once, as a careful user would),
     the CPU seconds spent, and the wall seconds spent generating the set (not counted)."""
+    names = record_metric_names(unit)
     t0 = time.perf_counter()
     X = unit.condition(index)
     generation_s = time.perf_counter() - t0
     cpu_start = time.process_time()
-    values = [_baseline_metrics(unit.y_test, _baseline_proba(probe, X, unit.kind), unit.kind) for probe in probes]
+    values = [_baseline_metrics(unit.y_test, _baseline_proba(probe, X, unit.kind), unit.kind, names) for probe in probes]
     return values, time.process_time() - cpu_start, generation_s
 
 
@@ -268,7 +294,6 @@ class PeakRSS:
 def run_crs(unit: Unit, device: str = "cpu") -> dict:
     import torch
 
-    from crs.evaluate.units import condition_metrics
     from crs.probes import fit_probes
     from crs.probes.metrics import METRICS, evaluation_metrics
 
@@ -286,8 +311,7 @@ def run_crs(unit: Unit, device: str = "cpu") -> dict:
         fit_cpu = time.process_time() - cpu_start
         columns, generation_s, generation_cpu = [], 0.0, 0.0
         # the columns of the run records (crs.evaluate.units.probe_metrics asks for the same)
-        names = [name for name in condition_metrics(unit.y_test, np.full((len(unit.y_test), unit.n_classes), 0.5),
-                                                    unit.kind) if name in METRICS]
+        names = [name for name in record_metric_names(unit) if name in METRICS]
         for i in range(unit.n_conditions + 1):
             t0, c0 = time.perf_counter(), time.process_time()
             X = unit.condition(i)  # stands in for reading the condition from the cache; not counted

@@ -194,6 +194,27 @@ def ordinal_auroc(y: np.ndarray, probs: np.ndarray) -> np.ndarray:
     return _nanmean(batched_auroc(targets, exceed))
 
 
+def distinct_probes(probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Probes whose probabilities are equal bit for bit are scored once (the 100 % fraction's probe
+    is the same for every seed): the first of each and, per probe, the index of its first among
+    them. Candidates are matched on a sample of the values, then compared in full."""
+    flat = probs.reshape(len(probs), -1)
+    sample = flat[:, :: max(1, flat.shape[1] // 256)]
+    first: dict[bytes, list[int]] = {}
+    keep: list[int] = []
+    inverse = np.empty(len(probs), dtype=np.int64)
+    for p in range(len(probs)):
+        for q in first.setdefault(sample[p].tobytes(), []):
+            if np.array_equal(flat[keep[q]], flat[p]):
+                inverse[p] = q
+                break
+        else:
+            first[sample[p].tobytes()].append(len(keep))
+            inverse[p] = len(keep)
+            keep.append(p)
+    return np.array(keep, dtype=np.int64), inverse
+
+
 def evaluation_metrics(
     y: np.ndarray, probs: np.ndarray, kind: str, n_bins: int = ECE_BINS, metrics: Sequence[str] = METRICS
 ) -> dict[str, np.ndarray]:
@@ -208,6 +229,10 @@ def evaluation_metrics(
     if unknown:
         raise ProbeError(f"unknown evaluation metrics {unknown}; known: {METRICS}")
     y = check_condition_labels(y, probs, kind)
+    keep, inverse = distinct_probes(probs)
+    if len(keep) < len(probs):
+        scored = evaluation_metrics(y, probs[keep], kind, n_bins, metrics)
+        return {name: values[inverse] for name, values in scored.items()}
     influence = "auroc_se" in metrics
     out = _multilabel(y, probs, n_bins, influence) if kind == "multilabel" else _multiclass(y, probs, n_bins, influence)
     nan = np.full(probs.shape[0], np.nan)

@@ -210,3 +210,20 @@ def test_every_metric_by_default_only_those_asked_for_otherwise():
     assert list(evaluation_metrics(y, probs, "ordinal", metrics=["nll", "auroc"])) == ["nll", "auroc"]
     with pytest.raises(ProbeError, match="accuracy"):
         evaluation_metrics(y, probs, "multiclass", metrics=["accuracy"])
+
+
+def test_probes_with_equal_probabilities_are_scored_once_and_agree():
+    from crs.probes.metrics import distinct_probes
+
+    rng = np.random.default_rng(13)
+    y = rng.integers(0, 3, 80)
+    probs = stack(rng, 4, 80, 3, ties=False)
+    probs[2] = probs[0]
+    probs[3] = probs[0]
+    probs[3, 5, 1] = np.nextafter(probs[3, 5, 1], 1)  # one ulp apart: a different probe
+    keep, inverse = distinct_probes(probs)
+    assert keep.tolist() == [0, 1, 3] and inverse.tolist() == [0, 1, 0, 2]
+    got = evaluation_metrics(y, probs, "multiclass")
+    each = {name: np.array([evaluation_metrics(y, p[None], "multiclass")[name][0] for p in probs]) for name in got}
+    for name in got:
+        np.testing.assert_array_equal(got[name], each[name], err_msg=name)
