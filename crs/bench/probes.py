@@ -395,6 +395,8 @@ CACHE_UNITS = {
     "chexpert": CacheUnitSize("multilabel", 114_793, 38_117, 38_117, 1024, 5, 64),
     # ISIC 2019: 25,331 images, 8 classes, clean + 79 corruptions
     "isic": CacheUnitSize("multiclass", 15_199, 5_066, 5_066, 1024, 8, 79),
+    # APTOS 2019: 3,662 images, 5 grades (ordinal), clean + 44 corruptions
+    "aptos": CacheUnitSize("ordinal", 2_197, 732, 733, 1024, 5, 44),
     "reduced": CacheUnitSize("multilabel", 20_000, 5_000, 5_000, 512, 5, 16),
     "reduced-multiclass": CacheUnitSize("multiclass", 20_000, 5_000, 5_000, 512, 8, 16),
 }
