@@ -501,6 +501,30 @@ def measure_cache_unit(cache_root, task: str = "unit", encoder: str = "synthetic
     }
 
 
+def unit_from_cache(cache_root, task: str = "unit", encoder: str = "synthetic") -> Unit:
+    """The bench's :class:`Unit` from a cache store (a ``--cache-unit`` store): its clean train,
+    validation and test rows as float32, the paper's label fractions, seeds and C grid, the subsets
+    and validation rows stage 2 draws, and as many evaluation sets as the store has conditions
+    (generated from the clean test rows as the bench does; their generation is not counted)."""
+    from pathlib import Path
+
+    from crs.cache.store import FeatureStore, store_path
+    from crs.evaluate.units import ProbeSettings, read_rows, training_subsets, validation_subsets
+
+    store = FeatureStore(store_path(Path(cache_root), task))
+    table = store.read_table()
+    splits = [table.indices(s) for s in ("train", "val", "test")]
+    X_train, X_val, X_test = (X.astype(np.float32) for X in read_rows(store.feature_array(encoder, "clean"), splits))
+    settings = ProbeSettings(PAPER_FRACTIONS, PAPER_SEEDS, PAPER_CS, backend="torch")
+    subsets = tuple(rows for _, _, rows in training_subsets(table, settings))
+    val_subsets = validation_subsets(table, settings)
+    assert val_subsets is not None
+    conditions = sum(name.startswith("corrupt/") for name in store.feature_array_names(encoder))
+    y = [table.labels[rows] for rows in splits]
+    return Unit(table.task.kind, table.task.n_outputs, X_train, y[0], X_val, y[1], X_test, y[2], subsets,
+                tuple(val_subsets), PAPER_CS, conditions)
+
+
 def cache_unit_benchmark(name: str, folder, backend: str = "torch", keep: bool = False) -> dict:
     """Write a synthetic store of ``CACHE_UNITS[name]`` under ``folder``, measure one unit in a fresh
     process (``--measure-unit``: its peak RSS is its own), delete the store unless ``keep``."""
@@ -525,9 +549,10 @@ def cache_unit_benchmark(name: str, folder, backend: str = "torch", keep: bool =
     return {"unit": name, "store_bytes": store_bytes, "store_write_s": round(written, 1), **measured}
 
 
-def compare(unit: Unit, n_jobs: int | None = None, device: str = "cpu", quick: bool = False) -> dict:
+def compare(unit: Unit, n_jobs: int | None = None, device: str = "cpu", quick: bool = False, memory_pass: bool = True) -> dict:
     """Time baseline and crs on one unit side by side and compare their answers; ``quick`` says the
-    unit is the QUICK size (the memory pass rebuilds it in a fresh process)."""
+    unit is the QUICK size (the memory pass rebuilds it in a fresh process; ``memory_pass=False``
+    skips it, for a unit that is not a synthetic bench size)."""
     import torch
     from threadpoolctl import threadpool_limits
 
@@ -540,7 +565,8 @@ def compare(unit: Unit, n_jobs: int | None = None, device: str = "cpu", quick: b
             ours = run_crs(unit, device=device)
     finally:
         torch.set_num_threads(threads)
-    memory = measure_memory(unit.kind, quick=quick, device=device)
+    memory = (measure_memory(unit.kind, quick=quick, device=device) if memory_pass
+              else {"peak_extra_bytes": ours["peak_extra_bytes"], "feature_bytes": unit.feature_bytes})
     log_C = np.abs(np.log10(ours["selected_C"]) - np.log10(baseline["selected_C"]))
     return {
         "kind": unit.kind,
@@ -617,9 +643,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--backend", default="torch", help="probe backend for --cache-unit")
     parser.add_argument("--keep", action="store_true", help="keep the --cache-unit store")
     parser.add_argument("--measure-unit", help=argparse.SUPPRESS)
+    parser.add_argument("--compare-cache", help="baseline and crs side by side on the unit of this --cache-unit "
+                        "store (--keep it first): the bench's ratio at that size")
     args = parser.parse_args(argv)
     if args.memory_only:
         _memory_only(args.memory_only, args.quick, args.device)
+        return
+    if args.compare_cache:
+        unit = unit_from_cache(args.compare_cache)
+        print(json.dumps(compare(unit, n_jobs=args.jobs, memory_pass=False), indent=2, default=float))
         return
     if args.measure_unit:
         print(json.dumps(measure_cache_unit(args.measure_unit, backend=args.backend)))
