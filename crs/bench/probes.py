@@ -28,9 +28,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -409,8 +412,6 @@ def write_synthetic_store(cache_root, size: CacheUnitSize, task: str = "unit", e
     """A cache store of ``size`` with planted signal (a 64-D latent mixed into D dims plus noise),
     written through the cache writer one row chunk at a time (the generator holds the clean test
     rows, float16, and one chunk), splits interleaved at random as group splits leave them."""
-    from pathlib import Path
-
     from crs.cache.store import FeatureStore, store_path, test_digest
     from crs.cache.writer import ChunkedFeatureArray
     from crs.data.base import Dataset, Task
@@ -472,9 +473,6 @@ def write_synthetic_store(cache_root, size: CacheUnitSize, task: str = "unit", e
 def measure_cache_unit(cache_root, task: str = "unit", encoder: str = "synthetic", backend: str = "torch") -> dict:
     """Run one stage-2 unit from the cache as a worker does (one thread, predictions written) and
     report its cost beside the memory model's prediction."""
-    import tempfile
-    from pathlib import Path
-
     import torch
 
     from crs.evaluate.artifacts import RunFolder
@@ -506,8 +504,6 @@ def unit_from_cache(cache_root, task: str = "unit", encoder: str = "synthetic") 
     validation and test rows as float32, the paper's label fractions, seeds and C grid, the subsets
     and validation rows stage 2 draws, and as many evaluation sets as the store has conditions
     (generated from the clean test rows as the bench does; their generation is not counted)."""
-    from pathlib import Path
-
     from crs.cache.store import FeatureStore, store_path
     from crs.evaluate.units import ProbeSettings, read_rows, training_subsets, validation_subsets
 
@@ -528,10 +524,8 @@ def unit_from_cache(cache_root, task: str = "unit", encoder: str = "synthetic") 
 def cache_unit_benchmark(name: str, folder, backend: str = "torch", keep: bool = False) -> dict:
     """Write a synthetic store of ``CACHE_UNITS[name]`` under ``folder``, measure one unit in a fresh
     process (``--measure-unit``: its peak RSS is its own), delete the store unless ``keep``."""
-    import shutil
     import subprocess
     import sys
-    from pathlib import Path
 
     cache_root = Path(folder) / f"cache-{name}"
     start = time.perf_counter()

@@ -25,6 +25,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 BASE_BYTES = {"torch": 680 * 2**20, "other": 260 * 2**20}
 """Resident size of a stage-2 worker before its first unit: its imports (measured 644-666 MiB with
 torch imported, of which torch is ~480 MiB; 176-198 MiB without), plus a margin."""
@@ -137,8 +139,6 @@ def _cgroup_headroom() -> int | None:
 
 def available_memory() -> int:
     """Bytes that new workers may use: the system's available memory, capped by a cgroup limit."""
-    import psutil
-
     available = int(psutil.virtual_memory().available)
     headroom = _cgroup_headroom()
     return available if headroom is None else min(available, headroom)
@@ -187,8 +187,6 @@ class PeakRSS:
         if self.exact:
             self.peak = 1024 * (_status_kib("VmHWM") or 0)  # the RSS now: the high-water mark was just reset
         if not self.exact:
-            import psutil
-
             process = psutil.Process()
 
             def sample() -> None:
