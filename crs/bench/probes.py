@@ -300,6 +300,9 @@ def run_crs(unit: Unit, device: str = "cpu") -> dict:
     from crs.probes import fit_probes
     from crs.probes.metrics import METRICS, evaluation_metrics
 
+    # the columns of the run records (crs.evaluate.units.probe_metrics asks for the same); found
+    # before the clock starts: it imports crs.evaluate (pandas, zarr), which a worker does once
+    names = [name for name in record_metric_names(unit) if name in METRICS]
     with PeakRSS() as memory:
         start = time.perf_counter()
         cpu_start = time.process_time()
@@ -313,8 +316,6 @@ def run_crs(unit: Unit, device: str = "cpu") -> dict:
         fit_seconds = time.perf_counter() - start
         fit_cpu = time.process_time() - cpu_start
         columns, generation_s, generation_cpu = [], 0.0, 0.0
-        # the columns of the run records (crs.evaluate.units.probe_metrics asks for the same)
-        names = [name for name in record_metric_names(unit) if name in METRICS]
         for i in range(unit.n_conditions + 1):
             t0, c0 = time.perf_counter(), time.process_time()
             X = unit.condition(i)  # stands in for reading the condition from the cache; not counted
