@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -264,10 +265,27 @@ class _Clock:
             self.seconds[name] += time.process_time() - start
 
 
+def float32_rows(rows: np.ndarray, buffer: np.ndarray) -> np.ndarray:
+    """float16 cache rows as float32 (exact), written into ``buffer`` (reused across blocks: no fresh
+    pages per block). Through torch's vectorised conversion when the worker has torch loaded (the
+    torch backend's workers do): 1.1 ms per 4,096 x 1,024 block against numpy's 6.3 ms here."""
+    if rows.dtype != np.float16:
+        return rows
+    out = buffer[: len(rows)] if buffer.shape[1:] == rows.shape[1:] and len(buffer) >= len(rows) else np.empty(
+        rows.shape, dtype=np.float32)
+    torch = sys.modules.get("torch")  # only if already imported: no 0.5 GiB import for other backends
+    if torch is not None and rows.flags.c_contiguous and rows.flags.writeable:
+        torch.from_numpy(out).copy_(torch.from_numpy(rows))
+    else:
+        np.copyto(out, rows)
+    return out
+
+
 def predict_condition(probe_set: ProbeSet, condition: Condition, n_outputs: int, clock: _Clock) -> np.ndarray:
     """Probabilities (P, N, K) float32 of every probe of ``probe_set`` on one condition, predicted
     block by block as the rows are read."""
     probs = np.empty((probe_set.n_subsets, len(condition.labels), n_outputs), dtype=np.float32)
+    buffer = np.empty((0, 0), dtype=np.float32)
     blocks = condition.blocks()
     while True:
         with clock.phase("read"):
@@ -276,8 +294,9 @@ def predict_condition(probe_set: ProbeSet, condition: Condition, n_outputs: int,
             return probs
         start, rows = item
         with clock.phase("predict"):
-            # rows stay float16 as stored: centering casts them to float32 in the same pass
-            probs[:, start : start + len(rows)] = probe_set.predict_proba(rows)
+            if rows.dtype == np.float16 and (buffer.shape[1:] != rows.shape[1:] or len(buffer) < len(rows)):
+                buffer = np.empty(rows.shape, dtype=np.float32)
+            probs[:, start : start + len(rows)] = probe_set.predict_proba(float32_rows(rows, buffer))
 
 
 def probe_metrics(y: np.ndarray, probs: np.ndarray, kind: str, reference_columns: list[str]) -> dict[str, np.ndarray]:

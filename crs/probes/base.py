@@ -77,8 +77,12 @@ class LinearProbeSet(ProbeSet):
 
     def decision_function(self, X: np.ndarray) -> np.ndarray:
         """Logits ``(n_subsets, N, K)``, one float32 matrix product for all subsets."""
-        X = check_features(X, "X", dim=self.weights.shape[1])
+        X = check_features(X, "X", dim=self.weights.shape[1], finite=False)
         centered = X - self.center.astype(np.float32)
+        # NaN or inf in X survives centering: min and max of the float32 result find it in two SIMD
+        # passes (np.isfinite on float16 cache rows cost 5x more)
+        if not (np.isfinite(centered.min(initial=0.0)) and np.isfinite(centered.max(initial=0.0))):
+            raise ProbeError("X contains NaN or inf features; re-extract or drop those rows")
         n_subsets, dim, k = self.weights.shape
         stacked = self.weights.transpose(1, 0, 2).reshape(dim, n_subsets * k).astype(np.float32)
         logits = (centered @ stacked).reshape(len(X), n_subsets, k).transpose(1, 0, 2)
@@ -174,7 +178,7 @@ class ProblemData:
         return np.eye(self.n_classes)[y]
 
 
-def check_features(X: np.ndarray, name: str, dim: int | None = None) -> np.ndarray:
+def check_features(X: np.ndarray, name: str, dim: int | None = None, finite: bool = True) -> np.ndarray:
     X = np.asarray(X)
     if X.ndim != 2:
         raise ProbeError(f"{name} must be 2-D (n_samples, n_features), got shape {X.shape}")
@@ -182,7 +186,7 @@ def check_features(X: np.ndarray, name: str, dim: int | None = None) -> np.ndarr
         raise ProbeError(f"{name} has {X.shape[1]} features, the probes were fitted on {dim}")
     if not np.issubdtype(X.dtype, np.floating):
         raise ProbeError(f"{name} must be floating point, got {X.dtype}; cast features to float32")
-    if not np.isfinite(X).all():
+    if finite and not np.isfinite(X).all():
         raise ProbeError(f"{name} contains NaN or inf features; re-extract or drop those rows")
     return X
 

@@ -127,3 +127,30 @@ def test_each_unit_logs_its_time_and_peak_memory(tiny_run, caplog):
     cost = result.cost
     assert cost is not None and cost.peak_rss_bytes >= cost.start_rss_bytes > 0
     assert cost.n_conditions == 5 and cost.n_probes == 4 and cost.cpu_s > 0
+
+
+def test_float16_rows_convert_exactly_into_a_reused_buffer():
+    from crs.evaluate.units import float32_rows
+
+    rows = np.random.default_rng(1).normal(size=(7, 5)).astype(np.float16)
+    rows[0, 0], rows[1, 1] = np.float16(65504), np.float16(-6e-8)  # largest and a subnormal
+    buffer = np.empty((10, 5), dtype=np.float32)
+    out = float32_rows(rows, buffer)
+    np.testing.assert_array_equal(out, rows.astype(np.float32))
+    assert out.base is buffer or np.shares_memory(out, buffer)
+    assert float32_rows(out, buffer) is out  # float32 rows pass through
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_probes_refuse_non_finite_features(bad, dtype):
+    from crs.probes import ProbeError, fit_probes
+
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(60, 4)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(np.int64)
+    probe_set = fit_probes(X[:40], y[:40], X[40:], y[40:], [np.arange(40)], "multiclass", Cs=(1.0,))
+    rows = X[40:].astype(dtype)
+    rows[3, 2] = bad
+    with pytest.raises(ProbeError, match="NaN or inf"):
+        probe_set.predict_proba(rows)
