@@ -7,8 +7,9 @@ Definitions, constants and sources are in ``docs/corruptions.md``.
 
 from crs.corruptions.api import CorruptionError, apply, apply_all, apply_severities, corruption, suite
 from crs.corruptions.grid import corruption_grid
-from crs.corruptions.suites import MODALITIES, SEVERITIES, Corruption
+from crs.corruptions.suites import Corruption
 from crs.corruptions.version import SUITE_VERSION
+from crs.spec import MODALITIES, SEVERITIES
 
 __all__ = [
     "MODALITIES",

@@ -16,9 +16,9 @@ import torch
 import torch.nn.functional as F
 
 from crs.corruptions.api import apply, suite
-from crs.corruptions.suites import SEVERITIES
 from crs.data.images import load_image
 from crs.data.synthetic import load_synthetic
+from crs.spec import SEVERITIES
 
 
 def psnr(clean: torch.Tensor, corrupted: torch.Tensor) -> torch.Tensor:

@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 
 from crs.corruptions.api import CorruptionError, apply, suite
-from crs.corruptions.suites import SEVERITIES
+from crs.spec import SEVERITIES
 
 
 def corruption_grid(

@@ -9,7 +9,7 @@ import torch
 from crs.corruptions import SEVERITIES, apply, resample, suite
 from crs.corruptions.api import apply_severities
 from crs.corruptions.scenes import scenes
-from crs.corruptions.suites import MODALITIES
+from crs.spec import MODALITIES
 
 SIZE = 40
 
