@@ -21,6 +21,7 @@ from crs.scoring.result import ScoreResult
 from tiny import write_tiny_spec
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "api.md"
+README = DOC.parent.parent / "README.md"
 
 
 def test_every_public_name_resolves_to_its_home():
@@ -59,8 +60,9 @@ def _code_blocks(text: str) -> list[str]:
     return re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
 
 
-def test_api_doc_runs_as_written_on_the_tiny_spec(tiny_run, tmp_path, monkeypatch, capsys):
-    """Each python block of docs/api.md, in order, in one namespace; only the spec and output paths change."""
+def test_api_doc_and_readme_run_as_written_on_the_tiny_spec(tiny_run, tmp_path, monkeypatch, capsys):
+    """Each python block of docs/api.md, in order, in one namespace, then the README's; only the spec
+    and output paths change."""
     spec, _, _, _ = tiny_run
     tiny = write_tiny_spec(tmp_path, cache=spec.cache, data=spec.datasets[0].root, output=tmp_path / "unused")
     output = tmp_path / "notebook"
@@ -88,3 +90,14 @@ def test_api_doc_runs_as_written_on_the_tiny_spec(tiny_run, tmp_path, monkeypatc
     # the pieces
     assert namespace["probes"].predict_proba(namespace["features"][namespace["val"]]).shape == (2, 100, 3)
     assert tuple(namespace["encoder"].embed(torch.rand(1, 3, 96, 96)).shape) == (1, 512)
+
+    # the README's block: a whole run in one call (the cache and the unchanged units are reused)
+    (readme_block,) = _code_blocks(README.read_text())
+    readme: dict = {}
+    exec(compile(readme_block.replace("examples/quickstart.toml", str(tiny)).replace("crs-out/notebook", str(output)),
+                 str(README), "exec"), readme)
+    outcome = readme["outcome"]
+    assert isinstance(outcome, RunOutcome) and outcome.extract.total_forward == 0
+    assert outcome.probe.units_reused == 2 * 3 and outcome.probe.units_fitted == 0
+    assert outcome.report == output / "report.html"
+    pd.testing.assert_frame_equal(readme["later"].crs, outcome.score.crs)
