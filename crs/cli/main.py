@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from concurrent.futures import BrokenExecutor
 
 import click
 
@@ -37,6 +38,9 @@ def error_line(error: BaseException) -> str:
         detail = f" ({str(error).splitlines()[0]})" if str(error) else ""
         return (f"out of memory{detail}; run fewer worker processes at once (option --jobs) "
                 "or lower [extract] batch_size in the spec")
+    if isinstance(error, BrokenExecutor):  # e.g. joblib's TerminatedWorkerError: the OOM killer's usual sign
+        return ("a worker process died (the system most often kills one for running out of memory); "
+                "run fewer worker processes at once (option --jobs)")
     message = str(error).splitlines()[0] if str(error) else type(error).__name__
     flag = SETTING_FLAGS.get(getattr(error, SETTING_ATTRIBUTE, ""))
     return f"{message} (option {flag})" if flag else message

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 from click.testing import CliRunner
+from joblib.externals.loky.process_executor import TerminatedWorkerError
 
 import crs
 from crs.benchmark import Benchmark
@@ -175,6 +176,13 @@ def test_memory_error_is_one_line_that_suggests_fewer_jobs(runner, tmp_path, mon
 
 def test_memory_error_without_a_message_still_names_the_fix():
     assert error_line(MemoryError()).startswith("out of memory; run fewer worker processes at once (option --jobs)")
+
+
+def test_a_killed_worker_is_one_line_that_suggests_fewer_jobs():
+    killed = TerminatedWorkerError("A worker process managed by the executor was unexpectedly terminated.\n\n"
+                                   "The exit codes of the workers are {SIGKILL(-9)}")
+    line = error_line(killed)
+    assert "\n" not in line and "running out of memory" in line and line.endswith("(option --jobs)")
 
 
 def test_library_error_gets_the_flag_of_its_setting():
