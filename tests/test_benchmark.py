@@ -149,8 +149,8 @@ def test_spec_from_dict_refuses_a_field_it_does_not_know(tiny_run):
         spec_from_dict(data)
 
 
-def test_copied_run_folder_scores_without_toml_cache_or_images(tiny_run, tmp_path):
-    """A run folder copied elsewhere is rebuilt from its own records: same spec, same scores."""
+def test_copied_run_folder_scores_and_reports_without_toml_or_cache(tiny_run, tmp_path):
+    """A run folder copied elsewhere is rebuilt from its own records: same spec, same scores, a report."""
     spec, _, records, score = tiny_run
     copy = tmp_path / "laptop" / "run"
     shutil.copytree(spec.output, copy)
@@ -163,6 +163,8 @@ def test_copied_run_folder_scores_without_toml_cache_or_images(tiny_run, tmp_pat
     pd.testing.assert_frame_equal(again.crs, score.crs)
     assert again.bootstrap.leading_tier == score.bootstrap.leading_tier
     assert (copy / artifacts.SCORE_DIR / artifacts.SCORE_SUMMARY_FILE).exists()
+    page = bench.report(again)  # the cache named is absent: the page says what it lacks instead of failing
+    assert page == copy / "report.html" and "resnet18" in page.read_text()
 
 
 def test_from_run_folder_names_what_is_missing(tiny_run, tmp_path):
