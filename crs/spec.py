@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import math
 import tomllib
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar
-
-# --- the one home of every default and every allowed value -------------------------------------------
+from types import UnionType
+from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
 AXES = ("discrimination", "calibration", "label_efficiency", "robustness")
 """The four axes of the CRS, in the order every table and array uses."""
@@ -431,3 +431,59 @@ def spec_to_dict(spec: Spec) -> dict[str, Any]:
         return value
 
     return convert(spec)
+
+
+def spec_from_dict(data: Mapping[str, Any]) -> Spec:
+    """The :class:`Spec` that :func:`spec_to_dict` wrote (e.g. the copy embedded in run records).
+
+    Lists become tuples and path strings paths again, guided by each config's type hints; a field this
+    crs version does not know is refused with its name (the run was written by another version: give
+    the TOML spec instead). Checks that the configs run on construction run here too.
+    """
+    return _from_plain(Spec, data, "spec")
+
+
+def _from_plain(cls: type, data: Any, where: str) -> Any:
+    if not isinstance(data, Mapping):
+        raise SpecError(f"{where}: must be a table, got {data!r}")
+    hints = get_type_hints(cls)
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise SpecError(
+            f"{where}: unknown field(s) {unknown} (written by another crs version?); load the TOML spec instead"
+        )
+    return cls(**{key: _plain_value(hints[key], value, f"{where}.{key}") for key, value in data.items()})
+
+
+def _plain_value(hint: Any, value: Any, where: str) -> Any:
+    """``value`` (JSON types) as the type ``hint`` names: tuples, paths and nested configs."""
+    if value is None:
+        return None
+    origin, args = get_origin(hint), get_args(hint)
+    if origin in (Union, UnionType):
+        members = [a for a in args if a is not type(None)]
+        fitting = [a for a in members if _plain_fits(a, value)] or members
+        return _plain_value(fitting[0], value, where)
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            raise SpecError(f"{where}: must be a list, got {value!r}")
+        return tuple(_plain_value(args[0], item, where) for item in value)
+    if hint is Path:
+        return Path(value)
+    if isinstance(hint, type) and is_dataclass(hint):
+        return _from_plain(hint, value, where)
+    if origin is dict:
+        return dict(value)
+    return value
+
+
+def _plain_fits(hint: Any, value: Any) -> bool:
+    origin = get_origin(hint)
+    if origin is tuple:
+        return isinstance(value, list | tuple)
+    if origin is dict or (isinstance(hint, type) and is_dataclass(hint)):
+        return isinstance(value, Mapping)
+    if hint is Path:
+        return isinstance(value, str)
+    return isinstance(hint, type) and isinstance(value, hint)
