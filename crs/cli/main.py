@@ -15,6 +15,7 @@ from crs.cli.cache import cache, import_features
 from crs.cli.corruptions import corruptions
 from crs.cli.datasets import datasets
 from crs.cli.encoders import encoders_group
+from crs.cli.init import init
 from crs.cli.shard import parse_shard
 from crs.scoring.result import ScoreResult
 from crs.spec import SETTING_ATTRIBUTE
@@ -227,6 +228,7 @@ def demo(cache: str | None, out: str | None, jobs: int | None, quiet: bool) -> N
 
 for command in (encoders_group, datasets, corruptions, cache, import_features, bench):
     cli.add_command(command)
+cli.add_command(init)
 
 
 def main() -> None:

@@ -19,6 +19,11 @@ import pandas as pd
 TASK_KINDS = ("multiclass", "ordinal", "multilabel")
 SPLITS = ("train", "val", "test")
 MODALITIES = ("dermoscopy", "fundus", "chest_xray")
+# How a non-square image becomes the square canonical image (crs.data.fit; docs/decisions/0005).
+FIT_MODES = ("crop", "pad", "squash")
+# Per modality: a centred lesion or disc is kept by a centre crop; a chest film is padded so the
+# apices and costophrenic angles are never cut. Pad (nothing lost, nothing distorted) otherwise.
+DEFAULT_FIT = {"dermoscopy": "crop", "fundus": "crop", "chest_xray": "pad"}
 
 
 class DataError(ValueError):
@@ -66,8 +71,12 @@ class Dataset:
     splits: np.ndarray
     metadata: pd.DataFrame = field(default_factory=pd.DataFrame)
     skipped: list[str] = field(default_factory=list)
+    fit: str = ""
 
     def __post_init__(self) -> None:
+        self.fit = self.fit or default_fit(self.modality)
+        if self.fit not in FIT_MODES:
+            raise DataError(f"data set {self.name!r}: fit={self.fit!r} is not one of {FIT_MODES}")
         n = len(self.ids)
         for attr in ("paths", "groups", "labels", "splits"):
             if len(getattr(self, attr)) != n:
@@ -92,12 +101,17 @@ class Dataset:
         return Dataset(
             self.name, self.root, self.task, self.modality, self.image_size, self.ids[idx],
             [self.paths[i] for i in idx], self.groups[idx], self.labels[idx], self.splits[idx], meta,
-            list(self.skipped),
+            list(self.skipped), self.fit,
         )
 
     def id_digest(self) -> str:
         """sha256 of the ordered image ids; it enters the cache fingerprint."""
         return hashlib.sha256("\n".join(map(str, self.ids.tolist())).encode()).hexdigest()
+
+
+def default_fit(modality: str) -> str:
+    """The documented fit mode of a modality (``pad`` for any other: it neither crops nor distorts)."""
+    return DEFAULT_FIT.get(modality, "pad")
 
 
 def safe_join(root: Path, relative: str) -> Path:
