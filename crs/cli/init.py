@@ -8,6 +8,9 @@ from typing import Any
 import click
 
 from crs.data.base import FIT_MODES, MODALITIES, TASK_KINDS
+from crs.data.inspect_folder import inspect_folder, inspect_shift_target, load_guess
+from crs.data.starter_spec import StarterChoices, check_command, data_set_name, describe, starter_spec_text
+from crs.encoders import available
 
 
 @click.command("init")
@@ -42,10 +45,6 @@ def init(root: Path, spec_path: Path | None, name: str | None, csv: str | None, 
          encoders: str | None, weights: str | None, input_size: int | None, image_size: int, device: str | None,
          quick: bool, force: bool) -> None:
     """Inspect ROOT (a folder of images, PNG/JPEG/DICOM, with a CSV) and write a spec for it; asks nothing."""
-    from crs.data.inspect_folder import inspect_folder, inspect_shift_target, load_guess
-    from crs.data.starter_spec import StarterChoices, data_set_name, describe, starter_spec_text
-    from crs.encoders import available
-
     guess = inspect_folder(root, csv=csv, image_column=image_column, label_columns=label_columns or None,
                            kind=kind, modality=modality, group_column=group_column, split_column=split_column,
                            fit=fit)
@@ -81,4 +80,6 @@ def init(root: Path, spec_path: Path | None, name: str | None, csv: str | None, 
         click.echo(f"  {'shift':<{width}}  {shift_target} as {shift_name!r}, labels matched by name, all images in test")
     for warning in guess.warnings:
         click.echo(f"warning: {warning}", err=True)
-    click.echo(f"wrote {spec_path}; next: crs run {spec_path}")
+    click.echo(f"wrote {spec_path}")
+    click.echo(f"next: {check_command(guess)}")
+    click.echo(f"then: crs run {spec_path}")

@@ -19,7 +19,8 @@ import pandas as pd
 TASK_KINDS = ("multiclass", "ordinal", "multilabel")
 SPLITS = ("train", "val", "test")
 MODALITIES = ("dermoscopy", "fundus", "chest_xray")
-# How a non-square image becomes the square canonical image (crs.data.fit; docs/decisions/0005).
+# How a non-square image becomes the square canonical image (crs.data.fit;
+# docs/decisions/*-hospital-fit-modes-and-dicom-window.md).
 FIT_MODES = ("crop", "pad", "squash")
 # Per modality: a centred lesion or disc is kept by a centre crop; a chest film is padded so the
 # apices and costophrenic angles are never cut. Pad (nothing lost, nothing distorted) otherwise.
@@ -57,6 +58,8 @@ class Dataset:
     multilabel with NaN where a label is to be ignored (for example CheXpert uncertain labels under
     the ``ignore`` policy). ``paths`` are relative to ``root`` and never escape it.
     ``splits`` holds "train", "val", "test" (a shift target has only "test").
+    ``fit`` says how non-square images become square (``crop``, ``pad``, ``squash``); empty means
+    the modality's default (:data:`DEFAULT_FIT`).
     """
 
     name: str

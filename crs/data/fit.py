@@ -12,7 +12,8 @@ Every image is decoded once at its own aspect ratio; the fit mode says how it be
 
 Square pictures take the same single resize in every mode, so data sets of square images
 (the synthetic benchmark) decode exactly as before. The default per modality is in
-:data:`crs.data.base.DEFAULT_FIT`; the choice is recorded in docs/decisions/0005.
+:data:`crs.data.base.DEFAULT_FIT`; the choice is recorded in
+docs/decisions/*-hospital-fit-modes-and-dicom-window.md.
 """
 
 from __future__ import annotations

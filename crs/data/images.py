@@ -123,11 +123,11 @@ def check_image_file(path: Path, decode: bool) -> tuple[str, str] | None:
     """``None`` if the file is usable, else (reason, detail). ``decode`` fully decodes it (draft-sized)."""
     if not path.is_file():
         return ("missing", "")
-    if looks_like_dicom(path):
-        problem, _ = scan_dicom(path, decode=decode)
-        return None if problem is None else ("unreadable", f"DICOM {problem.kind}: {problem.detail}")
     if not decode:
         return None
+    if looks_like_dicom(path):
+        problem, _ = scan_dicom(path, decode=True)
+        return None if problem is None else ("unreadable", f"DICOM {problem.kind}: {problem.detail}")
     try:
         with Image.open(path) as image:
             image.draft("RGB", (64, 64))

@@ -312,7 +312,7 @@ def guess_modality(root: Path, table: pd.DataFrame, label_columns: tuple[str, ..
     hits = {modality: len(words & vocabulary) for modality, vocabulary in MODALITY_WORDS.items()}
     best = max(hits, key=lambda m: hits[m])
     if hits[best] and sorted(hits.values())[-2] < hits[best]:
-        return best, f"label names ({', '.join(sorted(words & MODALITY_WORDS[best])[:4])})"
+        return best, f"from the label names: {', '.join(sorted(words & MODALITY_WORDS[best])[:4])}"
     looks, codes = _looks(root, paths)
     named = Counter({DICOM_MODALITY[c]: n for c, n in codes.items() if c in DICOM_MODALITY})
     if named:
@@ -374,8 +374,8 @@ def inspect_folder(
         named = [c for c in candidates if 1 < table[c].nunique() < len(table)]
         group_column = named[0] if named else None
         if group_column:
-            reasons["groups"] = (f"column {group_column!r} is named as a patient/lesion/case and repeats "
-                                 f"({table[group_column].nunique()} groups for {len(table)} images)")
+            reasons["groups"] = (f"named as a patient/lesion/case, {table[group_column].nunique()} groups "
+                                 f"for {len(table)} images")
         else:
             warnings.append("no patient or lesion column found: each image is its own group; if a patient has several "
                             "images, name the column with --group-column so they stay in one split")

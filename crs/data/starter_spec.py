@@ -141,8 +141,7 @@ def starter_spec_text(guess: FolderGuess, choices: StarterChoices) -> str:
         lines.append(f"# WARNING: {warning}")
     lines += [
         "#",
-        f"# Check the images once:  crs datasets check folder {guess.root} "
-        + " ".join(f"-o {k}={_cli_value(v)}" for k, v in guess.loader_options().items()),
+        f"# Check the images once:  {check_command(guess)}",
         "# Then run:               crs run THIS_FILE   (report in the output folder: report.html)",
         "",
         f"name = {toml_value(choices.name)}",
@@ -206,6 +205,12 @@ def starter_spec_text(guess: FolderGuess, choices: StarterChoices) -> str:
             f"shift_target = {toml_value(target)}",
         ]
     return "\n".join(lines) + "\n"
+
+
+def check_command(guess: FolderGuess) -> str:
+    """The `crs datasets check` command line that reads every image of the guessed data set once."""
+    options = " ".join(f"-o {k}={_cli_value(v)}" for k, v in guess.loader_options().items())
+    return f"crs datasets check folder {_cli_value(str(guess.root))} {options}"
 
 
 def _cli_value(value: Any) -> str:

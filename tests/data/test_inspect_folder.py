@@ -147,7 +147,8 @@ def test_cli_init_prints_guesses_and_refuses_to_overwrite(tmp_path):
     result = runner.invoke(cli, ["init", str(root), "--spec", str(spec), "--device", "cpu"])
     assert result.exit_code == 0, result.output
     assert "modality  chest_xray" in result.output and "change: --modality" in result.output
-    assert f"next: crs run {spec}" in result.output and spec.is_file()
+    assert f"then: crs run {spec}" in result.output and "next: crs datasets check folder" in result.output
+    assert spec.is_file()
     again = runner.invoke(cli, ["init", str(root), "--spec", str(spec)])
     assert again.exit_code != 0 and "--force" in again.output
     bad = runner.invoke(cli, ["init", str(root), "--spec", str(tmp_path / "x.toml"), "--encoders", "resnet_9000"])
