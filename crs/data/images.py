@@ -27,23 +27,27 @@ from crs.data.fit import check_fit, fit_square
 VERIFY_MODES = ("none", "exists", "decode")
 
 
-def decode_image(path: Path | str, draft_size: int | None = None) -> Image.Image:
+def decode_image(path: Path | str, draft_size: int | None = None, grey_ok: bool = False) -> Image.Image:
     """Read ``path`` (any image PIL reads, or DICOM) as an RGB picture at its own aspect ratio.
 
     ``draft_size`` lets PIL decode a large JPEG at reduced scale (a power of two, never below
     ``draft_size`` on either side, so every fit mode still resizes down). DICOM files are decoded
     by :func:`crs.data.dicom.read_dicom` (rescale, VOI LUT or window, MONOCHROME1 inverted, to 8
-    bit). A missing, truncated or unreadable file raises :class:`DataError` naming it.
+    bit). ``grey_ok`` returns grey pictures as one band (mode ``L``), so a caller can resize one
+    band instead of three before converting (bit-identical: PIL resamples each band alike). A
+    missing, truncated or unreadable file raises :class:`DataError` naming it.
     """
     path = Path(path)
     try:
         if looks_like_dicom(path):
-            pixels = read_dicom(path)
-            return Image.fromarray(pixels).convert("RGB")
-        with Image.open(path) as opened:
-            if draft_size:
-                opened.draft("RGB", (draft_size, draft_size))
-            return opened.convert("RGB")
+            picture = Image.fromarray(read_dicom(path))
+        else:
+            with Image.open(path) as opened:
+                if draft_size:
+                    opened.draft("RGB", (draft_size, draft_size))
+                picture = opened if opened.mode == "L" and grey_ok else opened.convert("RGB")
+                picture.load()
+        return picture if picture.mode == "RGB" or (grey_ok and picture.mode == "L") else picture.convert("RGB")
     except FileNotFoundError as error:
         raise DataError(f"image not found: {path}") from error
     except (UnidentifiedImageError, OSError, SyntaxError) as error:
@@ -58,7 +62,7 @@ def load_image(path: Path | str, size: int, fit: str = "pad") -> torch.Tensor:
     images take one bilinear resize in every mode, exactly as before fit modes existed.
     """
     check_fit(fit)
-    square = fit_square(decode_image(path, draft_size=size), size, fit)
+    square = fit_square(decode_image(path, draft_size=size, grey_ok=True), size, fit).convert("RGB")
     array = np.asarray(square, dtype=np.uint8)
     return torch.from_numpy(array.copy()).permute(2, 0, 1).contiguous()
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from crs.data.inspect_folder import FolderGuess
 
 # A general reference (the score's reference), a self-supervised general model, a biomedical
@@ -70,8 +72,6 @@ def starter_encoders(modality: str) -> tuple[str, ...]:
 
 def default_device() -> str:
     """``cuda`` where a CUDA device is visible, else ``cpu``."""
-    import torch  # already loaded by crs.data.images; imported here to keep the dependency visible
-
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 

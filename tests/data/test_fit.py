@@ -107,3 +107,12 @@ def test_fit_enters_the_cache_fingerprint(tmp_path):
     crop = encoder_fingerprint_fields(_Encoder(), load_dataset("folder", root, modality="chest_xray", fit="crop"), "v")
     assert pad["image_fit"] == "pad" and crop["image_fit"] == "crop"
     assert {k: v for k, v in pad.items() if k != "image_fit"} == {k: v for k, v in crop.items() if k != "image_fit"}
+
+
+def test_squash_on_a_grey_picture_is_the_old_decode_bit_for_bit(tmp_path):
+    rng = np.random.default_rng(1)
+    for mode, shape in (("L", (37, 90)), ("RGB", (61, 40, 3))):
+        path = tmp_path / f"{mode}.png"
+        Image.fromarray(rng.integers(0, 256, shape, dtype=np.uint8)).save(path)
+        old = np.asarray(Image.open(path).convert("RGB").resize((32, 32), Image.Resampling.BILINEAR))
+        np.testing.assert_array_equal(load_image(path, 32, "squash").permute(1, 2, 0).numpy(), old)
