@@ -26,6 +26,11 @@ COMPONENTS = ("dominance", "balance", "worst_axis")
 """The parts of the CRS, the keys of ``[score.weights]``."""
 TASK_KINDS = ("multiclass", "ordinal", "multilabel")
 MODALITIES = ("dermoscopy", "fundus", "chest_xray")
+# How a non-square image becomes the square canonical image (crs.data.fit; docs/decisions/0007-fit-modes-and-dicom-window.md).
+FIT_MODES = ("crop", "pad", "squash")
+# Per modality: a centred lesion or disc is kept by a centre crop; a chest film is padded so the
+# apices and costophrenic angles are never cut. Pad (nothing lost, nothing distorted) otherwise.
+DEFAULT_FIT = {"dermoscopy": "crop", "fundus": "crop", "chest_xray": "pad"}
 """Image modalities: each has its corruption suite and its default image fit."""
 SEVERITIES = (1, 2, 3, 4, 5)
 """Corruption severities, mildest first."""

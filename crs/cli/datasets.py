@@ -68,6 +68,8 @@ def format_report(report: Any) -> str:
     for split, entry in report.splits.items():
         lines.append(f"{split:<10} {entry['images']} images, {entry['groups']} groups")
     lines.append(f"duplicates {len(report.duplicates)} across splits")
+    if report.dicom.get("n_files"):
+        lines.append(f"dicom      {report.dicom['n_files']} file(s), {report.dicom['n_problems']} unusable")
     lines.append("status     " + ("ok" if report.ok else f"{len(report.problems)} problem(s)"))
     lines.extend(f"  - {problem}" for problem in report.problems)
     return "\n".join(lines)

@@ -17,6 +17,7 @@ from crs.cli.cache import cache, import_features
 from crs.cli.corruptions import corruptions
 from crs.cli.datasets import datasets
 from crs.cli.encoders import encoders_group
+from crs.cli.init import init
 from crs.cli.stages import STAGE_COMMANDS
 from crs.spec import SETTING_ATTRIBUTE
 
@@ -87,6 +88,7 @@ def cli(ctx: click.Context, debug: bool, verbose: int) -> None:
 
 for command in (*STAGE_COMMANDS, encoders_group, datasets, corruptions, cache, import_features, bench):
     cli.add_command(command)
+cli.add_command(init)
 
 
 def main() -> None:

@@ -149,7 +149,7 @@ def encoder_provenance(encoder: str, tasks: Sequence[str] = (), cache_root: Path
         source=str(fields.get("source") or getattr(spec, "source", "")),
         weights=describe_weights(weights),
         weights_digest=weights,
-        preprocessing=describe_preprocessing(preprocessing),
+        preprocessing=describe_preprocessing(preprocessing) + _canonical_decode(encoder, tasks, cache_root),
         pooling=str(fields.get("pooling") or getattr(spec, "pooling", "")),
         dim=fields.get("dim") or getattr(spec, "dim", None),
         license=getattr(spec, "license", ""),
@@ -174,6 +174,16 @@ def _cached_fields(encoder: str, tasks, cache_root) -> dict | None:
         except Exception:  # missing or damaged group: try the next task's store
             continue
     return None
+
+
+def _canonical_decode(encoder: str, tasks, cache_root) -> str:
+    """'; images decoded per task: derm 224 px crop, cxr 224 px pad' from each task's fingerprint fields."""
+    parts = []
+    for task in tasks:
+        fields = _cached_fields(encoder, [task], cache_root) or {}
+        if fields.get("image_fit"):
+            parts.append(f"{task} {fields.get('image_size', '?')} px {fields['image_fit']}")
+    return f"; images decoded per task: {', '.join(parts)} (crop | pad | squash)" if parts else ""
 
 
 def describe_weights(weights: str) -> str:
