@@ -112,3 +112,13 @@ def align_to_source(target: Dataset, source: Task) -> Dataset:
         lookup = np.asarray(mapping.source_index, dtype=np.int64)
         aligned = lookup[labels.astype(np.int64)]
     return dataclasses.replace(target, task=source, labels=aligned)
+
+
+def adopt_source_geometry(target: Dataset, source: Dataset) -> Dataset:
+    """Give a shift target its source's canonical size and fit mode, so the shift measured is the site's.
+
+    Stage 1 and the import of a shift target's sample table both apply this one rule.
+    """
+    target.image_size = source.image_size
+    target.fit = source.fit
+    return target
