@@ -73,7 +73,9 @@ class ReplicateWeights:
         return np.concatenate([block[:-1].T for block in self.blocks], axis=0).astype(np.float64)
 
 
-def prepare_weights(weights: np.ndarray | ReplicateWeights, block_bytes: int = DEFAULT_BLOCK_BYTES) -> ReplicateWeights:
+def prepare_weights(
+    weights: np.ndarray | ReplicateWeights, block_bytes: int = DEFAULT_BLOCK_BYTES
+) -> ReplicateWeights:
     """Check (B, N) non-negative finite weights and lay them out in replicate blocks.
 
     A block holds as many replicates as keep about three (cases x block) working arrays within
@@ -97,7 +99,9 @@ def prepare_weights(weights: np.ndarray | ReplicateWeights, block_bytes: int = D
     totals = weights.sum(axis=1, dtype=np.float64)
     exact_uint16 = whole and (n_boot == 0 or float(totals.max()) <= _UINT16_TOTAL)
     dtype = np.dtype(np.uint16) if exact_uint16 else np.dtype(np.float64)
-    block = int(max(1, min(max(n_boot, 1), _MAX_BLOCK, block_bytes // max(3 * (n_cases + 1) * dtype.itemsize, 1))))
+    block = int(
+        max(1, min(max(n_boot, 1), _MAX_BLOCK, block_bytes // max(3 * (n_cases + 1) * dtype.itemsize, 1)))
+    )
     blocks = []
     for start in range(0, n_boot, block):
         part = weights[start : start + block]
@@ -205,18 +209,28 @@ def _prefix_at(within: np.ndarray, carry: np.ndarray, place: tuple[np.ndarray, n
 
 
 def _block_auroc(
-    column: _SortedColumn, sides: _ClassSides, block: np.ndarray, other_weights: np.ndarray,
-    total_other: np.ndarray, block_total: np.ndarray,
+    column: _SortedColumn,
+    sides: _ClassSides,
+    block: np.ndarray,
+    other_weights: np.ndarray,
+    total_other: np.ndarray,
+    block_total: np.ndarray,
 ) -> np.ndarray:
     """(b,) AUROC of one sorted column under one block of replicates; NaN where a side weighs 0."""
     within, carry = _running_sums(block, column)
     total_scan = (
-        block_total - total_other if sides.covers_all else _prefix_at(within, carry, column.total)[0].astype(np.float64)
+        block_total - total_other
+        if sides.covers_all
+        else _prefix_at(within, carry, column.total)[0].astype(np.float64)
     )
     # twice the weighted count of (looked-up, summed) pairs with the summed case lower, ties one half
-    twice = 2.0 * np.einsum("ob,ob->b", _prefix_at(within, carry, column.below), other_weights, dtype=np.float64)
+    twice = 2.0 * np.einsum(
+        "ob,ob->b", _prefix_at(within, carry, column.below), other_weights, dtype=np.float64
+    )
     if len(column.tied):
-        tied_span = _prefix_at(within, carry, column.tied_not_above) - _prefix_at(within, carry, column.tied_below)
+        tied_span = _prefix_at(within, carry, column.tied_not_above) - _prefix_at(
+            within, carry, column.tied_below
+        )
         twice += np.einsum("ob,ob->b", tied_span, other_weights[column.tied], dtype=np.float64)
     pairs = total_scan * total_other
     numerator = 0.5 * twice if sides.scan_is_negative else pairs - 0.5 * twice
@@ -240,7 +254,9 @@ def _auroc_columns(
         key = np.packbits(positive).tobytes() + np.packbits(negative).tobytes()
         side_of_column.append(label_keys.setdefault(key, len(label_keys)))
     distinct = {index: columns[c] for c, index in reversed(list(enumerate(side_of_column)))}
-    sides = {index: _class_sides_of(positive, negative) for index, (_, positive, negative) in distinct.items()}
+    sides = {
+        index: _class_sides_of(positive, negative) for index, (_, positive, negative) in distinct.items()
+    }
     scorable = [c for c in range(len(columns)) if sides[side_of_column[c]] is not None]
 
     def sort(c: int) -> _SortedColumn:
@@ -261,7 +277,10 @@ def _auroc_columns(
                     shared[index] = (other_weights, other_weights.sum(axis=0, dtype=np.float64))
 
             def one(
-                c: int, block: np.ndarray = block, block_total: np.ndarray = block_total, shared: dict = shared
+                c: int,
+                block: np.ndarray = block,
+                block_total: np.ndarray = block_total,
+                shared: dict = shared,
             ) -> np.ndarray:
                 side = sides[side_of_column[c]]
                 assert side is not None
@@ -310,7 +329,9 @@ def weighted_auroc(
     if labels.ndim == 1:
         labels = np.repeat(labels[:, None], score_columns.shape[1], axis=1)
     if labels.shape != score_columns.shape:
-        raise AxisInputError(f"labels {labels.shape} do not fit scores {scores.shape}: give (N,) or one column per score")
+        raise AxisInputError(
+            f"labels {labels.shape} do not fit scores {scores.shape}: give (N,) or one column per score"
+        )
     known = labels[~np.isnan(labels)]
     if not np.isin(known, (0.0, 1.0)).all():
         raise AxisInputError("labels must hold 0, 1 or NaN (ignored)")
@@ -321,7 +342,9 @@ def weighted_auroc(
     return out if columns_2d else out[:, 0]
 
 
-def _class_sides(y: np.ndarray, scores: np.ndarray, kind: str) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+def _class_sides(
+    y: np.ndarray, scores: np.ndarray, kind: str
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """(scores, positive, negative) per class as :func:`crs.axes.per_class_auroc` defines them."""
     check_kind(kind)
     if kind == "binary":
@@ -423,7 +446,9 @@ def weighted_binned_ece(
     known_2d = (
         np.ones(confidence_2d.shape, dtype=bool)
         if known is None
-        else np.broadcast_to(np.asarray(known, dtype=bool).reshape(confidence_2d.shape[0], -1), confidence_2d.shape)
+        else np.broadcast_to(
+            np.asarray(known, dtype=bool).reshape(confidence_2d.shape[0], -1), confidence_2d.shape
+        )
     )
     n_cases, n_columns = confidence_2d.shape
     bins = _bin_index(np.where(known_2d, confidence_2d, 0.0), n_bins)
@@ -437,7 +462,9 @@ def weighted_binned_ece(
         gaps = (block_float @ design).reshape(-1, n_columns, n_bins)
         total = block_float @ known_float
         with np.errstate(invalid="ignore", divide="ignore"):
-            out[rows] = np.where(total > 0, np.abs(gaps).sum(axis=-1) / np.where(total > 0, total, 1.0), np.nan)
+            out[rows] = np.where(
+                total > 0, np.abs(gaps).sum(axis=-1) / np.where(total > 0, total, 1.0), np.nan
+            )
     return out if columns_2d else out[:, 0]
 
 
@@ -462,7 +489,9 @@ def weighted_ece(
     if kind == "multilabel":
         y_m, p_m = multilabel_pair(y, probs)
         known = ~np.isnan(y_m)
-        per_label = weighted_binned_ece(p_m, np.nan_to_num(y_m), weights, known, n_bins, block_bytes=block_bytes)
+        per_label = weighted_binned_ece(
+            p_m, np.nan_to_num(y_m), weights, known, n_bins, block_bytes=block_bytes
+        )
         return nanmean_classes(per_label)
     y_c, p_c = multiclass_pair(y, probs)
     correct = (p_c.argmax(axis=1) == y_c).astype(np.float64)

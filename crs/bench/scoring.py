@@ -107,7 +107,9 @@ class TaskTruth:
     shift_groups: np.ndarray | None
 
 
-def _labels_and_groups(kind: str, n_rows: int, n_outputs: int, images_per_group: float, rng: np.random.Generator):
+def _labels_and_groups(
+    kind: str, n_rows: int, n_outputs: int, images_per_group: float, rng: np.random.Generator
+):
     n_groups = max(1, round(n_rows / images_per_group))
     groups = np.sort(rng.integers(0, n_groups, n_rows))
     if kind == "multilabel":
@@ -125,7 +127,9 @@ def task_truth(task: TaskSize, seed: int) -> TaskTruth:
     labels, groups = _labels_and_groups(task.kind, task.n_test, task.n_outputs, task.images_per_group, rng)
     if not task.n_shift:
         return TaskTruth(labels, groups, None, None)
-    shift_labels, shift_groups = _labels_and_groups(task.kind, task.n_shift, task.n_outputs, task.images_per_group, rng)
+    shift_labels, shift_groups = _labels_and_groups(
+        task.kind, task.n_shift, task.n_outputs, task.images_per_group, rng
+    )
     return TaskTruth(labels, groups, shift_labels, shift_groups)
 
 
@@ -153,20 +157,28 @@ def encoder_predictions(
         patient = rng.normal(0.0, 0.6, (int(groups.max()) + 1, task.n_outputs)).astype(np.float32)[groups]
         base = patient + rng.normal(0.0, 1.0, (n_rows, task.n_outputs)).astype(np.float32)
         target = (
-            np.nan_to_num(labels, nan=0.0) * 2.0 - 1.0 if task.kind == "multilabel" else np.eye(task.n_outputs)[labels]
+            np.nan_to_num(labels, nan=0.0) * 2.0 - 1.0
+            if task.kind == "multilabel"
+            else np.eye(task.n_outputs)[labels]
         ).astype(np.float32)
         jitter = rng.normal(0.0, 0.3, (len(strength), n_rows, task.n_outputs)).astype(np.float32)
         return (strength[:, None, None] * target[None] + base[None] + jitter).transpose(1, 0, 2)
 
     lower = [f for f in size.fractions if f < max(size.fractions)]
     strengths = [signal]
-    strengths += [signal * (0.55 + 0.45 * (np.log10(f) + 2.0) / 2.0) for f in lower for _ in range(size.n_seeds)]
+    strengths += [
+        signal * (0.55 + 0.45 * (np.log10(f) + 2.0) / 2.0) for f in lower for _ in range(size.n_seeds)
+    ]
     sensitivity = 0.05 + 0.1 * rng.random()
     strengths += [signal * max(0.2, 1.0 - sensitivity * (1 + c % 5)) for c in range(task.n_conditions)]
-    probs = _probabilities(logits_for(truth.labels, truth.groups, np.array(strengths, dtype=np.float32)), task.kind)
+    probs = _probabilities(
+        logits_for(truth.labels, truth.groups, np.array(strengths, dtype=np.float32)), task.kind
+    )
     shift = None
     if truth.shift_labels is not None and truth.shift_groups is not None:
-        shift_logits = logits_for(truth.shift_labels, truth.shift_groups, np.array([0.8 * signal], dtype=np.float32))
+        shift_logits = logits_for(
+            truth.shift_labels, truth.shift_groups, np.array([0.8 * signal], dtype=np.float32)
+        )
         shift = _probabilities(shift_logits[:, 0], task.kind)
     return probs, shift
 
@@ -194,7 +206,12 @@ def condition_aurocs(
 
 
 def encoder_axis_errors(
-    aurocs: np.ndarray, ece: np.ndarray, shift: np.ndarray | None, seed_counts: np.ndarray, n_lower: int, n_seeds: int
+    aurocs: np.ndarray,
+    ece: np.ndarray,
+    shift: np.ndarray | None,
+    seed_counts: np.ndarray,
+    n_lower: int,
+    n_seeds: int,
 ) -> np.ndarray:
     """(B, 4) axis errors of one encoder on one task from its condition AUROCs (DESIGN section 7, absolute utilities)."""
     discrimination = aurocs[:, 0]
@@ -207,7 +224,9 @@ def encoder_axis_errors(
     return np.stack([1.0 - discrimination, ece, 1.0 - label_efficiency, 1.0 - robustness], axis=1)
 
 
-def draw_weights(labels: np.ndarray, groups: np.ndarray, kind: str, entropy: list[int], n_boot: int) -> ReplicateWeights:
+def draw_weights(
+    labels: np.ndarray, groups: np.ndarray, kind: str, entropy: list[int], n_boot: int
+) -> ReplicateWeights:
     """Unit weights (the point estimate) then ``n_boot`` group-level replicates, laid out for the weighted metrics."""
     counts = group_bootstrap(groups, labels, kind, seed=entropy).counts(range(n_boot))
     return prepare_weights(np.vstack([np.ones((1, len(labels)), dtype=counts.dtype), counts]))
@@ -265,11 +284,19 @@ def run(size: ScoringSize = PAPER, workers: int = 2, seed: int = 0) -> ScoringBe
     terms = 0.0
     for task_number, task in enumerate(size.tasks):
         truth = task_truth(task, seed)
-        weights = clock.run("draws", draw_weights, truth.labels, truth.groups, task.kind, [seed, task_number, 0], size.n_boot)
+        weights = clock.run(
+            "draws", draw_weights, truth.labels, truth.groups, task.kind, [seed, task_number, 0], size.n_boot
+        )
         shift_weights = None
         if truth.shift_labels is not None and truth.shift_groups is not None:
             shift_weights = clock.run(
-                "draws", draw_weights, truth.shift_labels, truth.shift_groups, task.kind, [seed, task_number, 1], size.n_boot
+                "draws",
+                draw_weights,
+                truth.shift_labels,
+                truth.shift_groups,
+                task.kind,
+                [seed, task_number, 1],
+                size.n_boot,
             )
         for e in range(size.n_encoders):
             start = time.perf_counter()
@@ -284,14 +311,19 @@ def run(size: ScoringSize = PAPER, workers: int = 2, seed: int = 0) -> ScoringBe
                     "auroc",
                     condition_aurocs, shift_probs[:, None, :], truth.shift_labels, task.kind, shift_weights, workers,
                 )[:, 0]  # fmt: skip
-            errors[:, e] += encoder_axis_errors(aurocs, ece, shift, seed_counts, n_lower, size.n_seeds) / len(size.tasks)
+            errors[:, e] += encoder_axis_errors(aurocs, ece, shift, seed_counts, n_lower, size.n_seeds) / len(
+                size.tasks
+            )
             clean_auroc[:, e] += aurocs[:, 0] / len(size.tasks)
             del probs, shift_probs
         del weights, shift_weights
 
     crs = clock.run("crs", lambda: crs_components(errors, 0)["crs"])
     rank_sets = clock.run(
-        "rank_sets", rank_confidence_sets, pd.Series(crs[0], index=encoders), pd.DataFrame(crs[1:], columns=encoders)
+        "rank_sets",
+        rank_confidence_sets,
+        pd.Series(crs[0], index=encoders),
+        pd.DataFrame(crs[1:], columns=encoders),
     )
     reversals = clock.run(
         "reversals",
@@ -347,7 +379,11 @@ def main(argv: list[str] | None = None) -> None:
     size = QUICK if args.quick else PAPER
     if args.encoders is not None or args.boot is not None:
         size = ScoringSize(
-            f"{size.name} (changed)", size.tasks, args.encoders or size.n_encoders, size.n_seeds, size.fractions,
+            f"{size.name} (changed)",
+            size.tasks,
+            args.encoders or size.n_encoders,
+            size.n_seeds,
+            size.fractions,
             args.boot or size.n_boot,
         )
     result = run(size, workers=args.workers)

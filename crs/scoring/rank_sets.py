@@ -77,9 +77,15 @@ def _decide_pairs(
 ) -> tuple[np.ndarray, list[float]]:
     """Which pairs are decided (|t| > c) by the max-|t| bootstrap, single step or stepping down."""
     certain = standard_errors <= _SE_FLOOR
-    t = np.where(certain, np.where(differences != 0.0, np.inf, 0.0), np.abs(differences) / np.where(certain, 1.0, standard_errors))
+    t = np.where(
+        certain,
+        np.where(differences != 0.0, np.inf, 0.0),
+        np.abs(differences) / np.where(certain, 1.0, standard_errors),
+    )
     with np.errstate(invalid="ignore", divide="ignore"):
-        t_boot = np.where(certain[None, :], 0.0, np.abs(deviations) / np.where(certain, 1.0, standard_errors)[None, :])
+        t_boot = np.where(
+            certain[None, :], 0.0, np.abs(deviations) / np.where(certain, 1.0, standard_errors)[None, :]
+        )
     decided = np.zeros(len(differences), dtype=bool)
     critical_values: list[float] = []
     while True:
@@ -115,12 +121,20 @@ def rank_confidence_sets(
         point = scores.to_numpy(dtype=np.float64)
     else:
         point = np.asarray(scores, dtype=np.float64)
-        names = [str(e) for e in encoders] if encoders is not None else [f"encoder_{j}" for j in range(len(point))]
+        names = (
+            [str(e) for e in encoders]
+            if encoders is not None
+            else [f"encoder_{j}" for j in range(len(point))]
+        )
     if isinstance(replicates, pd.DataFrame):
         missing = sorted(set(names) - {str(c) for c in replicates.columns})
         if missing:
-            raise ScoreInputError(f"bootstrap replicates lack encoders {missing}; pass one column per encoder")
-        boot = replicates.set_axis([str(c) for c in replicates.columns], axis=1)[names].to_numpy(dtype=np.float64)
+            raise ScoreInputError(
+                f"bootstrap replicates lack encoders {missing}; pass one column per encoder"
+            )
+        boot = replicates.set_axis([str(c) for c in replicates.columns], axis=1)[names].to_numpy(
+            dtype=np.float64
+        )
     else:
         boot = np.asarray(replicates, dtype=np.float64)
     if boot.ndim != 2 or boot.shape[1] != len(point) or len(names) != len(point):
@@ -130,7 +144,9 @@ def rank_confidence_sets(
     if len(boot) < 2:
         raise ScoreInputError(f"rank sets need at least 2 bootstrap replicates, got {len(boot)}")
     if not (np.isfinite(point).all() and np.isfinite(boot).all()):
-        raise ScoreInputError("scores or replicates contain NaN or infinity; score every encoder in every replicate")
+        raise ScoreInputError(
+            "scores or replicates contain NaN or infinity; score every encoder in every replicate"
+        )
     if not 0.0 < alpha < 1.0:
         raise ScoreInputError(f"alpha must lie in (0, 1), got {alpha}")
 

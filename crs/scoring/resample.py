@@ -44,7 +44,9 @@ def group_strata(groups: np.ndarray, labels: np.ndarray, kind: str) -> np.ndarra
     groups = np.asarray(groups)
     labels = np.asarray(labels)
     if len(groups) != len(labels):
-        raise ResampleError(f"{len(groups)} group ids for {len(labels)} label rows; give one group id per test row")
+        raise ResampleError(
+            f"{len(groups)} group ids for {len(labels)} label rows; give one group id per test row"
+        )
     _, group_index = np.unique(groups, return_inverse=True)
     group_index = group_index.ravel()
     n_groups = int(group_index.max()) + 1 if len(group_index) else 0
@@ -97,7 +99,11 @@ class GroupBootstrap:
         replicates = list(replicates)
         # groups sorted by stratum; each stratum is a contiguous run [start, start + size)
         by_stratum = np.argsort(self.group_stratum, kind="stable")
-        sizes = np.bincount(self.group_stratum)[np.unique(self.group_stratum)] if self.n_groups else np.zeros(0, int)
+        sizes = (
+            np.bincount(self.group_stratum)[np.unique(self.group_stratum)]
+            if self.n_groups
+            else np.zeros(0, int)
+        )
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
         slot_start = np.repeat(starts, sizes)
         slot_size = np.repeat(sizes, sizes).astype(np.float64)

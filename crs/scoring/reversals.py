@@ -58,7 +58,9 @@ class Reversals:
             "n_pairs": self.n_pairs,
             "n_reversed": self.n_reversed,
             "n_robust": self.n_robust,
-            "robust_pairs": [list(p) for p in self.pairs.loc[self.pairs["robust"], ["first", "second"]].to_numpy()],
+            "robust_pairs": [
+                list(p) for p in self.pairs.loc[self.pairs["robust"], ["first", "second"]].to_numpy()
+            ],
             "kendall_tau": self.kendall_tau,
             "mean_abs_displacement": self.mean_abs_displacement,
             "count_mean": float(np.mean(self.replicate_counts)),
@@ -81,9 +83,13 @@ def _as_frame(replicates: pd.DataFrame | np.ndarray, names: list[str], what: str
     else:
         array = np.asarray(replicates, dtype=np.float64)
     if array.ndim != 2 or array.shape[1] != len(names):
-        raise ScoreInputError(f"{what} replicates must be (replicates, {len(names)} encoders), got shape {array.shape}")
+        raise ScoreInputError(
+            f"{what} replicates must be (replicates, {len(names)} encoders), got shape {array.shape}"
+        )
     if not np.isfinite(array).all():
-        raise ScoreInputError(f"{what} replicates contain NaN or infinity; score every encoder in every replicate")
+        raise ScoreInputError(
+            f"{what} replicates contain NaN or infinity; score every encoder in every replicate"
+        )
     return array
 
 
@@ -97,7 +103,9 @@ def opposite_count(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return ((a * b) < 0).sum(axis=-1)
 
 
-def noise_baseline(replicates: np.ndarray, quantiles: tuple[float, float] = NOISE_QUANTILES) -> tuple[float, float, float]:
+def noise_baseline(
+    replicates: np.ndarray, quantiles: tuple[float, float] = NOISE_QUANTILES
+) -> tuple[float, float, float]:
     """Mean and quantiles of the pairs replicate b and replicate b + B/2 order oppositely (disjoint, independent draws)."""
     half = len(replicates) // 2
     if half < 1:
@@ -139,7 +147,9 @@ def auroc_crs_reversals(
         )
 
     i, j = np.triu_indices(len(names), k=1)
-    swap = (auroc_point[j] > auroc_point[i]) | ((auroc_point[j] == auroc_point[i]) & (np.array(names)[j] < np.array(names)[i]))
+    swap = (auroc_point[j] > auroc_point[i]) | (
+        (auroc_point[j] == auroc_point[i]) & (np.array(names)[j] < np.array(names)[i])
+    )
     first, second = np.where(swap, j, i), np.where(swap, i, j)
     auroc_orders = pair_orders(auroc_boot, first, second)
     crs_orders = pair_orders(crs_boot, first, second)

@@ -54,7 +54,9 @@ def test_ties_count_one_half():
     # one positive and one negative at the same score; a second negative below both
     scores, y = np.array([0.5, 0.5, 0.2]), np.array([1, 0, 0])
     # unit: (tie 1/2 + win 1) / 2 = 0.75; weights (1, 3, 1): (3 x 1/2 + 1) / 4 = 0.625
-    assert weighted_auroc(scores, y, np.array([[1, 1, 1], [1, 3, 1]])) == pytest.approx([0.75, 0.625], abs=EXACT)
+    assert weighted_auroc(scores, y, np.array([[1, 1, 1], [1, 3, 1]])) == pytest.approx(
+        [0.75, 0.625], abs=EXACT
+    )
 
 
 def test_a_side_without_weight_is_nan_not_zero():
@@ -141,9 +143,14 @@ def test_unit_weights_equal_crs_axes(kind, case):
     y, probs = _cases(kind, rng, int(rng.integers(20, 300)))
     unit = np.ones((1, len(y)))
     np.testing.assert_allclose(
-        weighted_per_class_auroc(y, probs, kind, unit)[0], axes.per_class_auroc(y, probs, kind), atol=EXACT, equal_nan=True
+        weighted_per_class_auroc(y, probs, kind, unit)[0],
+        axes.per_class_auroc(y, probs, kind),
+        atol=EXACT,
+        equal_nan=True,
     )
-    assert weighted_macro_auroc(y, probs, kind, unit)[0] == pytest.approx(axes.auroc(y, probs, kind), abs=EXACT)
+    assert weighted_macro_auroc(y, probs, kind, unit)[0] == pytest.approx(
+        axes.auroc(y, probs, kind), abs=EXACT
+    )
     assert weighted_ece(y, probs, kind, unit)[0] == pytest.approx(axes.ece(y, probs, kind), abs=EXACT)
     if kind in ("multiclass", "multilabel"):
         assert np.isnan(weighted_per_class_auroc(y, probs, kind, unit)[0, -1])  # absent: NaN, not 0

@@ -31,7 +31,9 @@ def test_shares_counts_and_interval_by_hand():
     # (a, b) and (a, c) reversed in r0, r1, r3 -> 3 / 4; (b, c) only in r3 -> 1 / 4
     assert pairs.loc[("a", "b"), "p_reversed"] == 0.75 and pairs.loc[("a", "c"), "p_reversed"] == 0.75
     assert pairs.loc[("b", "c"), "p_reversed"] == 0.25
-    assert (pairs["p_opposite"] == 0).all()  # AUROC never flips, so every reversal has the point's orientation
+    assert (
+        pairs["p_opposite"] == 0
+    ).all()  # AUROC never flips, so every reversal has the point's orientation
     assert pairs["reversed"].tolist() == [True, True, False]
     assert result.n_reversed == 2 and result.n_pairs == 3
     assert result.n_robust == 2  # held in >= 75 % of replicates
