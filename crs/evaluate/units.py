@@ -25,7 +25,7 @@ from crs.spec import Spec
 
 log = logging.getLogger("crs.probe")
 
-RECORDS_FORMAT = 2
+RECORDS_FORMAT = 3
 """Bump when what a unit writes changes (columns, predictions), so incremental runs refit stale units."""
 
 
@@ -146,6 +146,9 @@ def run_unit(unit: ProbeUnit, cache_root: Path, settings: ProbeSettings) -> Unit
             predictions[artifacts.SUBSET_FRACTION] = np.array([f for f, _, _ in subsets], dtype=np.float64)
             predictions[artifacts.SUBSET_SEED] = np.array([seed for _, seed, _ in subsets], dtype=np.int64)
             predictions[artifacts.FULL_SEEDS] = predictions[artifacts.SUBSET_SEED][full]
+    predictions[artifacts.CLEAN_GROUPS] = table.groups[test].astype(str)  # the bootstrap resamples patients
+    if unit.target:
+        predictions[artifacts.SHIFT_GROUPS] = target_table.groups[target_rows].astype(str)
     return UnitResult(pd.DataFrame(rows), predictions)
 
 
