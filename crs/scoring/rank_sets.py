@@ -17,7 +17,7 @@ countries"; the R package csranks implements it), here fed by our own bootstrap 
 
 The leading tier is every encoder whose set contains rank 1: the encoders no other encoder is
 decided better than. It replaces "the leader and those a Holm test cannot separate from it", which
-picked the leader after looking at the data (docs/decisions/0006-bootparts-rank-confidence-sets.md).
+picked the leader after looking at the data (docs/decisions/0009-rank-confidence-sets.md).
 P(rank = 1), the share of replicates in which an encoder scores highest (ties split), is reported
 beside it; it is a description of the bootstrap, not a confidence statement.
 """

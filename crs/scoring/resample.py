@@ -13,7 +13,7 @@ whole groups in one split; for multilabel tasks the label with the most positive
 group's images (ties to the first label), or "no positive". A stratum of n groups is resampled n
 times, so class shares stay near their test-set values and a macro AUROC seldom loses a class.
 Strata with a single group are pooled (a lone group in its own stratum would be drawn exactly once
-in every replicate and add no variance). See docs/decisions/0005-bootparts-group-level-bootstrap.md.
+in every replicate and add no variance). See docs/decisions/0008-group-level-bootstrap.md.
 
 Every replicate has its own random stream (``SeedSequence(seed, spawn_key=(replicate,))``), so the
 draws do not depend on the block size and any block can be recomputed alone. The counts are shared
