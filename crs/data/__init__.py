@@ -82,14 +82,18 @@ DATASET_DESCRIPTIONS: dict[str, str] = {
 }
 
 
-def load_dataset(name: str, root: Path | str, **options: Any) -> Dataset:
-    """Load a data set by loader name, with a clear error for an unknown name."""
+def load_dataset(loader: str, root: Path | str, /, **options: Any) -> Dataset:
+    """Load a data set by loader name, with a clear error for an unknown name.
+
+    ``loader`` and ``root`` are positional-only so a loader option called ``name`` (the ``folder``
+    loader's data set name) reaches the loader instead of colliding with them.
+    """
     try:
-        loader = DATASET_LOADERS[name]
+        load = DATASET_LOADERS[loader]
     except KeyError:
         known = ", ".join(sorted(DATASET_LOADERS))
-        raise DataError(f"unknown data set loader {name!r}; known loaders: {known}") from None
-    return loader(Path(root), **options)
+        raise DataError(f"unknown data set loader {loader!r}; known loaders: {known}") from None
+    return load(Path(root), **options)
 
 
 def load_entry(entry: DatasetEntry, **extra: object) -> Dataset:
