@@ -144,15 +144,15 @@ def _labels(task: PaperTask, n: int, rng: np.random.Generator) -> np.ndarray:
     """Labels drawn from the prevalences; the first rows cycle through every class (or label) so each
     split holds a few of each, as the label-fraction floors need."""
     if task.kind == "multilabel":
-        labels = (rng.random((n, len(task.classes))) < np.asarray(task.prevalence)).astype(np.float32)
+        present = (rng.random((n, len(task.classes))) < np.asarray(task.prevalence)).astype(np.float32)
         for j in range(len(task.classes)):
-            labels[4 * j: 4 * j + 2, j], labels[4 * j + 2: 4 * j + 4, j] = 1.0, 0.0
-        return labels
+            present[4 * j: 4 * j + 2, j], present[4 * j + 2: 4 * j + 4, j] = 1.0, 0.0
+        return present
     p = np.asarray(task.prevalence) / np.sum(task.prevalence)
-    labels = rng.choice(len(task.classes), size=n, p=p)
+    codes = rng.choice(len(task.classes), size=n, p=p)
     head = min(n, 4 * len(task.classes))
-    labels[:head] = np.arange(head) % len(task.classes)
-    return labels.astype(np.int64)
+    codes[:head] = np.arange(head) % len(task.classes)
+    return codes.astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,9 @@ def task_table(task: PaperTask, size: TaskSize, seed: int, shift: bool = False) 
     prefix = task.shift[0] if shift and task.shift else task.name
     parts = [("test", size.shift_images)] if shift else [
         ("train", size.n_images - size.n_val - size.n_test), ("val", size.n_val), ("test", size.n_test)]
-    splits, groups, labels = [], [], []
+    splits: list[np.ndarray] = []
+    groups: list[np.ndarray] = []
+    labels: list[np.ndarray] = []
     for split, count in parts:
         sizes = _group_sizes(count, task.max_group, rng)
         first = sum(len(g) for g in groups)
@@ -288,7 +290,7 @@ def corrupt(clean_test: np.ndarray, task: PaperTask, encoder: int, condition: st
     rng = np.random.default_rng([seed, TASKS.index(task), encoder, zlib.crc32(corruption.encode()), int(severity)])
     weight = 0.12 * int(severity) * robustness * rng.uniform(0.5, 1.5)
     noisy = clean_test + weight * rng.standard_normal(clean_test.shape, dtype=np.float32)
-    noisy += weight * rng.standard_normal(clean_test.shape[1]).astype(np.float32)
+    noisy += weight * rng.standard_normal((1, clean_test.shape[1]), dtype=np.float32)
     return noisy
 
 

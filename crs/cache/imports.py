@@ -310,6 +310,11 @@ class _Staging:
 
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
+        for folder in (self.path.parent, self.path.parent.parent):  # <dataset>/, then .crs-staging/, when empty
+            try:
+                folder.rmdir()
+            except OSError:
+                break
 
 
 def _folder(group: zarr.Group) -> Path:
