@@ -530,11 +530,22 @@ def per_unit(folder: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def fifteen_encoders(stages: Sequence[StageCost], startup: StageCost, encoders: int) -> dict[str, float]:
-    """Each stage's wall seconds for 15 encoders: (measured - start-up) / N x 15 + start-up."""
+def fifteen_encoders(stages: Sequence[StageCost], startup: StageCost, encoders: int,
+                     units: Sequence[dict[str, Any]] = ()) -> dict[str, float]:
+    """Each stage's wall seconds for 15 encoders: (measured - start-up) / N x 15 + start-up.
+
+    With per-unit costs (``probe_costs.csv``) also ``probe_from_units``: 15 units per task at the
+    task's mean unit wall time, divided by the parallelism this run reached (the sum of its unit
+    times over the probe stage's wall time less start-up). Not added into ``total``.
+    """
     base = startup.wall_s
     totals = {s.stage: base + max(s.wall_s - base, 0.0) / encoders * PAPER_ENCODERS for s in stages}
     totals["total"] = sum(totals.values())
+    probe = next((s for s in stages if s.stage == "probe"), None)
+    if probe is not None and units and all("mean_wall_s" in u for u in units):
+        unit_seconds = sum(u["mean_wall_s"] * u["units"] for u in units)
+        parallel = max(unit_seconds / max(probe.wall_s - base, 1e-9), 1.0)
+        totals["probe_from_units"] = base + sum(u["mean_wall_s"] * PAPER_ENCODERS for u in units) / parallel
     return totals
 
 
@@ -570,9 +581,10 @@ def run(config: PaperScaleConfig, json_out: bool = False, echo=print) -> PaperSc
             if cost.returncode != 0:
                 break
         jobs = str(Benchmark(spec).spec.probe.jobs if config.jobs is None else config.jobs)
+        units = per_unit(work / "out")
         result = PaperScaleResult(
-            dataclasses.asdict(config), sizes, prepared, startup, tuple(stages), per_unit(work / "out"),
-            fifteen_encoders(stages, startup, config.encoders), jobs,
+            dataclasses.asdict(config), sizes, prepared, startup, tuple(stages), units,
+            fifteen_encoders(stages, startup, config.encoders, units), jobs,
         )
     finally:
         if not config.keep:
@@ -634,9 +646,12 @@ def format_result(result: PaperScaleResult) -> str:
                          f"{_gib(unit.get('max_peak_rss_bytes', 0))}")
     else:
         lines.append("  per unit: no probe_costs.csv in the run folder (crs probe of this version does not write it)")
-    totals = result.total_15
+    totals = dict(result.total_15)
+    from_units = totals.pop("probe_from_units", None)
     lines.append(f"  {PAPER_ENCODERS} encoders (measured per-encoder cost x {PAPER_ENCODERS}): " + ", ".join(
         f"{stage} {seconds / 60:.1f} min" for stage, seconds in totals.items()))
+    if from_units is not None:
+        lines.append(f"  probe for {PAPER_ENCODERS} encoders from the per-unit costs: {from_units / 60:.1f} min")
     return "\n".join(lines)
 
 

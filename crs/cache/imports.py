@@ -126,11 +126,29 @@ def _examples(values) -> str:
     return ", ".join(repr(v) for v in shown) + (", ..." if len(values) > 3 else "")
 
 
-def expected_rows(table: SampleTable, condition: str) -> tuple[np.ndarray, str]:
+@dataclass(frozen=True)
+class _Rows:
+    """The part of the sample table an import needs: the data set's name, ids and splits."""
+
+    name: str
+    ids: np.ndarray
+    splits: np.ndarray
+
+    @staticmethod
+    def read(store: FeatureStore) -> _Rows:
+        attrs: Any = store.root.attrs
+        if "id_digest" not in attrs:
+            raise CacheError(f"{store.path} has no sample table; run `crs extract` first or give the spec")
+        # zarr hands back numpy's variable-width StringDType; fixed-width str is what the rest compares with
+        ids, splits = (np.array(np.asarray(child_array(store.root, key)[:]).tolist(), dtype=str) for key in ("ids", "splits"))
+        return _Rows(str(attrs["dataset"]), ids, splits)
+
+
+def expected_rows(table: SampleTable | _Rows, condition: str) -> tuple[np.ndarray, str]:
     """The ids an array of ``condition`` holds, in store order, and how to name that set in errors."""
     if condition == "clean":
         return table.ids, f"data set {table.name!r}"
-    return table.ids[table.indices("test")], f"the test split of data set {table.name!r}"
+    return table.ids[table.splits == "test"], f"the test split of data set {table.name!r}"
 
 
 def match_rows(opened: FeatureFile, expected_ids: np.ndarray, source: str, target: str) -> np.ndarray:
@@ -377,7 +395,13 @@ class _Current:
     group: zarr.Group
     fields: dict[str, Any]
     provenance: dict[str, dict[str, str]]  # every condition: as created plus appended
-    arrays: tuple[str, ...]
+
+    def holds(self, name: str) -> bool:
+        """Whether the group has an array ``name`` (a look at its folder: listing every member is slow)."""
+        return (_folder(self.group) / name / "zarr.json").is_file()
+
+    def arrays(self, store: FeatureStore, encoder: str) -> list[str]:
+        return store.feature_array_names(encoder, self.fingerprint)
 
 
 def _current_group(store: FeatureStore, encoder: str, dim: int) -> tuple[str | None, _Current | None]:
@@ -395,8 +419,7 @@ def _current_group(store: FeatureStore, encoder: str, dim: int) -> tuple[str | N
     if not fields.get("imported") or not same_rows or int(fields.get("dim", -1)) != dim:
         return current, None  # extracted features, another image list or another dim: start afresh
     provenance = {**dict(fields.get("conditions", {})), **dict(cast(dict, group.attrs.get("appended", {})))}
-    arrays = tuple(store.feature_array_names(encoder, current))
-    return current, _Current(current, group, fields, provenance, arrays)
+    return current, _Current(current, group, fields, provenance)
 
 
 def _identity_fields(encoder: str, dim: int, store: FeatureStore, origin: dict[str, Any]) -> dict[str, Any]:
@@ -453,7 +476,7 @@ def import_features(
         raise FeatureImportError(f"encoder name {encoder!r} must be letters, digits, '_', '-' or '.'")
     conditions = _conditions_to_import(path, condition, ids_path)
     store = _open_store(cache_root, dataset)
-    table = store.read_table()
+    table = _Rows.read(store)
     if table.name != dataset:
         raise CacheError(f"{store.path} holds data set {table.name!r}, not {dataset!r}")
 
@@ -479,7 +502,7 @@ def import_features(
         try:
             kept, staged = [], []
             for name in conditions:
-                if current is not None and name in current.arrays and current.provenance.get(name, {}).get(
+                if current is not None and current.holds(name) and current.provenance.get(name, {}).get(
                         "sha256") == file_digest:
                     kept.append(name)  # the same file again: nothing to read
                     continue
@@ -487,7 +510,7 @@ def import_features(
                 source = path.name if len(conditions) == 1 else f"{path.name} [{name}]"
                 with open_feature_file(path, name, ids_path) as opened:
                     done = staging.stage(opened, name, orders[name], expected, chunk_rows, source, provenance)
-                if current is not None and name in current.arrays and content_digest(current.group, name) == done.digest:
+                if current is not None and current.holds(name) and content_digest(current.group, name) == done.digest:
                     kept.append(name)  # the same features from another file
                     continue
                 staged.append(done)
@@ -511,7 +534,7 @@ def _commit(store: FeatureStore, dataset: str, encoder: str, dim: int, path: Pat
     if not staged:
         assert current is not None  # with no current group every condition is staged
         return result(current.fingerprint, ())
-    replaced = [s for s in staged if current is not None and s.condition in current.arrays]
+    replaced = [s for s in staged if current is not None and current.holds(s.condition)]
     if current is not None and not replaced:  # only new conditions: an append, the fingerprint stays
         for item in staged:
             _move_array(staging, current.group, item.condition)
@@ -524,7 +547,7 @@ def _commit(store: FeatureStore, dataset: str, encoder: str, dim: int, path: Pat
     carried: dict[str, dict[str, str]] = {}
     if current is not None:
         new_names = {s.condition for s in staged}
-        for name in current.arrays:
+        for name in current.arrays(store, encoder):
             if name in new_names:
                 continue
             digest = content_digest(current.group, name)

@@ -103,6 +103,33 @@ def test_cli_runs_every_stage_and_deletes_its_work_folder(tmp_path):
         assert stage["returncode"] == 0 and stage["wall_s"] > 0 and stage["peak_tree_rss_bytes"] > 0
     assert outcome["prepare"]["imports"] == 20 and outcome["sizes"]["chexpert"]["conditions"] == 2
     totals = outcome["total_15"]
-    assert set(totals) == {"probe", "score", "report", "total"}
+    assert {"probe", "score", "report", "total"} <= set(totals) <= {"probe", "score", "report", "total", "probe_from_units"}
     assert totals["total"] == pytest.approx(totals["probe"] + totals["score"] + totals["report"])
     assert not work.exists()
+
+
+def test_fifteen_encoder_totals_scale_the_measured_cost_per_encoder():
+    """Derivable by hand: start-up 2 s; probe 22 s for 2 encoders -> 2 + 20 / 2 x 15 = 152 s. Per-unit costs:
+    2 units of 4 s and 2 of 6 s took 20 s less start-up, so parallelism 1; 15 x (4 + 6) = 150 s + 2 s."""
+    from crs.bench.paper_scale import StageCost, fifteen_encoders
+
+    startup = StageCost("startup", 2.0, 1.0, 0, 0, 0)
+    stages = [StageCost("probe", 22.0, 20.0, 0, 0, 0), StageCost("score", 4.0, 3.0, 0, 0, 0)]
+    units = [{"task": "a", "units": 2, "mean_wall_s": 4.0}, {"task": "b", "units": 2, "mean_wall_s": 6.0}]
+    totals = fifteen_encoders(stages, startup, 2, units)
+    assert totals["probe"] == pytest.approx(152.0) and totals["score"] == pytest.approx(2 + 2 / 2 * 15)
+    assert totals["total"] == pytest.approx(152.0 + 17.0)
+    assert totals["probe_from_units"] == pytest.approx(152.0)
+
+
+def test_per_unit_figures_come_from_probe_costs_csv(tmp_path):
+    from crs.bench.paper_scale import per_unit
+
+    assert per_unit(tmp_path) == []  # crs probe without per-unit costs: nothing to read
+    (tmp_path / "probe_costs.csv").write_text(
+        "encoder,task,wall_s,cpu_s,peak_rss_bytes\nenc00,isic2019,10,9,100\nenc01,isic2019,14,12,300\n"
+        "enc00,chexpert,100,90,2000\n")
+    rows = {row["task"]: row for row in per_unit(tmp_path)}
+    assert rows["isic2019"] == {"task": "isic2019", "units": 2, "mean_wall_s": 12.0, "mean_cpu_s": 10.5,
+                                "max_peak_rss_bytes": 300}
+    assert rows["chexpert"]["units"] == 1 and rows["chexpert"]["max_peak_rss_bytes"] == 2000
