@@ -23,7 +23,7 @@ from crs.bench.paper_scale import (
 from crs.cache.store import FeatureStore, store_path
 from crs.cli.main import cli
 
-TINY = PaperScaleConfig(encoders=2, scale=0.01, dim=16, max_corruptions=1, severities=(1, 5), n_boot=20)
+TINY = PaperScaleConfig(encoders=2, scale=0.01, dim=64, max_corruptions=1, severities=(1, 5), n_boot=20)
 
 
 def test_full_size_has_the_paper_counts():
