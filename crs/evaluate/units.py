@@ -151,7 +151,10 @@ def run_unit(unit: ProbeUnit, cache_root: Path, settings: ProbeSettings) -> Unit
 
 def probe_settings(spec: Spec) -> ProbeSettings:
     p = spec.probe
-    return ProbeSettings(p.label_fractions, p.seeds, p.Cs, p.backend, p.family, p.selection, p.min_per_class)
+    return ProbeSettings(
+        label_fractions=p.label_fractions, seeds=p.seeds, Cs=p.grid, backend=p.backend, family=p.family,
+        selection=p.selection, min_per_class=p.min_per_class,
+    )
 
 
 def probe_units(spec: Spec) -> list[ProbeUnit]:

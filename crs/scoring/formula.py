@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
-AXES = ("discrimination", "calibration", "label_efficiency", "robustness")
-COMPONENTS = ("dominance", "balance", "worst_axis")
+from crs.spec import AXES, COMPONENTS
+
 DEFAULT_EPSILON = 1e-3
 """Floor on every axis error before the reference ratio (see docs/decisions/0002-error-floor.md)."""
 
