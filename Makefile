@@ -25,7 +25,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 # `make bench PAPER_SCALE=1` (or `make bench-paper`) adds the paper-scale stage-2 benchmark: about
-# 6.5 GB of disk per encoder, deleted at the end; PAPER_ENCODERS sets how many encoders it generates.
+# 6.6 GB of disk per encoder, deleted at the end; PAPER_ENCODERS sets how many encoders it generates.
 PAPER_ENCODERS ?= 2
 bench: $(STAMP)
 	$(BIN)/crs bench all

@@ -53,6 +53,7 @@ from crs.cache.store import (
 from crs.cache.writer import CHECKSUM_SUFFIX, DONE_SUFFIX, ChunkedFeatureArray, fsync_file
 from crs.data import load_entry
 from crs.data.check import FILE_LOADERS
+from crs.data.shift import adopt_source_geometry
 from crs.spec import load_spec
 
 __all__ = [
@@ -595,8 +596,8 @@ def write_table_from_spec(spec_path: Path | str, dataset: str, cache_root: Path 
         raise FeatureImportError(f"data set {dataset!r} is not in {spec_path}; it names {sorted(entries)}")
     entry, source_entry = entries[dataset]
     loaded = _table_only(entry)
-    if source_entry is not None:  # a shift target takes its source's canonical size, as in `crs extract`
-        loaded.image_size = _table_only(source_entry).image_size
+    if source_entry is not None:  # a shift target takes its source's size and fit mode, as in `crs extract`
+        loaded = adopt_source_geometry(loaded, _table_only(source_entry))
 
     path = store_path(cache_root, dataset)
     with WriterLock(layout_lock_path(path), purpose="write the sample table", wait=True):

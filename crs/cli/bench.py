@@ -6,6 +6,7 @@ import click
 
 from crs.bench import corruptions as corruptions_bench
 from crs.bench import extract as extract_bench
+from crs.bench import paper_scale as paper_scale_bench
 from crs.bench import probes as probes_bench
 
 
@@ -70,17 +71,16 @@ def paper_scale(encoders: int, scale: float, dim: int, max_corruptions: int | No
     shift target) at their real sizes, imports them as a user would, then measures wall, CPU and
     peak RSS of each stage in its own process. Full size needs about 6.5 GB of disk per encoder.
     """
-    from crs.bench.paper_scale import PaperScaleConfig, run
-
     try:
         levels = tuple(int(level) for level in severities.split(",") if level.strip())
     except ValueError:
         raise click.BadParameter(f"{severities!r} is not a comma-separated list of severities",
                                  param_hint="--severities") from None
-    config = PaperScaleConfig(encoders=encoders, scale=scale, dim=dim, severities=levels,
-                              max_corruptions=max_corruptions, n_boot=n_boot, jobs=jobs, workdir=workdir, keep=keep,
-                              in_process=in_process)
-    run(config, json_out=as_json, echo=click.echo)
+    config = paper_scale_bench.PaperScaleConfig(encoders=encoders, scale=scale, dim=dim, severities=levels,
+                                                max_corruptions=max_corruptions, n_boot=n_boot, jobs=jobs,
+                                                workdir=workdir, keep=keep,
+                                                in_process=in_process)
+    paper_scale_bench.run(config, json_out=as_json, echo=click.echo)
 
 
 @bench.command("all")
