@@ -24,7 +24,7 @@ there. The 15-encoder figure is each stage's measured cost per encoder times 15 
 start-up once), a measurement of per-unit cost times units, not a fit to smaller sizes.
 
 ``--scale`` multiplies every row count (for quick runs); ``--keep`` keeps the work folder (cache,
-run folder, spec), which is otherwise deleted. Full size needs about 6.5 GB of disk per encoder.
+run folder, spec), which is otherwise deleted. Full size needs about 6.6 GB of disk per encoder.
 """
 
 from __future__ import annotations

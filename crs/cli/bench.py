@@ -69,7 +69,7 @@ def paper_scale(encoders: int, scale: float, dim: int, max_corruptions: int | No
 
     Generates features with planted signal for ISIC 2019, APTOS 2019 and CheXpert (+ a MIMIC-CXR-sized
     shift target) at their real sizes, imports them as a user would, then measures wall, CPU and
-    peak RSS of each stage in its own process. Full size needs about 6.5 GB of disk per encoder.
+    peak RSS of each stage in its own process. Full size needs about 6.6 GB of disk per encoder.
     """
     try:
         levels = tuple(int(level) for level in severities.split(",") if level.strip())
