@@ -77,7 +77,8 @@ def _only_store_with(cache_root: str, encoder: str) -> str:
 @click.option("--ids", "ids_path", type=click.Path(dir_okay=False), default=None,
               help="Row ids of FILE: text (one per line) or CSV with an 'id' column. Needed for .npy.")
 @click.option("--spec", "spec_path", type=click.Path(dir_okay=False), default=None,
-              help="Write the data set's sample table from this spec first (no images decoded).")
+              help="Write the data set's sample table from this spec first (reads its CSV only; "
+                   "the images need not be on this machine).")
 @click.option("--cache", "cache_root", default=None, type=click.Path(file_okay=False),
               help="Cache root folder [default: the spec's cache with --spec, else 'cache'].")
 def import_features(file: str, dataset: str, encoder: str, condition: str, ids_path: str | None,
@@ -85,7 +86,9 @@ def import_features(file: str, dataset: str, encoder: str, condition: str, ids_p
     """Store features computed elsewhere (.npy + --ids, .npz, .h5) in the cache under ENCODER.
 
     Rows are matched to the data set by id; missing, extra or repeated ids, NaN or infinite values
-    and wrong row counts are refused. The new group becomes ENCODER's current one.
+    and wrong row counts are refused. The file is read in row blocks (memory stays bounded whatever
+    its size). A condition ENCODER's group lacks is added to it; other features for a condition it
+    holds make a new group (new fingerprint) that becomes ENCODER's current one.
     """
     if spec_path is not None:  # the table lands in the spec's cache unless --cache names another
         cache_root = str(write_table_from_spec(spec_path, dataset, cache_root).parent)
