@@ -11,7 +11,7 @@ are not in the store's order go through a spill file there first (written at the
 then read back in chunk order). Only a fully written and checked condition is moved (renamed) into
 the store, so a refused or interrupted import changes nothing that stage 2 reads.
 
-Groups and fingerprints (decision record ``docs/decisions/0010-imported-groups-append.md``):
+Groups and fingerprints (decision record ``docs/decisions/0016-imported-groups-append.md``):
 an imported group's fingerprint hashes its identity fields and the conditions it was created with
 (file name, file sha256 and a content digest each). Adding a condition the group lacks is an
 append: the array is moved into the current group, its fingerprint stays, and the condition is
