@@ -250,10 +250,11 @@ def parse_spec(data: dict[str, Any], base: Path = Path(".")) -> Spec:
         "score", ScoreConfig, score_table, {},
         {"reference_encoder": "str", "n_boot": "int", "seed": "int", "case_bootstrap": "bool"},
     )
-    reference = score.reference_encoder or encoders[0].name
-    if reference not in [e.name for e in encoders]:
+    reference = score.reference_encoder or "median"  # the cohort-median encoder (docs/crs.md)
+    if reference != "median" and reference not in [e.name for e in encoders]:
         raise SpecError(
-            f"score: reference_encoder {reference!r} is not among the encoders {[e.name for e in encoders]}"
+            f"score: reference_encoder {reference!r} is not among the encoders {[e.name for e in encoders]} "
+            "(or \"median\")"
         )
     score = ScoreConfig(reference, weights, score.n_boot, score.seed, score.case_bootstrap)
 

@@ -26,7 +26,7 @@ def test_defaults_and_relative_paths(tmp_path):
     spec = parse_spec(_minimal(), base=tmp_path)
     assert spec.cache == tmp_path / "cache" and spec.output == tmp_path / "crs-out" / "t"
     assert spec.datasets[0].root == tmp_path / "data"
-    assert spec.score.reference_encoder == "pixel_stats"  # first encoder when none is named
+    assert spec.score.reference_encoder == "median"  # the cohort-median encoder when none is named
     assert 1.0 in spec.probe.label_fractions and spec.score.case_bootstrap is True
 
 
