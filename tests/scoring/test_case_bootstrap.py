@@ -276,6 +276,8 @@ def test_each_replicate_uses_one_case_draw_for_every_encoder_and_condition(tiny_
     measurements, point = _point(_records(cases), "pixel_stats", n_boot=6, seed=5)
     result = paired_seed_case_bootstrap(measurements, cases, point)
     assert set(result.shift_case_draws) == {"cxr"}
+    kept = result.axis_error_replicates
+    shifts = []
     for replicate in (0, 5):
         seed_counts = result.seed_draws.iloc[replicate]
         drawn = [int(seed) for seed, count in seed_counts.items() for _ in range(int(count))]
@@ -285,11 +287,27 @@ def test_each_replicate_uses_one_case_draw_for_every_encoder_and_condition(tiny_
             shift = result.shift_case_draws.get(task)
             rows += _rows(task_cases, case_counts=result.case_draws[task][replicate],
                           shift_counts=None if shift is None else shift[replicate], seed_copies=copies)  # fmt: skip
-        # the same resampled cases, materialised, for every encoder and every condition of a task,
-        # scored with the point estimate's reference rule and floor
+        # the same resampled cases, materialised, for every encoder and every condition of a task
         errors = measure(pd.DataFrame(rows), point.settings).axis_errors()
-        expected = point.score(errors.to_numpy())["crs"]
-        assert result.replicates.iloc[replicate].to_numpy() == pytest.approx(expected, abs=1e-9)
+        for axis in ("discrimination", "label_efficiency", "robustness"):
+            assert kept[axis].iloc[replicate].to_numpy() == pytest.approx(errors[axis].to_numpy(), abs=1e-9)
+        # calibration replicates are centred (crs.scoring.case_bootstrap.centre_calibration): they
+        # differ from the materialised resample by one shift per encoder and seed, never by the cases
+        shifts.append(kept["calibration"].iloc[replicate].to_numpy() - errors["calibration"].to_numpy())
+    # at the full fraction every seed trains on the same rows, so the shift is the same in every replicate
+    assert shifts[0] == pytest.approx(shifts[1], abs=1e-7) and np.all(shifts[0] < 0)
+
+
+def test_calibration_replicates_centre_on_the_point_estimate():
+    cases = _planted_cases()
+    measurements, point = _point(_records(cases), "a", n_boot=200, seed=4)
+    result = paired_seed_case_bootstrap(measurements, cases, point)
+    calibration = result.axis_error_replicates["calibration"]
+    # every seed predicts the same here, so centring per seed puts the replicate mean on the point estimate
+    assert calibration.mean().to_numpy() == pytest.approx(point.errors["calibration"].to_numpy(), abs=1e-9)
+    assert (calibration.std() > 0.005).all()  # the spread is kept
+    discrimination = result.axis_error_replicates["discrimination"]
+    assert np.abs(discrimination.mean() - point.errors["discrimination"]).max() < 0.01  # AUROC: no centring needed
 
 
 def test_case_draws_are_stratified_and_shared(tiny_cases):
