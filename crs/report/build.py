@@ -113,6 +113,10 @@ def _settings(score, records: pd.DataFrame) -> list[tuple[str, str]]:
         ("run records", str(len(records))),
     ]
     rows += [(key.replace("_", " "), str(value)) for key, value in settings.items()]
+    point = getattr(score, "point", None)
+    if point is not None:
+        rows.append(("error floors (noise level of the reference's errors)",
+                     ", ".join(f"{axis.replace('_', ' ')} {value:.4f}" for axis, value in point.floor.items())))
     return rows
 
 

@@ -115,7 +115,10 @@ def _seed_mean(values: np.ndarray, seed_weights: np.ndarray | None, inner: int) 
     if seed_weights is None:
         return values.mean(axis=-1)
     weights = seed_weights.reshape(seed_weights.shape[:-1] + (1,) * inner + seed_weights.shape[-1:])
-    total = np.where(weights > 0, values * weights, 0.0).sum(axis=-1)
+    if np.isnan(values).any():  # a NaN in a seed that is not drawn must not poison the mean (NaN x 0)
+        total = np.where(weights > 0, values * weights, 0.0).sum(axis=-1)
+    else:  # no (B, E, C, S) product in memory: einsum reduces as it goes
+        total = np.einsum("...s,...s->...", values, weights)
     return total / weights.sum(axis=-1)
 
 
