@@ -7,7 +7,8 @@ task and a shift target on one (tests/scoring/cohorts.py). Properties, with the 
 * lowering any of its calibration errors never lowers it;
 * an encoder that Pareto-dominates another on every measurement scores at least as high, and
   strictly higher when the dominance survives the error floors;
-* float-equal axes never decide a dominance (tests/scoring/test_score.py has the error-table form).
+* float-equal axes never decide a dominance: a twin nudged by a few ulps scores like an exact copy
+  (tests/scoring/test_score.py has the error-table form).
 """
 
 from __future__ import annotations
@@ -101,6 +102,28 @@ def test_an_encoder_that_pareto_dominates_another_scores_higher(cohort, better, 
     u = point.table[[f"u_{axis}" for axis in point.axes]]
     if (u.loc[better] - u.loc[worse] > score_settings.strict_margin).any():
         assert crs[better] > crs[worse]
+
+
+@settings(max_examples=25, deadline=None)
+@given(cohorts, st.integers(0, 11), st.integers(1, 4), references)
+def test_float_equal_axes_never_decide_a_dominance_on_records(cohort, which, ulps, reference):
+    # a twin of one encoder whose every AUROC and calibration error differs from its own by a few
+    # ulps dominates nobody the original does not, and is dominated by nobody who does not dominate it
+    records = cohort_records(*cohort)
+    name = sorted(records["encoder"].unique())[which % records["encoder"].nunique()]
+    original = records[records["encoder"] == name]
+    twin = original.assign(encoder="twin")
+    nudged = twin.assign(auroc=twin["auroc"] + ulps * np.spacing(twin["auroc"].to_numpy()),
+                         ece_debiased=twin["ece_debiased"] - ulps * np.spacing(twin["ece_debiased"].to_numpy()))
+    score_settings = ScoreSettings(reference=reference)
+    exact = _table(pd.concat([records, twin], ignore_index=True), score_settings)
+    near = _table(pd.concat([records, nudged], ignore_index=True), score_settings)
+    assert near["S"].equals(exact["S"]) and near["Q"].equals(exact["Q"])
+
+
+def _table(records: pd.DataFrame, score_settings: ScoreSettings) -> pd.DataFrame:
+    measurements = measure(records, score_settings)
+    return point_estimate(measurements.axis_errors(), measurements.axis_standard_errors(), score_settings).table
 
 
 def test_score_records_point_estimate_is_monotone_too():
