@@ -30,6 +30,7 @@ bench: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check crs tests
 	$(BIN)/mypy crs
+	$(BIN)/lint-imports --no-cache --no-logo
 
 clean:
 	rm -rf crs-out .pytest_cache .ruff_cache .mypy_cache build *.egg-info

@@ -2,28 +2,34 @@
 
 Each stage reads what the previous one wrote under the spec's cache and output folders, so a stage
 can be re-run alone: ``Benchmark(spec).probe()`` on a copied cache folder needs no images and no
-encoder weights, and ``Benchmark(spec).score()`` needs only the run folder.
+encoder weights, and ``Benchmark.from_run_folder(folder).score()`` needs only the run folder (the
+spec is read back from the run records).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from crs.evaluate.artifacts import RunFolder
+from crs.cache.verify import Problem, RepairAction, repair, verify_cache
+from crs.evaluate.artifacts import RunFolder, RunFolderError
 from crs.evaluate.stage import ProbeOutcome, probe_spec
 from crs.extract.runner import ExtractStats
 from crs.extract.stage import extract_spec
 from crs.report import write_report
 from crs.scoring.result import ScoreResult, score_records
 from crs.scoring.settings import ScoreSettings
-from crs.spec import Spec, load_spec
+from crs.spec import Spec, SpecError, load_spec, spec_from_dict
 
-__all__ = ["Benchmark", "RunOutcome"]
+__all__ = ["DEMO_SPEC", "Benchmark", "CacheRepair", "RunOutcome"]
+
+DEMO_SPEC = Path(__file__).resolve().parent / "specs" / "quickstart.toml"
+"""The packaged quickstart spec of ``crs demo`` (examples/quickstart.toml links to it)."""
 
 
 @dataclass(frozen=True)
@@ -35,6 +41,14 @@ class RunOutcome:
     score: ScoreResult
     report: Path
     seconds: float
+
+
+@dataclass(frozen=True)
+class CacheRepair:
+    """What :meth:`Benchmark.repair_cache` did: one action per problem, then the re-extraction."""
+
+    actions: tuple[RepairAction, ...]
+    extract: ExtractStats
 
 
 class Benchmark:
@@ -52,6 +66,8 @@ class Benchmark:
         >>> bench = Benchmark("examples/quickstart.toml", output="crs-out/notebook")  # doctest: +SKIP
         >>> outcome = bench.run(progress=False)                                        # doctest: +SKIP
         >>> outcome.score.crs[["crs", "rank"]]                                          # doctest: +SKIP
+        >>> # later, in another session, without the TOML file:
+        >>> Benchmark.from_run_folder("crs-out/notebook").score().bootstrap.leading_tier  # doctest: +SKIP
 
     Every method returns a typed result; none prints. Errors are one-line exceptions that name the
     input and the fix (``crs.spec.SpecError``, ``FileNotFoundError``, ``ValueError`` ...).
@@ -74,6 +90,29 @@ class Benchmark:
         if skip_bad and not loaded.extract.skip_bad:
             changes["extract"] = dataclasses.replace(loaded.extract, skip_bad=True)
         self.spec: Spec = dataclasses.replace(loaded, **changes) if changes else loaded  # type: ignore[arg-type]
+
+    @classmethod
+    def from_run_folder(cls, folder: str | Path, *, cache: str | Path | None = None) -> Benchmark:
+        """The benchmark that wrote ``folder``, rebuilt from the spec embedded in its run records.
+
+        Its output is ``folder`` itself, wherever the folder now lies, so a run folder copied to a
+        laptop scores and reports there; ``cache`` overrides the recorded cache root (only
+        :meth:`extract` and :meth:`probe` read it).
+        """
+        run = RunFolder(folder)
+        if not run.records_path.exists():
+            raise RunFolderError(f"no run records at {run.records_path}; point at a folder `crs probe` wrote")
+        recorded = run.provenance().get("spec")
+        if not isinstance(recorded, Mapping):
+            raise SpecError(
+                f"the run records at {run.records_path} carry no spec; give the TOML: Benchmark(SPEC, output={folder!s})"
+            )
+        return cls(spec_from_dict(recorded), cache=cache, output=folder)
+
+    @classmethod
+    def demo(cls, *, cache: str | Path | None = None, output: str | Path | None = None) -> Benchmark:
+        """The built-in synthetic benchmark of ``crs demo`` (four encoders, three tasks, no downloads)."""
+        return cls(DEMO_SPEC, cache=cache, output=output)
 
     def __repr__(self) -> str:
         return f"Benchmark({self.spec.name!r}, cache={str(self.spec.cache)!r}, output={str(self.spec.output)!r})"
@@ -108,6 +147,23 @@ class Benchmark:
         (``tcp://host:port`` or ``local:N``); ``full`` refits units whose inputs did not change.
         """
         return probe_spec(self.spec, jobs=jobs, cluster=cluster, progress=progress, full=full)
+
+    def verify_cache(self, *, check_data: bool = True) -> dict[str, list[Problem]]:
+        """Check every store under the spec's cache: store path -> problems (empty when sound).
+
+        ``check_data=False`` checks shapes, dtypes and flags without reading chunk data.
+        """
+        return verify_cache(self.spec.cache, check_data=check_data)
+
+    def repair_cache(
+        self, problems: Mapping[str, Sequence[Problem]], *, progress: bool = True
+    ) -> CacheRepair:
+        """Mark what :meth:`verify_cache` found bad as not written, then re-extract only that.
+
+        Groups this spec does not produce are not re-extracted; check again to see what remains.
+        """
+        actions = tuple(action for found in problems.values() for action in repair(list(found)))
+        return CacheRepair(actions, self.extract(progress=progress))
 
     def records(self) -> pd.DataFrame:
         """The run records of the spec's encoders (a spec may drop one; the run folder keeps it)."""

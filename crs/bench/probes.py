@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from crs.data.base import nested_label_fractions
+from crs.probes import fit_probes, macro_auroc
 
 
 @dataclass(frozen=True)
@@ -230,8 +231,6 @@ class PeakRSS:
 
 def run_crs(unit: Unit, device: str = "cpu") -> dict:
     import torch
-
-    from crs.probes import fit_probes, macro_auroc
 
     with PeakRSS() as memory:
         start = time.perf_counter()

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import click
 
+from crs.bench import corruptions as corruptions_bench
+from crs.bench import extract as extract_bench
+from crs.bench import probes as probes_bench
+
 
 @click.group("bench")
 def bench() -> None:
@@ -16,9 +20,7 @@ def bench() -> None:
 @click.option("--device", default="cpu", show_default=True)
 def probes(as_json: bool, quick: bool, device: str) -> None:
     """Stage 2 for one unit: crs probe engine against a careful scikit-learn loop."""
-    from crs.bench.probes import run
-
-    run(json_out=as_json, quick=quick, device=device)
+    probes_bench.run(json_out=as_json, quick=quick, device=device)
 
 
 @bench.command("corruptions")
@@ -32,9 +34,7 @@ def corruptions(as_json: bool, as_markdown: bool) -> None:
     The published MedMNIST-C 0.1.0 loop (the suite's source), and a tuned PIL/numpy/scipy loop of our
     exact definitions (the stricter baseline).
     """
-    from crs.bench.corruptions import run
-
-    run(json_out=as_json, markdown_out=as_markdown)
+    corruptions_bench.run(json_out=as_json, markdown_out=as_markdown)
 
 
 @bench.command("extract")
@@ -43,9 +43,7 @@ def corruptions(as_json: bool, as_markdown: bool) -> None:
 @click.option("--device", default="cpu", show_default=True)
 def extract(as_json: bool, quick: bool, device: str) -> None:
     """Stage 1 pipeline images/s as a ratio of the bare forward pass (resnet50, vit_base, random weights)."""
-    from crs.bench.extract import run
-
-    run(json_out=as_json, quick=quick, device=device)
+    extract_bench.run(json_out=as_json, quick=quick, device=device)
 
 
 @bench.command("all")

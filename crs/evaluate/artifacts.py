@@ -11,7 +11,8 @@ Layout of ``<output>/``::
 Prediction keys: ``<condition>_probs`` and ``<condition>_labels`` with condition ``clean``,
 ``shift`` or ``corrupt__<corruption>__<severity>``; ``clean_all_probs`` (every probe, float16),
 ``subset_fraction``, ``subset_seed`` (one per probe) and ``full_seeds`` (the seeds of the
-full-fraction rows). Everything else reads them through this module.
+full-fraction rows); ``clean_groups`` and ``shift_groups``: the patient or lesion id of each test
+row and shift-target row, for the group-level bootstrap. Everything else reads them through this module.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ ALL_CLEAN_PROBS = "clean_all_probs"
 SUBSET_FRACTION = "subset_fraction"
 SUBSET_SEED = "subset_seed"
 FULL_SEEDS = "full_seeds"
+CLEAN_GROUPS = "clean_groups"
+SHIFT_GROUPS = "shift_groups"
 _CORRUPT_PREFIX = "corrupt__"
 
 

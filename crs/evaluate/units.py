@@ -149,12 +149,18 @@ def run_unit(unit: ProbeUnit, cache_root: Path, settings: ProbeSettings) -> Unit
             predictions[artifacts.SUBSET_FRACTION] = np.array([f for f, _, _ in subsets], dtype=np.float64)
             predictions[artifacts.SUBSET_SEED] = np.array([seed for _, seed, _ in subsets], dtype=np.int64)
             predictions[artifacts.FULL_SEEDS] = predictions[artifacts.SUBSET_SEED][full]
+    predictions[artifacts.CLEAN_GROUPS] = table.groups[test].astype(str)  # the bootstrap resamples patients
+    if unit.target:
+        predictions[artifacts.SHIFT_GROUPS] = target_table.groups[target_rows].astype(str)
     return UnitResult(pd.DataFrame(rows), predictions)
 
 
 def probe_settings(spec: Spec) -> ProbeSettings:
     p = spec.probe
-    return ProbeSettings(p.label_fractions, p.seeds, p.Cs, p.backend, p.family, p.selection, p.min_per_class)
+    return ProbeSettings(
+        label_fractions=p.label_fractions, seeds=p.seeds, Cs=p.grid, backend=p.backend, family=p.family,
+        selection=p.selection, min_per_class=p.min_per_class,
+    )
 
 
 def probe_units(spec: Spec) -> list[ProbeUnit]:

@@ -24,7 +24,7 @@ from crs.cache.lock import WriterLock, layout_lock_path, writer_lock_path
 from crs.cache.store import FEATURE_DTYPE, CacheError, FeatureStore, store_path, test_digest
 from crs.cache.writer import ChunkedFeatureArray
 from crs.data.base import Dataset
-from crs.data.images import load_image
+from crs.data.images import dataset_image
 from crs.data.validate import validate_for_extraction
 from crs.spec import for_setting
 
@@ -67,6 +67,8 @@ def encoder_fingerprint_fields(encoder: Any, dataset: Dataset, suite_version: st
         # Corrupted features are stored in test-split order: a new split is a new cache.
         "test_ids_sha256": test_digest(dataset),
         "image_size": dataset.image_size,
+        # How non-square images were made square (crop | pad | squash): other pixels, other features.
+        "image_fit": dataset.fit,
     }
 
 
@@ -312,7 +314,7 @@ def _run(dataset: Dataset, jobs: list[_EncoderJob], all_jobs: list[_EncoderJob],
         rows = start + np.flatnonzero(is_needed[start:stop])
         if not rows.size:
             continue
-        images = torch.stack([load_image(dataset.root / dataset.paths[i], dataset.image_size) for i in rows])
+        images = torch.stack([dataset_image(dataset, int(i)) for i in rows])
         stats.images_decoded += len(rows)
         images = images.to(device)
         before = stats.total_forward

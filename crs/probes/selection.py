@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from crs.probes.base import ProbeError
+from crs.probes.base import LinearProbeSet, ProbeError
+from crs.spec import SELECTIONS
 
-SELECTIONS = ("auroc", "nll")
 NLL_EPS = 1e-12
 """Probabilities are clipped to [1e-12, 1] before the log in the validation NLL."""
 
@@ -174,8 +174,6 @@ def assemble_linear(
     or NLL with its natural sign). ``best`` (U,) C indices chosen by the caller (a backend that
     refines the selected fit after choosing); default: :func:`select_C` of ``scores``.
     """
-    from crs.probes.base import LinearProbeSet
-
     best = select_C(scores) if best is None else np.asarray(best)
     rows = np.arange(len(best))
     m = problem.subset_to_unique

@@ -30,7 +30,14 @@ import numpy as np
 import scipy.linalg
 import torch
 
-from crs.probes.base import ProbeError, ProblemData, constant_label_bias, fold_standardisation
+from crs.probes.base import (
+    ProbeError,
+    ProblemData,
+    constant_label_bias,
+    fold_standardisation,
+    link_function,
+    subset_standardiser,
+)
 from crs.probes.selection import assemble_linear, select_C, validation_scores
 
 CURVATURE = 0.25
@@ -312,8 +319,6 @@ def shared_basis(data: ProblemData, device: torch.device, dtype: torch.dtype) ->
     """Eigenbasis (D, D) of the unit's largest standardised subset, if it has more rows than
     features and full rank; else None (then a subset's own basis may hold directions this one
     dropped, so each subset keeps its own)."""
-    from crs.probes.base import subset_standardiser
-
     largest = max(data.unique_subsets, key=len)
     if len(largest) <= data.X_train.shape[1]:
         return None
@@ -335,8 +340,6 @@ def build_group(
     Two passes keep memory at about one subset's rows plus the group tensor: the bases first (each
     needs only a D x D or n x n Gram), then each subset's Z projected straight into its slice.
     """
-    from crs.probes.base import subset_standardiser
-
     bases = []
     for index in members:
         subset = data.unique_subsets[index]
@@ -410,8 +413,6 @@ def _val_scores(
 ) -> np.ndarray:
     """Validation criterion (larger is better) for folded weights (S, Cb, D, K): (S, Cb).
     ``centered``: the validation features minus the unit's center, float32 (computed once per fit)."""
-    from crs.probes.base import link_function
-
     S, Cb, D, K = weights.shape
     logits = centered @ weights.transpose(2, 0, 1, 3).reshape(D, S * Cb * K).astype(np.float32)
     logits = logits.reshape(len(centered), S, Cb, K).transpose(1, 2, 0, 3) + bias[:, :, None, :]

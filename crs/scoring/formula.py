@@ -38,8 +38,8 @@ from crs.scoring.settings import (
     ScoreSettings,
     component_weights,
 )
+from crs.spec import AXES
 
-AXES = ("discrimination", "calibration", "label_efficiency", "robustness")
 MIN_FLOOR = 1e-6
 """Smallest error floor: keeps e / e_reference finite when a standard error is 0."""
 

@@ -13,11 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from crs.spec import ScoreConfig
+from crs.spec import COMPONENTS, MEDIAN_REFERENCE, ScoreConfig
 
-COMPONENTS = ("dominance", "balance", "worst_axis")
-MEDIAN_REFERENCE = "median"
-"""Reference name of the virtual cohort-median encoder (per-axis median error)."""
 NOISE_FLOOR = "noise"
 """Error-floor rule: each axis error floored at the standard error of the reference's error."""
 DOMINANCE_TOLERANCE = 1e-9
