@@ -25,7 +25,7 @@ from crs.spec import Spec
 
 log = logging.getLogger("crs.probe")
 
-RECORDS_FORMAT = 3
+RECORDS_FORMAT = 4
 """Bump when what a unit writes changes (columns, predictions), so incremental runs refit stale units."""
 
 
