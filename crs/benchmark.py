@@ -23,6 +23,7 @@ from crs.extract.runner import ExtractStats
 from crs.extract.stage import extract_spec
 from crs.report import write_report
 from crs.scoring.result import ScoreResult, score_records
+from crs.scoring.settings import ScoreSettings
 from crs.spec import Spec, SpecError, load_spec, spec_from_dict
 
 __all__ = ["DEMO_SPEC", "Benchmark", "CacheRepair", "RunOutcome"]
@@ -174,11 +175,8 @@ class Benchmark:
         missing = sorted(set(self.spec.encoder_names) - set(records["encoder"]))
         if missing:
             raise ValueError(f"encoders {missing} have no run records; run `crs probe` after adding them")
-        settings = self.spec.score
-        result = score_records(
-            records, settings.reference_encoder, settings.weights, n_boot=settings.n_boot, seed=settings.seed,
-            predictions_dir=self.folder.predictions_dir, case_level=settings.case_bootstrap,
-        )
+        settings = ScoreSettings.from_config(self.spec.score)
+        result = score_records(records, settings, predictions_dir=self.folder.predictions_dir)
         self.folder.write_score(result.tables(), result.summary(), result.format())
         return result
 

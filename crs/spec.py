@@ -24,6 +24,8 @@ AXES = ("discrimination", "calibration", "label_efficiency", "robustness")
 """The four axes of the CRS, in the order every table and array uses."""
 COMPONENTS = ("dominance", "balance", "worst_axis")
 """The parts of the CRS, the keys of ``[score.weights]``."""
+MEDIAN_REFERENCE = "median"
+"""``reference_encoder`` of the virtual cohort-median encoder (per-axis median error), the default."""
 TASK_KINDS = ("multiclass", "ordinal", "multilabel")
 MODALITIES = ("dermoscopy", "fundus", "chest_xray")
 # How a non-square image becomes the square canonical image (crs.data.fit; docs/decisions/0007-fit-modes-and-dicom-window.md).
@@ -247,7 +249,8 @@ class ProbeConfig:
 
 @dataclass(frozen=True)
 class ScoreConfig:
-    """Scoring choices. An empty ``reference_encoder`` means the spec's first encoder."""
+    """Scoring choices. An empty ``reference_encoder`` means ``"median"``: the virtual cohort-median
+    encoder (per-axis median error; docs/decisions, median reference)."""
 
     reference_encoder: str = ""
     weights: dict[str, float] | None = None
@@ -314,9 +317,11 @@ class Spec:
         dataset_names = [d.name for d in self.datasets] + [d.shift_target.name for d in self.datasets if d.shift_target]
         if len(set(dataset_names)) != len(dataset_names):
             raise SpecError(f"{where}: data set names repeat: {dataset_names}")
-        reference = self.score.reference_encoder or names[0]
-        if reference not in names:
-            raise SpecError(f"score: reference_encoder {reference!r} is not among the encoders {names}")
+        reference = self.score.reference_encoder or MEDIAN_REFERENCE
+        if reference != MEDIAN_REFERENCE and reference not in names:
+            raise SpecError(
+                f"score: reference_encoder {reference!r} is not among the encoders {names} (or {MEDIAN_REFERENCE!r})"
+            )
         _set(self, score=replace(self.score, reference_encoder=reference))
 
     @property

@@ -40,7 +40,7 @@ def test_defaults_and_relative_paths(tmp_path):
     spec = parse_spec(_minimal(), base=tmp_path)
     assert spec.cache == tmp_path / "cache" and spec.output == tmp_path / "crs-out" / "t"
     assert spec.datasets[0].root == tmp_path / "data"
-    assert spec.score.reference_encoder == "pixel_stats"  # first encoder when none is named
+    assert spec.score.reference_encoder == "median"  # the cohort-median encoder when none is named
     assert 1.0 in spec.probe.label_fractions and spec.score.case_bootstrap is True
 
 
@@ -159,7 +159,7 @@ def test_python_spec_is_normalised_like_a_parsed_one(tmp_path):
     assert built.cache == tmp_path / "cache" and isinstance(built.output, Path)
     assert built.datasets == (DatasetEntry("d", "synthetic", tmp_path / "data"),)
     assert built.probe.seeds == (0, 1) and built.probe.label_fractions == (1.0,)
-    assert built.score.reference_encoder == "pixel_stats"  # first encoder, as in a TOML spec
+    assert built.score.reference_encoder == "median"  # the cohort median, as in a TOML spec
     parsed = parse_spec(_minimal(cache=str(tmp_path / "cache"), output=str(tmp_path / "out"),
                                  probe={"seeds": [0, 1], "label_fractions": [1]}), base=tmp_path)
     assert spec_to_dict(parsed) == spec_to_dict(built)

@@ -25,7 +25,7 @@ from crs.spec import Spec
 
 log = logging.getLogger("crs.probe")
 
-RECORDS_FORMAT = 3
+RECORDS_FORMAT = 4
 """Bump when what a unit writes changes (columns, predictions), so incremental runs refit stale units."""
 
 
@@ -59,7 +59,10 @@ def condition_metrics(y: np.ndarray, probs: np.ndarray, kind: str) -> dict[str, 
     """Every per-condition metric of one probe's predictions."""
     row = {
         "auroc": axes.auroc(y, probs, kind),
+        "auroc_se": axes.auroc_standard_error(y, probs, kind),  # noise level: sets the CRS error floor
         "ece": axes.ece(y, probs, kind),
+        "ece_debiased": axes.debiased_ece(y, probs, kind),  # the scored calibration error
+        "ece_se": axes.ece_standard_error(y, probs, kind),
         "brier": axes.brier(y, probs, kind),
         "nll": axes.nll(y, probs, kind),
         "kappa": np.nan,

@@ -1,11 +1,12 @@
-"""Uncertainty and rank comparison for the CRS: paired-seed bootstrap, tiers, reversals, weights.
+"""The paired-seed bootstrap of the CRS: intervals, P(rank = 1) and the Holm-corrected leading tier.
 
-* :func:`paired_seed_bootstrap`: each replicate draws one multiset of seeds (with replacement)
-  and applies it to every encoder and every task, which keeps the pairing that shared label
-  subsets create; the axis errors, the reference ratios, dominance, balance, worst axis and CRS
-  are all recomputed inside the replicate.
-* :func:`rank_reversals`: how two rankings of the same encoders disagree.
-* :func:`weight_sensitivity`: how the ranking moves under Dirichlet-sampled CRS weights.
+:func:`paired_seed_bootstrap` draws one multiset of seeds per replicate (with replacement) and
+applies it to every encoder and every task, which keeps the pairing that shared label subsets
+create; the axis errors come from :func:`crs.scoring.formula.axis_errors_from_metrics` under the
+replicate's seed counts and the whole CRS (reference ratios, dominance, balance, worst axis) is
+recomputed by :meth:`crs.scoring.formula.PointEstimate.score`, with the point estimate's reference
+rule and error floor. :func:`summarise_bootstrap` turns replicate CRS into intervals and the tier
+for this and the case-level bootstrap.
 """
 
 from __future__ import annotations
@@ -17,22 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from crs.scoring.formula import (
-    DEFAULT_EPSILON,
-    ScoreInputError,
-    axis_errors,
-    clinical_reliability_score,
-    component_weights,
-    crs_components,
-)
-
-# seed-axes column -> (axis name, error transform)
-_AXIS_SOURCES = {
-    "discrimination": ("auroc", lambda v: 1.0 - v),
-    "calibration": ("ece", lambda v: v),
-    "label_efficiency": ("label_efficiency", lambda v: 1.0 - v),
-    "robustness": ("retention", lambda v: 1.0 - v),
-}
+from crs.scoring.formula import AXES, PointEstimate, ScoreInputError, axis_errors_from_metrics
+from crs.scoring.measurements import Measurements
 
 
 def holm_adjust(p_values: np.ndarray) -> np.ndarray:
@@ -74,61 +61,20 @@ class BootstrapResult:
     shift_case_draws: Mapping[str, np.ndarray] | None = None
     """seed+case only: per task with a shift target, (n_boot, N_target) counts of its cases."""
     axis_error_replicates: Mapping[str, pd.DataFrame] | None = None
-    """seed+case only: per axis (crs.scoring.formula.AXES), one row per replicate and one error column per
-    encoder, every axis measured (also one the CRS leaves out); lets the report give each axis an
-    interval from the same replicates as the CRS interval."""
+    """Per axis (crs.scoring.formula.AXES), one row per replicate and one error column per encoder,
+    every axis (also one the CRS leaves out: all NaN); lets the report give each axis an interval
+    from the same replicates as the CRS interval."""
 
 
-def _seed_cube(
-    seed_axes_table: pd.DataFrame, axes: list[str]
-) -> tuple[np.ndarray, list[str], list[str], list]:
-    """Axis errors as an (encoders, tasks, seeds, axes) array; every cell must exist exactly once."""
-    keys = ["encoder", "task", "seed"]
-    if seed_axes_table.duplicated(keys).any():
-        raise ScoreInputError("seed-axes table has more than one row per (encoder, task, seed)")
-    encoders = sorted(seed_axes_table["encoder"].astype(str).unique())
-    tasks = sorted(seed_axes_table["task"].astype(str).unique())
-    seeds = sorted(seed_axes_table["seed"].unique())
-    full = pd.MultiIndex.from_product([encoders, tasks, seeds], names=keys)
-    table = seed_axes_table.assign(
-        encoder=seed_axes_table["encoder"].astype(str), task=seed_axes_table["task"].astype(str)
-    )
-    table = table.set_index(keys)
-    missing = full.difference(table.index)
-    if len(missing):
-        raise ScoreInputError(
-            f"the paired bootstrap needs every seed for every encoder and task; missing {list(missing[:5])}"
-            f"{' ...' if len(missing) > 5 else ''}; rerun those probes or drop the seed"
-        )
-    table = table.reindex(full)
-    columns = [
-        _AXIS_SOURCES[axis][1](table[_AXIS_SOURCES[axis][0]].to_numpy(dtype=np.float64)) for axis in axes
-    ]
-    cube = np.stack(columns, axis=-1).reshape(len(encoders), len(tasks), len(seeds), len(axes))
-    return cube, encoders, tasks, seeds
+def axis_error_frames(errors: np.ndarray, encoders: Sequence[str]) -> dict[str, pd.DataFrame]:
+    """(B, E, 4) replicate axis errors -> per axis of :data:`crs.scoring.formula.AXES`, a (replicate x encoder) table."""
+    return {
+        axis: pd.DataFrame(errors[:, :, a], columns=list(encoders)).rename_axis("replicate")
+        for a, axis in enumerate(AXES)
+    }
 
 
-def _errors_for_draws(cube: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """(replicates, encoders, axes): seed-weighted mean per task, then mean over tasks."""
-    known = ~np.isnan(cube)
-    total = np.einsum("bs,etsa->beta", counts, np.where(known, cube, 0.0))
-    weight = np.einsum("bs,etsa->beta", counts, known.astype(np.float64))
-    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        per_task = total / weight
-        return np.nanmean(per_task, axis=2)  # tasks count once each, as in crs.scoring.formula.axis_errors
-
-
-def paired_seed_bootstrap(
-    seed_axes_table: pd.DataFrame,
-    reference: str,
-    weights: Mapping[str, float] | Sequence[float] | None = None,
-    n_boot: int = 1000,
-    seed: int = 0,
-    alpha: float = 0.05,
-    epsilon: float = DEFAULT_EPSILON,
-    dominance_margin: float = 0.0,
-) -> BootstrapResult:
+def paired_seed_bootstrap(measurements: Measurements, point: PointEstimate) -> BootstrapResult:
     """Percentile intervals, P(rank = 1) and the Holm-corrected leading tier of the CRS.
 
     The leader is the encoder with the highest point-estimate CRS (ties: the first by name). An
@@ -136,29 +82,23 @@ def paired_seed_bootstrap(
     CRS(leader) - CRS(e) = 0 exceeds ``alpha``, i.e. its Holm-level interval covers 0. In
     replicates where several encoders tie for first, P(rank = 1) splits that replicate equally.
     """
-    check_bootstrap_settings(n_boot, alpha)
-    point = clinical_reliability_score(
-        axis_errors(seed_axes_table), reference, weights, epsilon, dominance_margin
-    )
-    axes = list(point.attrs["axes"])
-    cube, encoders, _tasks, seeds = _seed_cube(seed_axes_table, axes)
-    point = point.reindex(encoders)
-    reference_index = encoders.index(reference)
-
-    counts = draw_seed_counts(len(seeds), n_boot, seed)
-    replicate_errors = _errors_for_draws(cube, counts)
-    crs = crs_components(
-        replicate_errors, reference_index, component_weights(weights), epsilon, dominance_margin
-    )["crs"]
-    return summarise_bootstrap(point, crs, counts, seeds, n_boot=n_boot, alpha=alpha, seed=seed)
+    settings = point.settings
+    _check_encoders(measurements, point)
+    counts = draw_seed_counts(len(measurements.seeds), settings.n_boot, settings.seed)
+    replicate_errors = axis_errors_from_metrics(measurements.task_list(), counts)  # (B, E, 4)
+    crs = point.score(replicate_errors)["crs"]
+    return summarise_bootstrap(
+        point.table, crs, counts, measurements.seeds, n_boot=settings.n_boot, alpha=settings.alpha,
+        seed=settings.seed, axis_error_replicates=axis_error_frames(replicate_errors, point.encoders),
+    )  # fmt: skip
 
 
-def check_bootstrap_settings(n_boot: int, alpha: float) -> None:
-    """Refuse a bootstrap that cannot give an interval."""
-    if n_boot < 1:
-        raise ScoreInputError(f"n_boot must be at least 1, got {n_boot}")
-    if not 0.0 < alpha < 1.0:
-        raise ScoreInputError(f"alpha must lie in (0, 1), got {alpha}")
+def _check_encoders(measurements: Measurements, point: PointEstimate) -> None:
+    if list(measurements.encoders) != point.encoders:
+        raise ScoreInputError(
+            f"the measurements cover encoders {list(measurements.encoders)} but the point estimate {point.encoders}; "
+            "make both from the same run records"
+        )
 
 
 def draw_seed_counts(n_seeds: int, n_boot: int, seed: int) -> np.ndarray:
@@ -239,19 +179,3 @@ def summarise_bootstrap(
         shift_case_draws=shift_case_draws,
         axis_error_replicates=axis_error_replicates,
     )
-
-
-# --- rank reversals -------------------------------------------------------------------------------
-
-
-
-
-
-
-
-
-# --- weight sensitivity ---------------------------------------------------------------------------
-
-
-
-

@@ -13,9 +13,11 @@ Each replicate draws
   the clean and corrupted conditions (they are the same cases); the shift target's cases are
   resampled separately, also shared by every encoder;
 
-and recomputes AUROC, ECE, label efficiency, corruption and shift retention per (encoder, task,
-seed), then the axis errors and the whole CRS (dominance included) with
-:func:`crs.scoring.formula.crs_components`.
+and recomputes every measurement the CRS is made of per (encoder, task, seed): clean AUROC at each
+label fraction, AUROC under each corruption x severity and on the shift target, and the debiased
+calibration error (:func:`task_metrics`). The axis errors then come from the one mapping,
+:func:`crs.scoring.formula.axis_errors_from_metrics`, and the whole CRS (dominance included) from
+:meth:`crs.scoring.formula.PointEstimate.score`, with the point estimate's reference and floor.
 
 A resample is a vector of counts (how often each case is drawn), so the metrics are computed as
 weighted statistics and no resampled array is ever built: AUROC as a weighted Mann-Whitney
@@ -40,17 +42,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from crs.axes.robustness import RETENTION_FLOOR, retention
+from crs.axes.calibration import calibrated_ece_moments
 from crs.scoring import bootstrap
-from crs.scoring.formula import (
-    AXES,
-    DEFAULT_EPSILON,
-    ScoreInputError,
-    axis_errors,
-    clinical_reliability_score,
-    component_weights,
-    crs_components,
-)
+from crs.scoring.formula import PointEstimate, ScoreInputError, TaskMetrics, axis_errors_from_metrics
+from crs.scoring.measurements import Measurements
 
 N_BINS = 15
 """ECE bins, as :func:`crs.axes.ece` uses by default (equal width)."""
@@ -206,6 +201,41 @@ def weighted_binned_ece(
     total = weights @ known.T.astype(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(total > 0, np.abs(gaps).sum(axis=-1) / np.where(total > 0, total, 1.0), np.nan)
+
+
+def weighted_calibrated_ece(
+    confidence: np.ndarray, known: np.ndarray | None, weights: np.ndarray, n_bins: int = N_BINS
+) -> np.ndarray:
+    """Expected ECE of a calibrated probe with these confidences, under every replicate's weights: (B, C).
+
+    The bias :func:`crs.axes.debiased_ece` removes, on the resampled test set: per bin the
+    weighted sum of c (1 - c), then :func:`crs.axes.calibrated_ece_moments`. With integer weights it
+    equals the unweighted value on the repeated arrays.
+    """
+    confidence = np.atleast_2d(np.asarray(confidence, dtype=np.float64))
+    n_columns, n_cases = confidence.shape
+    known = (
+        np.ones_like(confidence, dtype=bool) if known is None else np.broadcast_to(known, confidence.shape)
+    )
+    weights = np.atleast_2d(np.asarray(weights, dtype=np.float64))
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    bins = np.clip(np.searchsorted(edges, np.where(known, confidence, 0.0), side="right") - 1, 0, n_bins - 1)
+    variance = np.where(known, confidence * (1.0 - confidence), 0.0)
+    design = np.zeros((n_cases, n_columns, n_bins))
+    case_index, column_index = np.meshgrid(np.arange(n_cases), np.arange(n_columns), indexing="ij")
+    design[case_index, column_index, bins.T] = variance.T
+    per_bin = (weights @ design.reshape(n_cases, -1)).reshape(len(weights), n_columns, n_bins)
+    total = weights @ known.T.astype(np.float64)
+    return calibrated_ece_moments(per_bin, total)[0]
+
+
+def weighted_debiased_ece(
+    confidence: np.ndarray, correct: np.ndarray, known: np.ndarray | None, weights: np.ndarray
+) -> np.ndarray:
+    """:func:`crs.axes.debiased_ece` per column under every replicate's case weights, shape (B, C)."""
+    return weighted_binned_ece(confidence, correct, known, weights) - weighted_calibrated_ece(
+        confidence, known, weights
+    )
 
 
 # --- strata and resamples -------------------------------------------------------------------------
@@ -407,8 +437,8 @@ def _macro_auroc(probs: np.ndarray, labels: np.ndarray, kind: str, weights: np.n
         return np.nanmean(per_class, axis=-1)
 
 
-def _ece(probs: np.ndarray, labels: np.ndarray, kind: str, weights: np.ndarray) -> np.ndarray:
-    """ECE as crs.axes.ece (top label; multilabel: mean of per-label ECE) of probs (..., N, K): (B, ...)."""
+def _debiased_ece(probs: np.ndarray, labels: np.ndarray, kind: str, weights: np.ndarray) -> np.ndarray:
+    """crs.axes.debiased_ece (top label; multilabel: mean over labels) of probs (..., N, K): (B, ...)."""
     lead, (n_cases, n_outputs) = probs.shape[:-2], probs.shape[-2:]
     flat = probs.reshape(-1, n_cases, n_outputs).astype(np.float64)
     if kind == "multilabel":
@@ -417,50 +447,64 @@ def _ece(probs: np.ndarray, labels: np.ndarray, kind: str, weights: np.ndarray) 
         n_repeat = confidence.shape[0] // n_outputs
         known = np.tile(~np.isnan(values), (n_repeat, 1))
         correct = np.tile(np.nan_to_num(values), (n_repeat, 1))
-        per_label = weighted_binned_ece(confidence, correct, known, weights).reshape(
+        per_label = weighted_debiased_ece(confidence, correct, known, weights).reshape(
             len(weights), *lead, n_outputs
         )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             return np.nanmean(per_label, axis=-1)
     correct = (flat.argmax(axis=-1) == np.asarray(labels)[None, :]).astype(np.float64)
-    return weighted_binned_ece(flat.max(axis=-1), correct, None, weights).reshape(len(weights), *lead)
+    return weighted_debiased_ece(flat.max(axis=-1), correct, None, weights).reshape(len(weights), *lead)
 
 
-def _label_efficiency(fractions: Sequence[float], aurocs: np.ndarray) -> np.ndarray:
-    """crs.axes.label_efficiency along the fraction axis (axis 2) of (B, E, F, S) AUROCs."""
-    if len(fractions) < 2:
-        return np.full(aurocs.shape[:2] + aurocs.shape[3:], np.nan)
-    x = np.log10(np.asarray(fractions, dtype=np.float64))
-    return np.trapezoid((aurocs - 0.5) / 0.5, x, axis=2) / (x[-1] - x[0])
+def task_metrics(
+    cases: TaskCases, case_weights: np.ndarray, shift_weights: np.ndarray | None = None
+) -> TaskMetrics:
+    """Every measurement of one task under case weights (B, N): a :class:`TaskMetrics` with leading dims (B,).
 
-
-def task_axes(
-    cases: TaskCases,
-    case_weights: np.ndarray,
-    shift_weights: np.ndarray | None = None,
-    retention_floor: float = RETENTION_FLOOR,
-) -> dict[str, np.ndarray]:
-    """Seed-level axes of one task under case weights: each (B, E, S), as crs.axes.seed_axes defines them."""
-    by_fraction = _macro_auroc(
-        cases.probs_by_fraction, cases.labels, cases.kind, case_weights
-    )  # (B, E, F, S)
-    clean = by_fraction[:, :, -1]
-    parts = []
-    if cases.corrupt_probs.shape[1]:
-        corrupt = _macro_auroc(cases.corrupt_probs, cases.labels, cases.kind, case_weights)  # (B, E, C, S)
-        parts.append(np.mean(retention(corrupt, clean[:, :, None], retention_floor), axis=2))
+    Clean AUROC at the full fraction (B, E, S) and at each lower fraction (B, E, F - 1, S), AUROC
+    under each corruption x severity (B, E, C, S) and on the shift target (B, E, 1, S), and the
+    debiased calibration error (B, E, S), each as :mod:`crs.axes` defines it on the resample.
+    """
+    by_fraction = _macro_auroc(cases.probs_by_fraction, cases.labels, cases.kind, case_weights)  # (B, E, F, S)
+    n_boot, n_encoders, _, n_seeds = by_fraction.shape
+    corrupt = (
+        _macro_auroc(cases.corrupt_probs, cases.labels, cases.kind, case_weights)  # (B, E, C, S)
+        if cases.corrupt_probs.shape[1]
+        else np.zeros((n_boot, n_encoders, 0, n_seeds))
+    )
+    shift = np.zeros((n_boot, n_encoders, 0, n_seeds))
     if cases.shift_probs is not None and cases.shift_labels is not None:
         if shift_weights is None:
             raise CaseBootstrapError(f"task {cases.task!r} has a shift target: pass its case weights")
-        shift = _macro_auroc(cases.shift_probs, cases.shift_labels, cases.kind, shift_weights)  # (B, E, S)
-        parts.append(retention(shift, clean, retention_floor))
-    return {
-        "auroc": clean,
-        "ece": _ece(cases.probs_by_fraction[:, -1], cases.labels, cases.kind, case_weights),
-        "label_efficiency": _label_efficiency(cases.fractions, by_fraction),
-        "retention": np.mean(parts, axis=0) if parts else np.full(clean.shape, np.nan),
-    }
+        shift = _macro_auroc(cases.shift_probs, cases.shift_labels, cases.kind, shift_weights)[:, :, None]
+    return TaskMetrics(
+        clean_auroc=by_fraction[:, :, -1],
+        fraction_auroc=by_fraction[:, :, :-1],
+        corrupt_auroc=corrupt,
+        shift_auroc=shift,
+        calibration_error=_debiased_ece(cases.probs_by_fraction[:, -1], cases.labels, cases.kind, case_weights),
+    )
+
+
+def centre_calibration(replicates: TaskMetrics, identity: TaskMetrics) -> TaskMetrics:
+    """Shift each (encoder, seed)'s replicate calibration errors so their mean is the every-case-once value.
+
+    Binned ECE is an absolute value of a sum, so a resample (which adds its own noise to each bin's
+    residual sum) scores higher on average than the data: on the demo the replicate mean sat 0.016-0.028
+    above the point estimate, about one replicate SD, and the percentile interval of a well calibrated
+    encoder could miss its own point estimate. Centring keeps the spread and removes that bootstrap bias
+    (a bias-corrected bootstrap of a non-smooth statistic). AUROC is smooth: its replicates centre on
+    the point estimate without help (gaps under 0.002 on the demo), so it is left as drawn.
+    """
+    bias = replicates.calibration_error.mean(axis=0) - identity.calibration_error[0]  # (E, S)
+    return TaskMetrics(
+        clean_auroc=replicates.clean_auroc,
+        fraction_auroc=replicates.fraction_auroc,
+        corrupt_auroc=replicates.corrupt_auroc,
+        shift_auroc=replicates.shift_auroc,
+        calibration_error=replicates.calibration_error - bias,
+    )
 
 
 def replicate_axis_errors(
@@ -468,33 +512,24 @@ def replicate_axis_errors(
     case_draws: Mapping[str, np.ndarray],
     shift_draws: Mapping[str, np.ndarray],
     seed_counts: np.ndarray,
-    retention_floor: float = RETENTION_FLOOR,
+    centre: bool = True,
 ) -> np.ndarray:
-    """(B, E, 4) axis errors in :data:`crs.scoring.formula.AXES` order: seed-count-weighted mean per task, then mean over tasks."""
-    seed_counts = np.asarray(seed_counts, dtype=np.float64)
-    per_task = []
+    """(B, E, 4) axis errors in :data:`crs.scoring.formula.AXES` order, by the one mapping
+    :func:`crs.scoring.formula.axis_errors_from_metrics` under the replicates' seed counts (B, S).
+
+    ``centre``: centre the calibration replicates on the every-case-once value
+    (:func:`centre_calibration`); off for the every-case-once evaluation itself.
+    """
+    metrics = []
     for task in sorted(cases):
-        axes_ = task_axes(cases[task], case_draws[task], shift_draws.get(task), retention_floor)
-        cube = np.stack(
-            [1.0 - axes_["auroc"], axes_["ece"], 1.0 - axes_["label_efficiency"], 1.0 - axes_["retention"]],
-            axis=-1,
-        )  # (B, E, S, A)
-        known = ~np.isnan(cube)
-        total = np.einsum("bs,besa->bea", seed_counts, np.where(known, cube, 0.0))
-        weight = np.einsum("bs,besa->bea", seed_counts, known.astype(np.float64))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            per_task.append(total / weight)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return np.nanmean(np.stack(per_task, axis=2), axis=2)  # tasks count once each
-
-
-def axis_error_frames(errors: np.ndarray, encoders: Sequence[str]) -> dict[str, pd.DataFrame]:
-    """(B, E, 4) replicate axis errors -> per axis of :data:`crs.scoring.formula.AXES`, a (replicate x encoder) table."""
-    return {
-        axis: pd.DataFrame(errors[:, :, a], columns=list(encoders)).rename_axis("replicate")
-        for a, axis in enumerate(AXES)
-    }
+        replicates = task_metrics(cases[task], case_draws[task], shift_draws.get(task))
+        if centre:
+            task_cases = cases[task]
+            identity_shift = None if task_cases.shift_labels is None else np.ones((1, len(task_cases.shift_labels)))
+            identity = task_metrics(task_cases, np.ones((1, len(task_cases.labels))), identity_shift)
+            replicates = centre_calibration(replicates, identity)
+        metrics.append(replicates)
+    return axis_errors_from_metrics(metrics, np.asarray(seed_counts, dtype=np.float64))
 
 
 # --- the two-level bootstrap --------------------------------------------------------------------------
@@ -536,65 +571,43 @@ def draw_cases(
 
 
 def paired_seed_case_bootstrap(
-    seed_axes_table: pd.DataFrame,
-    cases: Mapping[str, TaskCases],
-    reference: str,
-    weights: Mapping[str, float] | Sequence[float] | None = None,
-    n_boot: int = 1000,
-    seed: int = 0,
-    alpha: float = 0.05,
-    epsilon: float = DEFAULT_EPSILON,
-    dominance_margin: float = 0.0,
-    retention_floor: float = RETENTION_FLOOR,
-):
+    measurements: Measurements, cases: Mapping[str, TaskCases], point: PointEstimate
+) -> bootstrap.BootstrapResult:
     """Two-level paired bootstrap: seed multiset x stratified test-case resample per replicate.
 
-    The point estimate, leader, tier rule and columns are those of
-    :func:`crs.scoring.bootstrap.paired_seed_bootstrap`; the seed draws are identical to its draws for the same
-    ``seed`` (case draws come from a second stream), so the two can be compared replicate by
-    replicate. Adds ``crs_from_predictions``: the CRS recomputed from the stored per-case
-    predictions with every seed and case once (differs from ``crs`` only by their float16/float32
-    storage). Returns a :class:`crs.scoring.bootstrap.BootstrapResult` with ``level="seed+case"`` and
-    ``axis_error_replicates``: every axis's error in every replicate, so axis intervals can come
-    from the replicates that give the CRS interval.
+    ``point`` is the run records' point estimate (made once, :func:`crs.scoring.formula.point_estimate`):
+    its table, reference rule, error floor and settings are reused, never recomputed. The leader,
+    tier rule and columns are those of :func:`crs.scoring.bootstrap.paired_seed_bootstrap`; the seed
+    draws are identical to its draws for the same ``seed`` (case draws come from a second stream),
+    so the two can be compared replicate by replicate. Adds ``crs_from_predictions``: the CRS
+    recomputed from the stored per-case predictions with every seed and case once (differs from
+    ``crs`` only by their float16/float32 storage). Returns a
+    :class:`crs.scoring.bootstrap.BootstrapResult` with ``level="seed+case"`` and
+    ``axis_error_replicates``: every axis's error in every replicate.
     """
-    bootstrap.check_bootstrap_settings(n_boot, alpha)
-    point = clinical_reliability_score(
-        axis_errors(seed_axes_table), reference, weights, epsilon, dominance_margin
-    )
-    axes = list(point.attrs["axes"])
-    columns = [AXES.index(axis) for axis in axes]
-    encoders = sorted(seed_axes_table["encoder"].astype(str).unique())
-    tasks = sorted(seed_axes_table["task"].astype(str).unique())
-    seeds = sorted(seed_axes_table["seed"].unique())
-    _check_alignment(cases, encoders, tasks, seeds)
-    reference_index = encoders.index(reference)
-    crs_weights = component_weights(weights)
+    settings = point.settings
+    encoders = point.encoders
+    seeds = list(measurements.seeds)
+    _check_alignment(cases, encoders, list(measurements.tasks), seeds)
 
-    seed_counts = bootstrap.draw_seed_counts(len(seeds), n_boot, seed)
-    case_draws, shift_draws = draw_cases(cases, n_boot, np.random.default_rng([1, seed]))
-    every_axis = replicate_axis_errors(cases, case_draws, shift_draws, seed_counts, retention_floor)
-    crs = crs_components(every_axis[..., columns], reference_index, crs_weights, epsilon, dominance_margin)[
-        "crs"
-    ]
+    seed_counts = bootstrap.draw_seed_counts(len(seeds), settings.n_boot, settings.seed)
+    case_draws, shift_draws = draw_cases(cases, settings.n_boot, np.random.default_rng([1, settings.seed]))
+    every_axis = replicate_axis_errors(cases, case_draws, shift_draws, seed_counts)
+    crs = point.score(every_axis)["crs"]
 
     identity_cases = {task: np.ones((1, len(c.labels))) for task, c in cases.items()}
     identity_shift = {
         task: np.ones((1, len(c.shift_labels))) for task, c in cases.items() if c.shift_labels is not None
     }
-    identity = replicate_axis_errors(
-        cases, identity_cases, identity_shift, np.ones((1, len(seeds))), retention_floor
-    )
-    from_predictions = crs_components(
-        identity[..., columns], reference_index, crs_weights, epsilon, dominance_margin
-    )
+    identity = replicate_axis_errors(cases, identity_cases, identity_shift, np.ones((1, len(seeds))), centre=False)
+    from_predictions = point.score(identity)["crs"][0]
 
     result = bootstrap.summarise_bootstrap(
-        point.reindex(encoders), crs, seed_counts, seeds, n_boot=n_boot, alpha=alpha, seed=seed, level="seed+case",
-        case_draws=case_draws, shift_case_draws=shift_draws,
-        axis_error_replicates=axis_error_frames(every_axis, encoders),
+        point.table, crs, seed_counts, seeds, n_boot=settings.n_boot, alpha=settings.alpha, seed=settings.seed,
+        level="seed+case", case_draws=case_draws, shift_case_draws=shift_draws,
+        axis_error_replicates=bootstrap.axis_error_frames(every_axis, encoders),
     )  # fmt: skip
-    result.table["crs_from_predictions"] = from_predictions["crs"][0]
+    result.table["crs_from_predictions"] = from_predictions
     gap = float(np.nanmax(np.abs(result.table["crs_from_predictions"] - result.table["crs"])))
     if gap > PREDICTION_TOLERANCE:
         warnings.warn(

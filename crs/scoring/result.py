@@ -1,80 +1,102 @@
-"""``score_records``: run records -> seed axes -> axis errors -> CRS, bootstrap, reversals, sensitivity."""
+"""``score_records``: run records -> measurements -> point estimate, once -> bootstrap, reversals, stability."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from crs.axes import RETENTION_FLOOR, seed_axes
-from crs.scoring.bootstrap import paired_seed_bootstrap
+from crs.axes import effective_robustness, seed_axes
+from crs.scoring.bootstrap import BootstrapResult, paired_seed_bootstrap
 from crs.scoring.case_bootstrap import load_cases, paired_seed_case_bootstrap
-from crs.scoring.formula import (
-    DEFAULT_EPSILON,
-    ScoreInputError,
-    axis_errors,
-    clinical_reliability_score,
-    component_weights,
-    rank_descending,
-)
-from crs.scoring.rankings import rank_reversals
-from crs.scoring.stability import weight_sensitivity
+from crs.scoring.formula import PointEstimate, ScoreInputError, point_estimate, rank_descending
+from crs.scoring.measurements import Measurements, measure
+from crs.scoring.rankings import RankReversals, rank_reversals
+from crs.scoring.settings import ScoreSettings
+from crs.scoring.stability import Stability, WeightSensitivity, stability
+
+REPORTED_COLUMNS = (
+    "ece", "brier", "nll", "kappa", "ordinal_auroc", "label_retention", "corruption_retention",
+    "shift_retention", "retention", "corrupt_ece", "shift_ece",
+)  # fmt: skip
+"""Seed-axes columns reported beside the CRS per encoder (mean over seeds per task, then over the tasks
+that have them), never scored."""
 
 
 @dataclass(frozen=True)
 class ScoreResult:
-    """Everything ``crs score`` prints and stores, as DataFrames plus a JSON-ready summary."""
+    """Everything ``crs score`` prints and stores, as DataFrames plus a JSON-ready summary.
 
-    reference: str
+    ``point``: the point estimate (axis errors, their standard errors, floor, CRS table), made once;
+    ``crs``: its table with AUROC rank, interval, P(rank 1) and tier beside; ``reported``: measures
+    reported beside the axes, never scored (raw ECE, Brier, NLL, retention ratios, effective
+    robustness); ``reversal_uncertainty``: bootstrap reversal probabilities, None until the
+    bootstrap computes them (the report then says it has only the point count).
+    """
+
+    settings: ScoreSettings
     seed_axes: pd.DataFrame
-    axis_errors: pd.DataFrame
+    point: PointEstimate
     crs: pd.DataFrame
-    bootstrap: Any  # crs.scoring.bootstrap.BootstrapResult
-    reversals: Any  # crs.scoring.rankings.RankReversals
-    sensitivity: Any  # crs.scoring.stability.WeightSensitivity
-    settings: dict = field(default_factory=dict)
+    reported: pd.DataFrame
+    bootstrap: BootstrapResult
+    reversals: RankReversals
+    stability: Stability
+    reversal_uncertainty: Any = None
+
+    @property
+    def reference(self) -> str:
+        """The reference encoder's name, or "median" for the virtual cohort-median encoder."""
+        return self.settings.reference
+
+    @property
+    def axis_errors(self) -> pd.DataFrame:
+        return self.point.errors
+
+    @property
+    def sensitivity(self) -> WeightSensitivity:
+        return self.stability.weights
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """Named flat tables, ready for ``to_parquet`` / ``to_csv`` / ``to_markdown``."""
+        errors = self.point.errors.add_suffix("_error")
+        if self.point.standard_errors is not None:
+            errors = errors.join(self.point.standard_errors.add_suffix("_se"))
         return {
             "seed_axes": self.seed_axes,
-            "axis_errors": self.axis_errors.reset_index(),
+            "axis_errors": errors.reset_index(),
             "crs": self.crs.reset_index(),
+            "reported": self.reported.reset_index(),
             "bootstrap": self.bootstrap.table.reset_index(),
             "bootstrap_replicates": self.bootstrap.replicates,
             "rank_pairs": self.reversals.table.reset_index(),
-            "weight_sensitivity": self.sensitivity.table.reset_index(),
+            "stability_references": self.stability.references.reset_index(),
+            "stability_reference_ranks": self.stability.reference_ranks.reset_index(),
+            "stability_leave_one_out": self.stability.leave_one_out.reset_index(),
+            "weight_sensitivity": self.stability.weights.table.reset_index(),
         }
 
     def summary(self) -> dict:
-        """JSON-serialisable headline: leader, tier, reversals, tau, displacement, sensitivity."""
+        """JSON-serialisable headline: leader, tier, reversals, stability."""
         return {
             "reference": self.reference,
-            "settings": dict(self.settings),
+            "settings": self.settings.as_dict(),
+            "error_floor": {axis: float(value) for axis, value in self.point.floor.items()},
             "leader": self.bootstrap.leader,
             "leading_tier": list(self.bootstrap.leading_tier),
             "ranking": [
                 {key: _plain(value) for key, value in row.items()}
                 for row in self.crs.reset_index()[
-                    [
-                        "encoder",
-                        "crs",
-                        "crs_low",
-                        "crs_high",
-                        "rank",
-                        "auroc",
-                        "auroc_rank",
-                        "p_rank1",
-                        "in_leading_tier",
-                    ]
+                    ["encoder", "crs", "crs_low", "crs_high", "rank", "auroc", "auroc_rank", "p_rank1", "in_leading_tier"]
                 ].to_dict(orient="records")
             ],
             "rank_reversals": self.reversals.summary(),
-            "weight_sensitivity": self.sensitivity.summary(),
+            "reversal_uncertainty": _plain_tree(self.reversal_uncertainty),
+            "stability": _plain_tree(self.stability.summary()),
+            "weight_sensitivity": self.stability.weights.summary(),
         }
 
     def format(self) -> str:
@@ -83,18 +105,26 @@ class ScoreResult:
                    "dominance", "balance", "worst_axis", "worst_axis_name"]  # fmt: skip
         table = self.crs.sort_values(["rank", "auroc_rank"])[columns]
         reversals = self.reversals.summary()
-        sensitivity = self.sensitivity.summary()
+        stable = self.stability.summary()
+        weights = stable["weights"]
+        reference = "cohort median (per-axis median error)" if self.settings.median_reference else self.reference
+        floor = ", ".join(f"{axis} {value:.4f}" for axis, value in self.point.floor.items())
         lines = [
-            f"Clinical Reliability Score (reference: {self.reference}; {self.bootstrap.n_boot} {_bootstrap_name(self.bootstrap)} replicates)",
+            f"Clinical Reliability Score (reference: {reference}; {self.bootstrap.n_boot} {_bootstrap_name(self.bootstrap)} replicates)",
             table.to_string(float_format=lambda v: f"{v:.3f}"),
             "",
+            f"error floors (noise level of the reference's errors): {floor}",
             f"leading tier ({1 - self.bootstrap.alpha:.0%}, Holm): {', '.join(self.bootstrap.leading_tier)}",
             f"AUROC vs CRS ranking: {reversals['n_reversed']} of {reversals['n_pairs']} pairs reversed "
-            f"({reversals['n_tied']} tied), Kendall tau {reversals['kendall_tau']:.3f}, "
+            f"({reversals['n_tied']} tied; point estimate), Kendall tau {reversals['kendall_tau']:.3f}, "
             f"mean |rank displacement| {reversals['mean_abs_displacement']:.2f}",
             f"reversed pairs (AUROC order -> CRS order): {reversals['reversed_pairs']}",
-            f"weight sensitivity ({sensitivity['n_samples']} Dirichlet draws): {sensitivity['top']} stays first in "
-            f"{sensitivity['share_top_stays_first']:.1%}, mean Kendall tau to default {sensitivity['mean_kendall_tau']:.3f}",
+            f"stability: the leader stays first under {stable['leader_unchanged_under_references']} of "
+            f"{stable['n_references']} reference choices (each encoder and the median); leaving one encoder out "
+            f"changes the leader {stable['leave_one_out_leader_changes']} times and reverses at most "
+            f"{stable['leave_one_out_max_pairs_reversed']} pairs of the others",
+            f"weight sensitivity ({weights['n_samples']} Dirichlet draws): {weights['top']} stays first in "
+            f"{weights['share_top_stays_first']:.1%}, mean Kendall tau to default {weights['mean_kendall_tau']:.3f}",
         ]
         return "\n".join(lines)
 
@@ -111,79 +141,92 @@ def _plain(value):
     return value
 
 
+def _plain_tree(value):
+    if isinstance(value, dict):
+        return {str(key): _plain_tree(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain_tree(item) for item in value]
+    if hasattr(value, "summary"):
+        return _plain_tree(value.summary())
+    return _plain(value)
+
+
+def reported_measures(per_seed: pd.DataFrame, point: PointEstimate) -> pd.DataFrame:
+    """Per encoder, what is reported beside the axes: mean over seeds per task, then over tasks.
+
+    Also the scored values in their own units (auroc, ece_debiased, label_efficiency = mean AUROC
+    below the full fraction, robust_auroc) and effective robustness, the robust AUROC above the
+    cohort's clean-robust line (:func:`crs.axes.effective_robustness`).
+    """
+    columns = [column for column in REPORTED_COLUMNS if column in per_seed.columns]
+    per_task = per_seed.groupby(["encoder", "task"])[columns].mean()
+    table = per_task.groupby("encoder").mean()
+    table.index = table.index.astype(str)
+    errors = point.errors
+    values = pd.DataFrame(
+        {
+            "auroc": 1.0 - errors["discrimination"],
+            "ece_debiased": errors["calibration"],
+            "label_efficiency": 1.0 - errors["label_efficiency"],
+            "robust_auroc": 1.0 - errors["robustness"],
+        },
+        index=errors.index,
+    )
+    values["effective_robustness"] = effective_robustness(
+        values["auroc"].to_numpy(), values["robust_auroc"].to_numpy()
+    )
+    return values.join(table).rename_axis("encoder")
+
+
 def score_records(
     records: pd.DataFrame,
-    reference: str,
-    weights: Mapping[str, float] | Sequence[float] | None = None,
-    n_boot: int = 1000,
-    seed: int = 0,
-    alpha: float = 0.05,
-    epsilon: float = DEFAULT_EPSILON,
-    dominance_margin: float = 0.0,
-    full_fraction: float = 1.0,
-    retention_floor: float | None = None,
-    n_weight_samples: int = 1000,
+    settings: ScoreSettings | str | None = None,
+    *,
     predictions_dir: str | Path | None = None,
-    case_level: bool = False,
+    **changes: Any,
 ) -> ScoreResult:
-    """Run records -> seed axes -> axis errors -> CRS with bootstrap tiers, reversals, sensitivity.
+    """Run records -> measurements -> CRS point estimate -> bootstrap tier, reversals, stability.
 
-    ``case_level=True`` adds the second bootstrap level (test cases resampled within class,
-    :mod:`crs.scoring.case_bootstrap`); it reads the per-case predictions stage 2 wrote to
-    ``predictions_dir`` (``<output>/predictions``). The point estimates do not change.
+    ``settings``: a :class:`ScoreSettings`, or a reference encoder's name, or None (defaults:
+    median reference, noise floors); keyword ``changes`` override its fields
+    (``score_records(records, "resnet50", n_boot=200)``). ``settings.case_level`` adds the second
+    bootstrap level (test cases resampled within class, :mod:`crs.scoring.case_bootstrap`); it
+    reads the per-case predictions stage 2 wrote to ``predictions_dir`` (``<output>/predictions``).
+    The point estimate is made once, from the run records, and handed to every later step.
     """
-    floor = RETENTION_FLOOR if retention_floor is None else retention_floor
-    per_seed = seed_axes(records, full_fraction=full_fraction, retention_floor=floor)
-    errors = axis_errors(per_seed)
-    table = clinical_reliability_score(errors, reference, weights, epsilon, dominance_margin)
-    if case_level:
+    if isinstance(settings, str):
+        settings = ScoreSettings(reference=settings, **changes)
+    elif settings is None:
+        settings = ScoreSettings(**changes)
+    elif changes:
+        settings = settings.replace(**changes)
+    measurements: Measurements = measure(records, settings)
+    point = point_estimate(measurements.axis_errors(), measurements.axis_standard_errors(), settings)
+    per_seed = seed_axes(records, full_fraction=settings.full_fraction, retention_floor=settings.retention_floor)
+
+    if settings.case_level:
         if predictions_dir is None:
             raise ScoreInputError(
                 "case_level needs predictions_dir (the <output>/predictions folder stage 2 writes)"
             )
-        boot = paired_seed_case_bootstrap(
-            per_seed,
-            load_cases(Path(predictions_dir), records, full_fraction),
-            reference,
-            weights,
-            n_boot=n_boot,
-            seed=seed,
-            alpha=alpha,
-            epsilon=epsilon,
-            dominance_margin=dominance_margin,
-            retention_floor=floor,
-        )
+        cases = load_cases(Path(predictions_dir), records, settings.full_fraction)
+        boot = paired_seed_case_bootstrap(measurements, cases, point)
     else:
-        boot = paired_seed_bootstrap(
-            per_seed,
-            reference,
-            weights,
-            n_boot=n_boot,
-            seed=seed,
-            alpha=alpha,
-            epsilon=epsilon,
-            dominance_margin=dominance_margin,
-        )
-    mean_auroc = 1.0 - errors["discrimination"]
-    table["auroc"] = mean_auroc.reindex(table.index)
+        boot = paired_seed_bootstrap(measurements, point)
+
+    table = point.table.copy()
+    table["auroc"] = 1.0 - point.errors["discrimination"].reindex(table.index)
     table["auroc_rank"] = rank_descending(table["auroc"].to_numpy())
     for column in ("crs_low", "crs_high", "p_rank1", "in_leading_tier"):
         table[column] = boot.table[column].reindex(table.index)
     reversals = rank_reversals(table["auroc"], table["crs"])
-    sensitivity = weight_sensitivity(
-        errors,
-        reference,
-        n_samples=n_weight_samples,
-        seed=seed,
-        epsilon=epsilon,
-        dominance_margin=dominance_margin,
-        weights=weights,
+    return ScoreResult(
+        settings=settings,
+        seed_axes=per_seed,
+        point=point,
+        crs=table,
+        reported=reported_measures(per_seed, point),
+        bootstrap=boot,
+        reversals=reversals,
+        stability=stability(point),
     )
-    settings = {
-        "reference": reference, "weights": component_weights(weights).tolist(), "n_boot": n_boot, "seed": seed,
-        "alpha": alpha, "epsilon": epsilon, "dominance_margin": dominance_margin, "full_fraction": full_fraction,
-        "retention_floor": floor, "n_weight_samples": n_weight_samples, "case_level": bool(case_level),
-    }  # fmt: skip
-    return ScoreResult(reference, per_seed, errors, table, boot, reversals, sensitivity, settings)
-
-

@@ -10,7 +10,6 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from crs import axes
-from crs.axes import seed_axes
 from crs.evaluate.units import condition_metrics
 from crs.scoring.bootstrap import paired_seed_bootstrap
 from crs.scoring.case_bootstrap import (
@@ -22,9 +21,12 @@ from crs.scoring.case_bootstrap import (
     stratified_case_counts,
     weighted_auroc,
     weighted_binned_ece,
+    weighted_debiased_ece,
 )
-from crs.scoring.formula import ScoreInputError, axis_errors, clinical_reliability_score
+from crs.scoring.formula import AXES, ScoreInputError, point_estimate
+from crs.scoring.measurements import measure
 from crs.scoring.result import score_records
+from crs.scoring.settings import ScoreSettings
 
 # --- helpers ---------------------------------------------------------------------------------------
 
@@ -65,6 +67,13 @@ def _rows(cases: TaskCases, case_counts=None, shift_counts=None, seed_copies=Non
 
 def _records(cases: dict[str, TaskCases], **kwargs) -> pd.DataFrame:
     return pd.DataFrame([row for task in sorted(cases) for row in _rows(cases[task], **kwargs)])
+
+
+def _point(records: pd.DataFrame, reference: str, n_boot: int = 20, seed: int = 0):
+    """(measurements, point estimate) of run records, as score_records makes them."""
+    settings = ScoreSettings(reference=reference, n_boot=n_boot, seed=seed)
+    measurements = measure(records, settings)
+    return measurements, point_estimate(measurements.axis_errors(), measurements.axis_standard_errors(), settings)
 
 
 # --- weighted metrics against the materialised resample ----------------------------------------------
@@ -155,10 +164,25 @@ def test_multilabel_case_axes_match_the_axes_on_the_repeated_arrays():
     known = ~np.isnan(y)
     got_auroc = np.nanmean(weighted_auroc(probs.T, y.T == 1, y.T == 0, counts), axis=1)
     got_ece = np.nanmean(weighted_binned_ece(probs.T, np.nan_to_num(y.T), known.T, counts), axis=1)
+    got_debiased = np.nanmean(weighted_debiased_ece(probs.T, np.nan_to_num(y.T), known.T, counts), axis=1)
     for b in range(5):
         y_b, p_b = np.repeat(y, counts[b], axis=0), np.repeat(probs, counts[b], axis=0)
         assert got_auroc[b] == pytest.approx(axes.auroc(y_b, p_b, "multilabel"), abs=1e-12)
         assert got_ece[b] == pytest.approx(axes.ece(y_b, p_b, "multilabel"), abs=1e-12)
+        assert got_debiased[b] == pytest.approx(axes.debiased_ece(y_b, p_b, "multilabel"), abs=1e-12)
+
+
+def test_weighted_debiased_ece_equals_the_axis_on_the_repeated_arrays():
+    rng = np.random.default_rng(5)
+    for _ in range(30):
+        probs = rng.dirichlet(np.full(4, 0.7), 50)
+        y = rng.integers(0, 4, 50)
+        counts = rng.integers(0, 3, (3, 50))
+        correct = (probs.argmax(axis=1) == y).astype(float)
+        got = weighted_debiased_ece(probs.max(axis=1)[None], correct[None], None, counts)[:, 0]
+        for b in range(3):
+            expected = axes.debiased_ece(np.repeat(y, counts[b]), np.repeat(probs, counts[b], axis=0), "multiclass")
+            assert got[b] == pytest.approx(expected, abs=1e-12)
 
 
 # --- strata -----------------------------------------------------------------------------------------
@@ -202,9 +226,9 @@ def _planted_cases(n_cases=60, seed=0) -> dict[str, TaskCases]:
 
 def test_case_level_interval_is_wider_than_the_seed_only_one():
     cases = _planted_cases()
-    per_seed = seed_axes(_records(cases))
-    seed_only = paired_seed_bootstrap(per_seed, "a", n_boot=200, seed=0)
-    two_level = paired_seed_case_bootstrap(per_seed, cases, "a", n_boot=200, seed=0)
+    measurements, point = _point(_records(cases), "a", n_boot=200)
+    seed_only = paired_seed_bootstrap(measurements, point)
+    two_level = paired_seed_case_bootstrap(measurements, cases, point)
     seed_width = seed_only.table["crs_high"] - seed_only.table["crs_low"]
     case_width = two_level.table["crs_high"] - two_level.table["crs_low"]
     # seeds all predict the same, so the seed-only interval is a point; the test set adds the spread
@@ -217,10 +241,9 @@ def test_case_level_interval_is_wider_than_the_seed_only_one():
 
 def test_with_every_case_once_the_point_estimate_is_the_records_estimate():
     cases = _planted_cases()
-    per_seed = seed_axes(_records(cases))
-    result = paired_seed_case_bootstrap(per_seed, cases, "a", n_boot=20, seed=0)
-    point = clinical_reliability_score(axis_errors(per_seed), "a")
-    assert result.table["crs_from_predictions"].to_dict() == pytest.approx(point["crs"].to_dict(), abs=1e-12)
+    measurements, point = _point(_records(cases), "a")
+    result = paired_seed_case_bootstrap(measurements, cases, point)
+    assert result.table["crs_from_predictions"].to_dict() == pytest.approx(point.table["crs"].to_dict(), abs=1e-12)
 
 
 # --- on a real tiny pipeline run ----------------------------------------------------------------------
@@ -245,14 +268,16 @@ def test_tiny_run_predictions_reproduce_the_score_records_point_estimate(tiny_ca
     assert result.bootstrap.table["crs_from_predictions"].to_dict() == pytest.approx(
         plain.crs["crs"].to_dict(), abs=1e-9
     )
-    assert result.settings["case_level"] and "test-case bootstrap" in result.format()
+    assert result.settings.case_level and "test-case bootstrap" in result.format()
 
 
 def test_each_replicate_uses_one_case_draw_for_every_encoder_and_condition(tiny_cases):
     _, _, cases = tiny_cases
-    per_seed = seed_axes(_records(cases))
-    result = paired_seed_case_bootstrap(per_seed, cases, "pixel_stats", n_boot=6, seed=5)
+    measurements, point = _point(_records(cases), "pixel_stats", n_boot=6, seed=5)
+    result = paired_seed_case_bootstrap(measurements, cases, point)
     assert set(result.shift_case_draws) == {"cxr"}
+    kept = result.axis_error_replicates
+    shifts = []
     for replicate in (0, 5):
         seed_counts = result.seed_draws.iloc[replicate]
         drawn = [int(seed) for seed, count in seed_counts.items() for _ in range(int(count))]
@@ -263,16 +288,32 @@ def test_each_replicate_uses_one_case_draw_for_every_encoder_and_condition(tiny_
             rows += _rows(task_cases, case_counts=result.case_draws[task][replicate],
                           shift_counts=None if shift is None else shift[replicate], seed_copies=copies)  # fmt: skip
         # the same resampled cases, materialised, for every encoder and every condition of a task
-        expected = clinical_reliability_score(axis_errors(seed_axes(pd.DataFrame(rows))), "pixel_stats")[
-            "crs"
-        ]
-        assert result.replicates.iloc[replicate].to_dict() == pytest.approx(expected.to_dict(), abs=1e-9)
+        errors = measure(pd.DataFrame(rows), point.settings).axis_errors()
+        for axis in ("discrimination", "label_efficiency", "robustness"):
+            assert kept[axis].iloc[replicate].to_numpy() == pytest.approx(errors[axis].to_numpy(), abs=1e-9)
+        # calibration replicates are centred (crs.scoring.case_bootstrap.centre_calibration): they
+        # differ from the materialised resample by one shift per encoder and seed, never by the cases
+        shifts.append(kept["calibration"].iloc[replicate].to_numpy() - errors["calibration"].to_numpy())
+    # at the full fraction every seed trains on the same rows, so the shift is the same in every replicate
+    assert shifts[0] == pytest.approx(shifts[1], abs=1e-7) and np.all(shifts[0] < 0)
+
+
+def test_calibration_replicates_centre_on_the_point_estimate():
+    cases = _planted_cases()
+    measurements, point = _point(_records(cases), "a", n_boot=200, seed=4)
+    result = paired_seed_case_bootstrap(measurements, cases, point)
+    calibration = result.axis_error_replicates["calibration"]
+    # every seed predicts the same here, so centring per seed puts the replicate mean on the point estimate
+    assert calibration.mean().to_numpy() == pytest.approx(point.errors["calibration"].to_numpy(), abs=1e-9)
+    assert (calibration.std() > 0.005).all()  # the spread is kept
+    discrimination = result.axis_error_replicates["discrimination"]
+    assert np.abs(discrimination.mean() - point.errors["discrimination"]).max() < 0.01  # AUROC: no centring needed
 
 
 def test_case_draws_are_stratified_and_shared(tiny_cases):
     _, _, cases = tiny_cases
-    per_seed = seed_axes(_records(cases))
-    result = paired_seed_case_bootstrap(per_seed, cases, "pixel_stats", n_boot=40, seed=1)
+    measurements, point = _point(_records(cases), "pixel_stats", n_boot=40, seed=1)
+    result = paired_seed_case_bootstrap(measurements, cases, point)
     for task, task_cases in cases.items():
         draws = result.case_draws[task]
         strata = case_strata(task_cases.labels, task_cases.kind)
@@ -290,20 +331,14 @@ def test_missing_predictions_name_the_file_and_the_fix(tiny_cases, tmp_path):
 
 
 def test_case_level_keeps_every_axis_per_replicate_for_the_report():
-    from crs.scoring.formula import AXES, component_weights, crs_components
-
     cases = _planted_cases()
-    per_seed = seed_axes(_records(cases))
-    result = paired_seed_case_bootstrap(per_seed, cases, "a", n_boot=30, seed=2)
-    assert (
-        paired_seed_bootstrap(per_seed, "a", n_boot=5).axis_error_replicates is None
-    )  # seed level: unchanged
+    measurements, point = _point(_records(cases), "a", n_boot=30, seed=2)
+    result = paired_seed_case_bootstrap(measurements, cases, point)
     kept = result.axis_error_replicates
     assert list(kept) == list(AXES)
     assert all(kept[axis].shape == (30, 3) and list(kept[axis].columns) == ["a", "b", "c"] for axis in AXES)
     # the kept errors are the very ones behind the replicate CRS (every axis measured here)
     errors = np.stack([kept[axis].to_numpy() for axis in AXES], axis=-1)
-    crs = crs_components(errors, 0, component_weights(None))["crs"]
-    assert crs == pytest.approx(result.replicates.to_numpy(), abs=1e-12)
+    assert point.score(errors)["crs"] == pytest.approx(result.replicates.to_numpy(), abs=1e-12)
     # seeds all predict the same, so the spread of the discrimination error is the test cases'
     assert (kept["discrimination"].std() > 0.005).all()
