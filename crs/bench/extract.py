@@ -71,7 +71,7 @@ def run_one(name: str, n_images: int = 64, batch_size: int = 16, device: str = "
         dataset = load_dataset("synthetic", Path(folder) / "data", modality="chest_xray", n_images=n_images,
                                image_size=image_size)
         variants = [("gaussian_noise", 3), ("jpeg", 3)]
-        images = torch.stack([load_image(dataset.root / p, image_size) for p in dataset.paths[:batch_size]]).to(device)
+        images = torch.stack([load_image(dataset.root / p, image_size, dataset.fit) for p in dataset.paths[:batch_size]]).to(device)
         encoder.embed(images[:2].float() / 255)  # warm-up
         bare, pipeline, forward = [], [], 0
         for repeat in range(repeats):  # alternate, so both see the same machine load

@@ -87,7 +87,7 @@ def synthetic_images(modality: str, count: int, size: int, seed: int = 0) -> tup
     """``count`` images of the project's synthetic ``modality`` at ``size`` px, decoded as stage 1 does."""
     with tempfile.TemporaryDirectory() as root:
         dataset = load_synthetic(Path(root), modality, n_images=count, image_size=size, seed=seed)
-        images = torch.stack([load_image(dataset.root / path, size) for path in dataset.paths])
+        images = torch.stack([load_image(dataset.root / path, size, dataset.fit) for path in dataset.paths])
         return images, [str(i) for i in dataset.ids]
 
 
