@@ -23,6 +23,7 @@ from crs.cache.fingerprint import fingerprint
 from crs.cache.lock import WriterLock, layout_lock_path, writer_lock_path
 from crs.cache.store import FEATURE_DTYPE, CacheError, FeatureStore, store_path, test_digest
 from crs.cache.writer import ChunkedFeatureArray
+from crs.corruptions import SUITE_VERSION, apply_severities
 from crs.data.base import Dataset
 from crs.data.images import dataset_image
 from crs.data.validate import validate_for_extraction
@@ -154,8 +155,6 @@ class _EncoderJob:
         test_position = np.searchsorted(self.test_rows, rows)
         # Severities of one corruption that need the same rows are made in one call (one uint8->float
         # conversion), then embedded one severity at a time so batches match an uninterrupted run.
-        from crs.corruptions import apply_severities
-
         groups: dict[tuple[str, bytes], list[int]] = {}
         masks: dict[tuple[str, int], np.ndarray] = {}
         for (name, severity) in self.corrupt:
@@ -245,8 +244,6 @@ def extract_dataset(
     second writer fails naming the holder, or waits with ``wait=True``. The encoder's group becomes
     ``current`` (what stage 2 reads) once all of its chunks, from every shard, are complete.
     """
-    from crs.corruptions import SUITE_VERSION
-
     started = time.perf_counter()
     shard = check_shard(shard)
     validate_for_extraction(dataset)
