@@ -14,8 +14,9 @@ from crs.data.dicom import PERCENTILE_WINDOW, _read, looks_like_dicom, read_dico
 from crs.data.images import load_image
 
 pydicom = pytest.importorskip("pydicom")
-from dicom_factory import PATIENT_ID, PATIENT_NAME, circle_film, shipped_file, write_film  # noqa: E402
 from pydicom.pixels import apply_modality_lut, apply_voi_lut  # noqa: E402
+
+from dicom_factory import PATIENT_ID, PATIENT_NAME, circle_film, shipped_file, write_film  # noqa: E402
 
 
 def _shipped(name: str):

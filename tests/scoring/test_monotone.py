@@ -16,7 +16,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from cohorts import cohort_records
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,6 +23,8 @@ from crs.scoring.formula import ScoreInputError, point_estimate
 from crs.scoring.measurements import measure
 from crs.scoring.result import score_records
 from crs.scoring.settings import ScoreSettings
+
+from cohorts import cohort_records
 
 
 def _crs(records: pd.DataFrame, score_settings: ScoreSettings) -> pd.Series:
