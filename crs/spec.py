@@ -50,8 +50,9 @@ DEFAULT_N_BOOT = 1000
 
 PROBE_BACKENDS = ("sklearn", "torch", "cuml")
 PROBE_FAMILIES = ("logistic", "ridge", "knn")
-SELECTIONS = ("auroc", "nll")
-"""Validation criteria that choose C: macro one-vs-rest AUROC, or log-loss."""
+SELECTIONS = ("logloss", "auroc", "nll")
+"""Validation criteria that choose C: log-loss (the default; a proper scoring rule, so the chosen C also
+serves calibration), macro one-vs-rest AUROC, or ``nll`` (another name for log-loss)."""
 VALIDATIONS = ("fraction", "full")
 """Validation split that chooses C: drawn at the training subset's label fraction, or the full split."""
 
@@ -213,10 +214,10 @@ class ProbeConfig:
     label_fractions: tuple[float, ...] = DEFAULT_FRACTIONS
     seeds: tuple[int, ...] = DEFAULT_SEEDS
     Cs: tuple[float, ...] | None = None
-    selection: str = "auroc"
+    selection: str = "logloss"
     validation: str = "fraction"
     min_per_class: int = DEFAULT_MIN_PER_CLASS
-    jobs: int = 1
+    jobs: int | str = "auto"
 
     def __post_init__(self) -> None:
         where = "probe"
@@ -238,8 +239,8 @@ class ProbeConfig:
                 raise SpecError(f"{where}: for the knn family Cs are neighbour counts (whole numbers >= 1), got {self.Cs}")
         if _scalar(where, "min_per_class", self.min_per_class, "int") < 1:
             raise SpecError(f"{where}: min_per_class must be at least 1, got {self.min_per_class}")
-        if _scalar(where, "jobs", self.jobs, "int") == 0:
-            raise SpecError(f"{where}: jobs must be a number of processes (or -1 for every core), got 0")
+        if self.jobs != "auto" and _scalar(where, "jobs", self.jobs, "int") == 0:
+            raise SpecError(f"{where}: jobs must be \"auto\" or a number of processes (-1 for every core), got 0")
 
     @property
     def grid(self) -> tuple[float, ...]:

@@ -202,6 +202,10 @@ class FeatureStore:
 
     def read_features(self, encoder: str, name: str = "clean", fingerprint: str | None = None) -> np.ndarray:
         """Load one whole feature array as float32 (stage 2 reads a matrix once, subsets in memory)."""
+        return np.asarray(self.feature_array(encoder, name, fingerprint)[...], dtype=np.float32)
+
+    def feature_array(self, encoder: str, name: str = "clean", fingerprint: str | None = None) -> zarr.Array:
+        """One finished feature array, unread (stage 2 reads it in row blocks to bound its memory)."""
         fingerprint = fingerprint or self.current_fingerprint(encoder)
         group = self.encoder_group(encoder, fingerprint)
         if name not in group:
@@ -212,4 +216,4 @@ class FeatureStore:
             raise CacheError(
                 f"{self.path}: {encoder}/{name} has unfinished row chunks {missing}; re-run `crs extract` to resume"
             )
-        return np.asarray(child_array(group, name)[...], dtype=np.float32)
+        return child_array(group, name)

@@ -170,11 +170,16 @@ def group_split(
     return lookup.reindex(groups).to_numpy().astype(str)
 
 
+VALIDATION_STREAM = 1
+"""Random stream of the validation rows drawn at a label fraction (see ``nested_label_fractions``)."""
+
+
 def nested_label_fractions(
     labels: np.ndarray,
     fractions: Sequence[float],
     seed: int,
     min_per_class: int = 3,
+    stream: int = 0,
 ) -> dict[float, np.ndarray]:
     """Nested, stratified subsets of training rows for each label fraction.
 
@@ -183,12 +188,16 @@ def nested_label_fractions(
     label with positives, for multilabel) gets at least ``min_per_class`` rows where it has them,
     so each probe sees every class. The same seed gives the same subsets for every encoder, which
     is what makes the seed bootstrap paired.
+
+    ``stream`` names an independent random stream for the same seed: the training draw is stream 0,
+    the validation draw at the same fraction (``VALIDATION_STREAM``) another, so the two are
+    independent but each is reproducible and shared by every encoder.
     """
     fractions = sorted(float(f) for f in fractions)
     if not fractions or fractions[0] <= 0 or fractions[-1] > 1:
         raise DataError(f"label fractions must lie in (0, 1], got {fractions}")
     n = len(labels)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(seed if stream == 0 else [seed, stream])
     keys = stratify_key(labels)
     # Stratified order: interleave classes so any prefix keeps class proportions.
     position = np.empty(n)

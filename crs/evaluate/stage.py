@@ -12,7 +12,7 @@ from crs.evaluate import records as records_io
 from crs.evaluate.artifacts import RunFolder
 from crs.evaluate.audit import audit_tables
 from crs.evaluate.parallel import run_units
-from crs.evaluate.units import probe_settings, probe_units
+from crs.evaluate.units import probe_settings, probe_units, unit_costs_table
 from crs.spec import Spec, spec_to_dict
 
 log = logging.getLogger("crs")
@@ -32,12 +32,14 @@ class ProbeOutcome:
 
 
 def probe_spec(
-    spec: Spec, jobs: int | None = None, cluster: str | None = None, progress: bool = True, full: bool = False
+    spec: Spec, jobs: int | str | None = None, cluster: str | None = None, progress: bool = True, full: bool = False
 ) -> ProbeOutcome:
-    """Stage 2 from the cache alone; writes run records, seed aggregates, predictions and the audit.
+    """Stage 2 from the cache alone; writes run records, seed aggregates, predictions, the audit and
+    the per-unit costs (``probe_costs.csv``).
 
     Units whose cache fingerprint and probe settings are unchanged since the last run reuse their
     stored records (``full=True`` refits everything); cohort-level scores are always recomputed.
+    ``jobs``: worker processes, or ``"auto"`` (the spec's default: as many as memory and cores allow).
     """
     folder = RunFolder(spec.output).ensure_writable()
     settings = probe_settings(spec)
@@ -46,7 +48,7 @@ def probe_spec(
         folder.records_path.unlink()
     outcome = incremental.run_incremental(
         units, spec.cache, settings, folder,
-        lambda todo: run_units(todo, spec.cache, settings, jobs or spec.probe.jobs, cluster, progress),
+        lambda todo: run_units(todo, spec.cache, settings, jobs or spec.probe.jobs, cluster, progress, folder),
     )
     log.info("probe: reused the records of %d unchanged units; fitted %d", len(outcome.reused), len(outcome.fresh))
     records = records_io.combine(outcome.records)
@@ -57,7 +59,10 @@ def probe_spec(
         "skipped_images": audit["skipped_images"], incremental.UNIT_KEYS: outcome.unit_keys,
     }
     folder.predictions_dir.mkdir(exist_ok=True)
-    for unit, result in outcome.fresh.items():
-        folder.write_predictions(unit.encoder, unit.task, result.predictions)
+    for unit in outcome.fresh:  # the workers wrote them; they take their place beside the new records
+        folder.commit_predictions(unit.encoder, unit.task)
+    costs = [result.cost for result in outcome.fresh.values() if result.cost is not None]
+    if costs:
+        folder.write_unit_costs(unit_costs_table(costs))
     folder.write_records(records, provenance)
     return ProbeOutcome(records, len(outcome.fresh), len(outcome.reused))

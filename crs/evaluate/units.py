@@ -1,32 +1,47 @@
 """Stage 2: fit probes on cached features and evaluate each on every condition, without refitting.
 
-The unit of work is one (encoder, task): its clean feature matrix is read from the cache once, the
-nested label-fraction subsets for every seed are drawn from the stored labels (identical for every
+The unit of work is one (encoder, task): the clean features of its train, validation and test rows
+are read from the cache once (in row blocks, kept as the cache stores them, float16), the nested
+label-fraction subsets for every seed are drawn from the stored labels (identical for every
 encoder, which makes the seed bootstrap paired), all probes of the unit are fitted in one call to
 the probe backend, and each fitted probe predicts on the clean test split, every corruption x
-severity and the shift target. Needs nothing but the cache.
+severity and the shift target. Conditions are streamed: one is read from the cache block by block,
+predicted by every distinct probe, scored with the batched metrics and written to the unit's
+predictions file before the next is read, so a unit's memory does not grow with the number of
+conditions (``crs.evaluate.memory`` has the formula). Needs nothing but the cache.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import zarr
 
 from crs import axes
 from crs.cache.store import FeatureStore, SampleTable, store_path
-from crs.data.base import nested_label_fractions
+from crs.data.base import VALIDATION_STREAM, nested_label_fractions
 from crs.evaluate import artifacts
-from crs.probes import fit_probes
+from crs.evaluate.memory import READ_ROWS, PeakRSS, UnitSize
+from crs.probes import ProbeSet, fit_probes
+from crs.probes.metrics import METRICS, evaluation_metrics
 from crs.spec import Spec
 
 log = logging.getLogger("crs.probe")
 
 RECORDS_FORMAT = 4
 """Bump when what a unit writes changes (columns, predictions), so incremental runs refit stale units."""
+
+VALIDATIONS = ("fraction", "full")
+"""``fraction``: each probe's C is chosen on validation rows drawn at its own label fraction (nested,
+stratified, same per-class floor); ``full``: on the whole validation split."""
 
 
 @dataclass(frozen=True)
@@ -45,14 +60,50 @@ class ProbeSettings:
     Cs: tuple[float, ...]
     backend: str = "sklearn"
     family: str = "logistic"
-    selection: str = "auroc"
+    selection: str = "logloss"
     min_per_class: int = 3
+    validation: str = "fraction"
+
+
+@dataclass(frozen=True)
+class UnitCost:
+    """What one unit cost its worker: wall and CPU seconds, peak resident memory (with the RSS at
+    the unit's start), and CPU seconds per phase."""
+
+    encoder: str
+    task: str
+    wall_s: float
+    cpu_s: float
+    peak_rss_bytes: int
+    start_rss_bytes: int
+    read_cpu_s: float
+    fit_cpu_s: float
+    predict_cpu_s: float
+    metrics_cpu_s: float
+    save_cpu_s: float
+    n_conditions: int
+    n_probes: int
+    worker_pid: int
+    peak_exact: bool = True
+
+    def line(self) -> str:
+        return (
+            f"probe unit {self.encoder} x {self.task}: {self.wall_s:.1f} s wall, {self.cpu_s:.1f} s CPU, "
+            f"peak RSS {self.peak_rss_bytes / 2**30:.2f} GiB (CPU s read {self.read_cpu_s:.1f} / fit "
+            f"{self.fit_cpu_s:.1f} / predict {self.predict_cpu_s:.1f} / metrics {self.metrics_cpu_s:.1f} / save "
+            f"{self.save_cpu_s:.1f}; "
+            f"{self.n_conditions} conditions x {self.n_probes} probes)"
+        )
 
 
 @dataclass(frozen=True)
 class UnitResult:
+    """A unit's run records, the partial predictions file its worker wrote (None when no run folder
+    was given) and its cost."""
+
     records: pd.DataFrame
-    predictions: dict[str, np.ndarray]
+    predictions_file: Path | None = None
+    cost: UnitCost | None = None
 
 
 def condition_metrics(y: np.ndarray, probs: np.ndarray, kind: str) -> dict[str, float]:
@@ -84,30 +135,107 @@ def training_subsets(table: SampleTable, settings: ProbeSettings) -> list[tuple[
     return subsets
 
 
-def run_unit(unit: ProbeUnit, cache_root: Path, settings: ProbeSettings) -> UnitResult:
-    """Fit and evaluate every probe of one (encoder, task) unit from the cache alone."""
-    store = FeatureStore(store_path(cache_root, unit.task))
-    table = store.read_table()
-    kind = table.task.kind
-    features = store.read_features(unit.encoder, "clean")
-    train, val, test = (table.indices(s) for s in ("train", "val", "test"))
-    subsets = training_subsets(table, settings)
-    probe_set = fit_probes(
-        features[train], table.labels[train], features[val], table.labels[val],
-        [rows for _, _, rows in subsets], kind,
-        backend=settings.backend, family=settings.family, Cs=settings.Cs,
-        selection=settings.selection, n_classes=table.task.n_outputs,
-    )
+def validation_subsets(table: SampleTable, settings: ProbeSettings) -> list[np.ndarray] | None:
+    """Per probe (in :func:`training_subsets` order), the rows of the validation split that choose
+    its C: drawn at the probe's label fraction (``validation = "fraction"``), or None (all rows)."""
+    if settings.validation not in VALIDATIONS:
+        raise ValueError(f"validation {settings.validation!r} is not one of {VALIDATIONS}")
+    if settings.validation == "full":
+        return None
+    val_labels = table.labels[table.indices("val")]
+    rows: list[np.ndarray] = []
+    for seed in settings.seeds:
+        drawn = nested_label_fractions(
+            val_labels, settings.label_fractions, seed, settings.min_per_class, stream=VALIDATION_STREAM
+        )
+        rows.extend(drawn[fraction] for fraction in sorted(drawn))
+    return rows
 
-    conditions: list[tuple[str, str, int, str, np.ndarray, np.ndarray]] = [
-        ("clean", "", 0, "", features[test], table.labels[test])
-    ]
+
+# --- reading features in row blocks ---------------------------------------------------------------
+
+
+def block_rows(array: zarr.Array | np.ndarray) -> int:
+    """Rows per read: about ``READ_ROWS``, in whole chunks so no chunk is decoded twice."""
+    chunk = int(array.chunks[0]) if isinstance(array, zarr.Array) else READ_ROWS
+    return max(chunk, 1) * max(1, READ_ROWS // max(chunk, 1))
+
+
+def read_rows(array: zarr.Array, row_sets: list[np.ndarray]) -> list[np.ndarray]:
+    """The rows of each sorted index array in ``row_sets``, each as its own matrix in the stored
+    dtype, reading ``array`` one block at a time (blocks without a wanted row are skipped)."""
+    outs = [np.empty((len(rows), array.shape[1]), dtype=array.dtype) for rows in row_sets]
+    for start, stop, spans in _blocks(array, row_sets):
+        data = np.asarray(array[start:stop])
+        for out, rows, (lo, hi) in zip(outs, row_sets, spans, strict=True):
+            out[lo:hi] = data[rows[lo:hi] - start]
+    return outs
+
+
+def iter_rows(array: zarr.Array, rows: np.ndarray | None = None) -> Iterator[tuple[int, np.ndarray]]:
+    """(position, block) over the rows ``rows`` (sorted; None: all) of ``array``, in order, one
+    block of chunks at a time, in the stored dtype."""
+    if rows is None:
+        step = block_rows(array)
+        for start in range(0, array.shape[0], step):
+            yield start, np.asarray(array[start : start + step])
+        return
+    for start, stop, ((lo, hi),) in _blocks(array, [rows]):
+        yield lo, np.asarray(array[start:stop])[rows[lo:hi] - start]
+
+
+def _blocks(array: zarr.Array, row_sets: list[np.ndarray]):
+    step = block_rows(array)
+    for start in range(0, array.shape[0], step):
+        stop = min(start + step, array.shape[0])
+        spans = [tuple(np.searchsorted(rows, [start, stop])) for rows in row_sets]
+        if any(hi > lo for lo, hi in spans):
+            yield start, stop, spans
+
+
+# --- evaluation conditions ------------------------------------------------------------------------
+
+
+@dataclass
+class Condition:
+    """One evaluation condition: its record keys, labels, and where its feature rows come from."""
+
+    condition: str
+    corruption: str
+    severity: int
+    target: str
+    labels: np.ndarray
+    features: np.ndarray | zarr.Array  # in memory (clean test rows) or a cache array read in blocks
+    rows: np.ndarray | None = None  # rows of ``features`` to evaluate; None: all
+    groups: np.ndarray | None = None  # patient or lesion id per evaluated row (clean and shift), for the bootstrap
+
+    @property
+    def key(self) -> str:
+        return artifacts.condition_key(self.condition, self.corruption, self.severity)
+
+    def blocks(self) -> Iterator[tuple[int, np.ndarray]]:
+        if isinstance(self.features, np.ndarray):
+            step = block_rows(self.features)
+            for start in range(0, len(self.features), step):
+                yield start, self.features[start : start + step]
+        else:
+            yield from iter_rows(self.features, self.rows)
+
+
+def evaluation_conditions(
+    unit: ProbeUnit, cache_root: Path, store: FeatureStore, table: SampleTable, clean_test: np.ndarray
+) -> Iterator[Condition]:
+    """The clean test split (from ``clean_test`` in memory), every corruption x severity and the
+    shift target, in record order; the cache arrays are opened, not read."""
+    test_labels = table.labels[table.indices("test")]
+    clean = Condition("clean", "", 0, "", test_labels, clean_test, groups=table.groups[table.indices("test")])
+    yield clean
+    del clean, clean_test  # the caller may free the clean test rows once they are evaluated
     for name in store.feature_array_names(unit.encoder):
         if name.startswith("corrupt/"):
             _, corruption, severity_name = name.split("/")
-            conditions.append(
-                ("corrupt", corruption, int(severity_name), "", store.read_features(unit.encoder, name), table.labels[test])
-            )
+            yield Condition("corrupt", corruption, int(severity_name), "", test_labels,
+                            store.feature_array(unit.encoder, name))
     if unit.target:
         target_store = FeatureStore(store_path(cache_root, unit.target))
         target_table = target_store.read_table()
@@ -117,49 +245,201 @@ def run_unit(unit: ProbeUnit, cache_root: Path, settings: ProbeSettings) -> Unit
                 f"{unit.task!r} labels {table.task.class_names}"
             )
         target_rows = target_table.indices("test")
-        conditions.append(
-            ("shift", "", 0, unit.target, target_store.read_features(unit.encoder, "clean")[target_rows],
-             target_table.labels[target_rows])
-        )
+        yield Condition("shift", "", 0, unit.target, target_table.labels[target_rows],
+                        target_store.feature_array(unit.encoder, "clean"), target_rows,
+                        groups=target_table.groups[target_rows])
 
-    rows = []
-    predictions: dict[str, np.ndarray] = {}
-    for condition, corruption, severity, target, X, y in conditions:
-        probs = probe_set.predict_proba(X)
-        for s, (fraction, seed, subset_rows) in enumerate(subsets):
-            rows.append(
-                {
-                    "encoder": unit.encoder, "task": unit.task, "task_kind": kind,
-                    "label_fraction": float(fraction), "seed": int(seed), "condition": condition,
-                    "corruption": corruption, "severity": int(severity), "target": target,
-                    "n_train": int(len(subset_rows)), "selected_C": float(probe_set.selected_C[s]),
-                    "val_score": float(probe_set.val_score[s]),
-                    **condition_metrics(y, probs[s], kind),
-                }
+
+# --- one unit -------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Clock:
+    """CPU seconds per phase of one unit (this process, every thread: zarr decodes on its own
+    threads). CPU rather than wall seconds: on a shared machine wall time measures the neighbours."""
+
+    seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(("read", "fit", "predict", "metrics", "save"), 0.0))
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        start = time.process_time()
+        try:
+            yield
+        finally:
+            self.seconds[name] += time.process_time() - start
+
+
+def predict_condition(probe_set: ProbeSet, condition: Condition, n_outputs: int, clock: _Clock) -> np.ndarray:
+    """Probabilities (P, N, K) float32 of every probe of ``probe_set`` on one condition, predicted
+    block by block as the rows are read."""
+    probs = np.empty((probe_set.n_subsets, len(condition.labels), n_outputs), dtype=np.float32)
+    blocks = condition.blocks()
+    while True:
+        with clock.phase("read"):
+            item = next(blocks, None)
+        if item is None:
+            return probs
+        start, rows = item
+        with clock.phase("predict"):
+            # rows stay float16 as stored: centering casts them to float32 in the same pass
+            probs[:, start : start + len(rows)] = probe_set.predict_proba(rows)
+
+
+def probe_metrics(y: np.ndarray, probs: np.ndarray, kind: str, reference_columns: list[str]) -> dict[str, np.ndarray]:
+    """Every column of :func:`condition_metrics` for each probe of ``probs`` (P, N, K): the batched
+    metrics, and per probe only the columns the batched path does not have (none today)."""
+    batched = evaluation_metrics(y, probs, kind, metrics=[name for name in reference_columns if name in METRICS])
+    extra = [name for name in reference_columns if name not in batched]
+    if extra:
+        rows = [condition_metrics(y, p, kind) for p in probs]
+        batched.update({name: np.array([row[name] for row in rows], dtype=np.float64) for name in extra})
+    return {name: batched[name] for name in reference_columns}
+
+
+def run_unit(
+    unit: ProbeUnit, cache_root: Path, settings: ProbeSettings, folder: artifacts.RunFolder | None = None
+) -> UnitResult:
+    """Fit and evaluate every probe of one (encoder, task) unit from the cache alone.
+
+    With ``folder``, the unit's per-case predictions are written, one condition at a time, to its
+    partial predictions file there (the stage commits it with the run's records).
+    """
+    clock = _Clock()
+    wall_start, cpu_start = time.perf_counter(), time.process_time()
+    with PeakRSS() as memory:
+        start_rss = memory.peak
+        store = FeatureStore(store_path(cache_root, unit.task))
+        table = store.read_table()
+        kind = table.task.kind
+        train, val, test = (table.indices(s) for s in ("train", "val", "test"))
+        with clock.phase("read"):
+            X_train, X_val, X_test = read_rows(store.feature_array(unit.encoder, "clean"), [train, val, test])
+        subsets = training_subsets(table, settings)
+        with clock.phase("fit"):
+            probe_set = fit_probes(
+                X_train, table.labels[train], X_val, table.labels[val],
+                [rows for _, _, rows in subsets], kind,
+                backend=settings.backend, family=settings.family, Cs=settings.Cs,
+                selection=settings.selection, n_classes=table.task.n_outputs,
+                val_subsets=validation_subsets(table, settings),
             )
-        # Per-case predictions at the full label fraction (every seed) for reliability diagrams and
-        # the test-case level of the bootstrap; keys: clean_*, shift_*, corrupt__<name>__<severity>_*.
-        key = artifacts.condition_key(condition, corruption, severity)
-        full = [s for s, (fraction, _, _) in enumerate(subsets) if fraction == max(settings.label_fractions)]
-        # float32: float16 turns probabilities near 0 and 1 into ties and moves AUROC (measured 0.56 -> 0.49).
-        predictions[artifacts.probs_key(key)] = probs[full].astype(np.float32)
-        predictions[artifacts.labels_key(key)] = y
-        if condition == "clean":  # every fraction, for the case-level bootstrap of label efficiency
-            predictions[artifacts.ALL_CLEAN_PROBS] = probs.astype(np.float16)
-            predictions[artifacts.SUBSET_FRACTION] = np.array([f for f, _, _ in subsets], dtype=np.float64)
-            predictions[artifacts.SUBSET_SEED] = np.array([seed for _, seed, _ in subsets], dtype=np.int64)
-            predictions[artifacts.FULL_SEEDS] = predictions[artifacts.SUBSET_SEED][full]
-    predictions[artifacts.CLEAN_GROUPS] = table.groups[test].astype(str)  # the bootstrap resamples patients
-    if unit.target:
-        predictions[artifacts.SHIFT_GROUPS] = target_table.groups[target_rows].astype(str)
-    return UnitResult(pd.DataFrame(rows), predictions)
+        del X_train, X_val
+        fractions = np.array([float(f) for f, _, _ in subsets])
+        seeds = np.array([int(seed) for _, seed, _ in subsets], dtype=np.int64)
+        full = np.flatnonzero(fractions == max(settings.label_fractions))
+        keys = {"encoder": unit.encoder, "task": unit.task, "task_kind": kind, "label_fraction": fractions, "seed": seeds}
+        probe_columns = {
+            "n_train": np.array([len(rows) for _, _, rows in subsets], dtype=np.int64),
+            "selected_C": np.asarray(probe_set.selected_C, dtype=np.float64),
+            "val_score": np.asarray(probe_set.val_score, dtype=np.float64),
+        }
+        # The small per-unit arrays of the predictions file, written after the conditions.
+        predictions: dict[str, np.ndarray] = {
+            artifacts.SUBSET_FRACTION: fractions, artifacts.SUBSET_SEED: seeds, artifacts.FULL_SEEDS: seeds[full],
+        }
+        writer = folder.open_predictions(unit.encoder, unit.task) if folder is not None else None
+        frames: list[pd.DataFrame] = []
+        reference_columns: list[str] = []
+        n_conditions = 0
+        try:
+            for condition in evaluation_conditions(unit, cache_root, store, table, X_test):
+                probs = predict_condition(probe_set, condition, table.task.n_outputs, clock)
+                with clock.phase("metrics"):
+                    if not reference_columns:  # the columns the per-probe reference defines
+                        reference_columns = list(condition_metrics(condition.labels, probs[0], kind))
+                    metrics = probe_metrics(condition.labels, probs, kind, reference_columns)
+                    frames.append(pd.DataFrame({
+                        **keys, "condition": condition.condition, "corruption": condition.corruption,
+                        "severity": int(condition.severity), "target": condition.target, **probe_columns,
+                        **metrics,
+                    }))
+                if writer is not None:
+                    # Per-case predictions at the full label fraction (every seed) for reliability
+                    # diagrams and the test-case level of the bootstrap. float32: float16 turns
+                    # probabilities near 0 and 1 into ties and moves AUROC (measured 0.56 -> 0.49).
+                    with clock.phase("save"):
+                        writer.add(artifacts.probs_key(condition.key), probs[full])
+                        writer.add(artifacts.labels_key(condition.key), condition.labels)
+                        if condition.condition == "clean":  # every fraction, for label efficiency's bootstrap
+                            writer.add(artifacts.ALL_CLEAN_PROBS, probs.astype(np.float16))
+                        if condition.groups is not None:  # the bootstrap resamples patients, not images
+                            group_key = artifacts.CLEAN_GROUPS if condition.condition == "clean" else artifacts.SHIFT_GROUPS
+                            writer.add(group_key, condition.groups.astype(str))
+                if condition.condition == "clean":  # free the clean test rows: no later condition reads them
+                    del X_test
+                    condition.features = np.empty((0, 0), dtype=np.float16)
+                del probs
+                n_conditions += 1
+            if writer is not None:
+                with clock.phase("save"):
+                    for key, array in predictions.items():
+                        writer.add(key, array)
+        finally:
+            if writer is not None:
+                writer.close()
+        records = pd.concat(frames, ignore_index=True)
+    phase = clock.seconds
+    cost = UnitCost(
+        unit.encoder, unit.task, time.perf_counter() - wall_start, time.process_time() - cpu_start,
+        int(memory.peak), int(start_rss), phase["read"], phase["fit"], phase["predict"], phase["metrics"], phase["save"],
+        n_conditions, probe_set.n_subsets, os.getpid(), memory.exact,
+    )
+    return UnitResult(records, writer.path if writer is not None else None, cost)
+
+
+def task_sizes(table: SampleTable, settings: ProbeSettings) -> dict[str, object]:
+    """The parts of a unit's size that depend on the task alone (shared by its encoders): split
+    sizes, the distinct training subsets grouped by size as the torch backend fits them, and the
+    validation rows of each."""
+    subsets = training_subsets(table, settings)
+    val_subsets = validation_subsets(table, settings)
+    n_val = len(table.indices("val"))
+    distinct: dict[tuple[bytes, bytes], tuple[int, int]] = {}
+    for s, (_, _, rows) in enumerate(subsets):
+        val_rows = None if val_subsets is None else val_subsets[s]
+        key = (rows.tobytes(), b"" if val_rows is None else val_rows.tobytes())
+        distinct.setdefault(key, (len(rows), n_val if val_rows is None else len(val_rows)))
+    by_size: dict[int, list[int]] = {}
+    for n_rows, _ in distinct.values():
+        by_size.setdefault(n_rows, []).append(n_rows)
+    return {
+        "n_train": len(table.indices("train")), "n_val": n_val, "n_test": len(table.indices("test")),
+        "n_outputs": table.task.n_outputs, "n_probes": len(subsets), "n_distinct": len(distinct),
+        "groups": tuple(tuple(rows) for rows in by_size.values()),
+        "val_rows": tuple(v for _, v in distinct.values()),
+    }
+
+
+def unit_sizes(units: list[ProbeUnit], cache_root: Path, settings: ProbeSettings) -> dict[ProbeUnit, UnitSize]:
+    """Every unit's :class:`UnitSize`, from the cache's tables and array shapes (no features read)."""
+    per_task: dict[str, dict[str, object]] = {}
+    targets: dict[str, int] = {}
+    sizes = {}
+    for unit in units:
+        store = FeatureStore(store_path(cache_root, unit.task))
+        if unit.task not in per_task:
+            per_task[unit.task] = task_sizes(store.read_table(), settings)
+        task = per_task[unit.task]
+        eval_rows = int(task["n_test"])  # type: ignore[call-overload]
+        if unit.target:
+            if unit.target not in targets:
+                targets[unit.target] = len(FeatureStore(store_path(cache_root, unit.target)).read_table().indices("test"))
+            eval_rows = max(eval_rows, targets[unit.target])
+        dim = int(store.feature_array(unit.encoder, "clean").shape[1])
+        sizes[unit] = UnitSize(eval_rows=eval_rows, dim=dim, n_Cs=len(settings.Cs), **task)  # type: ignore[arg-type]
+    return sizes
+
+
+def unit_costs_table(costs: list[UnitCost]) -> pd.DataFrame:
+    """One row per unit cost, for the run folder's ``probe_costs.csv``."""
+    return pd.DataFrame([asdict(cost) for cost in costs])
 
 
 def probe_settings(spec: Spec) -> ProbeSettings:
     p = spec.probe
     return ProbeSettings(
         label_fractions=p.label_fractions, seeds=p.seeds, Cs=p.grid, backend=p.backend, family=p.family,
-        selection=p.selection, min_per_class=p.min_per_class,
+        selection=p.selection, min_per_class=p.min_per_class, validation=p.validation,
     )
 
 

@@ -46,10 +46,11 @@ def fit_probes(
     backend: str = "sklearn",
     family: str = "logistic",
     Cs: Sequence[float] | None = None,
-    selection: str = "auroc",
+    selection: str = "logloss",
     random_state: int = 0,
     n_jobs: int = 1,
     n_classes: int | None = None,
+    val_subsets: Sequence[np.ndarray] | None = None,
     **backend_options,
 ) -> ProbeSet:
     """Fit one probe per training subset and C; keep, per subset, the C best on validation.
@@ -57,11 +58,14 @@ def fit_probes(
     ``X_*`` float (n, D); ``y_*`` int (n,) class indices for multiclass/ordinal, float (n, L) with
     NaN = ignore for multilabel. ``subsets`` are index arrays into ``X_train`` (one per label
     fraction x seed); identical subsets are fitted once. ``n_classes`` fixes K for
-    multiclass/ordinal when a subset may miss a class. ``selection`` is ``auroc`` (macro one-vs-rest
-    on validation) or ``nll``; ties go to the smaller C. ``Cs=None`` tries the family's default grid
-    (:func:`crs.spec.probe_grid`: ``DEFAULT_CS``, or ``DEFAULT_KS`` for knn). Families ``ridge``
-    (``Cs`` are inverse penalties, alpha = 1 / C) and ``knn`` (``Cs`` are neighbour counts) run in
-    numpy whatever the backend. Backend options (torch: ``device``, ``dtype``, ``path``,
+    multiclass/ordinal when a subset may miss a class. ``selection`` is ``logloss`` (validation
+    log-loss, a proper scoring rule; ``nll`` is the same) or ``auroc`` (macro one-vs-rest); ties go
+    to the smaller C. ``val_subsets``: per subset, index arrays into ``X_val`` (the validation rows
+    drawn at that subset's label fraction) that choose its C; default: all of ``X_val``.
+    ``Cs=None`` tries the family's default grid (:func:`crs.spec.probe_grid`: ``DEFAULT_CS``, or
+    ``DEFAULT_KS`` for knn). Families ``ridge`` (``Cs`` are inverse penalties, alpha = 1 / C) and
+    ``knn`` (``Cs`` are neighbour counts) run in numpy whatever the backend. Backend options (torch:
+    ``device``, ``dtype``, ``path``,
     ``patience``, ``tol``) pass through ``backend_options``.
     """
     if backend not in BACKENDS:
@@ -71,7 +75,7 @@ def fit_probes(
     if selection not in SELECTIONS:
         raise ProbeError(f"selection {selection!r} is not one of {SELECTIONS}")
     grid = probe_grid(family, None if Cs is None else tuple(Cs))
-    problem = prepare(X_train, y_train, X_val, y_val, subsets, kind, grid, n_classes)
+    problem = prepare(X_train, y_train, X_val, y_val, subsets, kind, grid, n_classes, val_subsets)
     if family == "ridge":
         return ridge.fit(problem, selection)
     if family == "knn":

@@ -86,23 +86,54 @@ class LinearProbeSet(ProbeSet):
         return link_function(self.decision_function(X), self.link)
 
 
+def max_last(values: np.ndarray) -> np.ndarray:
+    """``values.max(axis=-1)`` as K elementwise passes (numpy reduces a short last axis one row at a
+    time: 10x slower for K = 8). The maximum is exact, so the result is the same."""
+    out = values[..., 0].copy()
+    for k in range(1, values.shape[-1]):
+        np.maximum(out, values[..., k], out=out)
+    return out
+
+
+def sum_last(values: np.ndarray) -> np.ndarray:
+    """``values.sum(axis=-1)`` bit for bit, as elementwise passes in numpy's own order (a running sum
+    below 8 terms, eight running sums combined pairwise from 8 to 128); numpy's own call for more.
+    ``tests/probes/test_probes.py`` holds it equal to numpy's."""
+    K = values.shape[-1]
+    if K > 128 or K == 0:
+        return values.sum(axis=-1)
+    if K < 8:
+        out = values[..., 0].copy()
+        for k in range(1, K):
+            out += values[..., k]
+        return out
+    partial = [values[..., j].copy() for j in range(8)]
+    k = 8
+    while k < K - K % 8:
+        for j in range(8):
+            partial[j] += values[..., k + j]
+        k += 8
+    out = ((partial[0] + partial[1]) + (partial[2] + partial[3])) + ((partial[4] + partial[5]) + (partial[6] + partial[7]))
+    for rest in range(k, K):
+        out += values[..., rest]
+    return out
+
+
 def link_function(logits: np.ndarray, link: str) -> np.ndarray:
     """Softmax over the last axis or elementwise sigmoid; stable for -inf logits."""
     if link == "softmax":
-        shifted = logits - logits.max(axis=-1, keepdims=True)
+        shifted = logits - max_last(logits)[..., None]
         expd = np.exp(shifted)
-        return expd / expd.sum(axis=-1, keepdims=True)
+        return expd / sum_last(expd)[..., None]
     if link == "ovr":
         # scikit-learn's convention for one-vs-rest linear scores: sigmoid, normalised over classes.
         proba = link_function(logits, "sigmoid")
         return proba / np.maximum(proba.sum(axis=-1, keepdims=True), 1e-30)
     if link == "sigmoid":
-        out = np.empty_like(logits)
-        positive = logits >= 0
-        out[positive] = 1.0 / (1.0 + np.exp(-logits[positive]))
-        e = np.exp(logits[~positive])
-        out[~positive] = e / (1.0 + e)
-        return out
+        # 1 / (1 + e^-x) for x >= 0 and e^x / (1 + e^x) below, as one pass with e = e^-|x| (the same
+        # operations element by element as with masks, 3x faster)
+        e = np.exp(-np.abs(logits))
+        return np.where(logits >= 0, np.ones((), dtype=e.dtype), e) / (1.0 + e)
     raise ProbeError(f"link {link!r} is not one of ('softmax', 'sigmoid', 'ovr')")
 
 
@@ -121,6 +152,14 @@ class ProblemData:
     unique_subsets: list[np.ndarray]
     subset_to_unique: np.ndarray
     center: np.ndarray
+    unique_val_subsets: list[np.ndarray] | None = None
+
+    def validation_rows(self, unique: int) -> np.ndarray | None:
+        """Rows of the validation split that choose C for unique subset ``unique``; None: all rows."""
+        if self.unique_val_subsets is None:
+            return None
+        rows = self.unique_val_subsets[unique]
+        return None if len(rows) == len(self.X_val) else rows
 
     @property
     def link(self) -> str:
@@ -171,8 +210,14 @@ def prepare(
     kind: str,
     Cs: Sequence[float],
     n_classes: int | None,
+    val_subsets: Sequence[np.ndarray] | None = None,
 ) -> ProblemData:
-    """Check every input once and find identical subsets (the 100 % fraction repeats per seed)."""
+    """Check every input once and find identical subsets (the 100 % fraction repeats per seed).
+
+    ``val_subsets``: per training subset, the rows of the validation split that choose its C (the
+    validation set drawn at the subset's label fraction); None: every subset uses all of them. Two
+    subsets are fitted once only when their training and their validation rows are both equal.
+    """
     if kind not in TASK_KINDS:
         raise ProbeError(f"task kind {kind!r} is not one of {TASK_KINDS}")
     X_train = check_features(X_train, "X_train")
@@ -197,44 +242,65 @@ def prepare(
         raise ProbeError(f"Cs must be positive finite numbers, got {Cs}")
     if len(subsets) == 0:
         raise ProbeError("subsets is empty; pass one index array per (label fraction, seed)")
-    checked: list[np.ndarray] = []
-    for i, subset in enumerate(subsets):
-        subset = np.asarray(subset)
-        if subset.ndim != 1 or len(subset) < 2 or not np.issubdtype(subset.dtype, np.integer):
-            raise ProbeError(f"subsets[{i}] must be a 1-D integer index array with at least 2 rows")
-        if subset.min() < 0 or subset.max() >= len(X_train):
-            raise ProbeError(f"subsets[{i}] indexes outside X_train (0..{len(X_train) - 1})")
-        checked.append(subset.astype(np.int64))
-    unique: dict[bytes, int] = {}
+    checked = [_check_subset(subset, f"subsets[{i}]", "X_train", len(X_train)) for i, subset in enumerate(subsets)]
+    checked_val: list[np.ndarray] | None = None
+    if val_subsets is not None:
+        if len(val_subsets) != len(checked):
+            raise ProbeError(f"val_subsets has {len(val_subsets)} entries, subsets has {len(checked)}; pass one per subset")
+        checked_val = [np.sort(_check_subset(rows, f"val_subsets[{i}]", "X_val", len(X_val)))
+                       for i, rows in enumerate(val_subsets)]
+    unique: dict[tuple[bytes, bytes], int] = {}
     mapping = np.empty(len(checked), dtype=np.int64)
+    first: list[int] = []
     for i, subset in enumerate(checked):
-        key = np.sort(subset).tobytes()
-        mapping[i] = unique.setdefault(key, len(unique))
-    unique_subsets = [np.sort(np.frombuffer(k, dtype=np.int64)) for k in unique]
+        key = (np.sort(subset).tobytes(), b"" if checked_val is None else checked_val[i].tobytes())
+        if key not in unique:
+            unique[key] = len(unique)
+            first.append(i)
+        mapping[i] = unique[key]
+    unique_subsets = [np.sort(checked[i]) for i in first]
+    unique_val = None if checked_val is None else [checked_val[i] for i in first]
     used = np.unique(np.concatenate(checked))
     center = sum(
         X_train[used[start : start + STANDARDISER_ROWS]].astype(np.float64).sum(axis=0)
         for start in range(0, len(used), STANDARDISER_ROWS)
     ) / len(used)  # in blocks: no float64 copy of the training matrix
     return ProblemData(
-        X_train, y_train, X_val, y_val, checked, kind, n_classes, Cs, unique_subsets, mapping, center
+        X_train, y_train, X_val, y_val, checked, kind, n_classes, Cs, unique_subsets, mapping, center, unique_val
     )
 
 
-def subset_standardiser(X: np.ndarray, center: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _check_subset(subset: np.ndarray, name: str, of: str, n_rows: int) -> np.ndarray:
+    subset = np.asarray(subset)
+    if subset.ndim != 1 or len(subset) < 2 or not np.issubdtype(subset.dtype, np.integer):
+        raise ProbeError(f"{name} must be a 1-D integer index array with at least 2 rows")
+    if subset.min() < 0 or subset.max() >= n_rows:
+        raise ProbeError(f"{name} indexes outside {of} (0..{n_rows - 1})")
+    return subset.astype(np.int64)
+
+
+def subset_standardiser(
+    X: np.ndarray, center: np.ndarray, rows: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Mean and floored std of a training subset, in float64, the mean taken relative to ``center``.
 
+    The subset is ``X`` itself, or ``X[rows]`` when ``rows`` is given (then it is never copied whole).
     Two passes over blocks of rows, so a float32 subset is never copied whole into float64.
     """
-    n = len(X)
+    n = len(X) if rows is None else len(rows)
+
+    def block(start: int) -> np.ndarray:
+        stop = start + STANDARDISER_ROWS
+        return (X[start:stop] if rows is None else X[rows[start:stop]]).astype(np.float64)
+
     blocks = range(0, n, STANDARDISER_ROWS)
     total = np.zeros(X.shape[1])
     for start in blocks:
-        total += (X[start : start + STANDARDISER_ROWS].astype(np.float64) - center).sum(axis=0)
+        total += (block(start) - center).sum(axis=0)
     mean = total / n
     squares = np.zeros(X.shape[1])
     for start in blocks:
-        squares += np.square(X[start : start + STANDARDISER_ROWS].astype(np.float64) - center - mean).sum(axis=0)
+        squares += np.square(block(start) - center - mean).sum(axis=0)
     return mean, np.maximum(np.sqrt(squares / n), STD_FLOOR)
 
 

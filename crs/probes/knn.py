@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from crs.probes.base import ProbeError, ProbeSet, ProblemData, check_features, subset_standardiser
-from crs.probes.selection import select_C, validation_scores
+from crs.probes.selection import lower_is_better, select_C, validation_scores
 
 
 def neighbour_labels(train: np.ndarray, query: np.ndarray, k: int, block: int = 2048) -> np.ndarray:
@@ -83,14 +83,16 @@ def fit(problem: ProblemData, selection: str, **_options) -> KNNProbeSet:
         means.append(mean)
         stds.append(std)
         train = ((problem.X_train[subset] - problem.center - mean) / std).astype(np.float32)
-        query = ((problem.X_val - problem.center - mean) / std).astype(np.float32)
+        rows = problem.validation_rows(u)
+        X_val = problem.X_val if rows is None else problem.X_val[rows]
+        query = ((X_val - problem.center - mean) / std).astype(np.float32)
         usable = np.minimum(ks, len(subset))
         neighbours = neighbour_labels(train, query, int(usable.max()))
         proba = _proba_for_ks(problem.y_train[subset], neighbours, usable, problem.kind, problem.n_classes)
-        scores[u] = validation_scores(problem.y_val, proba, selection)
+        scores[u] = validation_scores(problem.y_val if rows is None else problem.y_val[rows], proba, selection)
     best = select_C(scores)
     m = problem.subset_to_unique
-    sign = -1.0 if selection == "nll" else 1.0
+    sign = -1.0 if lower_is_better(selection) else 1.0
     return KNNProbeSet(
         kind=problem.kind,
         n_classes=problem.n_classes,

@@ -46,7 +46,6 @@ def fit(problem: ProblemData, selection: str, **_options):
     U, nC = len(problem.unique_subsets), len(problem.Cs)
     weights = np.zeros((U, nC, D, K))
     bias = np.zeros((U, nC, K))
-    val_centered = problem.X_val - problem.center
     scores = np.zeros((U, nC))
     link = "sigmoid" if problem.kind == "multilabel" else "ovr"
     for u, subset in enumerate(problem.unique_subsets):
@@ -71,8 +70,11 @@ def fit(problem: ProblemData, selection: str, **_options):
             w[:, :, present], b[:, present] = wp, bp
         for c in range(nC):
             weights[u, c], bias[u, c] = fold_standardisation(w[c], b[c], mean, std)
+        rows = problem.validation_rows(u)
+        val_centered = (problem.X_val if rows is None else problem.X_val[rows]) - problem.center
         logits = np.einsum("nd,cdk->cnk", val_centered, weights[u]) + bias[u][:, None, :]
-        scores[u] = validation_scores(problem.y_val, link_function(logits, link), selection)
+        labels = problem.y_val if rows is None else problem.y_val[rows]
+        scores[u] = validation_scores(labels, link_function(logits, link), selection)
     converged = np.ones(U, dtype=bool)  # closed form
     return assemble_linear(problem, "numpy", "ridge", selection, scores, weights, bias, converged, link=link)
 

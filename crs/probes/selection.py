@@ -13,6 +13,11 @@ from crs.probes.base import LinearProbeSet, ProbeError
 from crs.spec import SELECTIONS
 
 NLL_EPS = 1e-12
+
+
+def lower_is_better(selection: str) -> bool:
+    """Whether the criterion is a loss (log-loss): reported with its natural sign, negated to select."""
+    return selection in ("logloss", "nll")
 """Probabilities are clipped to [1e-12, 1] before the log in the validation NLL."""
 
 
@@ -36,61 +41,174 @@ def batched_auroc(y: np.ndarray, scores: np.ndarray) -> np.ndarray:
     only (macro AUROC is then ``np.nanmean`` over the last axis, as scikit-learn's macro OvR over
     the classes present).
     """
+    return batched_auroc_influence(y, scores, influence=False)[0]
+
+
+def batched_auroc_influence(
+    y: np.ndarray, scores: np.ndarray, influence: bool = True
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """:func:`batched_auroc` and, with ``influence``, each case's influence on each column's AUROC
+    ``(..., K, N)`` (DeLong's placement values: (V10 - A) / n_pos at a positive, (V01 - A) / n_neg
+    at a negative, 0 where the label is unknown, NaN in an unscorable column), from the same sort."""
     scores = np.asarray(scores)
     if scores.ndim < 2 or scores.shape[-2] != len(y):
         raise ProbeError(f"scores must be (..., N={len(y)}, K), got shape {scores.shape}")
     targets = label_matrix(y, scores.shape[-1])
-    out = np.full(scores.shape[:-2] + (scores.shape[-1],), np.nan)
+    batch, n, k = scores.shape[:-2], scores.shape[-2], scores.shape[-1]
+    out = np.full(batch + (k,), np.nan)
+    placements = np.zeros(batch + (k, n)) if influence else None
     complete = ~np.isnan(targets).any(axis=0)
-    if complete.all():
-        out[...] = _auroc_columns(targets, scores)  # no copy of the scores (multiclass, complete labels)
+    if complete.all():  # no copy of the scores (multiclass, complete labels)
+        out[...], values = _auroc_columns(targets, scores, influence)
+        if placements is not None:
+            placements[...] = values
     elif complete.any():
         cols = np.flatnonzero(complete)
-        out[..., cols] = _auroc_columns(targets[:, cols], scores[..., cols])
+        out[..., cols], values = _auroc_columns(targets[:, cols], scores[..., cols], influence)
+        if placements is not None:
+            placements[..., cols, :] = values
     for col in np.flatnonzero(~complete):
-        rows = ~np.isnan(targets[:, col])
-        out[..., col] = _auroc_columns(targets[rows][:, [col]], scores[..., rows, :][..., [col]])[..., 0]
-    return out
+        rows = np.flatnonzero(~np.isnan(targets[:, col]))
+        column = scores[..., col][..., rows]  # (..., n_rows): only this column's known rows are copied
+        area, values = _auroc_columns(targets[rows][:, [col]], column[..., None], influence)
+        out[..., col] = area[..., 0]
+        if placements is not None and values is not None:
+            placements[..., col, rows] = values[..., 0, :]
+    return out, placements
 
 
-def _auroc_columns(targets: np.ndarray, scores: np.ndarray) -> np.ndarray:
-    """Mann-Whitney AUROC of complete 0/1 ``targets`` (N, k) against ``scores`` (..., N, k).
+INDEX_BITS = 31
+"""Low bits of a float32 sort key that carry the case's position (so at most 2**31 cases)."""
 
-    Each column is sorted once (float32 scores as order-preserving integer keys with the label in
-    the lowest bit: one SIMD sort, about 4x faster than ``rankdata``'s argsort along a strided
-    axis). A column without ties needs only the positions of its positives; columns with ties count
-    each tie half, as ``roc_auc_score`` does, through per-tie-group counts.
+
+def _auroc_columns(
+    targets: np.ndarray, scores: np.ndarray, influence: bool = False
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Mann-Whitney AUROC of complete 0/1 ``targets`` (N, k) against ``scores`` (..., N, k), and
+    with ``influence`` each case's placement influence ``(..., k, N)`` in case order.
+
+    Each column is sorted once (float32 scores as order-preserving integer keys, then the label bit,
+    then the case's position: one SIMD sort of 64-bit keys, about 4x faster than ``rankdata``'s
+    argsort along a strided axis). The rank sum of the positives counts every (negative, positive)
+    pair with the negative below; ties count half, as ``roc_auc_score`` does: the label bit sorts
+    the negatives of a tie group first, so half the group's positives x negatives is taken off,
+    from the tied elements alone. The float64 path (argsort) counts per tie group.
     """
     n, k = targets.shape
     batch = scores.shape[:-2]
     rows = int(np.prod(batch, dtype=np.int64)) * k
     labels = np.broadcast_to(np.moveaxis(targets, 0, -1).astype(bool), batch + (k, n))
     columns = np.moveaxis(scores, -2, -1)  # (..., k, N)
+    order: np.ndarray | None = None
     if columns.dtype == np.float32:
         bits = np.ascontiguousarray(columns + np.float32(0.0)).view(np.uint32)  # + 0.0: -0.0 -> +0.0
-        flip = (bits.view(np.int32) >> 31).view(np.uint32) | np.uint32(1 << 31)
-        keys = ((bits ^ flip).astype(np.uint64) << np.uint64(1)) | labels
-        keys = np.sort(keys.reshape(rows, n), axis=-1)
-        sorted_labels = (keys & np.uint64(1)).astype(bool)
-        tied = (keys[:, 1:] ^ keys[:, :-1]) < 2
+        flip = (bits.view(np.int32) >> 31).view(np.uint32)
+        flip |= np.uint32(1 << 31)
+        flip ^= bits
+        keys = flip.astype(np.uint64)  # order-preserving integer key of each score,
+        keys <<= np.uint64(INDEX_BITS + 1)
+        keys |= labels.astype(np.uint64) << np.uint64(INDEX_BITS)  # then the label,
+        keys |= np.arange(n, dtype=np.uint64)  # then the case's position
+        keys = keys.reshape(rows, n)
+        keys.sort(axis=-1)
+        label_values = ((keys >> np.uint64(INDEX_BITS)) & np.uint64(1)).astype(np.float64)
+        score_keys = keys >> np.uint64(INDEX_BITS + 1)
+        tied = score_keys[:, 1:] == score_keys[:, :-1]
+        del score_keys
+        if influence:
+            order = (keys & np.uint64((1 << INDEX_BITS) - 1)).astype(np.int64)
+        del keys
     else:
         columns = columns.reshape(rows, n)
-        order = np.argsort(columns, axis=-1)
+        order = np.argsort(columns, axis=-1, kind="stable")
         values = np.take_along_axis(columns, order, axis=-1)
-        sorted_labels = np.take_along_axis(labels.reshape(rows, n), order, axis=-1)
+        label_values = np.take_along_axis(labels.reshape(rows, n), order, axis=-1).astype(np.float64)
         tied = values[:, 1:] == values[:, :-1]
     positives = np.broadcast_to(targets.sum(axis=0), batch + (k,)).reshape(rows)
     negatives = n - positives
     # Without ties: sum over positives of (negatives ranked below) = sum of their ranks - P(P+1)/2.
-    rank_sum = sorted_labels.astype(np.float64) @ np.arange(1, n + 1, dtype=np.float64)
+    rank_sum = label_values @ np.arange(1, n + 1, dtype=np.float64)
     numerator = rank_sum - positives * (positives + 1) / 2
     with_ties = np.flatnonzero(tied.any(axis=1))
-    if len(with_ties):
-        numerator[with_ties] = _tied_numerator(sorted_labels[with_ties], tied[with_ties])
+    if len(with_ties) and columns.dtype == np.float32:
+        numerator[with_ties] -= 0.5 * _tied_pairs(label_values[with_ties], tied[with_ties])
+    elif len(with_ties):
+        numerator[with_ties] = _tied_numerator(label_values[with_ties] > 0, tied[with_ties])
     with np.errstate(invalid="ignore", divide="ignore"):
         auroc = numerator / (positives * negatives)
     auroc = np.where((positives > 0) & (negatives > 0), auroc, np.nan)
-    return auroc.reshape(batch + (k,))
+    placements = None
+    if influence and order is not None:
+        sorted_influence = _placement_influence(label_values, tied, auroc, positives, negatives)
+        placements = np.empty_like(sorted_influence)
+        np.put_along_axis(placements, order, sorted_influence, axis=1)
+        placements = placements.reshape(batch + (k, n))
+    return auroc.reshape(batch + (k,)), placements
+
+
+def _placement_influence(
+    label_values: np.ndarray, tied: np.ndarray, auroc: np.ndarray, positives: np.ndarray, negatives: np.ndarray
+) -> np.ndarray:
+    """Influence of each sorted case on its row's AUROC (rows, n), as ``crs.axes``' DeLong form:
+    (share of negatives below a positive, ties half, - A) / n_pos and (share of positives above a
+    negative, ties half, - A) / n_neg. Computed for untied cases in a few passes, then overwritten
+    for the (few) cases in tie groups with the group's counts."""
+    rows, n = label_values.shape
+    with np.errstate(invalid="ignore", divide="ignore"):
+        inverse_positives = (1.0 / positives)[:, None]
+        inverse_negatives = (1.0 / negatives)[:, None]
+    area = auroc[:, None]
+    positives_before = np.cumsum(label_values, axis=1)
+    positives_before -= label_values
+    # untied positive: (negatives below / n_neg - A) / n_pos; untied negative: (1 - positives below / n_pos - A) / n_neg
+    with np.errstate(invalid="ignore"):  # unscorable rows (no positive or no negative) are NaN
+        at_positive = np.arange(n, dtype=np.float64) - positives_before
+        at_positive *= inverse_negatives
+        at_positive -= area
+        at_positive *= inverse_positives
+        at_negative = positives_before * -inverse_positives
+        at_negative += 1.0 - area
+        at_negative *= inverse_negatives
+    influence = np.where(label_values == 1.0, at_positive, at_negative)
+    in_group = np.zeros((rows, n), dtype=bool)
+    in_group[:, 1:] = tied
+    in_group[:, :-1] |= tied
+    row, position = np.nonzero(in_group)
+    if len(row):
+        left_tied = np.zeros(len(position), dtype=bool)
+        inner = position > 0
+        left_tied[inner] = tied[row[inner], position[inner] - 1]
+        group = np.cumsum(~left_tied) - 1
+        first = np.flatnonzero(~left_tied)
+        labels = label_values[row, position]
+        group_positives = np.bincount(group, weights=labels)
+        group_negatives = np.bincount(group) - group_positives
+        before_positives = positives_before[row[first], position[first]][group]
+        before_negatives = position[first][group] - before_positives
+        with np.errstate(invalid="ignore", divide="ignore"):
+            below = (before_negatives + 0.5 * group_negatives[group]) / negatives[row]
+            above = (positives[row] - before_positives - 0.5 * group_positives[group]) / positives[row]
+            influence[row, position] = np.where(
+                labels == 1.0, (below - auroc[row]) / positives[row], (above - auroc[row]) / negatives[row]
+            )
+    return influence
+
+
+def _tied_pairs(sorted_labels: np.ndarray, tied: np.ndarray) -> np.ndarray:
+    """Sum over tie groups of (positives x negatives in the group), per sorted row; touches only
+    the elements that are tied with a neighbour (few, next to the whole row)."""
+    rows, n = sorted_labels.shape
+    in_group = np.zeros((rows, n), dtype=bool)
+    in_group[:, 1:] = tied
+    in_group[:, :-1] |= tied
+    row, position = np.nonzero(in_group)  # row-major: each tie group is one contiguous run
+    left_tied = np.zeros(len(position), dtype=bool)
+    inner = position > 0
+    left_tied[inner] = tied[row[inner], position[inner] - 1]
+    group = np.cumsum(~left_tied) - 1
+    positives = np.bincount(group, weights=sorted_labels[row, position])
+    negatives = np.bincount(group) - positives
+    return np.bincount(row[~left_tied], weights=positives * negatives, minlength=rows)
 
 
 def _tied_numerator(sorted_labels: np.ndarray, tied: np.ndarray) -> np.ndarray:
@@ -139,9 +257,24 @@ def validation_scores(y_val: np.ndarray, proba: np.ndarray, selection: str) -> n
     """Selection criterion per probe, oriented so that larger is better (NLL is negated)."""
     if selection == "auroc":
         return macro_auroc(y_val, proba)
-    if selection == "nll":
+    if lower_is_better(selection):
         return -batched_nll(y_val, proba)
     raise ProbeError(f"selection {selection!r} is not one of {SELECTIONS}")
+
+
+def subset_validation_scores(problem, proba_of, unique_ids, selection: str) -> np.ndarray:
+    """Validation criterion per unique subset of ``unique_ids`` on that subset's own validation rows.
+
+    ``proba_of(i, rows)`` returns the probabilities ``(..., n_rows, K)`` of the i-th entry of
+    ``unique_ids`` on validation rows ``rows`` (``None``: every row). With one shared validation set
+    (``problem.val_subsets is None``) this is one call per entry on all rows.
+    """
+    scores = []
+    for i, u in enumerate(unique_ids):
+        rows = problem.validation_rows(u)
+        labels = problem.y_val if rows is None else problem.y_val[rows]
+        scores.append(validation_scores(labels, proba_of(i, rows), selection))
+    return np.stack(scores)
 
 
 def select_C(scores: np.ndarray) -> np.ndarray:
@@ -177,7 +310,7 @@ def assemble_linear(
     best = select_C(scores) if best is None else np.asarray(best)
     rows = np.arange(len(best))
     m = problem.subset_to_unique
-    sign = -1.0 if selection == "nll" else 1.0
+    sign = -1.0 if lower_is_better(selection) else 1.0
     return LinearProbeSet(
         kind=problem.kind,
         n_classes=problem.n_classes,

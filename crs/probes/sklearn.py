@@ -22,7 +22,7 @@ from crs.probes.base import (
     link_function,
     subset_standardiser,
 )
-from crs.probes.selection import assemble_linear, validation_scores
+from crs.probes.selection import assemble_linear, subset_validation_scores
 
 MAX_ITER = 5000
 TOL = 1e-4
@@ -81,12 +81,15 @@ def _fit_sklearn(X: np.ndarray, y: np.ndarray, C: float, random_state: int) -> t
     return model.coef_.T.copy(), model.intercept_.copy(), converged
 
 
-def _fit_subset(problem: ProblemData, subset: np.ndarray, random_state: int, fit_one=None) -> dict:
-    """All C values of one subset: folded weights per C and validation probabilities per C."""
+def _fit_subset(problem: ProblemData, unique: int, random_state: int, fit_one=None) -> dict:
+    """All C values of one unique subset: folded weights per C and probabilities per C on its
+    validation rows."""
+    subset = problem.unique_subsets[unique]
     X = problem.X_train[subset]
     mean, std = subset_standardiser(X, problem.center)
     standardised = (X - problem.center - mean) / std
-    val_centered = problem.X_val - problem.center
+    rows = problem.validation_rows(unique)
+    val_centered = (problem.X_val if rows is None else problem.X_val[rows]) - problem.center
     out: dict = {"weights": [], "bias": [], "proba": [], "converged": True}
     for C in problem.Cs:
         w, b, ok = fit_logistic(standardised, problem.y_train[subset], C, problem.kind, problem.n_classes, random_state, fit_one)
@@ -109,10 +112,12 @@ def fit(
 ):
     """Fit every (unique subset, C), choose C per subset on validation, return the probe set."""
     fits = Parallel(n_jobs=n_jobs)(
-        delayed(_fit_subset)(problem, subset, random_state, fit_one) for subset in problem.unique_subsets
+        delayed(_fit_subset)(problem, u, random_state, fit_one) for u in range(len(problem.unique_subsets))
     )
-    proba = np.stack([np.stack(f["proba"]) for f in fits])  # (U, n_Cs, N_val, K)
-    scores = validation_scores(problem.y_val, proba, selection)  # (U, n_Cs)
+    # (U, n_Cs): each subset's C path scored on its own validation rows
+    scores = subset_validation_scores(
+        problem, lambda i, rows: np.stack(fits[i]["proba"]), range(len(fits)), selection
+    )
     weights = np.stack([np.stack(f["weights"]) for f in fits])
     bias = np.stack([np.stack(f["bias"]) for f in fits])
     converged = np.array([f["converged"] for f in fits])

@@ -38,7 +38,13 @@ from crs.probes.base import (
     link_function,
     subset_standardiser,
 )
-from crs.probes.selection import assemble_linear, select_C, validation_scores
+from crs.probes.selection import (
+    assemble_linear,
+    lower_is_better,
+    select_C,
+    subset_validation_scores,
+    validation_scores,
+)
 
 CURVATURE = 0.25
 """Upper bound of the logistic loss curvature, used for the diagonal preconditioner."""
@@ -70,12 +76,11 @@ def resolve_device(device: str) -> torch.device:
 
 
 def batched_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``a @ b`` batched; on the CPU through numpy's BLAS, which runs these skinny products (n x r
-    times r x K with K ~ 8) 2-5x faster than ``torch.bmm`` here (measured on the 2-core dev machine:
-    5 x 1250 x 769 times 769 x 8, 4.7 ms vs 10 ms; the transposed product 5.5 ms vs 26 ms)."""
-    if a.device.type != "cpu":
-        return torch.bmm(a, b)
-    return torch.from_numpy(np.matmul(a.numpy(), b.numpy()))
+    """``a @ b`` batched, ``torch.bmm`` on every device. (numpy's BLAS ran these skinny CPU products
+    faster with an earlier torch; with torch 2.14 on the 2-core dev machine bmm is faster: 5 x 1250 x
+    769 times 769 x 8 in 2.1 vs 2.3 ms, the transposed product 1.2 vs 2.4 ms; at CheXpert size,
+    114,793 x 1,025 times 1,025 x 5, 89 vs 124 ms and 92 vs 118 ms.)"""
+    return torch.bmm(a, b)
 
 
 @dataclass
@@ -132,10 +137,14 @@ class GroupProblem:
         return f, grad
 
 
-def lbfgs(problem: GroupProblem, Cs: torch.Tensor, W0: torch.Tensor, options: SolverOptions):
+def lbfgs(
+    problem: GroupProblem, Cs: torch.Tensor, W0: torch.Tensor, options: SolverOptions, frozen: torch.Tensor | None = None
+):
     """Batched L-BFGS with per-problem history and Armijo backtracking, in preconditioned coordinates.
 
-    Returns the solution W (S, Cb, r+1, K) and a converged flag (S, Cb).
+    Returns the solution W (S, Cb, r+1, K) and a converged flag (S, Cb). ``frozen`` (S, Cb) marks
+    problems that keep W0 (each problem's iterates are independent of the others', so freezing some
+    changes nothing for the rest, and no copy of the group tensor is made to leave them out).
     """
     lam = problem.penalty(Cs)
     P = problem.preconditioner(Cs)
@@ -152,6 +161,8 @@ def lbfgs(problem: GroupProblem, Cs: torch.Tensor, W0: torch.Tensor, options: So
     y_hist: list[torch.Tensor] = []
     rho_hist: list[torch.Tensor] = []
     converged = flat(g / P).abs().amax(dim=2) <= options.tol
+    if frozen is not None:
+        converged = converged | frozen
     stalled = torch.zeros_like(converged)
     for _ in range(options.max_iter):
         active = ~(converged | stalled)
@@ -229,37 +240,76 @@ class SubsetBasis:
     Z: torch.Tensor | None  # (n, r) when it came free with the basis (row-space case), else None
 
 
+PROJECTION_ROWS = 8192
+"""Rows per block when a subset is centered, its Gram accumulated or it is projected into the group
+tensor: no full-size centered copy of a subset is ever made (at CheXpert size that copy was as large
+as the group tensor itself)."""
+
+
+def _numpy_dtype(dtype: torch.dtype) -> np.dtype:
+    return np.dtype(np.float64 if dtype == torch.float64 else np.float32)
+
+
+def centered_blocks(data: ProblemData, subset: np.ndarray, dtype: torch.dtype, block: int = PROJECTION_ROWS):
+    """(start, rows minus the unit's center) over blocks of the subset, in ``dtype`` (numpy)."""
+    np_dtype = _numpy_dtype(dtype)
+    center = data.center.astype(np_dtype)
+    for start in range(0, len(subset), block):
+        rows = data.X_train[subset[start : start + block]].astype(np_dtype, copy=False)
+        rows -= center
+        yield start, rows
+
+
 def centered_rows(data: ProblemData, subset: np.ndarray, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
-    """The subset's rows minus the unit's center, one (n, D) array in ``dtype`` (no float64 copy)."""
-    rows = data.X_train[subset].astype(np.float64 if dtype == torch.float64 else np.float32, copy=False)
+    """The subset's rows minus the unit's center, one (n, D) tensor in ``dtype`` (for n <= D only:
+    larger subsets are handled in blocks)."""
+    rows = data.X_train[subset].astype(_numpy_dtype(dtype), copy=False)
     rows -= data.center.astype(rows.dtype)
     return torch.from_numpy(rows).to(device)
 
 
-def subset_basis(Xc: torch.Tensor, mean: np.ndarray, std: np.ndarray) -> SubsetBasis:
-    """Eigenbasis of the standardised subset, from its centered rows ``Xc`` (n, D).
+def centered_gram(data: ProblemData, subset: np.ndarray, device: torch.device, dtype: torch.dtype) -> np.ndarray:
+    """Xc^T Xc / n of the subset's centered rows, accumulated over row blocks in float64 (each block's
+    product in ``dtype``)."""
+    dim = data.X_train.shape[1]
+    total = np.zeros((dim, dim))
+    for _, rows in centered_blocks(data, subset, dtype):
+        if device.type == "cpu":
+            total += rows.T @ rows
+        else:
+            block = torch.from_numpy(rows).to(device)
+            total += (block.T @ block).double().cpu().numpy()
+    return total / len(subset)
 
-    n > D: the eigenbasis of the standardised Gram matrix, which is the Gram of ``Xc`` (one float
-    product) corrected in float64 for the subset's mean and std, so no standardised copy is made.
+
+def subset_basis(
+    data: ProblemData, subset: np.ndarray, mean: np.ndarray, std: np.ndarray, device: torch.device, dtype: torch.dtype
+) -> SubsetBasis:
+    """Eigenbasis of the standardised subset.
+
+    n > D: the eigenbasis of the standardised Gram matrix, which is the Gram of the centered rows
+    (float products over row blocks, summed in float64) corrected in float64 for the subset's mean
+    and std, so no standardised or full centered copy is made.
     n <= D: the row space (it holds the L2 optimum), from the n x n Gram of the standardised rows;
-    there Z = U sqrt(n variance) comes free. Computed in Xc's dtype (float32 by default: the rotation
-    only has to be orthonormal to ~1e-6 for the L2 penalty to be unchanged); on the CPU through
-    scipy's LAPACK.
+    there Z = U sqrt(n variance) comes free. The eigendecomposition runs in ``dtype`` (float32 by
+    default: the rotation only has to be orthonormal to ~1e-6 for the L2 penalty to be unchanged);
+    on the CPU through scipy's LAPACK.
     """
-    n, dim = Xc.shape
-    on_cpu = Xc.device.type == "cpu"
-    A = Xc.numpy() if on_cpu else Xc
+    n, dim = len(subset), data.X_train.shape[1]
+    on_cpu = device.type == "cpu"
+    np_dtype = _numpy_dtype(dtype)
     eigh = cpu_eigh if on_cpu else torch.linalg.eigh
-    like = lambda a: a.astype(A.dtype) if on_cpu else torch.as_tensor(a, dtype=Xc.dtype, device=Xc.device)  # noqa: E731
-    host = lambda a: a.astype(np.float64) if on_cpu else a.double().cpu().numpy()  # noqa: E731
+    like = lambda a: a.astype(np_dtype) if on_cpu else torch.as_tensor(a, dtype=dtype, device=device)  # noqa: E731
     if n > dim:
-        gram = host(A.T @ A) / n
+        gram = centered_gram(data, subset, device, dtype)
         standardised_gram = (gram - np.outer(mean, mean)) / np.outer(std, std)
         variance, V = eigh(like(standardised_gram))
         keep = variance > RANK_TOL * variance.max()
         Z = None
         V, variance = V[:, keep], variance[keep]
     else:
+        Xc = centered_rows(data, subset, device, dtype)
+        A = Xc.numpy() if on_cpu else Xc
         Xs = (A - like(mean)) / like(std)
         variance, U = eigh(Xs @ Xs.T / n)
         keep = variance > RANK_TOL * variance.max()
@@ -271,19 +321,32 @@ def subset_basis(Xc: torch.Tensor, mean: np.ndarray, std: np.ndarray) -> SubsetB
     return SubsetBasis(mean, std, as_torch(V), as_torch(variance), None if Z is None else as_torch(Z))
 
 
-def project_into(out: torch.Tensor, Xc: torch.Tensor, basis: SubsetBasis) -> None:
-    """Write Z = ((Xc - mean) / std) V into ``out`` (n, r) as Xc (V / std) - (mean / std) V: one
-    product straight into the padded group tensor, no standardised copy."""
-    dtype, device = Xc.dtype, Xc.device
+def project_into(
+    out: torch.Tensor, data: ProblemData, subset: np.ndarray, basis: SubsetBasis, device: torch.device, dtype: torch.dtype
+) -> None:
+    """Write Z = ((Xc - mean) / std) V into ``out`` (n, r) as Xc (V / std) - (mean / std) V, one
+    block of rows at a time straight into the padded group tensor: no standardised or centered copy
+    of the subset."""
     V = basis.V
     scaled = V / torch.as_tensor(basis.std, dtype=dtype, device=device)[:, None]
     offset = torch.as_tensor(basis.mean / basis.std, dtype=dtype, device=device) @ V
     if device.type == "cpu":
-        target = out.numpy()
-        np.matmul(Xc.numpy(), scaled.numpy(), out=target)
-        target -= offset.numpy()
+        target, scaled_np, offset_np = out.numpy(), scaled.numpy(), offset.numpy()
+        for start, rows in centered_blocks(data, subset, dtype):
+            block = target[start : start + len(rows)]
+            np.matmul(rows, scaled_np, out=block)
+            block -= offset_np
     else:
-        out.copy_(Xc @ scaled - offset)
+        for start, rows in centered_blocks(data, subset, dtype):
+            out[start : start + len(rows)].copy_(torch.from_numpy(rows).to(device) @ scaled - offset)
+
+
+def column_variance(Z: torch.Tensor) -> torch.Tensor:
+    """Mean square of each column of Z (n, r), summed over row blocks in float64 (no n x r temporary)."""
+    total = torch.zeros(Z.shape[1], dtype=torch.float64, device=Z.device)
+    for start in range(0, Z.shape[0], PROJECTION_ROWS // 4):
+        total += Z[start : start + PROJECTION_ROWS // 4].square().sum(dim=0, dtype=torch.float64)
+    return (total / max(Z.shape[0], 1)).to(Z.dtype)
 
 
 @dataclass
@@ -322,8 +385,8 @@ def shared_basis(data: ProblemData, device: torch.device, dtype: torch.dtype) ->
     largest = max(data.unique_subsets, key=len)
     if len(largest) <= data.X_train.shape[1]:
         return None
-    mean, std = subset_standardiser(data.X_train[largest], data.center)
-    basis = subset_basis(centered_rows(data, largest, device, dtype), mean, std)
+    mean, std = subset_standardiser(data.X_train, data.center, largest)
+    basis = subset_basis(data, largest, mean, std, device, dtype)
     return basis.V if basis.V.shape[1] == data.X_train.shape[1] else None
 
 
@@ -337,17 +400,17 @@ def build_group(
     rotation-invariant), the diagonal preconditioner (each column's variance, measured) nearly as
     good, and a D x D eigendecomposition per subset is saved.
 
-    Two passes keep memory at about one subset's rows plus the group tensor: the bases first (each
-    needs only a D x D or n x n Gram), then each subset's Z projected straight into its slice.
+    Two passes keep memory at the group tensor plus a block of rows: the bases first (each needs
+    only a D x D or n x n Gram), then each subset's Z projected block by block into its slice.
     """
     bases = []
     for index in members:
         subset = data.unique_subsets[index]
-        mean, std = subset_standardiser(data.X_train[subset], data.center)
+        mean, std = subset_standardiser(data.X_train, data.center, subset)
         if shared_V is not None and len(subset) > data.X_train.shape[1]:
             bases.append(SubsetBasis(mean, std, shared_V, None, None))
         else:
-            bases.append(subset_basis(centered_rows(data, subset, device, dtype), mean, std))
+            bases.append(subset_basis(data, subset, mean, std, device, dtype))
     S, n, D = len(members), len(data.unique_subsets[members[0]]), data.X_train.shape[1]
     r = max(basis.V.shape[1] for basis in bases)
     means, stds = np.stack([b.mean for b in bases]), np.stack([b.std for b in bases])
@@ -359,9 +422,9 @@ def build_group(
         if basis.Z is not None:
             Z_all[i, :, :rank] = basis.Z
         else:
-            project_into(Z_all[i, :, :rank], centered_rows(data, data.unique_subsets[index], device, dtype), basis)
+            project_into(Z_all[i, :, :rank], data, data.unique_subsets[index], basis, device, dtype)
         V_all[i, :, :rank] = basis.V
-        var_all[i, :rank] = Z_all[i, :, :rank].square().mean(dim=0) if basis.variance is None else basis.variance
+        var_all[i, :rank] = column_variance(Z_all[i, :, :rank]) if basis.variance is None else basis.variance
         bases[i] = None  # type: ignore[call-overload]  # its V now lives in V_all
     Z_all[:, :, r] = 1.0
     parts = [group_targets(data, data.unique_subsets[index]) for index in members]
@@ -409,14 +472,24 @@ def fold(
 
 
 def _val_scores(
-    data: ProblemData, centered: np.ndarray, weights: np.ndarray, bias: np.ndarray, selection: str
+    data: ProblemData, centered: np.ndarray, weights: np.ndarray, bias: np.ndarray, selection: str,
+    unique_ids: np.ndarray | list[int],
 ) -> np.ndarray:
-    """Validation criterion (larger is better) for folded weights (S, Cb, D, K): (S, Cb).
-    ``centered``: the validation features minus the unit's center, float32 (computed once per fit)."""
+    """Validation criterion (larger is better) for folded weights (S, Cb, D, K) of the unique subsets
+    ``unique_ids``: (S, Cb). ``centered``: the validation features minus the unit's center, float32
+    (computed once per fit). With a validation set per subset, each is scored on its own rows."""
     S, Cb, D, K = weights.shape
-    logits = centered @ weights.transpose(2, 0, 1, 3).reshape(D, S * Cb * K).astype(np.float32)
-    logits = logits.reshape(len(centered), S, Cb, K).transpose(1, 2, 0, 3) + bias[:, :, None, :]
-    return validation_scores(data.y_val, link_function(logits, data.link), selection)
+    if data.unique_val_subsets is None:
+        logits = centered @ weights.transpose(2, 0, 1, 3).reshape(D, S * Cb * K).astype(np.float32)
+        logits = logits.reshape(len(centered), S, Cb, K).transpose(1, 2, 0, 3) + bias[:, :, None, :]
+        return validation_scores(data.y_val, link_function(logits, data.link), selection)
+
+    def proba_of(i: int, rows: np.ndarray | None) -> np.ndarray:
+        X = centered if rows is None else centered[rows]
+        logits = X @ weights[i].transpose(1, 0, 2).reshape(D, Cb * K).astype(np.float32)
+        return link_function(logits.reshape(len(X), Cb, K).transpose(1, 0, 2) + bias[i][:, None, :], data.link)
+
+    return subset_validation_scores(data, proba_of, unique_ids, selection)
 
 
 def fit(
@@ -427,9 +500,9 @@ def fit(
     device: str = "cpu",
     dtype: str = "float32",
     path: str | None = None,
-    patience: int = 2,
+    patience: int | None = None,
     tol: float = 1e-5,
-    path_tol: float = 1e-4,
+    path_tol: float = 1e-3,
     max_iter: int = 2000,
     share_basis: bool = True,
     family: str = "logistic",
@@ -437,10 +510,12 @@ def fit(
     """Fit every (unique subset, C) as batched problems grouped by subset size; choose C per subset.
 
     ``path``: ``warm`` (C ascending, warm starts, early stop after ``patience`` falls of the
-    validation score; default on CPU) or ``batched`` (every C at once; default on GPU). The path is
-    solved to ``path_tol`` (scikit-learn's default tolerance: these fits only choose C), then each
-    subset's selected C is refined to ``tol`` from its path solution, so the probes kept meet the
-    tight tolerance and the others cost what the reference pays for them.
+    validation score in a row; default on CPU) or ``batched`` (every C at once; default on GPU).
+    ``patience`` defaults to 1 for log-loss selection (validation log-loss is smooth and, over a C
+    grid, falls then rises: its first rise marks the turn) and 2 for AUROC (flat and noisy near its
+    top). The path is solved to ``path_tol`` (1e-3: these fits only choose C; on the bench units no
+    selected C changed from 1e-4), then each subset's selected C is refined to ``tol`` from its path
+    solution, so the probes kept meet the tight tolerance and the others cost little.
     ``share_basis``: subsets with more rows than features are rotated into the eigenbasis of the
     unit's largest subset (one D x D eigendecomposition per unit instead of one per subset).
     ``random_state`` and ``n_jobs`` are accepted for interface parity (the solver is deterministic;
@@ -451,6 +526,8 @@ def fit(
         raise ProbeError(f"dtype {dtype!r} is not one of ('float32', 'float64')")
     torch_dtype = getattr(torch, dtype)
     path = path or ("batched" if torch_device.type == "cuda" else "warm")
+    if patience is None:
+        patience = 1 if lower_is_better(selection) else 2
     if path not in ("warm", "batched"):
         raise ProbeError(f"path {path!r} is not one of ('warm', 'batched')")
     final_options = SolverOptions(tol=tol, max_iter=max_iter)
@@ -458,7 +535,9 @@ def fit(
     U, nC, D, K = len(problem.unique_subsets), len(problem.Cs), problem.X_train.shape[1], problem.n_classes
     weights = np.zeros((U, D, K))  # only the chosen fit of each subset is kept
     bias = np.zeros((U, K))
-    val_centered = (problem.X_val - problem.center).astype(np.float32)
+    val_centered = np.empty(problem.X_val.shape, dtype=np.float32)  # in blocks: no float64 copy
+    for start in range(0, len(val_centered), PROJECTION_ROWS):
+        val_centered[start : start + PROJECTION_ROWS] = problem.X_val[start : start + PROJECTION_ROWS] - problem.center
     scores = np.full((U, nC), np.nan)
     converged = np.ones(U, dtype=bool)
     selected = np.zeros(U, dtype=np.int64)
@@ -474,7 +553,7 @@ def fit(
                 W0 = torch.zeros(S, nC, R, K, dtype=torch_dtype, device=torch_device)
                 W_path, _ = lbfgs(bases.problem, Cs, W0, path_options)
                 w, b = fold(bases, W_path, problem)
-                scores[members] = _val_scores(problem, val_centered, w, b, selection)
+                scores[members] = _val_scores(problem, val_centered, w, b, selection, members)
             else:
                 W_path = _warm_path(problem, bases, members, Cs, path_options, selection, patience, val_centered, scores)
             # Refine each subset's selected C to the final tolerance, warm from its path solution.
@@ -484,7 +563,7 @@ def fit(
             W, ok = lbfgs(bases.problem, Cs[rows][:, None], W0, final_options)
             w, b = fold(bases, W, problem)
             weights[members], bias[members] = w[:, 0], b[:, 0]
-            scores[members, best] = _val_scores(problem, val_centered, w, b, selection)[:, 0]
+            scores[members, best] = _val_scores(problem, val_centered, w, b, selection, members)[:, 0]
             converged[members] = ok[:, 0].cpu().numpy()
             del bases, W_path, W0, W  # free this group's tensors before the next group is built
     return assemble_linear(problem, "torch", family, selection, scores, weights, bias, converged, best=selected)
@@ -501,12 +580,13 @@ def _warm_path(problem, bases, members, Cs, options, selection, patience, val_ce
     falls = np.zeros(S, dtype=int)
     running = np.arange(S)
     for c in range(len(Cs)):
-        sub = bases.problem if len(running) == S else _select(bases.problem, running)
-        W[running], _ = lbfgs(sub, Cs[c : c + 1], W[running], options)
+        stopped = torch.ones(S, 1, dtype=torch.bool, device=W.device)
+        stopped[torch.as_tensor(running, device=W.device)] = False
+        W, _ = lbfgs(bases.problem, Cs[c : c + 1], W, options, frozen=stopped)
         W_path[running, c] = W[running, 0]
         w, b = fold(bases, W[running], problem, running)
         rows = np.asarray(members)[running]
-        score = _val_scores(problem, val_centered, w, b, selection)[:, 0]
+        score = _val_scores(problem, val_centered, w, b, selection, rows)[:, 0]
         scores[rows, c] = score
         falls[running] = np.where(score < best[running], falls[running] + 1, 0)
         best[running] = np.maximum(best[running], score)
@@ -514,17 +594,3 @@ def _warm_path(problem, bases, members, Cs, options, selection, patience, val_ce
         if len(running) == 0:
             break
     return W_path
-
-
-def _select(problem: GroupProblem, rows: np.ndarray) -> GroupProblem:
-    index = torch.as_tensor(rows, device=problem.Z.device)
-    optional = lambda t: None if t is None else t[index]  # noqa: E731
-    return GroupProblem(
-        Z=problem.Z[index],
-        targets=problem.targets[index],
-        row_weights=optional(problem.row_weights),
-        class_mask=optional(problem.class_mask),
-        variance=problem.variance[index],
-        label_rows=problem.label_rows[index],
-        multilabel=problem.multilabel,
-    )

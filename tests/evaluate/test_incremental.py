@@ -77,12 +77,12 @@ def probe_incrementally(spec: Spec):
     folder = RunFolder(spec.output).ensure_writable()
     outcome = run_incremental(
         units, spec.cache, settings, folder,
-        lambda todo: run_units(todo, spec.cache, settings, jobs=1, progress=False),
+        lambda todo: run_units(todo, spec.cache, settings, jobs=1, progress=False, folder=folder),
     )
     records = records_io.combine(outcome.records)
+    for unit in outcome.fresh:
+        folder.commit_predictions(unit.encoder, unit.task)
     records_io.write_parquet(records, folder.records_path, {UNIT_KEYS: outcome.unit_keys})
-    for unit, result in outcome.fresh.items():
-        folder.write_predictions(unit.encoder, unit.task, result.predictions)
     return records, outcome
 
 

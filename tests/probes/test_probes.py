@@ -93,7 +93,7 @@ def test_sklearn_backend_equals_direct_loop(kind):
     rng = np.random.default_rng(0)
     subsets = [rng.choice(300, 80, replace=False), np.arange(300)]
     Cs = (1e-3, 1e-2, 1e-1, 1.0)
-    probe_set = fit_probes(X_train, y_train, X_val, y_val, subsets, kind, Cs=Cs, n_classes=4)
+    probe_set = fit_probes(X_train, y_train, X_val, y_val, subsets, kind, Cs=Cs, n_classes=4, selection="auroc")
     assert probe_set.converged.all()
     proba = probe_set.predict_proba(X_test)
     assert proba.shape == (2, 100, 4)
@@ -152,14 +152,15 @@ def test_ties_go_to_the_smaller_C():
     # rule "ties to the smaller C" must pick the first C.
     x = np.concatenate([np.linspace(-2, -1, 20), np.linspace(1, 2, 20)]).astype(np.float32)[:, None]
     y = np.repeat([0, 1], 20)
-    probe_set = fit_probes(x, y, x, y, [np.arange(40)], "multiclass", Cs=(10.0, 0.01, 1.0))
+    probe_set = fit_probes(x, y, x, y, [np.arange(40)], "multiclass", Cs=(10.0, 0.01, 1.0), selection="auroc")
     assert probe_set.selected_C[0] == 0.01 and probe_set.val_score[0] == 1.0
 
 
-def test_nll_selection_picks_the_lowest_validation_log_loss():
+@pytest.mark.parametrize("selection", ["logloss", "nll"])
+def test_logloss_selection_picks_the_lowest_validation_log_loss(selection):
     X, y = learnable("multiclass", seed=4)
     Cs = (1e-3, 1e-2, 1e-1, 1.0, 10.0)
-    probe_set = fit_probes(X[:200], y[:200], X[200:300], y[200:300], [np.arange(200)], "multiclass", Cs=Cs, selection="nll")
+    probe_set = fit_probes(X[:200], y[:200], X[200:300], y[200:300], [np.arange(200)], "multiclass", Cs=Cs, selection=selection)
     scaler = StandardScaler().fit(X[:200])
     losses = [
         log_loss(y[200:300], LogisticRegression(C=C, max_iter=5000).fit(scaler.transform(X[:200]), y[:200]).predict_proba(scaler.transform(X[200:300])), labels=range(4))
@@ -194,3 +195,16 @@ def test_bad_options_name_the_valid_choices():
     bad[3, 2] = np.nan
     with pytest.raises(ProbeError, match="NaN"):
         fit_probes(bad, y[:40], X[40:], y[40:], [np.arange(40)], "multiclass")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fast_last_axis_max_and_sum_equal_numpy_bit_for_bit(dtype):
+    """The softmax's row max and row sum are computed as elementwise passes; they must equal numpy's
+    own reductions exactly (stored predictions and the golden records depend on it)."""
+    from crs.probes.base import max_last, sum_last
+
+    rng = np.random.default_rng(5)
+    for K in [*range(1, 20), 23, 64, 130]:
+        values = (rng.random((40, 30, K)) * rng.choice([1e-4, 1.0, 1e4], size=(40, 30, K))).astype(dtype)
+        np.testing.assert_array_equal(sum_last(values), values.sum(axis=-1), err_msg=f"K={K}")
+        np.testing.assert_array_equal(max_last(values), values.max(axis=-1), err_msg=f"K={K}")

@@ -49,7 +49,8 @@ def test_ridge_multilabel_uses_non_nan_rows_per_label():
 def test_knn_matches_sklearn_neighbours_and_selects_k_on_validation():
     X, y = data("multiclass", seed=1)
     subset = np.arange(200)
-    probe_set = fit_probes(X[:200], y[:200], X[200:300], y[200:300], [subset], "multiclass", family="knn", n_classes=3)
+    probe_set = fit_probes(X[:200], y[:200], X[200:300], y[200:300], [subset], "multiclass", family="knn", n_classes=3,
+                           selection="auroc")
     k = int(probe_set.selected_C[0])
     assert k in (5, 10, 20, 50, 100)
     scaler = StandardScaler().fit(X[subset])

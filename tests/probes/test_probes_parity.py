@@ -83,7 +83,8 @@ def test_warm_path_stops_after_validation_falls_and_never_selects_a_skipped_C():
     X, y = learnable("multiclass", seed=3)
     Cs = tuple(np.logspace(-4, 3, 10))
     probe_set = fit_probes(
-        X[:400], y[:400], X[400:550], y[400:550], [np.arange(60)], "multiclass", backend="torch", Cs=Cs, patience=1
+        X[:400], y[:400], X[400:550], y[400:550], [np.arange(60)], "multiclass", backend="torch", Cs=Cs, patience=1,
+        selection="auroc",
     )
     scores = probe_set.val_scores[0]
     reached = ~np.isnan(scores)

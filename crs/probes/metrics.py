@@ -1,0 +1,245 @@
+"""Every per-condition evaluation metric for a stack of probes at once.
+
+Stage 2 scores every probe of a unit (label fraction x seed) on every evaluation condition. The
+per-probe functions in :mod:`crs.axes` are the reference; this module computes the same numbers for
+``probs`` of shape ``(P, N, K)`` in one pass per metric: AUROC by one sort per column
+(:func:`crs.probes.selection.batched_auroc`, float32 keys), the binned ECE by one ``bincount`` over
+(probe, bin), Brier, NLL, quadratic kappa and ordinal AUROC as array reductions. The labels are
+checked once per condition, not once per probe. Conventions are the reference's exactly (same
+binning, clipping, class handling and NaN rules); the tests hold the two to 1e-12 on random inputs
+with ties.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+
+import numpy as np
+
+from crs.probes.base import ProbeError
+from crs.probes.selection import batched_auroc, batched_auroc_influence
+
+ECE_BINS = 15
+"""Equal-width bins of the binned ECE (the reference's default, torchmetrics' convention)."""
+
+METRICS = ("auroc", "auroc_se", "ece", "ece_debiased", "ece_se", "brier", "nll", "kappa", "ordinal_auroc")
+"""Per-condition metrics. ``auroc_se``: the large-sample DeLong standard error of the macro AUROC
+(per case, the placement influences averaged over the scorable classes); ``ece_debiased``: the ECE
+minus the mean ECE of a calibrated probe with the same probabilities, ``ece_se`` that ECE's standard
+deviation (closed forms: the ``crs.axes`` reference's ``calibrated_ece_moments``)."""
+KINDS = ("multiclass", "ordinal", "multilabel")
+
+
+def _nanmean(values: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Mean over ``axis`` of the defined entries; NaN where none is defined."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmean(values, axis=axis)
+
+
+def check_condition_labels(y: np.ndarray, probs: np.ndarray, kind: str) -> np.ndarray:
+    """Labels of one condition, checked once against the probability stack ``(P, N, K)``."""
+    if kind not in KINDS:
+        raise ProbeError(f"task kind {kind!r} is not one of {KINDS}")
+    if probs.ndim != 3 or probs.shape[1] != len(y):
+        raise ProbeError(f"probs must be (P, N={len(y)}, K), got shape {probs.shape}")
+    y = np.asarray(y)
+    if kind == "multilabel":
+        if y.shape != probs.shape[1:]:
+            raise ProbeError(f"multilabel labels must be (N, K) = {probs.shape[1:]}, got {y.shape}")
+        return y.astype(np.float64)
+    if y.ndim != 1 or (y.size and (y.min() < 0 or y.max() >= probs.shape[2])):
+        raise ProbeError(f"class labels must be (N,) in 0..{probs.shape[2] - 1}")
+    return y.astype(np.int64)
+
+
+def bin_index(confidence: np.ndarray, n_bins: int) -> np.ndarray:
+    """The reference's bin of each confidence, ``clip(searchsorted(edges, c, "right") - 1, 0, n_bins - 1)``
+    with ``edges = linspace(0, 1, n_bins + 1)``: ``floor(c n_bins)``, with the binary search kept for
+    the few values within rounding of an edge (4x faster than searching every value)."""
+    scaled = confidence * n_bins
+    index = np.floor(scaled).astype(np.int64)
+    near_edge = np.flatnonzero(np.abs(scaled - np.rint(scaled)) < 1e-6)
+    if len(near_edge):
+        edges = np.linspace(0.0, 1.0, n_bins + 1)
+        index[near_edge] = np.searchsorted(edges, confidence[near_edge], side="right") - 1
+    return np.clip(index, 0, n_bins - 1)
+
+
+def _binned_ece(confidence: np.ndarray, correct: np.ndarray, n_bins: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Binned ECE per row of ``confidence`` / ``correct`` (P, n) (the reference's bins and sums),
+    and the mean and variance of the ECE a calibrated probe with these confidences would score."""
+    P, n = confidence.shape
+    if n == 0:
+        nan = np.full(P, np.nan)
+        return nan, nan.copy(), nan.copy()
+    flat = confidence.ravel()
+    index = bin_index(flat, n_bins)
+    index += np.repeat(np.arange(P) * n_bins, n)
+    size = P * n_bins
+    count = np.bincount(index, minlength=size).astype(np.float64).reshape(P, n_bins)
+    confidence_sum = np.bincount(index, weights=flat, minlength=size).reshape(P, n_bins)
+    correct_sum = np.bincount(index, weights=correct.ravel(), minlength=size).reshape(P, n_bins)
+    bin_variance = np.bincount(index, weights=flat * (1.0 - flat), minlength=size).reshape(P, n_bins)
+    gap = np.zeros((P, n_bins))
+    filled = count > 0
+    gap[filled] = np.abs(correct_sum[filled] - confidence_sum[filled]) / count[filled]
+    share = count / count.sum(axis=1, keepdims=True)
+    # bin b's residual sum has mean 0 and variance V_b: E|S_b| = sqrt(2 V_b / pi), Var|S_b| = (1 - 2 / pi) V_b
+    mean = np.sqrt(2.0 * bin_variance / np.pi).sum(axis=1) / n
+    variance = (1.0 - 2.0 / np.pi) * bin_variance.sum(axis=1) / n**2
+    return (gap * share).sum(axis=1), mean, variance
+
+
+def auroc_standard_error(auroc: np.ndarray, influence: np.ndarray) -> np.ndarray:
+    """Standard error of the macro AUROC per probe: per case, the influences ``(P, K, N)`` averaged
+    over the scorable columns (AUROC not NaN), then the square root of the sum of their squares."""
+    scorable = ~np.isnan(auroc)
+    total = np.where(scorable[..., None], influence, 0.0).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_case = total / scorable.sum(axis=1)[:, None]
+        return np.where(scorable.any(axis=1), np.sqrt(np.square(per_case).sum(axis=1)), np.nan)
+
+
+def _clip(probs: np.ndarray) -> np.ndarray:
+    eps = np.finfo(np.float64).eps
+    return np.clip(probs, eps, 1.0 - eps)
+
+
+def _multiclass(y: np.ndarray, probs: np.ndarray, n_bins: int, influence: bool) -> dict[str, np.ndarray]:
+    P, N, K = probs.shape
+    if N == 0:
+        return {name: np.full(P, np.nan) for name in ("auroc", "auroc_se", "ece", "ece_debiased", "ece_se", "brier", "nll")}
+    # (P, K, N): every reduction over the classes becomes K elementwise passes over (P, N)
+    columns = np.ascontiguousarray(probs.transpose(0, 2, 1))
+    confidence = columns.max(axis=1)
+    predicted = np.full((P, N), K - 1)
+    for k in range(K - 2, -1, -1):  # the first class at the maximum, as argmax
+        predicted = np.where(columns[:, k] == confidence, k, predicted)
+    ece, calibrated_mean, calibrated_variance = _binned_ece(
+        confidence.astype(np.float64), (predicted == y).astype(np.float64), n_bins
+    )
+    squares = np.zeros((P, N))
+    for k in range(K):
+        squares += np.square(columns[:, k].astype(np.float64) - (y == k))
+    picked = np.take_along_axis(columns, np.broadcast_to(y[None, None, :], (P, 1, N)), axis=1)[:, 0]
+    auroc, placements = batched_auroc_influence(y, columns.transpose(0, 2, 1), influence)
+    return {
+        "auroc": _nanmean(auroc),
+        "auroc_se": auroc_standard_error(auroc, placements) if placements is not None else np.full(P, np.nan),
+        "ece": ece,
+        "ece_debiased": ece - calibrated_mean,
+        "ece_se": np.sqrt(calibrated_variance),
+        "brier": squares.mean(axis=1),
+        "nll": -np.mean(np.log(_clip(picked.astype(np.float64))), axis=1),
+    }
+
+
+def _multilabel(y: np.ndarray, probs: np.ndarray, n_bins: int, influence: bool) -> dict[str, np.ndarray]:
+    P, _, L = probs.shape
+    ece, calibrated_mean, calibrated_variance, brier, nll = (np.full((P, L), np.nan) for _ in range(5))
+    for label in range(L):
+        known = ~np.isnan(y[:, label])
+        if not known.any():
+            continue
+        target = y[known, label]
+        p = probs[:, known, label].astype(np.float64)
+        ece[:, label], calibrated_mean[:, label], calibrated_variance[:, label] = _binned_ece(
+            p, np.broadcast_to(target, p.shape), n_bins
+        )
+        brier[:, label] = np.mean((p - target) ** 2, axis=1)
+        clipped = _clip(p)
+        # y log p + (1 - y) log(1 - p) with y in {0, 1} is log of the chosen one: one log, same value
+        nll[:, label] = -np.mean(np.log(np.where(target == 1.0, clipped, 1.0 - clipped)), axis=1)
+    auroc, placements = batched_auroc_influence(y, probs, influence)
+    # labels taken as independent: mean of the label means, sqrt(sum of label variances) / labels
+    labels = (~np.isnan(calibrated_mean)).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ece_se = np.sqrt(np.nansum(calibrated_variance, axis=1)) / labels
+    return {
+        "auroc": _nanmean(auroc),
+        "auroc_se": auroc_standard_error(auroc, placements) if placements is not None else np.full(P, np.nan),
+        "ece": _nanmean(ece), "ece_debiased": _nanmean(ece) - _nanmean(calibrated_mean),
+        "ece_se": np.where(labels > 0, ece_se, np.nan),
+        "brier": _nanmean(brier), "nll": _nanmean(nll),
+    }
+
+
+def quadratic_kappa(y: np.ndarray, probs: np.ndarray) -> np.ndarray:
+    """Quadratic-weighted kappa of the arg-max grade per probe: ``(P,)``; NaN where undefined."""
+    P, N, K = probs.shape
+    predicted = probs.argmax(axis=2)
+    cells = (np.arange(P)[:, None] * K + y[None, :]) * K + predicted
+    observed = np.bincount(cells.ravel(), minlength=P * K * K).astype(np.float64).reshape(P, K, K)
+    total = observed.sum(axis=(1, 2))
+    grades = np.arange(K)
+    weights = (grades[:, None] - grades[None, :]) ** 2.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        expected = observed.sum(axis=2)[:, :, None] * observed.sum(axis=1)[:, None, :] / total[:, None, None]
+        disagreement = (weights * expected).sum(axis=(1, 2))
+        kappa = 1.0 - (weights * observed).sum(axis=(1, 2)) / disagreement
+    return np.where((total > 0) & (disagreement != 0), kappa, np.nan)
+
+
+def ordinal_auroc(y: np.ndarray, probs: np.ndarray) -> np.ndarray:
+    """Mean over thresholds k of the AUROC of ``y >= k`` scored by P(grade >= k), per probe: ``(P,)``."""
+    K = probs.shape[2]
+    if K < 2:
+        return np.full(probs.shape[0], np.nan)
+    p = probs.astype(np.float64)
+    # p[..., k:].sum() per threshold, as the reference sums them (same order, so the same ties)
+    exceed = np.stack([p[..., k:].sum(axis=2) for k in range(1, K)], axis=2)
+    targets = np.stack([(y >= k) for k in range(1, K)], axis=1).astype(np.float64)
+    return _nanmean(batched_auroc(targets, exceed))
+
+
+def distinct_probes(probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Probes whose probabilities are equal bit for bit are scored once (the 100 % fraction's probe
+    is the same for every seed): the first of each and, per probe, the index of its first among
+    them. Candidates are matched on a sample of the values, then compared in full."""
+    flat = probs.reshape(len(probs), -1)
+    sample = flat[:, :: max(1, flat.shape[1] // 256)]
+    first: dict[bytes, list[int]] = {}
+    keep: list[int] = []
+    inverse = np.empty(len(probs), dtype=np.int64)
+    for p in range(len(probs)):
+        for q in first.setdefault(sample[p].tobytes(), []):
+            if np.array_equal(flat[keep[q]], flat[p]):
+                inverse[p] = q
+                break
+        else:
+            first[sample[p].tobytes()].append(len(keep))
+            inverse[p] = len(keep)
+            keep.append(p)
+    return np.array(keep, dtype=np.int64), inverse
+
+
+def evaluation_metrics(
+    y: np.ndarray, probs: np.ndarray, kind: str, n_bins: int = ECE_BINS, metrics: Sequence[str] = METRICS
+) -> dict[str, np.ndarray]:
+    """The ``metrics`` (default: all of :data:`METRICS`) of each probe of ``probs`` (P, N, K) on labels
+    ``y``: ``(P,)`` each.
+
+    ``y``: int ``(N,)`` class indices (multiclass, ordinal) or float ``(N, K)`` with NaN = ignore
+    (multilabel). kappa and ordinal AUROC are NaN except for ordinal tasks. The AUROC standard
+    error (per-case placements) is computed only when asked for.
+    """
+    unknown = sorted(set(metrics) - set(METRICS))
+    if unknown:
+        raise ProbeError(f"unknown evaluation metrics {unknown}; known: {METRICS}")
+    y = check_condition_labels(y, probs, kind)
+    keep, inverse = distinct_probes(probs)
+    if len(keep) < len(probs):
+        scored = evaluation_metrics(y, probs[keep], kind, n_bins, metrics)
+        return {name: values[inverse] for name, values in scored.items()}
+    influence = "auroc_se" in metrics
+    out = _multilabel(y, probs, n_bins, influence) if kind == "multilabel" else _multiclass(y, probs, n_bins, influence)
+    nan = np.full(probs.shape[0], np.nan)
+    out["kappa"], out["ordinal_auroc"] = nan, nan.copy()
+    if kind == "ordinal" and len(y):
+        if "kappa" in metrics:
+            out["kappa"] = quadratic_kappa(y, probs)
+        if "ordinal_auroc" in metrics:
+            out["ordinal_auroc"] = ordinal_auroc(y, probs)
+    return {name: out[name] for name in metrics}

@@ -1,0 +1,117 @@
+"""Stage 2's memory: the worker count ``jobs = "auto"`` chooses, the model behind it, the peak meter,
+row-block reads from the cache and the streamed predictions file."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+import zarr
+
+from crs.evaluate import memory
+from crs.evaluate.artifacts import RunFolder
+from crs.evaluate.parallel import resolve_jobs
+from crs.evaluate.units import ProbeUnit, iter_rows, probe_settings, read_rows, unit_sizes
+from crs.spec import SpecError, parse_spec
+
+GiB = 2**30
+
+
+def test_safe_jobs_is_bounded_by_cores_units_and_memory():
+    # 10 GiB available, 80 % planned: 8 GiB / 2 GiB per worker = 4 workers
+    assert memory.safe_jobs(2 * GiB, n_units=45, available=10 * GiB, cores=16) == 4
+    assert memory.safe_jobs(2 * GiB, n_units=45, available=10 * GiB, cores=2) == 2
+    assert memory.safe_jobs(2 * GiB, n_units=3, available=100 * GiB, cores=16) == 3
+    assert memory.safe_jobs(20 * GiB, n_units=45, available=10 * GiB, cores=16) == 1  # never 0
+
+
+def size(**changes):
+    fields = dict(n_train=100_000, n_val=30_000, n_test=30_000, eval_rows=30_000, dim=1024, n_outputs=5,
+                  n_probes=25, n_distinct=21, n_Cs=5, groups=((25_000,) * 5, (100_000,)), val_rows=(30_000,) * 21)
+    fields.update(changes)
+    return memory.UnitSize(**fields)
+
+
+def test_the_model_grows_with_every_size_it_names():
+    base = memory.unit_peak_bytes(size())
+    assert memory.unit_peak_bytes(size(n_train=200_000)) > base
+    assert memory.unit_peak_bytes(size(dim=2048)) > base
+    assert memory.unit_peak_bytes(size(groups=((50_000,) * 5, (100_000,)))) > base
+    # the fit holds the group tensor: 5 x 25,000 rows x 1,025 float32 columns dominate
+    assert memory.fit_bytes(size()) > 4 * 1025 * 125_000
+    # evaluation: 62 bytes per probability of one condition, however many conditions there are
+    assert memory.evaluation_bytes(size(eval_rows=300_000)) > 62 * 25 * 300_000 * 5
+
+
+def test_peak_meter_sees_an_allocation_that_was_freed():
+    with memory.PeakRSS() as meter:
+        before = meter.peak
+        block = np.ones(40 * 2**20 // 8)  # 40 MiB, touched
+        del block
+    assert meter.peak - before >= 30 * 2**20 or meter.exact
+
+
+def test_auto_jobs_logs_its_choice(tiny_run, caplog):
+    spec, _, _, _ = tiny_run
+    units = [ProbeUnit(encoder, "derm") for encoder in spec.encoder_names]
+    with caplog.at_level(logging.INFO, logger="crs.probe"):
+        jobs = resolve_jobs("auto", units, spec.cache, probe_settings(spec))
+    assert 1 <= jobs <= min(len(units), memory.usable_cores())
+    assert "jobs = auto ->" in caplog.text and "predicted to peak" in caplog.text
+    sizes = unit_sizes(units, spec.cache, probe_settings(spec))
+    assert all(s.n_probes == 4 and s.dim > 0 for s in sizes.values())
+    assert resolve_jobs(3, units, spec.cache, probe_settings(spec)) == 3
+    with pytest.raises(ValueError, match="jobs"):
+        resolve_jobs(0, units, spec.cache, probe_settings(spec))
+
+
+@pytest.mark.parametrize("jobs,message", [(0, "jobs"), ("many", "jobs"), (True, "jobs")])
+def test_spec_jobs_is_a_count_or_auto(tmp_path, jobs, message):
+    data = {"name": "t", "encoders": ["pixel_stats"], "datasets": [{"name": "d", "loader": "synthetic", "root": "d"}]}
+    assert parse_spec(data, base=tmp_path).probe.jobs == "auto"
+    assert parse_spec({**data, "probe": {"jobs": 2}}, base=tmp_path).probe.jobs == 2
+    with pytest.raises(SpecError, match=message):
+        parse_spec({**data, "probe": {"jobs": jobs}}, base=tmp_path)
+
+
+def test_read_rows_and_iter_rows_read_blocks_of_chunks(tmp_path, monkeypatch):
+    import crs.evaluate.units as units
+
+    monkeypatch.setattr(units, "READ_ROWS", 20)  # blocks of two 10-row chunks
+    data = np.arange(95 * 3, dtype=np.float16).reshape(95, 3)
+    array = zarr.create_array(str(tmp_path / "a.zarr"), shape=data.shape, chunks=(10, 3), dtype="float16")
+    array[...] = data
+    rng = np.random.default_rng(0)
+    sets = [np.sort(rng.choice(95, size, replace=False)) for size in (40, 7, 0)]
+    for got, rows in zip(read_rows(array, sets), sets, strict=True):
+        np.testing.assert_array_equal(got, data[rows])
+    rows = sets[0]
+    blocks = list(iter_rows(array, rows))
+    assert len(blocks) > 1
+    np.testing.assert_array_equal(np.concatenate([b for _, b in blocks]), data[rows])
+    assert [start for start, _ in blocks] == list(np.cumsum([0] + [len(b) for _, b in blocks[:-1]]))
+    np.testing.assert_array_equal(np.concatenate([b for _, b in iter_rows(array)]), data)
+
+
+def test_predictions_are_streamed_to_a_partial_file_and_committed(tmp_path):
+    folder = RunFolder(tmp_path)
+    probs = np.random.default_rng(0).random((3, 50, 4)).astype(np.float32)
+    labels = np.arange(50) % 4
+    with folder.open_predictions("enc", "task") as writer:
+        writer.add("clean_probs", probs)
+        writer.add("clean_labels", labels)
+        with pytest.raises(ValueError, match="twice"):
+            writer.add("clean_labels", labels)
+    assert not folder.has_predictions("enc", "task")
+    folder.commit_predictions("enc", "task")
+    arrays = folder.read_predictions("enc", "task")
+    np.testing.assert_array_equal(arrays["clean_probs"], probs)
+    np.testing.assert_array_equal(arrays["clean_labels"], labels)
+    assert not folder.partial_predictions_path("enc", "task").exists()
+
+
+def test_the_model_uses_the_backends_block_size():
+    from crs.probes import torch_batched
+
+    assert memory.PROJECTION_ROWS == torch_batched.PROJECTION_ROWS
