@@ -115,3 +115,15 @@ def test_the_model_uses_the_backends_block_size():
     from crs.probes import torch_batched
 
     assert memory.PROJECTION_ROWS == torch_batched.PROJECTION_ROWS
+
+
+def test_each_unit_logs_its_time_and_peak_memory(tiny_run, caplog):
+    from crs.evaluate.parallel import run_units
+
+    spec, _, _, _ = tiny_run
+    with caplog.at_level(logging.INFO, logger="crs.probe"):
+        (result,) = run_units([ProbeUnit("pixel_stats", "fundus")], spec.cache, probe_settings(spec), progress=False)
+    assert "probe unit pixel_stats x fundus:" in caplog.text and "peak RSS" in caplog.text
+    cost = result.cost
+    assert cost is not None and cost.peak_rss_bytes >= cost.start_rss_bytes > 0
+    assert cost.n_conditions == 5 and cost.n_probes == 4 and cost.cpu_s > 0
