@@ -15,6 +15,7 @@ from crs.scoring.case_bootstrap import load_cases, paired_seed_case_bootstrap
 from crs.scoring.formula import PointEstimate, ScoreInputError, point_estimate, rank_descending
 from crs.scoring.measurements import Measurements, measure
 from crs.scoring.rankings import RankReversals, rank_reversals
+from crs.scoring.reversals import Reversals, auroc_crs_reversals
 from crs.scoring.settings import ScoreSettings
 from crs.scoring.stability import Stability, WeightSensitivity, stability
 
@@ -31,10 +32,12 @@ class ScoreResult:
     """Everything ``crs score`` prints and stores, as DataFrames plus a JSON-ready summary.
 
     ``point``: the point estimate (axis errors, their standard errors, floor, CRS table), made once;
-    ``crs``: its table with AUROC rank, interval, P(rank 1) and tier beside; ``reported``: measures
-    reported beside the axes, never scored (raw ECE, Brier, NLL, retention ratios, effective
-    robustness); ``reversal_uncertainty``: bootstrap reversal probabilities, None until the
-    bootstrap computes them (the report then says it has only the point count).
+    ``crs``: its table with AUROC rank, interval, P(rank 1), rank confidence set and tier beside;
+    ``reported``: measures reported beside the axes, never scored (raw ECE, Brier, NLL, retention
+    ratios, effective robustness); ``reversal_uncertainty``: the bootstrap's AUROC-vs-CRS reversals
+    (:class:`crs.scoring.reversals.Reversals`: per-pair probabilities, robust reversals, interval of
+    the count, noise baseline), None when the bootstrap could not give them (the report then says
+    it has only the point count).
     """
 
     settings: ScoreSettings
@@ -45,7 +48,7 @@ class ScoreResult:
     bootstrap: BootstrapResult
     reversals: RankReversals
     stability: Stability
-    reversal_uncertainty: Any = None
+    reversal_uncertainty: Reversals | None = None
 
     @property
     def reference(self) -> str:
@@ -73,6 +76,15 @@ class ScoreResult:
             "bootstrap": self.bootstrap.table.reset_index(),
             "bootstrap_replicates": self.bootstrap.replicates,
             "rank_pairs": self.reversals.table.reset_index(),
+            **(
+                {
+                    "reversal_pairs": self.reversal_uncertainty.pairs,
+                    "reversal_counts": pd.DataFrame({"reversed_pairs": self.reversal_uncertainty.replicate_counts}),
+                    "reversal_noise": self.reversal_uncertainty.noise.reset_index(),
+                }
+                if self.reversal_uncertainty is not None
+                else {}
+            ),
             "stability_references": self.stability.references.reset_index(),
             "stability_reference_ranks": self.stability.reference_ranks.reset_index(),
             "stability_leave_one_out": self.stability.leave_one_out.reset_index(),
@@ -90,7 +102,7 @@ class ScoreResult:
             "ranking": [
                 {key: _plain(value) for key, value in row.items()}
                 for row in self.crs.reset_index()[
-                    ["encoder", "crs", "crs_low", "crs_high", "rank", "auroc", "auroc_rank", "p_rank1", "in_leading_tier"]
+                    ["encoder", "crs", "crs_low", "crs_high", "rank", "auroc", "auroc_rank", "p_rank1", "rank_low", "rank_high", "in_leading_tier"]
                 ].to_dict(orient="records")
             ],
             "rank_reversals": self.reversals.summary(),
@@ -101,8 +113,8 @@ class ScoreResult:
 
     def format(self) -> str:
         """Plain-text report for the terminal."""
-        columns = ["crs", "crs_low", "crs_high", "rank", "auroc", "auroc_rank", "p_rank1", "in_leading_tier",
-                   "dominance", "balance", "worst_axis", "worst_axis_name"]  # fmt: skip
+        columns = ["crs", "crs_low", "crs_high", "rank", "rank_low", "rank_high", "auroc", "auroc_rank", "p_rank1",
+                   "in_leading_tier", "dominance", "balance", "worst_axis", "worst_axis_name"]  # fmt: skip
         table = self.crs.sort_values(["rank", "auroc_rank"])[columns]
         reversals = self.reversals.summary()
         stable = self.stability.summary()
@@ -114,11 +126,13 @@ class ScoreResult:
             table.to_string(float_format=lambda v: f"{v:.3f}"),
             "",
             f"error floors (noise level of the reference's errors): {floor}",
-            f"leading tier ({1 - self.bootstrap.alpha:.0%}, Holm): {', '.join(self.bootstrap.leading_tier)}",
+            f"leading tier (encoders whose {1 - self.bootstrap.alpha:.0%} simultaneous rank confidence set contains 1): "
+            f"{', '.join(self.bootstrap.leading_tier)}",
             f"AUROC vs CRS ranking: {reversals['n_reversed']} of {reversals['n_pairs']} pairs reversed "
             f"({reversals['n_tied']} tied; point estimate), Kendall tau {reversals['kendall_tau']:.3f}, "
             f"mean |rank displacement| {reversals['mean_abs_displacement']:.2f}",
             f"reversed pairs (AUROC order -> CRS order): {reversals['reversed_pairs']}",
+            *self._reversal_lines(),
             f"stability: the leader stays first under {stable['leader_unchanged_under_references']} of "
             f"{stable['n_references']} reference choices (each encoder and the median); leaving one encoder out "
             f"changes the leader {stable['leave_one_out_leader_changes']} times and reverses at most "
@@ -127,6 +141,20 @@ class ScoreResult:
             f"{weights['share_top_stays_first']:.1%}, mean Kendall tau to default {weights['mean_kendall_tau']:.3f}",
         ]
         return "\n".join(lines)
+
+    def _reversal_lines(self) -> list[str]:
+        found = self.reversal_uncertainty
+        if found is None:
+            return ["reversal uncertainty: not computed (no bootstrap replicates of AUROC and CRS)"]
+        noise = found.noise.loc["crs"]
+        robust = found.pairs.loc[found.pairs["robust"], ["first", "second"]].to_numpy().tolist()
+        return [
+            f"robust reversals (each order held in >= {found.level:.0%} of {len(found.replicate_counts)} replicates): "
+            f"{found.n_robust} {robust}; {1 - found.alpha:.0%} interval of the reversal count "
+            f"{found.count_low:.0f} to {found.count_high:.0f}",
+            f"noise baseline: two independent replicates of the CRS reorder {noise['mean']:.1f} pairs on average "
+            f"(5-95 %: {noise['low']:.0f} to {noise['high']:.0f})",
+        ]
 
 
 def _bootstrap_name(bootstrap) -> str:
@@ -217,9 +245,10 @@ def score_records(
     table = point.table.copy()
     table["auroc"] = 1.0 - point.errors["discrimination"].reindex(table.index)
     table["auroc_rank"] = rank_descending(table["auroc"].to_numpy())
-    for column in ("crs_low", "crs_high", "p_rank1", "in_leading_tier"):
+    for column in ("crs_low", "crs_high", "p_rank1", "rank_low", "rank_high", "in_leading_tier"):
         table[column] = boot.table[column].reindex(table.index)
     reversals = rank_reversals(table["auroc"], table["crs"])
+    uncertainty = bootstrap_reversals(table, boot, settings)
     return ScoreResult(
         settings=settings,
         seed_axes=per_seed,
@@ -229,4 +258,25 @@ def score_records(
         bootstrap=boot,
         reversals=reversals,
         stability=stability(point),
+        reversal_uncertainty=uncertainty,
     )
+
+
+def bootstrap_reversals(table: pd.DataFrame, boot: BootstrapResult, settings: ScoreSettings) -> Reversals | None:
+    """AUROC-vs-CRS reversals under the bootstrap (:mod:`crs.scoring.reversals`), from the same replicates.
+
+    AUROC replicates are 1 - the discrimination error of each replicate. Replicates in which any
+    encoder's AUROC or CRS is not finite are left out; None when fewer than two remain.
+    """
+    if boot.axis_error_replicates is None or "discrimination" not in boot.axis_error_replicates:
+        return None
+    names = [str(e) for e in table.index]
+    auroc_boot = 1.0 - boot.axis_error_replicates["discrimination"][names].to_numpy(dtype=np.float64)
+    crs_boot = boot.replicates[names].to_numpy(dtype=np.float64)
+    finite = np.isfinite(auroc_boot).all(axis=1) & np.isfinite(crs_boot).all(axis=1)
+    if finite.sum() < 2:
+        return None
+    return auroc_crs_reversals(
+        table["auroc"].set_axis(names), table["crs"].set_axis(names), auroc_boot[finite], crs_boot[finite],
+        alpha=settings.alpha,
+    )  # fmt: skip
