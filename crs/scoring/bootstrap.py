@@ -17,6 +17,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -61,10 +62,11 @@ class BootstrapResult:
     seed: int
     level: str = "seed"
     """"seed" (seeds resampled) or "seed+case" (seeds and test cases, crs.scoring.case_bootstrap)."""
-    case_draws: Mapping[str, np.ndarray] | None = None
-    """seed+case only: per task, (n_boot, N_test) counts of each test case in each replicate."""
-    shift_case_draws: Mapping[str, np.ndarray] | None = None
-    """seed+case only: per task with a shift target, (n_boot, N_target) counts of its cases."""
+    case_draws: Mapping[str, Any] | None = None
+    """seed+case only: per task, its :class:`crs.scoring.resample.GroupBootstrap` of the test rows
+    (``.counts([b])[0]``: replicate b's count of each test row; drawn on demand, never stored)."""
+    shift_case_draws: Mapping[str, Any] | None = None
+    """seed+case only: per task with a shift target, the GroupBootstrap of its rows."""
     axis_error_replicates: Mapping[str, pd.DataFrame] | None = None
     """Per axis (crs.scoring.formula.AXES), one row per replicate and one error column per encoder,
     every axis (also one the CRS leaves out: all NaN); lets the report give each axis an interval
@@ -120,8 +122,8 @@ def summarise_bootstrap(
     alpha: float,
     seed: int,
     level: str = "seed",
-    case_draws: Mapping[str, np.ndarray] | None = None,
-    shift_case_draws: Mapping[str, np.ndarray] | None = None,
+    case_draws: Mapping[str, Any] | None = None,
+    shift_case_draws: Mapping[str, Any] | None = None,
     axis_error_replicates: Mapping[str, pd.DataFrame] | None = None,
 ) -> BootstrapResult:
     """Intervals, P(rank = 1), rank confidence sets and the tier from replicate CRS (n_boot, encoders).

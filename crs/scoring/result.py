@@ -10,8 +10,9 @@ import numpy as np
 import pandas as pd
 
 from crs.axes import effective_robustness, seed_axes
+from crs.evaluate.artifacts import PREDICTIONS_DIR, RunFolder
 from crs.scoring.bootstrap import BootstrapResult, paired_seed_bootstrap
-from crs.scoring.case_bootstrap import load_cases, paired_seed_case_bootstrap
+from crs.scoring.case_bootstrap import paired_seed_case_bootstrap, task_kinds
 from crs.scoring.formula import PointEstimate, ScoreInputError, point_estimate, rank_descending
 from crs.scoring.measurements import Measurements, measure
 from crs.scoring.rankings import RankReversals, rank_reversals
@@ -211,6 +212,8 @@ def score_records(
     settings: ScoreSettings | str | None = None,
     *,
     predictions_dir: str | Path | None = None,
+    run_folder: RunFolder | str | Path | None = None,
+    workers: int | None = None,
     **changes: Any,
 ) -> ScoreResult:
     """Run records -> measurements -> CRS point estimate -> bootstrap tier, reversals, stability.
@@ -218,8 +221,9 @@ def score_records(
     ``settings``: a :class:`ScoreSettings`, or a reference encoder's name, or None (defaults:
     median reference, noise floors); keyword ``changes`` override its fields
     (``score_records(records, "resnet50", n_boot=200)``). ``settings.case_level`` adds the second
-    bootstrap level (test cases resampled within class, :mod:`crs.scoring.case_bootstrap`); it
-    reads the per-case predictions stage 2 wrote to ``predictions_dir`` (``<output>/predictions``).
+    bootstrap level (patients or lesions resampled within strata, :mod:`crs.scoring.case_bootstrap`);
+    it reads the per-case predictions stage 2 wrote into ``run_folder`` (or ``predictions_dir``, its
+    ``predictions`` folder). ``workers``: threads of the weighted AUROC (default: the cores, at most 4).
     The point estimate is made once, from the run records, and handed to every later step.
     """
     if isinstance(settings, str):
@@ -233,12 +237,8 @@ def score_records(
     per_seed = seed_axes(records, full_fraction=settings.full_fraction, retention_floor=settings.retention_floor)
 
     if settings.case_level:
-        if predictions_dir is None:
-            raise ScoreInputError(
-                "case_level needs predictions_dir (the <output>/predictions folder stage 2 writes)"
-            )
-        cases = load_cases(Path(predictions_dir), records, settings.full_fraction)
-        boot = paired_seed_case_bootstrap(measurements, cases, point)
+        folder = _run_folder(run_folder, predictions_dir)
+        boot = paired_seed_case_bootstrap(measurements, folder, point, task_kinds(records), workers)
     else:
         boot = paired_seed_bootstrap(measurements, point)
 
@@ -260,6 +260,21 @@ def score_records(
         stability=stability(point),
         reversal_uncertainty=uncertainty,
     )
+
+
+def _run_folder(run_folder: RunFolder | str | Path | None, predictions_dir: str | Path | None) -> RunFolder:
+    if run_folder is not None:
+        return run_folder if isinstance(run_folder, RunFolder) else RunFolder(run_folder)
+    if predictions_dir is None:
+        raise ScoreInputError(
+            "case_level needs run_folder (the run's output folder) or predictions_dir (its predictions folder)"
+        )
+    predictions_dir = Path(predictions_dir)
+    if predictions_dir.name != PREDICTIONS_DIR:
+        raise ScoreInputError(
+            f"predictions_dir must be a run folder's {PREDICTIONS_DIR!r} folder, got {predictions_dir}; pass run_folder"
+        )
+    return RunFolder(predictions_dir.parent)
 
 
 def bootstrap_reversals(table: pd.DataFrame, boot: BootstrapResult, settings: ScoreSettings) -> Reversals | None:

@@ -45,7 +45,7 @@ def _replicate_auroc_by_hand(score, predictions_dir: Path, records) -> np.ndarra
                 labels, probs, full_seeds = unit["clean_labels"], unit["clean_probs"], unit["full_seeds"]
             values = np.zeros(boot.n_boot)
             for b in range(boot.n_boot):
-                counts = boot.case_draws[task][b]
+                counts = boot.case_draws[task].counts([b])[0]
                 total, weight = 0.0, 0.0
                 for seed_name, n_copies in seed_draws.iloc[b].items():
                     if n_copies == 0:
