@@ -93,10 +93,25 @@ def paired_seed_bootstrap(measurements: Measurements, point: PointEstimate) -> B
     counts = draw_seed_counts(len(measurements.seeds), settings.n_boot, settings.seed)
     replicate_errors = axis_errors_from_metrics(measurements.task_list(), counts)  # (B, E, 4)
     crs = point.score(replicate_errors)["crs"]
-    return summarise_bootstrap(
+    result = summarise_bootstrap(
         point.table, crs, counts, measurements.seeds, n_boot=settings.n_boot, alpha=settings.alpha,
         seed=settings.seed, axis_error_replicates=axis_error_frames(replicate_errors, point.encoders),
     )  # fmt: skip
+    flat = zero_width(result.table)
+    if flat:
+        warnings.warn(
+            f"seed-only bootstrap: the CRS interval of {', '.join(flat)} has zero width (every seed gave the same "
+            "measurements, and the test set is not resampled); it is reported as seed-only, not as a confidence "
+            "interval: set case_bootstrap = true to resample the test set",
+            stacklevel=2,
+        )
+    return result
+
+
+def zero_width(table: pd.DataFrame, tolerance: float = 1e-12) -> list[str]:
+    """Encoders whose CRS interval has (numerically) zero width: no interval at all, only the point."""
+    width = (table["crs_high"] - table["crs_low"]).abs()
+    return [str(name) for name in table.index[(width <= tolerance).to_numpy()]]
 
 
 def _check_encoders(measurements: Measurements, point: PointEstimate) -> None:

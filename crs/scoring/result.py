@@ -11,7 +11,7 @@ import pandas as pd
 
 from crs.axes import effective_robustness, seed_axes
 from crs.evaluate.artifacts import PREDICTIONS_DIR, RunFolder
-from crs.scoring.bootstrap import BootstrapResult, paired_seed_bootstrap
+from crs.scoring.bootstrap import BootstrapResult, paired_seed_bootstrap, zero_width
 from crs.scoring.case_bootstrap import paired_seed_case_bootstrap, task_kinds
 from crs.scoring.formula import PointEstimate, ScoreInputError, point_estimate, rank_descending
 from crs.scoring.measurements import Measurements, measure
@@ -98,6 +98,7 @@ class ScoreResult:
             "reference": self.reference,
             "settings": self.settings.as_dict(),
             "error_floor": {axis: float(value) for axis, value in self.point.floor.items()},
+            "interval": self.interval_summary(),
             "leader": self.bootstrap.leader,
             "leading_tier": list(self.bootstrap.leading_tier),
             "ranking": [
@@ -110,6 +111,16 @@ class ScoreResult:
             "reversal_uncertainty": _plain_tree(self.reversal_uncertainty),
             "stability": _plain_tree(self.stability.summary()),
             "weight_sensitivity": self.stability.weights.summary(),
+        }
+
+    def interval_summary(self) -> dict:
+        """What the CRS intervals cover: the bootstrap level, whether the test set is resampled, and the
+        encoders whose (seed-only) interval has zero width, which are no intervals at all."""
+        level = getattr(self.bootstrap, "level", "seed")
+        return {
+            "level": level,
+            "covers_test_set": level == "seed+case",
+            "zero_width": zero_width(self.bootstrap.table),
         }
 
     def format(self) -> str:
@@ -127,6 +138,7 @@ class ScoreResult:
             table.to_string(float_format=lambda v: f"{v:.3f}"),
             "",
             f"error floors (noise level of the reference's errors): {floor}",
+            *self._interval_lines(),
             f"leading tier (encoders whose {1 - self.bootstrap.alpha:.0%} simultaneous rank confidence set contains 1): "
             f"{', '.join(self.bootstrap.leading_tier)}",
             f"AUROC vs CRS ranking: {reversals['n_reversed']} of {reversals['n_pairs']} pairs reversed "
@@ -142,6 +154,17 @@ class ScoreResult:
             f"{weights['share_top_stays_first']:.1%}, mean Kendall tau to default {weights['mean_kendall_tau']:.3f}",
         ]
         return "\n".join(lines)
+
+    def _interval_lines(self) -> list[str]:
+        interval = self.interval_summary()
+        if interval["covers_test_set"]:
+            return []
+        lines = ["intervals are seed-only: the test set is not resampled (set case_bootstrap = true for intervals "
+                 "that include test-set sampling)"]  # fmt: skip
+        if interval["zero_width"]:
+            lines.append(f"no interval for {', '.join(interval['zero_width'])}: every seed gave the same measurements "
+                         "(zero width is not a confidence interval)")  # fmt: skip
+        return lines
 
     def _reversal_lines(self) -> list[str]:
         found = self.reversal_uncertainty
@@ -161,7 +184,7 @@ class ScoreResult:
 def _bootstrap_name(bootstrap) -> str:
     if getattr(bootstrap, "level", "seed") == "seed+case":
         return "paired seed x test-case bootstrap"
-    return "paired-seed bootstrap"
+    return "seed-only paired-seed bootstrap"
 
 
 def _plain(value):

@@ -184,7 +184,8 @@ def planted(tmp_path):
 def test_case_level_interval_is_wider_than_the_seed_only_one(planted):
     folder, _, records = planted
     measurements, point = _point(records, "a", n_boot=200)
-    seed_only = paired_seed_bootstrap(measurements, point)
+    with pytest.warns(UserWarning, match="zero width.*case_bootstrap = true"):
+        seed_only = paired_seed_bootstrap(measurements, point)
     two_level = paired_seed_case_bootstrap(measurements, folder, point, task_kinds(records))
     seed_width = seed_only.table["crs_high"] - seed_only.table["crs_low"]
     case_width = two_level.table["crs_high"] - two_level.table["crs_low"]
