@@ -13,7 +13,7 @@ from crs.axes import effective_robustness, seed_axes
 from crs.evaluate.artifacts import PREDICTIONS_DIR, RunFolder
 from crs.scoring.bootstrap import BootstrapResult, paired_seed_bootstrap, zero_width
 from crs.scoring.case_bootstrap import paired_seed_case_bootstrap, task_kinds
-from crs.scoring.formula import PointEstimate, ScoreInputError, point_estimate, rank_descending
+from crs.scoring.formula import AXES, PointEstimate, ScoreInputError, point_estimate, rank_descending
 from crs.scoring.measurements import Measurements, measure
 from crs.scoring.rankings import RankReversals, rank_reversals
 from crs.scoring.reversals import Reversals, auroc_crs_reversals
@@ -64,33 +64,40 @@ class ScoreResult:
     def sensitivity(self) -> WeightSensitivity:
         return self.stability.weights
 
-    def tables(self) -> dict[str, pd.DataFrame]:
-        """Named flat tables, ready for ``to_parquet`` / ``to_csv`` / ``to_markdown``."""
+    def _indexed_tables(self) -> dict[str, pd.DataFrame]:
+        """Every stored table with its index (tables() flattens them; the summary records the index names)."""
         errors = self.point.errors.add_suffix("_error")
         if self.point.standard_errors is not None:
             errors = errors.join(self.point.standard_errors.add_suffix("_se"))
-        return {
-            "seed_axes": self.seed_axes,
-            "axis_errors": errors.reset_index(),
-            "crs": self.crs.reset_index(),
-            "reported": self.reported.reset_index(),
-            "bootstrap": self.bootstrap.table.reset_index(),
+        out = {
+            "seed_axes": self.seed_axes.set_index(pd.RangeIndex(len(self.seed_axes))),
+            "axis_errors": errors,
+            "point": self.point.table,
+            "crs": self.crs,
+            "reported": self.reported,
+            "bootstrap": self.bootstrap.table,
             "bootstrap_replicates": self.bootstrap.replicates,
-            "rank_pairs": self.reversals.table.reset_index(),
-            **(
-                {
-                    "reversal_pairs": self.reversal_uncertainty.pairs,
-                    "reversal_counts": pd.DataFrame({"reversed_pairs": self.reversal_uncertainty.replicate_counts}),
-                    "reversal_noise": self.reversal_uncertainty.noise.reset_index(),
-                }
-                if self.reversal_uncertainty is not None
-                else {}
-            ),
-            "stability_references": self.stability.references.reset_index(),
-            "stability_reference_ranks": self.stability.reference_ranks.reset_index(),
-            "stability_leave_one_out": self.stability.leave_one_out.reset_index(),
-            "weight_sensitivity": self.stability.weights.table.reset_index(),
+            "bootstrap_seed_draws": self.bootstrap.seed_draws,
+            "rank_pairs": self.reversals.table,
+            "stability_references": self.stability.references,
+            "stability_reference_ranks": self.stability.reference_ranks,
+            "stability_leave_one_out": self.stability.leave_one_out,
+            "weight_sensitivity": self.stability.weights.table,
+            "weight_kendall_taus": pd.DataFrame({"kendall_tau": self.stability.weights.kendall_taus}),
         }
+        for axis, frame in (self.bootstrap.axis_error_replicates or {}).items():
+            out[f"bootstrap_axis_{axis}"] = frame
+        if self.reversal_uncertainty is not None:
+            found = self.reversal_uncertainty
+            out["reversal_pairs"] = found.pairs
+            out["reversal_counts"] = pd.DataFrame({"reversed_pairs": found.replicate_counts})
+            out["reversal_noise"] = found.noise
+        return out
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """Named flat tables, ready for ``to_parquet`` / ``to_csv`` / ``to_markdown``
+        (:meth:`from_stored` rebuilds the result from them and :meth:`summary`)."""
+        return {name: _flat(table) for name, table in self._indexed_tables().items()}
 
     def summary(self) -> dict:
         """JSON-serialisable headline: leader, tier, reversals, stability."""
@@ -111,7 +118,22 @@ class ScoreResult:
             "reversal_uncertainty": _plain_tree(self.reversal_uncertainty),
             "stability": _plain_tree(self.stability.summary()),
             "weight_sensitivity": self.stability.weights.summary(),
+            "stored": {
+                "bootstrap": {"n_boot": self.bootstrap.n_boot, "alpha": self.bootstrap.alpha,
+                              "seed": self.bootstrap.seed, "level": self.bootstrap.level},
+                "point_axes": list(self.point.axes),
+                "reference_index": None if self.point.reference_index is None else int(self.point.reference_index),
+                "weight_concentration": self.stability.weights.concentration,
+                "rank_reversals": {**self.reversals.summary(), "n_concordant": self.reversals.n_concordant},
+                "table_index": {name: [None if n is None else str(n) for n in table.index.names]
+                                for name, table in self._indexed_tables().items()},
+            },
         }
+
+    @classmethod
+    def from_stored(cls, tables: dict[str, pd.DataFrame], summary: dict) -> ScoreResult:
+        """Rebuild a result from :meth:`tables` (indexes restored) and :meth:`summary`; see :func:`read_score`."""
+        return _from_stored(cls, tables, summary)
 
     def interval_summary(self) -> dict:
         """What the CRS intervals cover: the bootstrap level, whether the test set is resampled, and the
@@ -179,6 +201,88 @@ class ScoreResult:
             f"noise baseline: two independent replicates of the CRS reorder {noise['mean']:.1f} pairs on average "
             f"(5-95 %: {noise['low']:.0f} to {noise['high']:.0f})",
         ]
+
+
+def _flat(table: pd.DataFrame) -> pd.DataFrame:
+    """The table with its index as leading columns (an unnamed one as ``index``)."""
+    return table.reset_index()
+
+
+def _restore(table: pd.DataFrame, names: list) -> pd.DataFrame:
+    columns = ["index" if name is None else name for name in names]
+    restored = table.set_index(columns)
+    restored.index.names = names
+    return restored
+
+
+def read_score(folder: RunFolder) -> ScoreResult:
+    """The score stored in a run folder's ``score/`` (:meth:`RunFolder.write_score`), rebuilt as a ScoreResult.
+
+    Everything the report and ``format()`` use comes back; the case draws (re-drawable from the
+    settings and the predictions) are not stored.
+    """
+    summary = folder.read_score_summary()
+    stored = summary.get("stored")
+    if stored is None:
+        raise ScoreInputError(f"{folder.score_dir} was written by an older crs; run `crs score` to rewrite it")
+    tables = {name: _restore(folder.read_score_table(name), names) for name, names in stored["table_index"].items()}
+    return ScoreResult.from_stored(tables, summary)
+
+
+def _from_stored(cls, tables: dict[str, pd.DataFrame], summary: dict) -> ScoreResult:
+    stored = summary["stored"]
+    settings = ScoreSettings(**summary["settings"])
+    axis_errors = tables["axis_errors"]
+    errors = axis_errors[[f"{axis}_error" for axis in AXES]].set_axis(list(AXES), axis=1)
+    se_columns = [f"{axis}_se" for axis in AXES]
+    standard_errors = (
+        axis_errors[se_columns].set_axis(list(AXES), axis=1) if all(c in axis_errors for c in se_columns) else None
+    )
+    point = PointEstimate(
+        settings=settings, errors=errors, standard_errors=standard_errors, axes=tuple(stored["point_axes"]),
+        floor=pd.Series(summary["error_floor"], dtype=np.float64), reference_index=stored["reference_index"],
+        table=tables["point"],
+    )  # fmt: skip
+    boot_meta = stored["bootstrap"]
+    kept = {axis: tables[f"bootstrap_axis_{axis}"] for axis in AXES if f"bootstrap_axis_{axis}" in tables}
+    boot = BootstrapResult(
+        table=tables["bootstrap"], replicates=tables["bootstrap_replicates"], seed_draws=tables["bootstrap_seed_draws"],
+        leader=summary["leader"], leading_tier=tuple(summary["leading_tier"]), n_boot=int(boot_meta["n_boot"]),
+        alpha=float(boot_meta["alpha"]), seed=int(boot_meta["seed"]), level=str(boot_meta["level"]),
+        axis_error_replicates=kept or None,
+    )  # fmt: skip
+    rr = stored["rank_reversals"]
+    reversals = RankReversals(
+        table=tables["rank_pairs"], reversed_pairs=tuple(tuple(pair) for pair in rr["reversed_pairs"]),
+        n_pairs=int(rr["n_pairs"]), n_reversed=int(rr["n_reversed"]), n_tied=int(rr["n_tied"]),
+        n_concordant=int(rr["n_concordant"]), kendall_tau=float(rr["kendall_tau"]),
+        mean_abs_displacement=float(rr["mean_abs_displacement"]),
+    )  # fmt: skip
+    weights = summary["weight_sensitivity"]
+    sensitivity = WeightSensitivity(
+        table=tables["weight_sensitivity"], top=str(weights["top"]),
+        share_top_stays_first=float(weights["share_top_stays_first"]),
+        kendall_taus=tables["weight_kendall_taus"]["kendall_tau"].to_numpy(dtype=np.float64),
+        n_samples=int(weights["n_samples"]), concentration=float(stored["weight_concentration"]),
+    )  # fmt: skip
+    uncertainty = None
+    found = summary.get("reversal_uncertainty")
+    if found is not None and "reversal_pairs" in tables:
+        uncertainty = Reversals(
+            pairs=tables["reversal_pairs"].reset_index(drop=True), n_pairs=int(found["n_pairs"]),
+            n_reversed=int(found["n_reversed"]), n_robust=int(found["n_robust"]),
+            kendall_tau=float(found["kendall_tau"]), mean_abs_displacement=float(found["mean_abs_displacement"]),
+            replicate_counts=tables["reversal_counts"]["reversed_pairs"].to_numpy(),
+            count_low=float(found["count_low"]), count_high=float(found["count_high"]),
+            noise=tables["reversal_noise"], level=float(found["level"]), alpha=float(found["alpha"]),
+        )  # fmt: skip
+    return cls(
+        settings=settings, seed_axes=tables["seed_axes"].reset_index(drop=True), point=point, crs=tables["crs"],
+        reported=tables["reported"], bootstrap=boot, reversals=reversals,
+        stability=Stability(tables["stability_references"], tables["stability_reference_ranks"],
+                            tables["stability_leave_one_out"], sensitivity),
+        reversal_uncertainty=uncertainty,
+    )  # fmt: skip
 
 
 def _bootstrap_name(bootstrap) -> str:
