@@ -22,7 +22,8 @@ from crs.evaluate.stage import ProbeOutcome, probe_spec
 from crs.extract.runner import ExtractStats
 from crs.extract.stage import extract_spec
 from crs.report import write_report
-from crs.scoring.result import ScoreResult, score_records
+from crs.scoring.formula import ScoreInputError
+from crs.scoring.result import ScoreResult, read_score, score_records
 from crs.scoring.settings import ScoreSettings
 from crs.spec import Spec, SpecError, load_spec, spec_from_dict
 
@@ -176,15 +177,38 @@ class Benchmark:
         if missing:
             raise ValueError(f"encoders {missing} have no run records; run `crs probe` after adding them")
         settings = ScoreSettings.from_config(self.spec.score)
-        result = score_records(records, settings, predictions_dir=self.folder.predictions_dir)
+        result = score_records(records, settings, run_folder=self.folder)
         self.folder.write_score(result.tables(), result.summary(), result.format())
         return result
 
+    def stored_score(self, records: pd.DataFrame | None = None) -> tuple[ScoreResult, str]:
+        """The score stored under ``<output>/score`` and where it came from; recomputed (and stored) only
+        when it is missing, older than the run records, unreadable, or for other encoders than the spec's."""
+        folder = self.folder
+        reason = ""
+        if not folder.has_score():
+            reason = "no stored score"
+        elif folder.records_path.exists() and folder.score_summary_path.stat().st_mtime < folder.records_path.stat().st_mtime:
+            reason = "the stored score is older than the run records"
+        else:
+            try:
+                stored = read_score(folder)
+            except (ScoreInputError, RunFolderError, KeyError, ValueError) as error:
+                reason = f"the stored score cannot be read ({error})"
+            else:
+                if sorted(stored.crs.index.astype(str)) == sorted(self.spec.encoder_names):
+                    return stored, f"stored score read from {folder.score_dir}"
+                reason = "the stored score covers other encoders than the spec"
+        return self.score(records), f"score recomputed: {reason}"
+
     def report(self, score: ScoreResult | None = None) -> Path:
-        """Write report.html, report.md and figures; return the HTML path."""
+        """Write report.html, report.md and figures; return the HTML path.
+
+        Without ``score`` it reads the stored one (:meth:`stored_score`), recomputing only when needed.
+        """
         records = self.records()
-        # Scoring is cheap next to probing, so the report recomputes it rather than trusting stale tables.
-        score = score if score is not None else self.score(records)
+        if score is None:
+            score, _ = self.stored_score(records)
         return write_report(score, records, self.spec.output, title=f"crs report: {self.spec.name}", spec=self.spec)
 
     def run(self, *, jobs: int | None = None, cluster: str | None = None, progress: bool = True) -> RunOutcome:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from crs.axes._inputs import AxisInputError, binary_pair, check_kind, multiclass_pair, multilabel_pair
+from crs.axes.calibration import calibrated_ece_moments
 
 DEFAULT_BLOCK_BYTES = 32 * 2**20
 """Working memory of one replicate block of one score column (a few cache-sized arrays)."""
@@ -496,3 +497,82 @@ def weighted_ece(
     y_c, p_c = multiclass_pair(y, probs)
     correct = (p_c.argmax(axis=1) == y_c).astype(np.float64)
     return weighted_binned_ece(p_c.max(axis=1), correct, weights, None, n_bins, block_bytes=block_bytes)
+
+
+def weighted_calibrated_ece(
+    confidence: np.ndarray,
+    weights: np.ndarray | ReplicateWeights,
+    known: np.ndarray | None = None,
+    n_bins: int = N_BINS,
+    *,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+) -> np.ndarray:
+    """Expected binned ECE of a calibrated probe with these confidences, under every replicate's weights.
+
+    The bias :func:`crs.axes.debiased_ece` removes, on the resampled test set: per bin the weighted
+    sum of c (1 - c), then :func:`crs.axes.calibrated_ece_moments`. Same layout and memory as
+    :func:`weighted_binned_ece` (one (N x bins) design per column, one matrix product per block).
+    With whole-number weights it equals the unweighted value on the repeated arrays.
+    """
+    if n_bins < 1:
+        raise AxisInputError(f"n_bins must be a positive integer, got {n_bins}")
+    prepared = prepare_weights(weights, block_bytes)
+    confidence = np.asarray(confidence, dtype=np.float64)
+    columns_2d = confidence.ndim == 2
+    confidence_2d = confidence if columns_2d else confidence[:, None]
+    if confidence_2d.shape[0] != prepared.n_cases:
+        raise AxisInputError(f"confidence {confidence.shape} must have {prepared.n_cases} cases")
+    known_2d = (
+        np.ones(confidence_2d.shape, dtype=bool)
+        if known is None
+        else np.broadcast_to(
+            np.asarray(known, dtype=bool).reshape(confidence_2d.shape[0], -1), confidence_2d.shape
+        )
+    )
+    n_cases, n_columns = confidence_2d.shape
+    bins = _bin_index(np.where(known_2d, confidence_2d, 0.0), n_bins)
+    variance = np.where(known_2d, confidence_2d * (1.0 - confidence_2d), 0.0)
+    design = np.zeros((n_cases, n_columns * n_bins))
+    design[np.arange(n_cases)[:, None], np.arange(n_columns)[None, :] * n_bins + bins] = variance
+    known_float = known_2d.astype(np.float64)
+    out = np.empty((prepared.n_replicates, n_columns))
+    for rows, block in zip(prepared.rows(), prepared.blocks, strict=True):
+        block_float = block[:-1].T.astype(np.float64)  # (b, N)
+        per_bin = (block_float @ design).reshape(-1, n_columns, n_bins)
+        out[rows] = calibrated_ece_moments(per_bin, block_float @ known_float)[0]
+    return out if columns_2d else out[:, 0]
+
+
+def weighted_debiased_ece(
+    y: np.ndarray,
+    probs: np.ndarray,
+    kind: str,
+    weights: np.ndarray | ReplicateWeights,
+    n_bins: int = N_BINS,
+    *,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+) -> np.ndarray:
+    """:func:`crs.axes.debiased_ece` (B,) under every replicate: the weighted ECE minus a calibrated probe's expected ECE.
+
+    multiclass/ordinal: top label; binary: positive-class probability; multilabel: per label over its
+    known cases, then the mean over the labels a replicate can score.
+    """
+    check_kind(kind)
+    prepared = prepare_weights(weights, block_bytes)
+    if kind == "binary":
+        y_b, p_b = binary_pair(y, probs)
+        return weighted_binned_ece(p_b, y_b, prepared, None, n_bins) - weighted_calibrated_ece(
+            p_b, prepared, None, n_bins
+        )
+    if kind == "multilabel":
+        y_m, p_m = multilabel_pair(y, probs)
+        known = ~np.isnan(y_m)
+        per_label = weighted_binned_ece(p_m, np.nan_to_num(y_m), prepared, known, n_bins)
+        per_label -= weighted_calibrated_ece(p_m, prepared, known, n_bins)
+        return nanmean_classes(per_label)
+    y_c, p_c = multiclass_pair(y, probs)
+    correct = (p_c.argmax(axis=1) == y_c).astype(np.float64)
+    confidence = p_c.max(axis=1)
+    return weighted_binned_ece(confidence, correct, prepared, None, n_bins) - weighted_calibrated_ece(
+        confidence, prepared, None, n_bins
+    )

@@ -61,6 +61,9 @@ def _score(bench: Benchmark) -> ScoreResult:
 
 
 def _report(bench: Benchmark, score: ScoreResult | None = None) -> Path:
+    if score is None:
+        score, source = bench.stored_score()
+        click.echo(source)
     path = bench.report(score)
     click.echo(f"report: {path.resolve()}")
     return path

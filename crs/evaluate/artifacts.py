@@ -269,6 +269,11 @@ class RunFolder:
         (folder / SCORE_TEXT_FILE).write_text(text + "\n")
         return folder
 
+    @property
+    def score_summary_path(self) -> Path:
+        """``score/summary.json``: its time stamp says when the score was stored (``crs report`` compares it)."""
+        return self.score_dir / SCORE_SUMMARY_FILE
+
     def has_score(self) -> bool:
         return (self.score_dir / SCORE_SUMMARY_FILE).exists()
 

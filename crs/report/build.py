@@ -161,7 +161,7 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
     _add(ranks, plots.rank_slope(score.crs, score.reversals.reversed_pairs, styles, folder / "rank_slope.png"),
          "Rank by clean AUROC (left) against rank by CRS (right); crossing solid lines are reversed pairs.")
     case_level = is_case_level(score.bootstrap)
-    resampled = ("Seeds and, within class, test cases are resampled jointly for every encoder "
+    resampled = ("Seeds and, within strata, whole patients or lesions are resampled jointly for every encoder "
                  f"({score.bootstrap.n_boot} replicates of the {bootstrap_name(score.bootstrap)})"
                  if case_level else
                  f"Seeds are resampled jointly for every encoder ({score.bootstrap.n_boot} replicates of the "

@@ -76,7 +76,7 @@ def headline(score, board: pd.DataFrame) -> str:
     auroc_first = board.sort_values(["auroc_rank", "rank"]).iloc[0]["encoder"]
     resampled = "seed and test-case resampling" if is_case_level(score.bootstrap) else "seed resampling"
     parts = [f"{leader['encoder']} has the highest Clinical Reliability Score, {leader['crs']:.3f} "
-             f"({confidence_label(score.bootstrap.alpha)} CI {leader['crs_low']:.3f} to {leader['crs_high']:.3f}), "
+             f"({interval_phrase(score.bootstrap, leader['crs_low'], leader['crs_high'])}), "
              f"and ranks first in {percent(leader['p_rank1'])} of {score.bootstrap.n_boot} "
              f"{bootstrap_name(score.bootstrap)} replicates."]
     if others:
@@ -88,6 +88,15 @@ def headline(score, board: pd.DataFrame) -> str:
                                    reversal_uncertainty(score)))
     parts.append(reference_sentence(score.reference))
     return " ".join(parts)
+
+
+def interval_phrase(bootstrap, low: float, high: float) -> str:
+    """The CRS interval in words; a seed-only interval is named so, and a zero-width one is refused as an interval."""
+    if is_case_level(bootstrap):
+        return f"{confidence_label(bootstrap.alpha)} CI {low:.3f} to {high:.3f}"
+    if abs(high - low) <= 1e-12:
+        return "no interval: every seed gave the same measurements and the test set was not resampled"
+    return f"seed-only {confidence_label(bootstrap.alpha)} interval {low:.3f} to {high:.3f}, test set not resampled"
 
 
 def reference_sentence(reference: str) -> str:

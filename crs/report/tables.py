@@ -51,8 +51,8 @@ def is_case_level(bootstrap) -> bool:
 
 
 def bootstrap_name(bootstrap) -> str:
-    """'paired seed x test-case bootstrap' or 'paired-seed bootstrap': the level that ran."""
-    return "paired seed \u00d7 test-case bootstrap" if is_case_level(bootstrap) else "paired-seed bootstrap"
+    """'paired seed x test-case bootstrap' or 'seed-only paired-seed bootstrap': the level that ran."""
+    return "paired seed \u00d7 test-case bootstrap" if is_case_level(bootstrap) else "seed-only paired-seed bootstrap"
 
 
 def confidence_label(alpha: float) -> str:
@@ -64,8 +64,9 @@ def interval_note(bootstrap) -> str:
     """One sentence naming the intervals' level, the bootstrap that made them and its replicate count."""
     level = confidence_label(bootstrap.alpha)
     if is_case_level(bootstrap):
-        what = ("each replicate draws one multiset of seeds and, per task, one resample of the test cases "
-                "within class (the shifted site's cases apart), the same draw for every encoder")
+        what = ("each replicate draws one multiset of seeds and, per task, one stratified resample of whole "
+                "patients or lesions (images where the data set has no group ids; the shifted site's apart), "
+                "the same draw for every encoder and condition")
     else:
         what = "each replicate draws one multiset of seeds, the same for every encoder and task; test cases are not resampled"
     return (f"Every interval (CRS and the four axes) is a {level} percentile interval over the same "

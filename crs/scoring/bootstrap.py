@@ -1,12 +1,15 @@
-"""The paired-seed bootstrap of the CRS: intervals, P(rank = 1) and the Holm-corrected leading tier.
+"""The paired-seed bootstrap of the CRS: intervals, P(rank = 1) and the leading tier from rank confidence sets.
 
 :func:`paired_seed_bootstrap` draws one multiset of seeds per replicate (with replacement) and
 applies it to every encoder and every task, which keeps the pairing that shared label subsets
 create; the axis errors come from :func:`crs.scoring.formula.axis_errors_from_metrics` under the
 replicate's seed counts and the whole CRS (reference ratios, dominance, balance, worst axis) is
 recomputed by :meth:`crs.scoring.formula.PointEstimate.score`, with the point estimate's reference
-rule and error floor. :func:`summarise_bootstrap` turns replicate CRS into intervals and the tier
-for this and the case-level bootstrap.
+rule and error floor. :func:`summarise_bootstrap` turns replicate CRS into intervals, the
+simultaneous rank confidence sets (:mod:`crs.scoring.rank_sets`) and the leading tier (every
+encoder whose rank set contains 1) for this and the case-level bootstrap. The Holm test against the
+leader is still computed and reported (``p_holm``) but no longer defines the tier
+(docs/decisions/0009-rank-confidence-sets.md).
 """
 
 from __future__ import annotations
@@ -14,12 +17,14 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from crs.scoring.formula import AXES, PointEstimate, ScoreInputError, axis_errors_from_metrics
 from crs.scoring.measurements import Measurements
+from crs.scoring.rank_sets import rank_confidence_sets
 
 
 def holm_adjust(p_values: np.ndarray) -> np.ndarray:
@@ -41,7 +46,8 @@ class BootstrapResult:
 
     ``table`` (index encoder): crs (point estimate on all seeds), crs_low / crs_high (percentile
     interval), crs_boot_mean, p_rank1, rank, diff_to_leader with diff_low / diff_high, p_value
-    (two-sided bootstrap p for CRS(leader) - CRS(e) = 0), p_holm, in_leading_tier.
+    (two-sided bootstrap p for CRS(leader) - CRS(e) = 0), p_holm (reported, not the tier),
+    rank_low / rank_high (simultaneous rank confidence set), in_leading_tier (rank set contains 1).
     ``replicates``: one row per replicate, one CRS column per encoder. ``seed_draws``: how many
     times each seed was drawn in each replicate.
     """
@@ -56,10 +62,11 @@ class BootstrapResult:
     seed: int
     level: str = "seed"
     """"seed" (seeds resampled) or "seed+case" (seeds and test cases, crs.scoring.case_bootstrap)."""
-    case_draws: Mapping[str, np.ndarray] | None = None
-    """seed+case only: per task, (n_boot, N_test) counts of each test case in each replicate."""
-    shift_case_draws: Mapping[str, np.ndarray] | None = None
-    """seed+case only: per task with a shift target, (n_boot, N_target) counts of its cases."""
+    case_draws: Mapping[str, Any] | None = None
+    """seed+case only: per task, its :class:`crs.scoring.resample.GroupBootstrap` of the test rows
+    (``.counts([b])[0]``: replicate b's count of each test row; drawn on demand, never stored)."""
+    shift_case_draws: Mapping[str, Any] | None = None
+    """seed+case only: per task with a shift target, the GroupBootstrap of its rows."""
     axis_error_replicates: Mapping[str, pd.DataFrame] | None = None
     """Per axis (crs.scoring.formula.AXES), one row per replicate and one error column per encoder,
     every axis (also one the CRS leaves out: all NaN); lets the report give each axis an interval
@@ -75,22 +82,36 @@ def axis_error_frames(errors: np.ndarray, encoders: Sequence[str]) -> dict[str, 
 
 
 def paired_seed_bootstrap(measurements: Measurements, point: PointEstimate) -> BootstrapResult:
-    """Percentile intervals, P(rank = 1) and the Holm-corrected leading tier of the CRS.
+    """Percentile intervals, P(rank = 1), rank confidence sets and the leading tier of the CRS.
 
-    The leader is the encoder with the highest point-estimate CRS (ties: the first by name). An
-    encoder joins the leading tier when the Holm-adjusted bootstrap p-value of
-    CRS(leader) - CRS(e) = 0 exceeds ``alpha``, i.e. its Holm-level interval covers 0. In
-    replicates where several encoders tie for first, P(rank = 1) splits that replicate equally.
+    The leader is the encoder with the highest point-estimate CRS (ties: the first by name). The
+    leading tier is every encoder whose simultaneous rank set contains 1. In replicates where
+    several encoders tie for first, P(rank = 1) splits that replicate equally.
     """
     settings = point.settings
     _check_encoders(measurements, point)
     counts = draw_seed_counts(len(measurements.seeds), settings.n_boot, settings.seed)
     replicate_errors = axis_errors_from_metrics(measurements.task_list(), counts)  # (B, E, 4)
     crs = point.score(replicate_errors)["crs"]
-    return summarise_bootstrap(
+    result = summarise_bootstrap(
         point.table, crs, counts, measurements.seeds, n_boot=settings.n_boot, alpha=settings.alpha,
         seed=settings.seed, axis_error_replicates=axis_error_frames(replicate_errors, point.encoders),
     )  # fmt: skip
+    flat = zero_width(result.table)
+    if flat:
+        warnings.warn(
+            f"seed-only bootstrap: the CRS interval of {', '.join(flat)} has zero width (every seed gave the same "
+            "measurements, and the test set is not resampled); it is reported as seed-only, not as a confidence "
+            "interval: set case_bootstrap = true to resample the test set",
+            stacklevel=2,
+        )
+    return result
+
+
+def zero_width(table: pd.DataFrame, tolerance: float = 1e-12) -> list[str]:
+    """Encoders whose CRS interval has (numerically) zero width: no interval at all, only the point."""
+    width = (table["crs_high"] - table["crs_low"]).abs()
+    return [str(name) for name in table.index[(width <= tolerance).to_numpy()]]
 
 
 def _check_encoders(measurements: Measurements, point: PointEstimate) -> None:
@@ -116,13 +137,14 @@ def summarise_bootstrap(
     alpha: float,
     seed: int,
     level: str = "seed",
-    case_draws: Mapping[str, np.ndarray] | None = None,
-    shift_case_draws: Mapping[str, np.ndarray] | None = None,
+    case_draws: Mapping[str, Any] | None = None,
+    shift_case_draws: Mapping[str, Any] | None = None,
     axis_error_replicates: Mapping[str, pd.DataFrame] | None = None,
 ) -> BootstrapResult:
-    """Intervals, P(rank = 1) and the Holm tier from replicate CRS (n_boot, encoders).
+    """Intervals, P(rank = 1), rank confidence sets and the tier from replicate CRS (n_boot, encoders).
 
-    ``point`` is the point-estimate CRS table with its rows in the column order of ``crs``.
+    ``point`` is the point-estimate CRS table with its rows in the column order of ``crs``. A
+    replicate in which an encoder's CRS is not finite is left out of the rank sets.
     """
     encoders = [str(name) for name in point.index]
     top = np.isclose(crs, np.nanmax(crs, axis=1, keepdims=True), rtol=0.0, atol=1e-12)
@@ -140,10 +162,15 @@ def summarise_bootstrap(
     others = [i for i in range(len(encoders)) if i != leader_index]
     p_holm = np.full(len(encoders), np.nan)
     p_holm[others] = holm_adjust(p_value[others])
-    in_tier = np.zeros(len(encoders), dtype=bool)
-    in_tier[leader_index] = True
-    in_tier[others] = p_holm[others] > alpha
     p_value[leader_index] = np.nan
+    finite = np.isfinite(crs).all(axis=1)
+    if finite.sum() >= 2:
+        sets = rank_confidence_sets(point_crs, crs[finite], encoders, alpha=alpha).table.reindex(encoders)
+        rank_low, rank_high = sets["rank_low"].to_numpy(), sets["rank_high"].to_numpy()
+    else:  # too few usable replicates to bound any rank: every set is 1..E
+        rank_low, rank_high = np.ones(len(encoders), dtype=np.int64), np.full(len(encoders), len(encoders))
+    in_tier = rank_low == 1
+    in_tier[leader_index] = True
 
     table = pd.DataFrame(
         {
@@ -158,6 +185,8 @@ def summarise_bootstrap(
             "diff_high": diff_high,
             "p_value": p_value,
             "p_holm": p_holm,
+            "rank_low": rank_low,
+            "rank_high": rank_high,
             "in_leading_tier": in_tier,
         },
         index=pd.Index(encoders, name="encoder"),

@@ -70,6 +70,9 @@ class Reversals:
             "noise_auroc": self.noise.loc["auroc"].to_dict(),
             "level": self.level,
             "alpha": self.alpha,
+            "robust_level": self.level,
+            "interval_level": 1.0 - self.alpha,
+            "n_boot": int(len(self.replicate_counts)),
         }
 
 

@@ -18,6 +18,8 @@ from crs.axes.weighted import (
     prepare_weights,
     weighted_auroc,
     weighted_binned_ece,
+    weighted_calibrated_ece,
+    weighted_debiased_ece,
     weighted_ece,
     weighted_macro_auroc,
     weighted_per_class_auroc,
@@ -196,3 +198,26 @@ def test_bad_inputs_raise_one_line_errors():
         weighted_auroc(scores, y, np.ones((1, 4)))
     with pytest.raises(AxisInputError, match="0, 1 or NaN"):
         weighted_auroc(scores, np.array([0, 2, 1]), np.ones((1, 3)))
+
+
+@pytest.mark.parametrize("kind", ["binary", "multiclass", "ordinal", "multilabel"])
+@pytest.mark.parametrize("case", range(4))
+def test_debiased_ece_at_unit_weights_and_on_the_repeated_sample_equals_crs_axes(kind, case):
+    rng = np.random.default_rng(300 + case)
+    y, probs = _cases(kind, rng, int(rng.integers(20, 200)))
+    assert weighted_debiased_ece(y, probs, kind, np.ones((1, len(y))))[0] == pytest.approx(
+        axes.debiased_ece(y, probs, kind), abs=EXACT, nan_ok=True
+    )
+    counts = rng.integers(0, 4, size=(6, len(y)))
+    got = weighted_debiased_ece(y, probs, kind, prepare_weights(counts, block_bytes=4096))  # several blocks
+    for b, repeat in enumerate(counts):
+        expected = axes.debiased_ece(np.repeat(y, repeat, axis=0), np.repeat(probs, repeat, axis=0), kind)
+        assert got[b] == pytest.approx(expected, abs=EXACT, nan_ok=True)
+
+
+def test_calibrated_ece_is_the_closed_form_per_bin():
+    # two cases in bin 0 (c = 0.05) and one in the last bin (c = 1): V = 2 x 0.0475 and 0
+    confidence = np.array([0.05, 0.05, 1.0])
+    got = weighted_calibrated_ece(confidence, np.array([[1, 1, 1], [2, 0, 1]]))
+    assert got[0] == pytest.approx(np.sqrt(2 * 2 * 0.0475 / np.pi) / 3, abs=1e-12)
+    assert got[1] == pytest.approx(np.sqrt(2 * 2 * 0.0475 / np.pi) / 3, abs=1e-12)

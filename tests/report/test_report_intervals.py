@@ -45,7 +45,7 @@ def _replicate_auroc_by_hand(score, predictions_dir: Path, records) -> np.ndarra
                 labels, probs, full_seeds = unit["clean_labels"], unit["clean_probs"], unit["full_seeds"]
             values = np.zeros(boot.n_boot)
             for b in range(boot.n_boot):
-                counts = boot.case_draws[task][b]
+                counts = boot.case_draws[task].counts([b])[0]
                 total, weight = 0.0, 0.0
                 for seed_name, n_copies in seed_draws.iloc[b].items():
                     if n_copies == 0:
@@ -90,6 +90,16 @@ def test_case_level_axis_replicates_are_the_ones_behind_the_crs_replicates(case_
 def test_the_note_names_the_level_and_the_replicate_count():
     seed_level = SimpleNamespace(alpha=0.05, n_boot=3, level="seed")
     note = interval_note(seed_level)
-    assert "3 replicates of the paired-seed bootstrap" in note and "not resampled" in note
+    assert "3 replicates of the seed-only paired-seed bootstrap" in note and "not resampled" in note
     case_level = SimpleNamespace(alpha=0.05, n_boot=500, level="seed+case")
     assert "500 replicates of the paired seed \u00d7 test-case bootstrap" in interval_note(case_level)
+
+
+def test_a_zero_width_seed_only_interval_is_not_called_an_interval():
+    from crs.report.headline import interval_phrase
+
+    seed_level = SimpleNamespace(alpha=0.05, n_boot=3, level="seed")
+    assert interval_phrase(seed_level, 0.5, 0.5).startswith("no interval")
+    assert "seed-only 95\u00a0% interval 0.400 to 0.600" in interval_phrase(seed_level, 0.4, 0.6)
+    case_level = SimpleNamespace(alpha=0.05, n_boot=3, level="seed+case")
+    assert interval_phrase(case_level, 0.4, 0.6) == "95\u00a0% CI 0.400 to 0.600"

@@ -94,10 +94,14 @@ def test_auroc_and_crs_rankings_disagree_in_the_planted_direction(result):
 
 
 def test_the_reversal_is_reported_with_its_uncertainty_status(result):
-    # robust reversals need the bootstrap's reversal probabilities; until they are computed the
-    # summary carries None and the report labels the count as a point estimate
+    # the planted reversal (fragile ahead on AUROC, steady on CRS) holds in every replicate: robust
     assert result.summary()["rank_reversals"]["n_reversed"] >= 1
-    assert result.reversal_uncertainty is None
+    found = result.reversal_uncertainty
+    assert found is not None and found.n_robust >= 1
+    robust = {tuple(pair) for pair in result.summary()["reversal_uncertainty"]["robust_pairs"]}
+    assert ("fragile", "steady") in robust
+    assert found.count_low <= result.reversals.n_reversed <= found.count_high
+    assert "robust reversals" in result.format()
 
 
 def test_a_named_reference_can_take_the_lead_that_the_median_reference_does_not_give_it(result):
