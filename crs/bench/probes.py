@@ -34,7 +34,22 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from crs.data.base import VALIDATION_STREAM, nested_label_fractions
+from crs import axes
+from crs.cache.store import FeatureStore, store_path, test_digest
+from crs.cache.writer import ChunkedFeatureArray
+from crs.data.base import VALIDATION_STREAM, Dataset, Task, nested_label_fractions
+from crs.evaluate.artifacts import RunFolder
+from crs.evaluate.memory import unit_peak_bytes
+from crs.evaluate.units import (
+    ProbeSettings,
+    ProbeUnit,
+    condition_metrics,
+    read_rows,
+    run_unit,
+    training_subsets,
+    unit_sizes,
+    validation_subsets,
+)
 from crs.probes import fit_probes
 from crs.probes.metrics import METRICS, evaluation_metrics
 
@@ -190,7 +205,6 @@ def _baseline_metrics(y: np.ndarray, proba: np.ndarray, kind: str, names: list[s
     multilabel), and ``crs.axes`` for the rest (ECE and its kin). Returns (AUROC, ECE)."""
     from sklearn.metrics import brier_score_loss
 
-    from crs import axes
 
     auroc = _auroc(y, proba, kind)
     _log_loss(y, proba, kind)
@@ -207,7 +221,6 @@ def _baseline_metrics(y: np.ndarray, proba: np.ndarray, kind: str, names: list[s
 
 def record_metric_names(unit: Unit) -> list[str]:
     """The metric columns of the run records (``crs.evaluate.units.condition_metrics``' keys)."""
-    from crs.evaluate.units import condition_metrics
 
     return list(condition_metrics(unit.y_test, np.full((len(unit.y_test), unit.n_classes), 0.5), unit.kind))
 
@@ -410,9 +423,6 @@ def write_synthetic_store(cache_root, size: CacheUnitSize, task: str = "unit", e
     rows, float16, and one chunk), splits interleaved at random as group splits leave them."""
     from pathlib import Path
 
-    from crs.cache.store import FeatureStore, store_path, test_digest
-    from crs.cache.writer import ChunkedFeatureArray
-    from crs.data.base import Dataset, Task
 
     rng = np.random.default_rng(seed)
     n = size.n_train + size.n_val + size.n_test
@@ -476,9 +486,6 @@ def measure_cache_unit(cache_root, task: str = "unit", encoder: str = "synthetic
 
     import torch
 
-    from crs.evaluate.artifacts import RunFolder
-    from crs.evaluate.memory import unit_peak_bytes
-    from crs.evaluate.units import ProbeSettings, ProbeUnit, run_unit, unit_sizes
 
     torch.set_num_threads(1)
     settings = ProbeSettings(PAPER_FRACTIONS, PAPER_SEEDS, PAPER_CS, backend=backend)
@@ -507,8 +514,6 @@ def unit_from_cache(cache_root, task: str = "unit", encoder: str = "synthetic") 
     (generated from the clean test rows as the bench does; their generation is not counted)."""
     from pathlib import Path
 
-    from crs.cache.store import FeatureStore, store_path
-    from crs.evaluate.units import ProbeSettings, read_rows, training_subsets, validation_subsets
 
     store = FeatureStore(store_path(Path(cache_root), task))
     table = store.read_table()
