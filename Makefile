@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: install demo test test-fast bench lint clean
+.PHONY: install demo test test-fast bench bench-paper gpu-check lint clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "make: $(PYTHON) not found; set PYTHON=/path/to/python3.11"; exit 1; }
@@ -24,12 +24,26 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
+# `make bench PAPER_SCALE=1` (or `make bench-paper`) adds the paper-scale stage-2 benchmark: about
+# 6.6 GB of disk per encoder, deleted at the end; PAPER_ENCODERS sets how many encoders it generates.
+PAPER_ENCODERS ?= 2
 bench: $(STAMP)
 	$(BIN)/crs bench all
+ifeq ($(PAPER_SCALE),1)
+	$(BIN)/crs bench paper-scale --encoders $(PAPER_ENCODERS)
+endif
+
+bench-paper: $(STAMP)
+	$(BIN)/crs bench paper-scale --encoders $(PAPER_ENCODERS)
+
+# On a GPU machine: extraction, corruption suites and probe backends on the device (scripts/gpu_check.sh).
+gpu-check: $(STAMP)
+	PYTHON=$(BIN)/python scripts/gpu_check.sh
 
 lint: $(STAMP)
 	$(BIN)/ruff check crs tests
 	$(BIN)/mypy crs
+	$(BIN)/lint-imports --no-cache --no-logo
 
 clean:
 	rm -rf crs-out .pytest_cache .ruff_cache .mypy_cache build *.egg-info

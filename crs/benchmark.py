@@ -2,27 +2,35 @@
 
 Each stage reads what the previous one wrote under the spec's cache and output folders, so a stage
 can be re-run alone: ``Benchmark(spec).probe()`` on a copied cache folder needs no images and no
-encoder weights, and ``Benchmark(spec).score()`` needs only the run folder.
+encoder weights, and ``Benchmark.from_run_folder(folder).score()`` needs only the run folder (the
+spec is read back from the run records).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from crs.evaluate.artifacts import RunFolder
+from crs.cache.verify import Problem, RepairAction, repair, verify_cache
+from crs.evaluate.artifacts import RunFolder, RunFolderError
 from crs.evaluate.stage import ProbeOutcome, probe_spec
 from crs.extract.runner import ExtractStats
 from crs.extract.stage import extract_spec
 from crs.report import write_report
-from crs.scoring.result import ScoreResult, score_records
-from crs.spec import Spec, load_spec
+from crs.scoring.formula import ScoreInputError
+from crs.scoring.result import ScoreResult, read_score, score_records
+from crs.scoring.settings import ScoreSettings
+from crs.spec import Spec, SpecError, load_spec, spec_from_dict
 
-__all__ = ["Benchmark", "RunOutcome"]
+__all__ = ["DEMO_SPEC", "Benchmark", "CacheRepair", "RunOutcome"]
+
+DEMO_SPEC = Path(__file__).resolve().parent / "specs" / "quickstart.toml"
+"""The packaged quickstart spec of ``crs demo`` (examples/quickstart.toml links to it)."""
 
 
 @dataclass(frozen=True)
@@ -34,6 +42,14 @@ class RunOutcome:
     score: ScoreResult
     report: Path
     seconds: float
+
+
+@dataclass(frozen=True)
+class CacheRepair:
+    """What :meth:`Benchmark.repair_cache` did: one action per problem, then the re-extraction."""
+
+    actions: tuple[RepairAction, ...]
+    extract: ExtractStats
 
 
 class Benchmark:
@@ -51,6 +67,8 @@ class Benchmark:
         >>> bench = Benchmark("examples/quickstart.toml", output="crs-out/notebook")  # doctest: +SKIP
         >>> outcome = bench.run(progress=False)                                        # doctest: +SKIP
         >>> outcome.score.crs[["crs", "rank"]]                                          # doctest: +SKIP
+        >>> # later, in another session, without the TOML file:
+        >>> Benchmark.from_run_folder("crs-out/notebook").score().bootstrap.leading_tier  # doctest: +SKIP
 
     Every method returns a typed result; none prints. Errors are one-line exceptions that name the
     input and the fix (``crs.spec.SpecError``, ``FileNotFoundError``, ``ValueError`` ...).
@@ -73,6 +91,29 @@ class Benchmark:
         if skip_bad and not loaded.extract.skip_bad:
             changes["extract"] = dataclasses.replace(loaded.extract, skip_bad=True)
         self.spec: Spec = dataclasses.replace(loaded, **changes) if changes else loaded  # type: ignore[arg-type]
+
+    @classmethod
+    def from_run_folder(cls, folder: str | Path, *, cache: str | Path | None = None) -> Benchmark:
+        """The benchmark that wrote ``folder``, rebuilt from the spec embedded in its run records.
+
+        Its output is ``folder`` itself, wherever the folder now lies, so a run folder copied to a
+        laptop scores and reports there; ``cache`` overrides the recorded cache root (only
+        :meth:`extract` and :meth:`probe` read it).
+        """
+        run = RunFolder(folder)
+        if not run.records_path.exists():
+            raise RunFolderError(f"no run records at {run.records_path}; point at a folder `crs probe` wrote")
+        recorded = run.provenance().get("spec")
+        if not isinstance(recorded, Mapping):
+            raise SpecError(
+                f"the run records at {run.records_path} carry no spec; give the TOML: Benchmark(SPEC, output={folder!s})"
+            )
+        return cls(spec_from_dict(recorded), cache=cache, output=folder)
+
+    @classmethod
+    def demo(cls, *, cache: str | Path | None = None, output: str | Path | None = None) -> Benchmark:
+        """The built-in synthetic benchmark of ``crs demo`` (four encoders, three tasks, no downloads)."""
+        return cls(DEMO_SPEC, cache=cache, output=output)
 
     def __repr__(self) -> str:
         return f"Benchmark({self.spec.name!r}, cache={str(self.spec.cache)!r}, output={str(self.spec.output)!r})"
@@ -108,6 +149,23 @@ class Benchmark:
         """
         return probe_spec(self.spec, jobs=jobs, cluster=cluster, progress=progress, full=full)
 
+    def verify_cache(self, *, check_data: bool = True) -> dict[str, list[Problem]]:
+        """Check every store under the spec's cache: store path -> problems (empty when sound).
+
+        ``check_data=False`` checks shapes, dtypes and flags without reading chunk data.
+        """
+        return verify_cache(self.spec.cache, check_data=check_data)
+
+    def repair_cache(
+        self, problems: Mapping[str, Sequence[Problem]], *, progress: bool = True
+    ) -> CacheRepair:
+        """Mark what :meth:`verify_cache` found bad as not written, then re-extract only that.
+
+        Groups this spec does not produce are not re-extracted; check again to see what remains.
+        """
+        actions = tuple(action for found in problems.values() for action in repair(list(found)))
+        return CacheRepair(actions, self.extract(progress=progress))
+
     def records(self) -> pd.DataFrame:
         """The run records of the spec's encoders (a spec may drop one; the run folder keeps it)."""
         return self.folder.read_records(self.spec.encoder_names)
@@ -118,19 +176,39 @@ class Benchmark:
         missing = sorted(set(self.spec.encoder_names) - set(records["encoder"]))
         if missing:
             raise ValueError(f"encoders {missing} have no run records; run `crs probe` after adding them")
-        settings = self.spec.score
-        result = score_records(
-            records, settings.reference_encoder, settings.weights, n_boot=settings.n_boot, seed=settings.seed,
-            predictions_dir=self.folder.predictions_dir, case_level=settings.case_bootstrap,
-        )
+        settings = ScoreSettings.from_config(self.spec.score)
+        result = score_records(records, settings, run_folder=self.folder)
         self.folder.write_score(result.tables(), result.summary(), result.format())
         return result
 
+    def stored_score(self, records: pd.DataFrame | None = None) -> tuple[ScoreResult, str]:
+        """The score stored under ``<output>/score`` and where it came from; recomputed (and stored) only
+        when it is missing, older than the run records, unreadable, or for other encoders than the spec's."""
+        folder = self.folder
+        reason = ""
+        if not folder.has_score():
+            reason = "no stored score"
+        elif folder.records_path.exists() and folder.score_summary_path.stat().st_mtime < folder.records_path.stat().st_mtime:
+            reason = "the stored score is older than the run records"
+        else:
+            try:
+                stored = read_score(folder)
+            except (ScoreInputError, RunFolderError, KeyError, ValueError) as error:
+                reason = f"the stored score cannot be read ({error})"
+            else:
+                if sorted(stored.crs.index.astype(str)) == sorted(self.spec.encoder_names):
+                    return stored, f"stored score read from {folder.score_dir}"
+                reason = "the stored score covers other encoders than the spec"
+        return self.score(records), f"score recomputed: {reason}"
+
     def report(self, score: ScoreResult | None = None) -> Path:
-        """Write report.html, report.md and figures; return the HTML path."""
+        """Write report.html, report.md and figures; return the HTML path.
+
+        Without ``score`` it reads the stored one (:meth:`stored_score`), recomputing only when needed.
+        """
         records = self.records()
-        # Scoring is cheap next to probing, so the report recomputes it rather than trusting stale tables.
-        score = score if score is not None else self.score(records)
+        if score is None:
+            score, _ = self.stored_score(records)
         return write_report(score, records, self.spec.output, title=f"crs report: {self.spec.name}", spec=self.spec)
 
     def run(self, *, jobs: int | None = None, cluster: str | None = None, progress: bool = True) -> RunOutcome:

@@ -1,21 +1,70 @@
-"""Benchmark spec: a TOML file read into frozen dataclasses, every field checked with a clear message.
+"""Benchmark spec: a TOML file read into frozen, self-checking dataclasses; the one home of every default.
 
 A spec names the data sets (with an optional shift target each), the encoders, the probe protocol
 (label fractions, seeds, C grid, backend) and the scoring choices (reference encoder, weights,
 bootstrap size). Relative paths resolve against the working directory, as for any CLI.
+
+Every config checks its own fields in ``__post_init__``, so a spec built in Python and the same
+mistake in a TOML file fail with the same one-line :class:`SpecError`; :func:`parse_spec` adds only
+what a TOML table can get wrong by itself (unknown or missing keys) and resolves relative paths.
+The defaults and the allowed values of every setting live here; the rooms that use them import them.
 """
 
 from __future__ import annotations
 
+import math
 import tomllib
-from dataclasses import dataclass, field, fields
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
 AXES = ("discrimination", "calibration", "label_efficiency", "robustness")
+"""The four axes of the CRS, in the order every table and array uses."""
+COMPONENTS = ("dominance", "balance", "worst_axis")
+"""The parts of the CRS, the keys of ``[score.weights]``."""
+MEDIAN_REFERENCE = "median"
+"""``reference_encoder`` of the virtual cohort-median encoder (per-axis median error), the default."""
+TASK_KINDS = ("multiclass", "ordinal", "multilabel")
+MODALITIES = ("dermoscopy", "fundus", "chest_xray")
+# How a non-square image becomes the square canonical image (crs.data.fit; docs/decisions/0007-fit-modes-and-dicom-window.md).
+FIT_MODES = ("crop", "pad", "squash")
+# Per modality: a centred lesion or disc is kept by a centre crop; a chest film is padded so the
+# apices and costophrenic angles are never cut. Pad (nothing lost, nothing distorted) otherwise.
+DEFAULT_FIT = {"dermoscopy": "crop", "fundus": "crop", "chest_xray": "pad"}
+"""Image modalities: each has its corruption suite and its default image fit."""
+SEVERITIES = (1, 2, 3, 4, 5)
+"""Corruption severities, mildest first."""
+
 DEFAULT_FRACTIONS = (0.01, 0.05, 0.1, 0.25, 1.0)
 DEFAULT_SEEDS = (0, 1, 2, 3, 4)
 DEFAULT_CS = (1e-4, 1e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 10.0)
+"""Inverse L2 strengths tried by the logistic and ridge families when the spec gives no ``Cs``."""
+DEFAULT_KS = (5, 10, 20, 50, 100)
+"""Neighbour counts tried by the knn family (its ``Cs``) when the spec gives none."""
+DEFAULT_MIN_PER_CLASS = 3
+DEFAULT_BATCH_SIZE = 32
+DEFAULT_CHUNK_ROWS = 4096
+DEFAULT_N_BOOT = 1000
+
+PROBE_BACKENDS = ("sklearn", "torch", "cuml")
+PROBE_FAMILIES = ("logistic", "ridge", "knn")
+SELECTIONS = ("logloss", "auroc", "nll")
+"""Validation criteria that choose C: log-loss (the default; a proper scoring rule, so the chosen C also
+serves calibration), macro one-vs-rest AUROC, or ``nll`` (another name for log-loss)."""
+VALIDATIONS = ("fraction", "full")
+"""Validation split that chooses C: drawn at the training subset's label fraction, or the full split."""
+
+
+def probe_grid(family: str, Cs: tuple[float, ...] | None = None) -> tuple[float, ...]:
+    """The C grid a probe tries: ``Cs`` when given, else the family's default (neighbour counts for knn).
+
+    The one place ``Cs = None`` is resolved, for a spec and for :func:`crs.probes.fit_probes` alike.
+    """
+    if Cs is not None:
+        return tuple(float(c) for c in Cs)
+    return tuple(float(k) for k in DEFAULT_KS) if family == "knn" else DEFAULT_CS
 
 
 class SpecError(ValueError):
@@ -35,6 +84,62 @@ def for_setting(error: BaseException, setting: str) -> BaseException:
     return error
 
 
+# --- field checks shared by the configs ----------------------------------------------------------------
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "int": (int,), "float": (int, float), "str": (str,), "bool": (bool,),
+}
+
+
+def _scalar(where: str, key: str, value: Any, kind: str) -> Any:
+    """``value`` checked as one ``kind`` (an int passes as a float, a bool never as a number)."""
+    if kind == "bool":
+        ok = isinstance(value, bool)
+    else:
+        ok = isinstance(value, _TYPES[kind]) and not isinstance(value, bool)
+    if not ok:
+        raise SpecError(f"{where}: field {key!r} must be {kind}, got {type(value).__name__} {value!r}")
+    return float(value) if kind == "float" else value
+
+
+def _items(where: str, key: str, value: Any, kind: str) -> tuple:
+    """A non-empty list (TOML) or tuple (Python) of ``kind``, as a tuple."""
+    if not isinstance(value, list | tuple) or not value:
+        raise SpecError(f"{where}: field {key!r} must be a non-empty list of {kind}, got {value!r}")
+    return tuple(_scalar(where, key, item, kind) for item in value)
+
+
+def _path(where: str, key: str, value: Any) -> Path:
+    if isinstance(value, Path):
+        return value
+    return Path(_scalar(where, key, value, "str")).expanduser()
+
+
+def _one_of(where: str, key: str, value: Any, allowed: tuple[str, ...]) -> str:
+    if _scalar(where, key, value, "str") not in allowed:
+        raise SpecError(f"{where}: field {key!r} must be one of {allowed}, got {value!r}")
+    return value
+
+
+def _reject_unknown(where: str, table: dict[str, Any], allowed: set[str] | tuple[str, ...]) -> None:
+    unknown = sorted(set(table) - set(allowed))
+    if unknown:
+        raise SpecError(f"{where}: unknown field(s) {unknown}; allowed: {sorted(allowed)}")
+
+
+def _set(config: Any, **values: Any) -> None:
+    """Store normalised values on a frozen config (lists become tuples, ints become floats)."""
+    for key, value in values.items():
+        object.__setattr__(config, key, value)
+
+
+def _label(kind: str, name: Any) -> str:
+    return f"{kind} {name!r}" if isinstance(name, str) else kind
+
+
+# --- the configs ---------------------------------------------------------------------------------------
+
+
 @dataclass(frozen=True)
 class DatasetEntry:
     name: str
@@ -43,6 +148,20 @@ class DatasetEntry:
     options: dict[str, Any] = field(default_factory=dict)
     shift_target: DatasetEntry | None = None
 
+    def __post_init__(self) -> None:
+        where = _label("dataset", self.name)
+        _scalar(where, "name", self.name, "str")
+        _scalar(where, "loader", self.loader, "str")
+        _set(self, root=_path(where, "root", self.root))
+        if not isinstance(self.options, dict):
+            raise SpecError(f"{where}: field 'options' must be a table, got {self.options!r}")
+        _set(self, options=dict(self.options))
+        target = self.shift_target
+        if target is not None and not isinstance(target, DatasetEntry):
+            raise SpecError(f"{where}: field 'shift_target' must be a data set table, got {target!r}")
+        if target is not None and target.shift_target is not None:
+            raise SpecError(f"{where}: its shift target {target.name!r} cannot have a shift_target of its own")
+
 
 @dataclass(frozen=True)
 class EncoderEntry:
@@ -50,37 +169,114 @@ class EncoderEntry:
     weights: str | None = None
     input_size: int | None = None
 
+    def __post_init__(self) -> None:
+        where = _label("encoder", self.name)
+        if not _scalar(where, "name", self.name, "str"):
+            raise SpecError(f"{where}: field 'name' must be a registered encoder name, got ''")
+        if self.weights is not None:
+            _scalar(where, "weights", self.weights, "str")
+        if self.input_size is not None and _scalar(where, "input_size", self.input_size, "int") < 8:
+            raise SpecError(f"{where}: input_size must be at least 8 pixels, got {self.input_size}")
+
 
 @dataclass(frozen=True)
 class ExtractConfig:
-    batch_size: int = 32
+    batch_size: int = DEFAULT_BATCH_SIZE
     device: str = "cpu"
     corruptions: tuple[str, ...] | str = "all"
-    severities: tuple[int, ...] = (1, 2, 3, 4, 5)
-    chunk_rows: int = 4096
+    severities: tuple[int, ...] = SEVERITIES
+    chunk_rows: int = DEFAULT_CHUNK_ROWS
     skip_bad: bool = False
+
+    def __post_init__(self) -> None:
+        where = "extract"
+        _scalar(where, "device", self.device, "str")
+        _scalar(where, "skip_bad", self.skip_bad, "bool")
+        if isinstance(self.corruptions, list | tuple):
+            _set(self, corruptions=_items(where, "corruptions", self.corruptions, "str"))
+        elif self.corruptions not in ("all", "none"):
+            raise SpecError(
+                f"{where}: field 'corruptions' must be 'all', 'none' or a list of names, got {self.corruptions!r}"
+            )
+        _set(self, severities=_items(where, "severities", self.severities, "int"))
+        if any(s not in SEVERITIES for s in self.severities):
+            raise SpecError(f"{where}: severities must lie in {SEVERITIES[0]}..{SEVERITIES[-1]}, got {self.severities}")
+        if _scalar(where, "batch_size", self.batch_size, "int") < 1 or _scalar(where, "chunk_rows", self.chunk_rows, "int") < 1:
+            raise SpecError(f"{where}: batch_size and chunk_rows must be positive")
 
 
 @dataclass(frozen=True)
 class ProbeConfig:
+    """The stage-2 protocol. ``Cs = None`` means the family's default grid (:func:`probe_grid`, :attr:`grid`)."""
+
     backend: str = "sklearn"
     family: str = "logistic"
     label_fractions: tuple[float, ...] = DEFAULT_FRACTIONS
     seeds: tuple[int, ...] = DEFAULT_SEEDS
-    Cs: tuple[float, ...] = DEFAULT_CS
+    Cs: tuple[float, ...] | None = None
     selection: str = "logloss"
-    min_per_class: int = 3
-    jobs: int | str = "auto"
     validation: str = "fraction"
+    min_per_class: int = DEFAULT_MIN_PER_CLASS
+    jobs: int | str = "auto"
+
+    def __post_init__(self) -> None:
+        where = "probe"
+        _one_of(where, "backend", self.backend, PROBE_BACKENDS)
+        _one_of(where, "family", self.family, PROBE_FAMILIES)
+        _one_of(where, "selection", self.selection, SELECTIONS)
+        _one_of(where, "validation", self.validation, VALIDATIONS)
+        _set(self, label_fractions=_items(where, "label_fractions", self.label_fractions, "float"))
+        _set(self, seeds=_items(where, "seeds", self.seeds, "int"))
+        if any(not 0 < f <= 1 for f in self.label_fractions):
+            raise SpecError(f"{where}: label_fractions must lie in (0, 1], got {self.label_fractions}")
+        if 1.0 not in self.label_fractions:
+            raise SpecError(f"{where}: label_fractions must include 1.0 (discrimination and robustness are read there)")
+        if self.Cs is not None:
+            _set(self, Cs=_items(where, "Cs", self.Cs, "float"))
+            if any(not (c > 0 and math.isfinite(c)) for c in self.Cs):
+                raise SpecError(f"{where}: Cs must be positive, got {self.Cs}")
+            if self.family == "knn" and any(c != round(c) for c in self.Cs):
+                raise SpecError(f"{where}: for the knn family Cs are neighbour counts (whole numbers >= 1), got {self.Cs}")
+        if _scalar(where, "min_per_class", self.min_per_class, "int") < 1:
+            raise SpecError(f"{where}: min_per_class must be at least 1, got {self.min_per_class}")
+        if self.jobs != "auto" and _scalar(where, "jobs", self.jobs, "int") == 0:
+            raise SpecError(f"{where}: jobs must be \"auto\" or a number of processes (-1 for every core), got 0")
+
+    @property
+    def grid(self) -> tuple[float, ...]:
+        """The C grid the probes try: ``Cs``, or the family's default when ``Cs`` is None."""
+        return probe_grid(self.family, self.Cs)
 
 
 @dataclass(frozen=True)
 class ScoreConfig:
+    """Scoring choices. An empty ``reference_encoder`` means ``"median"``: the virtual cohort-median
+    encoder (per-axis median error; docs/decisions, median reference)."""
+
     reference_encoder: str = ""
     weights: dict[str, float] | None = None
-    n_boot: int = 1000
+    n_boot: int = DEFAULT_N_BOOT
     seed: int = 0
     case_bootstrap: bool = True
+
+    def __post_init__(self) -> None:
+        where = "score"
+        _scalar(where, "reference_encoder", self.reference_encoder, "str")
+        _scalar(where, "seed", self.seed, "int")
+        _scalar(where, "case_bootstrap", self.case_bootstrap, "bool")
+        if _scalar(where, "n_boot", self.n_boot, "int") < 1:
+            raise SpecError(f"{where}: n_boot must be at least 1, got {self.n_boot}")
+        if self.weights is not None:
+            if not isinstance(self.weights, dict):
+                raise SpecError(
+                    f"{where}: field 'weights' must be a table of CRS component = weight ({', '.join(COMPONENTS)})"
+                )
+            _reject_unknown(f"{where}.weights", self.weights, COMPONENTS)
+            weights = {k: _scalar(f"{where}.weights", k, v, "float") for k, v in self.weights.items()}
+            values = list(weights.values())
+            if any(not (v >= 0 and math.isfinite(v)) for v in values) or sum(values) <= 0:
+                raise SpecError(f"{where}.weights: weights must be finite, non-negative and not all zero, got {weights}")
+            _set(self, weights=weights)
 
 
 @dataclass(frozen=True)
@@ -95,36 +291,48 @@ class Spec:
     score: ScoreConfig = ScoreConfig()
     source: Path | None = None
 
+    def __post_init__(self) -> None:
+        where = "spec"
+        if not _scalar(where, "name", self.name, "str"):
+            raise SpecError(f"{where}: field 'name' must be a non-empty string")
+        _set(self, cache=_path(where, "cache", self.cache), output=_path(where, "output", self.output))
+        if self.source is not None:
+            _set(self, source=_path(where, "source", self.source))
+        for key, cls in (("encoders", EncoderEntry), ("datasets", DatasetEntry)):
+            entries = getattr(self, key)
+            if not isinstance(entries, list | tuple) or not entries:
+                raise SpecError(f"{where}: field {key!r} must be a non-empty list of {cls.__name__}, got {entries!r}")
+            wrong = [entry for entry in entries if not isinstance(entry, cls)]
+            if wrong:
+                raise SpecError(f"{where}: field {key!r} holds {wrong[0]!r}, expected {cls.__name__}")
+            _set(self, **{key: tuple(entries)})
+        configs: tuple[tuple[str, type], ...] = (
+            ("extract", ExtractConfig), ("probe", ProbeConfig), ("score", ScoreConfig)
+        )
+        for key, config in configs:
+            if not isinstance(getattr(self, key), config):
+                raise SpecError(f"{where}: field {key!r} must be a {config.__name__}, got {getattr(self, key)!r}")
+        names = self.encoder_names
+        if len(set(names)) != len(names):
+            raise SpecError(f"{where}: encoder names repeat: {names}")
+        dataset_names = [d.name for d in self.datasets] + [d.shift_target.name for d in self.datasets if d.shift_target]
+        if len(set(dataset_names)) != len(dataset_names):
+            raise SpecError(f"{where}: data set names repeat: {dataset_names}")
+        reference = self.score.reference_encoder or MEDIAN_REFERENCE
+        if reference != MEDIAN_REFERENCE and reference not in names:
+            raise SpecError(
+                f"score: reference_encoder {reference!r} is not among the encoders {names} (or {MEDIAN_REFERENCE!r})"
+            )
+        _set(self, score=replace(self.score, reference_encoder=reference))
+
     @property
     def encoder_names(self) -> list[str]:
         return [entry.name for entry in self.encoders]
 
 
-_TYPES: dict[str, tuple[type, ...]] = {
-    "int": (int,), "float": (int, float), "str": (str,), "bool": (bool,),
-}
+# --- TOML -> configs -----------------------------------------------------------------------------------
 
-
-def _check(where: str, key: str, value: Any, kind: str) -> Any:
-    if kind == "bool":
-        ok = isinstance(value, bool)
-    else:
-        ok = isinstance(value, _TYPES[kind]) and not isinstance(value, bool)
-    if not ok:
-        raise SpecError(f"{where}: field {key!r} must be {kind}, got {type(value).__name__} {value!r}")
-    return float(value) if kind == "float" else value
-
-
-def _check_list(where: str, key: str, value: Any, kind: str) -> tuple:
-    if not isinstance(value, list) or not value:
-        raise SpecError(f"{where}: field {key!r} must be a non-empty list of {kind}, got {value!r}")
-    return tuple(_check(where, key, item, kind) for item in value)
-
-
-def _reject_unknown(where: str, table: dict[str, Any], allowed: set[str]) -> None:
-    unknown = sorted(set(table) - allowed)
-    if unknown:
-        raise SpecError(f"{where}: unknown field(s) {unknown}; allowed: {sorted(allowed)}")
+C = TypeVar("C")
 
 
 def _require(where: str, table: dict[str, Any], key: str) -> Any:
@@ -133,36 +341,35 @@ def _require(where: str, table: dict[str, Any], key: str) -> Any:
     return table[key]
 
 
-def _config(where: str, cls: type, table: Any, lists: dict[str, str], scalars: dict[str, str]):
-    if not isinstance(table, dict):
-        raise SpecError(f"{where}: must be a table, got {table!r}")
-    _reject_unknown(where, table, {f.name for f in fields(cls)})
-    values: dict[str, Any] = {}
-    for key, value in table.items():
-        if key in lists:
-            values[key] = _check_list(where, key, value, lists[key])
-        elif key in scalars:
-            values[key] = _check(where, key, value, scalars[key])
-        else:
-            values[key] = value
-    return cls(**values)
+def _table(where: str, value: Any, allowed: set[str] | tuple[str, ...]) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise SpecError(f"{where}: must be a table, got {value!r}")
+    _reject_unknown(where, value, allowed)
+    return value
 
 
-def _dataset(where: str, table: Any, base: Path, allow_shift: bool = True) -> DatasetEntry:
-    if not isinstance(table, dict):
-        raise SpecError(f"{where}: must be a table, got {table!r}")
+def _config(key: str, config: type[C], data: dict[str, Any]) -> C:
+    """One ``[extract]`` / ``[probe]`` / ``[score]`` table; the config checks its own values."""
+    return config(**_table(key, data.get(key, {}), {f.name for f in fields(config)}))  # type: ignore[arg-type]
+
+
+def _under(base: Path, value: Any) -> Any:
+    """A path string resolved against ``base`` (anything else is left for the config's own check)."""
+    if not isinstance(value, str):
+        return value
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else base / path
+
+
+def _dataset(where: str, value: Any, base: Path, allow_shift: bool = True) -> DatasetEntry:
     allowed = {"name", "loader", "root", "options"} | ({"shift_target"} if allow_shift else set())
-    _reject_unknown(where, table, allowed)
-    name = _check(where, "name", _require(where, table, "name"), "str")
-    loader = _check(where, "loader", _require(where, table, "loader"), "str")
-    root = Path(_check(where, "root", _require(where, table, "root"), "str")).expanduser()
-    options = table.get("options", {})
-    if not isinstance(options, dict):
-        raise SpecError(f"{where}: field 'options' must be a table, got {options!r}")
-    shift = None
+    table = dict(_table(where, value, allowed))
+    for key in ("name", "loader", "root"):
+        _require(where, table, key)
+    table["root"] = _under(base, table["root"])
     if "shift_target" in table:
-        shift = _dataset(f"{where}.shift_target", table["shift_target"], base, allow_shift=False)
-    return DatasetEntry(name, loader, root if root.is_absolute() else base / root, dict(options), shift)
+        table["shift_target"] = _dataset(f"{where}.shift_target", table["shift_target"], base, allow_shift=False)
+    return DatasetEntry(**table)
 
 
 def _encoders(value: Any, defaults: dict[str, Any]) -> tuple[EncoderEntry, ...]:
@@ -171,22 +378,12 @@ def _encoders(value: Any, defaults: dict[str, Any]) -> tuple[EncoderEntry, ...]:
     entries = []
     for i, item in enumerate(value):
         where = f"encoders[{i}]"
-        table = {"name": item} if isinstance(item, str) else item
-        if not isinstance(table, dict):
+        if not isinstance(item, str | dict):
             raise SpecError(f"{where}: must be a name or a table, got {item!r}")
-        _reject_unknown(where, table, {"name", "weights", "input_size"})
+        table = _table(where, {"name": item} if isinstance(item, str) else item, {"name", "weights", "input_size"})
         merged = {**defaults, **table}
-        name = _check(where, "name", _require(where, merged, "name"), "str")
-        weights = merged.get("weights")
-        if weights is not None:
-            weights = _check(where, "weights", weights, "str")
-        input_size = merged.get("input_size")
-        if input_size is not None:
-            input_size = _check(where, "input_size", input_size, "int")
-        entries.append(EncoderEntry(name, weights, input_size))
-    names = [e.name for e in entries]
-    if len(set(names)) != len(names):
-        raise SpecError(f"spec: encoder names repeat: {names}")
+        _require(where, merged, "name")
+        entries.append(EncoderEntry(**merged))
     return tuple(entries)
 
 
@@ -196,9 +393,7 @@ def parse_spec(data: dict[str, Any], base: Path = Path(".")) -> Spec:
         "spec", data,
         {"name", "cache", "output", "encoders", "encoder_defaults", "datasets", "extract", "probe", "score"},
     )
-    name = _check("spec", "name", _require("spec", data, "name"), "str")
-    cache = Path(_check("spec", "cache", data.get("cache", "cache"), "str")).expanduser()
-    output = Path(_check("spec", "output", data.get("output", f"crs-out/{name}"), "str")).expanduser()
+    name = _require("spec", data, "name")
     defaults = data.get("encoder_defaults", {})
     if not isinstance(defaults, dict):
         raise SpecError("spec: field 'encoder_defaults' must be a table")
@@ -208,71 +403,15 @@ def parse_spec(data: dict[str, Any], base: Path = Path(".")) -> Spec:
     if not isinstance(raw_datasets, list) or not raw_datasets:
         raise SpecError("spec: field 'datasets' must be a non-empty list of [[datasets]] tables")
     datasets = tuple(_dataset(f"datasets[{i}]", t, base) for i, t in enumerate(raw_datasets))
-    dataset_names = [d.name for d in datasets] + [d.shift_target.name for d in datasets if d.shift_target]
-    if len(set(dataset_names)) != len(dataset_names):
-        raise SpecError(f"spec: data set names repeat: {dataset_names}")
-
-    extract_table = dict(data.get("extract", {}))
-    corruptions = extract_table.pop("corruptions", "all")
-    if isinstance(corruptions, list):
-        corruptions = _check_list("extract", "corruptions", corruptions, "str")
-    elif corruptions not in ("all", "none"):
-        raise SpecError(f"extract: field 'corruptions' must be 'all', 'none' or a list of names, got {corruptions!r}")
-    extract = _config(
-        "extract", ExtractConfig, extract_table, {"severities": "int"},
-        {"batch_size": "int", "device": "str", "chunk_rows": "int", "skip_bad": "bool"},
-    )
-    extract = ExtractConfig(**{**extract.__dict__, "corruptions": corruptions})
-    if any(s not in range(1, 6) for s in extract.severities):
-        raise SpecError(f"extract: severities must lie in 1..5, got {extract.severities}")
-    if extract.batch_size < 1 or extract.chunk_rows < 1:
-        raise SpecError("extract: batch_size and chunk_rows must be positive")
-
-    probe = _config(
-        "probe", ProbeConfig, data.get("probe", {}),
-        {"label_fractions": "float", "seeds": "int", "Cs": "float"},
-        {"backend": "str", "family": "str", "selection": "str", "min_per_class": "int", "validation": "str"},
-    )
-    if probe.jobs != "auto" and (isinstance(probe.jobs, bool) or not isinstance(probe.jobs, int) or probe.jobs < 1):
-        raise SpecError(f"probe: field 'jobs' must be a positive whole number or \"auto\", got {probe.jobs!r}")
-    if probe.selection not in ("logloss", "auroc", "nll"):
-        raise SpecError(f"probe: selection must be \"logloss\" or \"auroc\", got {probe.selection!r}")
-    if probe.validation not in ("fraction", "full"):
-        raise SpecError(f"probe: validation must be \"fraction\" or \"full\", got {probe.validation!r}")
-    if any(not 0 < f <= 1 for f in probe.label_fractions):
-        raise SpecError(f"probe: label_fractions must lie in (0, 1], got {probe.label_fractions}")
-    if 1.0 not in probe.label_fractions:
-        raise SpecError("probe: label_fractions must include 1.0 (discrimination and robustness are read there)")
-    if any(c <= 0 for c in probe.Cs):
-        raise SpecError(f"probe: Cs must be positive, got {probe.Cs}")
-
-    score_table = dict(data.get("score", {}))
-    weights = score_table.pop("weights", None)
-    if weights is not None:
-        if not isinstance(weights, dict):
-            raise SpecError("score: field 'weights' must be a table of CRS component = weight (dominance, balance, worst_axis)")
-        _reject_unknown("score.weights", weights, {"dominance", "balance", "worst_axis"})
-        weights = {k: _check("score.weights", k, v, "float") for k, v in weights.items()}
-    score = _config(
-        "score", ScoreConfig, score_table, {},
-        {"reference_encoder": "str", "n_boot": "int", "seed": "int", "case_bootstrap": "bool"},
-    )
-    reference = score.reference_encoder or encoders[0].name
-    if reference not in [e.name for e in encoders]:
-        raise SpecError(
-            f"score: reference_encoder {reference!r} is not among the encoders {[e.name for e in encoders]}"
-        )
-    score = ScoreConfig(reference, weights, score.n_boot, score.seed, score.case_bootstrap)
-
     return Spec(
         name=name,
-        cache=cache if cache.is_absolute() else base / cache,
-        output=output if output.is_absolute() else base / output,
+        cache=_under(base, data.get("cache", "cache")),
+        output=_under(base, data.get("output", f"crs-out/{name}")),
         encoders=encoders,
         datasets=datasets,
-        extract=extract,
-        probe=probe,
-        score=score,
+        extract=_config("extract", ExtractConfig, data),
+        probe=_config("probe", ProbeConfig, data),
+        score=_config("score", ScoreConfig, data),
     )
 
 
@@ -285,8 +424,7 @@ def load_spec(path: Path | str, base: Path | None = None) -> Spec:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as error:
         raise SpecError(f"{path}: not valid TOML ({error})") from error
-    spec = parse_spec(data, base if base is not None else Path.cwd())
-    return Spec(**{**spec.__dict__, "source": path})
+    return replace(parse_spec(data, base if base is not None else Path.cwd()), source=path)
 
 
 def spec_to_dict(spec: Spec) -> dict[str, Any]:
@@ -304,3 +442,59 @@ def spec_to_dict(spec: Spec) -> dict[str, Any]:
         return value
 
     return convert(spec)
+
+
+def spec_from_dict(data: Mapping[str, Any]) -> Spec:
+    """The :class:`Spec` that :func:`spec_to_dict` wrote (e.g. the copy embedded in run records).
+
+    Lists become tuples and path strings paths again, guided by each config's type hints; a field this
+    crs version does not know is refused with its name (the run was written by another version: give
+    the TOML spec instead). Checks that the configs run on construction run here too.
+    """
+    return _from_plain(Spec, data, "spec")
+
+
+def _from_plain(cls: type, data: Any, where: str) -> Any:
+    if not isinstance(data, Mapping):
+        raise SpecError(f"{where}: must be a table, got {data!r}")
+    hints = get_type_hints(cls)
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise SpecError(
+            f"{where}: unknown field(s) {unknown} (written by another crs version?); load the TOML spec instead"
+        )
+    return cls(**{key: _plain_value(hints[key], value, f"{where}.{key}") for key, value in data.items()})
+
+
+def _plain_value(hint: Any, value: Any, where: str) -> Any:
+    """``value`` (JSON types) as the type ``hint`` names: tuples, paths and nested configs."""
+    if value is None:
+        return None
+    origin, args = get_origin(hint), get_args(hint)
+    if origin in (Union, UnionType):
+        members = [a for a in args if a is not type(None)]
+        fitting = [a for a in members if _plain_fits(a, value)] or members
+        return _plain_value(fitting[0], value, where)
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            raise SpecError(f"{where}: must be a list, got {value!r}")
+        return tuple(_plain_value(args[0], item, where) for item in value)
+    if hint is Path:
+        return Path(value)
+    if isinstance(hint, type) and is_dataclass(hint):
+        return _from_plain(hint, value, where)
+    if origin is dict:
+        return dict(value)
+    return value
+
+
+def _plain_fits(hint: Any, value: Any) -> bool:
+    origin = get_origin(hint)
+    if origin is tuple:
+        return isinstance(value, list | tuple)
+    if origin is dict or (isinstance(hint, type) and is_dataclass(hint)):
+        return isinstance(value, Mapping)
+    if hint is Path:
+        return isinstance(value, str)
+    return isinstance(hint, type) and isinstance(value, hint)

@@ -3,18 +3,21 @@
 Run:  python examples/bring_your_own_features.py [WORKDIR]
 
 A hosted model, another cluster or an old experiment may already have embedded your images. crs
-does not need the model: it needs one feature row per image id. This example
+does not need the model: it needs one feature row per image id. This example, in Python (the same
+steps on the command line are `crs import-features FILE --dataset derm --encoder NAME --spec SPEC`,
+then `crs probe SPEC` and `crs score SPEC`):
 
-1. writes the sample table of a small synthetic data set into a cache (`crs import-features --spec`
-   decodes no image),
+1. writes the sample table of a small synthetic data set into the spec's cache
+   (`write_table_from_spec` decodes no image),
 2. computes "external" features with plain numpy (a fixed random projection of downsampled pixels,
    standing in for your model) and saves them as .npz with `features` and `ids`,
 3. imports them under the encoder name `external_projection` (rows are matched by id; missing,
    extra or repeated ids and NaN values are refused),
-4. imports a second encoder the same way and runs stage 2 and the score from the cache alone.
+4. imports a second encoder the same way and runs stage 2 and the score with `Benchmark`, from the
+   cache alone.
 
 Only clean features are imported here, so the robustness axis comes from nothing but the corrupted
-conditions you import (`--condition corrupt/<name>/<severity>`); with none, it is left out.
+conditions you import (`condition="corrupt/<name>/<severity>"`); with none, it is left out.
 """
 
 from __future__ import annotations
@@ -24,10 +27,11 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from click.testing import CliRunner
 from PIL import Image
 
-from crs.cli.main import cli
+from crs import Benchmark, ScoreResult
+from crs.cache.imports import import_features, write_table_from_spec
+from crs.data import load_dataset
 
 SPEC = """
 name = "byof"
@@ -51,17 +55,8 @@ options = {{ modality = "dermoscopy", n_images = 240, image_size = 32 }}
 """
 
 
-def invoke(*args: str) -> str:
-    result = CliRunner().invoke(cli, list(args))
-    if result.exit_code != 0:
-        raise SystemExit(f"crs {' '.join(args)} failed:\n{result.output}")
-    return result.output
-
-
 def external_features(work: Path, kind: str) -> Path:
     """Stand-in for your own model: features from the images, saved with their ids."""
-    from crs.data import load_dataset
-
     dataset = load_dataset("synthetic", work / "data", modality="dermoscopy", n_images=240, image_size=32)
     pixels = np.stack([np.asarray(Image.open(dataset.root / p).resize((16, 16)), np.float32) / 255 for p in dataset.paths])
     if kind == "projection":
@@ -74,19 +69,22 @@ def external_features(work: Path, kind: str) -> Path:
     return path
 
 
-def main(work: Path) -> str:
-    spec = work / "spec.toml"
-    spec.write_text(SPEC.format(work=work))
+def main(work: Path) -> ScoreResult:
+    spec_path = work / "spec.toml"
+    spec_path.write_text(SPEC.format(work=work))
+    bench = Benchmark(spec_path)
+    write_table_from_spec(spec_path, "derm")  # ids, labels, splits and groups; no image is decoded
     for name, kind in (("external_projection", "projection"), ("external_colour", "colour")):
-        path = external_features(work, kind)
-        invoke("import-features", str(path), "--dataset", "derm", "--encoder", name, "--spec", str(spec))
-    invoke("probe", str(spec), "-q")
-    return invoke("score", str(spec))
+        imported = import_features(bench.spec.cache, "derm", name, external_features(work, kind))
+        print(imported.format())
+    probed = bench.probe(progress=False)  # stage 2 reads only the cache
+    print(f"probe: {probed.n_probes} probes, {len(probed.records)} evaluation records")
+    return bench.score()
 
 
 if __name__ == "__main__":
     if len(sys.argv) > 1:
-        print(main(Path(sys.argv[1])))
+        print(main(Path(sys.argv[1])).format())
     else:
         with tempfile.TemporaryDirectory() as folder:
-            print(main(Path(folder)))
+            print(main(Path(folder)).format())

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
-from crs.benchmark import Benchmark
+from crs.benchmark import DEMO_SPEC, Benchmark
 from crs.cache.store import FeatureStore, store_path
 from crs.evaluate import artifacts
-from crs.spec import Spec, load_spec
+from crs.evaluate.records import read_provenance, write_parquet
+from crs.spec import Spec, SpecError, load_spec, spec_from_dict, spec_to_dict
 
 
 def test_first_extraction_runs_every_encoder_on_every_variant(tiny_run):
@@ -61,8 +65,6 @@ def test_seed_aggregate_matches_pandas(tiny_run):
 
 
 def test_provenance_and_audit_are_written(tiny_run):
-    from crs.evaluate.records import read_provenance
-
     spec, _, _, _ = tiny_run
     provenance = read_provenance(spec.output / artifacts.RECORDS_FILE)
     assert provenance["spec"]["name"] == "tiny"
@@ -123,9 +125,52 @@ def test_copied_cache_runs_stage_two_without_images_or_encoders(tiny_run, tmp_pa
 
 
 def test_quickstart_spec_loads_and_names_four_encoders_three_tasks():
-    from crs.cli.main import demo_spec_path
-
-    spec = load_spec(demo_spec_path())
+    spec = load_spec(DEMO_SPEC)
+    assert Benchmark.demo(output="elsewhere").spec == dataclasses.replace(spec, output=Path("elsewhere"))
     assert len(spec.encoders) >= 4 and len(spec.datasets) == 3
     assert spec.datasets[2].shift_target is not None
     assert len(spec.extract.corruptions) >= 4 and spec.extract.severities == (1, 2, 3, 4, 5)
+
+
+# --- a run folder scored without its TOML --------------------------------------------------------
+
+def test_spec_round_trips_through_the_records_provenance(tiny_run):
+    spec, _, _, _ = tiny_run
+    recorded = read_provenance(spec.output / artifacts.RECORDS_FILE)["spec"]
+    assert spec_from_dict(recorded) == spec
+    assert spec_from_dict(spec_to_dict(spec)).extract.corruptions == ("gaussian_noise", "jpeg")
+
+
+def test_spec_from_dict_refuses_a_field_it_does_not_know(tiny_run):
+    spec, _, _, _ = tiny_run
+    data = spec_to_dict(spec)
+    data["probe"]["label_fraction"] = [0.5]
+    with pytest.raises(SpecError, match=r"spec.probe: unknown field\(s\) \['label_fraction'\]"):
+        spec_from_dict(data)
+
+
+def test_copied_run_folder_scores_and_reports_without_toml_or_cache(tiny_run, tmp_path):
+    """A run folder copied elsewhere is rebuilt from its own records: same spec, same scores, a report."""
+    spec, _, records, score = tiny_run
+    copy = tmp_path / "laptop" / "run"
+    shutil.copytree(spec.output, copy)
+    shutil.rmtree(copy / artifacts.SCORE_DIR, ignore_errors=True)
+    bench = Benchmark.from_run_folder(copy, cache=tmp_path / "no-cache-here")
+    assert bench.spec.output == copy and bench.spec.cache == tmp_path / "no-cache-here"
+    assert bench.spec.encoder_names == spec.encoder_names and bench.spec.score == spec.score
+    pd.testing.assert_frame_equal(bench.records(), records)
+    again = bench.score()
+    pd.testing.assert_frame_equal(again.crs, score.crs)
+    assert again.bootstrap.leading_tier == score.bootstrap.leading_tier
+    assert (copy / artifacts.SCORE_DIR / artifacts.SCORE_SUMMARY_FILE).exists()
+    page = bench.report(again)  # the cache named is absent: the page says what it lacks instead of failing
+    assert page == copy / "report.html" and "resnet18" in page.read_text()
+
+
+def test_from_run_folder_names_what_is_missing(tiny_run, tmp_path):
+    with pytest.raises(artifacts.RunFolderError, match="no run records at .*records.parquet"):
+        Benchmark.from_run_folder(tmp_path / "empty")
+    _, _, records, _ = tiny_run
+    write_parquet(records, tmp_path / "old" / artifacts.RECORDS_FILE, {"versions": {}})
+    with pytest.raises(SpecError, match="carry no spec; give the TOML"):
+        Benchmark.from_run_folder(tmp_path / "old")

@@ -1,11 +1,25 @@
-"""Every shipped example runs (the spec files are validated in tests/test_spec.py)."""
+"""Every shipped example runs (the spec files are validated in tests/test_spec.py and run by `crs demo`)."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
+import sys
 from pathlib import Path
 
+import numpy as np
+
+from crs.cache.store import FeatureStore
+from crs.evaluate.artifacts import RunFolder
+from crs.scoring.result import ScoreResult
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+# Each Python example and the test below that runs it; a new example without a test fails the first test.
+RUN_BY = {
+    "add_encoder.py": "test_add_encoder_example_builds_and_embeds_with_its_own_encoder",
+    "bring_your_own_features.py": "test_bring_your_own_features_example_scores_imported_encoders",
+}
 
 
 def _load(name: str):
@@ -15,11 +29,36 @@ def _load(name: str):
     return module
 
 
-def test_bring_your_own_features_example_scores_imported_encoders(tmp_path):
-    output = _load("bring_your_own_features").main(tmp_path)
-    assert "Clinical Reliability Score" in output
-    assert "external_projection" in output and "external_colour" in output
-    # stage 2 ran from imported features only: no encoder of the registry was extracted
-    from crs.cache.store import FeatureStore
+def test_every_python_example_has_a_test_that_runs_it():
+    assert sorted(path.name for path in EXAMPLES.glob("*.py")) == sorted(RUN_BY)
+    for test in RUN_BY.values():
+        assert callable(globals()[test])
 
+
+def test_bring_your_own_features_example_scores_imported_encoders(tmp_path, capsys):
+    result = _load("bring_your_own_features").main(tmp_path)
+    assert isinstance(result, ScoreResult)
+    assert set(result.crs.index) == {"external_projection", "external_colour"}
+    assert sorted(result.crs["rank"]) == [1, 2]
+    assert result.reference == "external_colour"
+    # the reference scores u = 0.5 on every axis it has; robustness is absent (no corrupted features imported)
+    assert np.isclose(result.crs.loc["external_colour", "u_discrimination"], 0.5)
+    assert "Clinical Reliability Score" in result.format()
+    printed = capsys.readouterr().out
+    assert printed.count("-> fingerprint") == 2 and "evaluation records" in printed
+    # stage 2 ran from imported features only: no encoder of the registry was extracted
     assert FeatureStore(tmp_path / "cache" / "derm.zarr").encoder_names() == ["external_colour", "external_projection"]
+    # and the run folder holds the records and the score tables the example's Benchmark wrote
+    folder = RunFolder(tmp_path / "out")
+    assert set(folder.read_records()["encoder"]) == {"external_projection", "external_colour"}
+    assert folder.read_score_summary()["leader"] in {"external_projection", "external_colour"}
+
+
+def test_add_encoder_example_builds_and_embeds_with_its_own_encoder():
+    # A fresh process: the example registers an encoder, which must not leak into this test session.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(EXAMPLES.parent), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, str(EXAMPLES / "add_encoder.py")], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "features (4, 32) torch.float32" in done.stdout
+    assert "my_small_convnet" in done.stdout

@@ -7,7 +7,21 @@ from pathlib import Path
 
 import pytest
 
-from crs.spec import SpecError, load_spec, parse_spec, spec_to_dict
+from crs import spec as spec_module
+from crs.spec import (
+    DEFAULT_CS,
+    DEFAULT_KS,
+    DatasetEntry,
+    EncoderEntry,
+    ExtractConfig,
+    ProbeConfig,
+    ScoreConfig,
+    Spec,
+    SpecError,
+    load_spec,
+    parse_spec,
+    spec_to_dict,
+)
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -26,7 +40,7 @@ def test_defaults_and_relative_paths(tmp_path):
     spec = parse_spec(_minimal(), base=tmp_path)
     assert spec.cache == tmp_path / "cache" and spec.output == tmp_path / "crs-out" / "t"
     assert spec.datasets[0].root == tmp_path / "data"
-    assert spec.score.reference_encoder == "pixel_stats"  # first encoder when none is named
+    assert spec.score.reference_encoder == "median"  # the cohort-median encoder when none is named
     assert 1.0 in spec.probe.label_fractions and spec.score.case_bootstrap is True
 
 
@@ -86,3 +100,92 @@ def test_every_shipped_spec_validates(path):
     as_dict = spec_to_dict(spec)
     assert as_dict["name"] == spec.name
     assert tomllib.loads(path.read_text())["name"] == spec.name
+
+
+def _python_spec(**changes):
+    """The spec of ``_minimal()``, built in Python instead of read from a table."""
+    values = dict(
+        name="t", cache=Path("cache"), output=Path("out"),
+        encoders=(EncoderEntry("pixel_stats"), EncoderEntry("resnet18")),
+        datasets=(DatasetEntry("d", "synthetic", Path("data")),),
+    )
+    values.update(changes)
+    return Spec(**values)
+
+
+# The same mistake, once in a TOML table and once in Python: one check, so one message.
+SAME_MISTAKE = [
+    ({"probe": {"backend": "jax"}}, lambda: ProbeConfig(backend="jax")),
+    ({"probe": {"family": "svm"}}, lambda: ProbeConfig(family="svm")),
+    ({"probe": {"selection": "accuracy"}}, lambda: ProbeConfig(selection="accuracy")),
+    ({"probe": {"validation": "half"}}, lambda: ProbeConfig(validation="half")),
+    ({"probe": {"label_fractions": [0.1, 0.5]}}, lambda: ProbeConfig(label_fractions=(0.1, 0.5))),
+    ({"probe": {"label_fractions": [0.0, 1.0]}}, lambda: ProbeConfig(label_fractions=(0.0, 1.0))),
+    ({"probe": {"Cs": [-1.0]}}, lambda: ProbeConfig(Cs=(-1.0,))),
+    ({"probe": {"family": "knn", "Cs": [2.5]}}, lambda: ProbeConfig(family="knn", Cs=(2.5,))),
+    ({"probe": {"seeds": "0"}}, lambda: ProbeConfig(seeds="0")),  # type: ignore[arg-type]
+    ({"probe": {"jobs": 0}}, lambda: ProbeConfig(jobs=0)),
+    ({"extract": {"severities": [0, 6]}}, lambda: ExtractConfig(severities=(0, 6))),
+    ({"extract": {"corruptions": "some"}}, lambda: ExtractConfig(corruptions="some")),
+    ({"extract": {"batch_size": 0}}, lambda: ExtractConfig(batch_size=0)),
+    ({"score": {"weights": {"speed": 1.0}}}, lambda: ScoreConfig(weights={"speed": 1.0})),
+    ({"score": {"weights": {"balance": -1.0}}}, lambda: ScoreConfig(weights={"balance": -1.0})),
+    ({"score": {"case_bootstrap": "yes"}}, lambda: ScoreConfig(case_bootstrap="yes")),  # type: ignore[arg-type]
+    ({"score": {"n_boot": 0}}, lambda: ScoreConfig(n_boot=0)),
+    ({"score": {"reference_encoder": "nope"}}, lambda: _python_spec(score=ScoreConfig(reference_encoder="nope"))),
+    ({"encoders": ["a", "a"]}, lambda: _python_spec(encoders=(EncoderEntry("a"), EncoderEntry("a")))),
+    ({"encoders": [{"name": "a", "input_size": "64"}]}, lambda: EncoderEntry("a", input_size="64")),  # type: ignore[arg-type]
+    ({"datasets": [{"name": "d", "loader": "synthetic", "root": "data", "options": 3}]},
+     lambda: DatasetEntry("d", "synthetic", Path("data"), options=3)),  # type: ignore[arg-type]
+    ({"datasets": [{"name": "d", "loader": "synthetic", "root": 7}]},
+     lambda: DatasetEntry("d", "synthetic", 7)),  # type: ignore[arg-type]
+]
+
+
+@pytest.mark.parametrize("change,build", SAME_MISTAKE, ids=lambda c: str(c)[:40] if isinstance(c, dict) else "")
+def test_a_spec_built_in_python_fails_with_the_toml_message(tmp_path, change, build):
+    with pytest.raises(SpecError) as from_toml:
+        parse_spec(_minimal(**change), base=tmp_path)
+    with pytest.raises(SpecError) as from_python:
+        build()
+    assert str(from_python.value) == str(from_toml.value)
+    assert "\n" not in str(from_toml.value)
+
+
+def test_python_spec_is_normalised_like_a_parsed_one(tmp_path):
+    built = _python_spec(cache=str(tmp_path / "cache"), output=str(tmp_path / "out"),
+                         datasets=[DatasetEntry("d", "synthetic", str(tmp_path / "data"))],
+                         probe=ProbeConfig(seeds=[0, 1], label_fractions=[1]))
+    assert built.cache == tmp_path / "cache" and isinstance(built.output, Path)
+    assert built.datasets == (DatasetEntry("d", "synthetic", tmp_path / "data"),)
+    assert built.probe.seeds == (0, 1) and built.probe.label_fractions == (1.0,)
+    assert built.score.reference_encoder == "median"  # the cohort median, as in a TOML spec
+    parsed = parse_spec(_minimal(cache=str(tmp_path / "cache"), output=str(tmp_path / "out"),
+                                 probe={"seeds": [0, 1], "label_fractions": [1]}), base=tmp_path)
+    assert spec_to_dict(parsed) == spec_to_dict(built)
+
+
+def test_probe_grid_defaults_per_family(tmp_path):
+    assert ProbeConfig().Cs is None and ProbeConfig().grid == DEFAULT_CS
+    assert ProbeConfig(family="ridge").grid == DEFAULT_CS
+    assert ProbeConfig(family="knn").grid == tuple(float(k) for k in DEFAULT_KS)
+    assert ProbeConfig(family="knn", Cs=(3, 7)).grid == (3.0, 7.0)
+    knn = parse_spec(_minimal(probe={"family": "knn"}), base=tmp_path).probe
+    assert knn.Cs is None and knn.grid == tuple(float(k) for k in DEFAULT_KS)
+    assert ProbeConfig().validation == "fraction" and ProbeConfig(validation="full").validation == "full"
+
+
+def test_every_default_has_one_home():
+    from crs import probes
+    from crs.corruptions import SEVERITIES, suites
+    from crs.data import base as data_base
+    from crs.probes import base as probes_base
+    from crs.scoring import formula
+
+    assert probes.DEFAULT_CS is spec_module.DEFAULT_CS and probes.DEFAULT_KS is spec_module.DEFAULT_KS
+    assert probes.BACKENDS is spec_module.PROBE_BACKENDS and probes.FAMILIES is spec_module.PROBE_FAMILIES
+    assert probes.SELECTIONS is spec_module.SELECTIONS
+    assert probes_base.TASK_KINDS is spec_module.TASK_KINDS is data_base.TASK_KINDS
+    assert formula.AXES is spec_module.AXES and formula.COMPONENTS is spec_module.COMPONENTS
+    assert SEVERITIES is spec_module.SEVERITIES and ExtractConfig().severities == SEVERITIES
+    assert suites.SUITES.keys() <= set(spec_module.MODALITIES) and data_base.MODALITIES is spec_module.MODALITIES

@@ -14,6 +14,12 @@ What counts as "confidence" and "accuracy" depends on the kind:
 * multilabel: each label as a binary problem over its known rows, then the mean over labels.
 
 Every function returns NaN (never 0) when nothing can be scored.
+
+Binned ECE is biased upward: a perfectly calibrated probe scores about 0.04 on 732 cases and 0.016
+on 5,000. :func:`debiased_ece` subtracts the ECE such a probe would be expected to score with the
+same predicted probabilities (labels drawn from the probe's own probabilities), in closed form;
+:func:`ece_standard_error` is the spread of that null ECE, the noise level of the estimate. Both
+depend on the probabilities only, never on the labels' values (multilabel: on which are known).
 """
 
 from __future__ import annotations
@@ -111,6 +117,99 @@ def classwise_ece(
 ) -> float:
     """Mean over classes of the binary ECE of P(class k) against [y == k] (per label for multilabel)."""
     return _per_problem(y, probs, kind, lambda c, a: _binned_ece(c, a, n_bins, binning), classwise=True)
+
+
+# --- the ECE a calibrated probe would score: bias and noise level ----------------------------------
+
+
+def calibrated_ece_moments(bin_variance: np.ndarray, total: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and standard deviation of binned ECE when every outcome is drawn from its own confidence.
+
+    ``bin_variance`` (..., n_bins): per bin, sum over its cases of c (1 - c) (case-weighted if the
+    cases carry weights); ``total`` (...): the number (or total weight) of cases. In bin b the sum of
+    residuals S_b = sum (outcome - c) then has mean 0 and variance V_b; with S_b close to normal,
+    E|S_b| = sqrt(2 V_b / pi) and Var|S_b| = (1 - 2 / pi) V_b, and ECE = sum_b |S_b| / total, so
+
+        mean = sum_b sqrt(2 V_b / pi) / total,    sd = sqrt((1 - 2 / pi) sum_b V_b) / total.
+
+    Checked against the mean and spread of the ECE of 400 label resamples (tests/axes): within
+    0.001 at 732 cases, within 0.005 at 50. Pure arithmetic, so the weighted bootstrap uses it too.
+    """
+    bin_variance = np.asarray(bin_variance, dtype=np.float64)
+    total = np.asarray(total, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.sqrt(2.0 * bin_variance / np.pi).sum(axis=-1) / total
+        sd = np.sqrt((1.0 - 2.0 / np.pi) * bin_variance.sum(axis=-1)) / total
+    empty = ~(total > 0)
+    return np.where(empty, np.nan, mean), np.where(empty, np.nan, sd)
+
+
+def _calibrated_moments(confidence: np.ndarray, n_bins: int, binning: str) -> tuple[float, float]:
+    """(mean, variance) of one problem's binned ECE under outcomes drawn from the confidences."""
+    if len(confidence) == 0:
+        return float("nan"), float("nan")
+    if n_bins < 1:
+        raise AxisInputError(f"n_bins must be a positive integer, got {n_bins}")
+    index = _bin_index(confidence, n_bins, binning)
+    variance = np.bincount(index, weights=confidence * (1.0 - confidence), minlength=n_bins)
+    mean, sd = calibrated_ece_moments(variance, float(len(confidence)))
+    return float(mean), float(sd) ** 2
+
+
+def _calibration_noise(
+    y: np.ndarray, probs: np.ndarray, kind: str, n_bins: int, binning: str
+) -> tuple[float, float]:
+    """(expected ECE, its standard deviation) of a calibrated probe with these probabilities.
+
+    Multilabel ECE is a mean over labels, taken as independent: mean of the label means, and
+    sqrt(sum of label variances) / number of labels.
+    """
+    check_kind(kind)
+    if kind == "binary":
+        _, p_b = binary_pair(y, probs)
+        mean, variance = _calibrated_moments(p_b, n_bins, binning)
+        return mean, float(np.sqrt(variance))
+    if kind == "multilabel":
+        y_m, p_m = multilabel_pair(y, probs)
+        moments = [
+            _calibrated_moments(p_m[~np.isnan(y_m[:, label]), label], n_bins, binning)
+            for label in range(y_m.shape[1])
+        ]
+        known = [(mean, variance) for mean, variance in moments if np.isfinite(mean)]
+        if not known:
+            return float("nan"), float("nan")
+        means, variances = np.array(known).T
+        return float(means.mean()), float(np.sqrt(variances.sum()) / len(known))
+    _, p_c = multiclass_pair(y, probs)
+    # top label: with labels drawn from probs, the arg-max is right with probability max(probs)
+    mean, variance = _calibrated_moments(p_c.max(axis=1), n_bins, binning)
+    return mean, float(np.sqrt(variance))
+
+
+def debiased_ece(y: np.ndarray, probs: np.ndarray, kind: str, n_bins: int = 15, binning: str = "width") -> float:
+    """ECE minus the ECE a perfectly calibrated probe with the same probabilities would score on average.
+
+    "Perfectly calibrated" means labels drawn from the probe's own probabilities (top label:
+    correct with probability max p; binary and multilabel: positive with probability p). The
+    subtracted mean is :func:`calibrated_ece_moments`' closed form, so the result is deterministic
+    and costs one pass over the cases. A calibrated probe scores about 0 (its average over fresh
+    test sets is within 0.01 of 0 at 732 cases, tested); it can be slightly negative, which says
+    "within noise of calibrated". The CRS floors it at its noise level (docs/crs.md).
+    """
+    raw = ece(y, probs, kind, n_bins, binning)
+    bias, _ = _calibration_noise(y, probs, kind, n_bins, binning)
+    return raw - bias
+
+
+def ece_standard_error(
+    y: np.ndarray, probs: np.ndarray, kind: str, n_bins: int = 15, binning: str = "width"
+) -> float:
+    """Standard deviation of the binned ECE of a calibrated probe with these probabilities.
+
+    The noise level of the ECE estimate near zero error: two probes whose calibration errors differ
+    by less than this are not told apart by this test set. Closed form (:func:`calibrated_ece_moments`).
+    """
+    return _calibration_noise(y, probs, kind, n_bins, binning)[1]
 
 
 def brier(y: np.ndarray, probs: np.ndarray, kind: str) -> float:

@@ -5,6 +5,9 @@ under the ROC curve (trapezoids through tied scores) that scikit-learn's ``roc_a
 the oracle tests check the two agree. A class (or label) that is absent from ``y``, or present in
 every row, cannot be scored: it is NaN in :func:`per_class_auroc` and left out of the macro mean,
 never scored as 0 or 0.5.
+
+:func:`auroc_standard_error` gives the standard error of the macro AUROC from the same ranks
+(DeLong placement values, summed per case over the classes so the classes' correlation is kept).
 """
 
 from __future__ import annotations
@@ -60,6 +63,62 @@ def _nanmean_or_nan(values: np.ndarray) -> float:
 def auroc(y: np.ndarray, scores: np.ndarray, kind: str) -> float:
     """Macro one-vs-rest AUROC over the classes (labels) that can be scored; NaN if none can."""
     return _nanmean_or_nan(per_class_auroc(y, scores, kind))
+
+
+def _placement_influence(positive: np.ndarray, negative: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """Each case's influence on one binary AUROC (0 for a case that is neither); NaN if unscorable.
+
+    DeLong's placement values: for a positive, V10 = share of negatives below it (ties 1/2); for
+    a negative, V01 = share of positives above it (ties 1/2). The influence is (V10 - A) / n_pos
+    for a positive and (V01 - A) / n_neg for a negative, so Var(A) is about the sum of squares.
+    One sort: within each run of tied scores, counts before the run and inside it give both.
+    """
+    n_pos, n_neg = int(positive.sum()), int(negative.sum())
+    if n_pos == 0 or n_neg == 0:
+        return np.full(len(scores), np.nan)
+    known = np.flatnonzero(positive | negative)
+    order = known[np.argsort(scores[known], kind="stable")]
+    sorted_scores = scores[order]
+    is_positive = positive[order].astype(np.float64)
+    starts = np.flatnonzero(np.r_[True, sorted_scores[1:] != sorted_scores[:-1]])
+    run = np.cumsum(np.r_[True, sorted_scores[1:] != sorted_scores[:-1]]) - 1  # run of each sorted case
+    positives_before = np.r_[0.0, np.cumsum(is_positive)][starts][run]
+    positives_in = np.add.reduceat(is_positive, starts)[run]
+    negatives_before = starts[run] - positives_before
+    negatives_in = np.diff(np.r_[starts, len(order)])[run] - positives_in
+    below = (negatives_before + 0.5 * negatives_in) / n_neg  # V10, read at positives
+    above = (n_pos - positives_before - 0.5 * positives_in) / n_pos  # V01, read at negatives
+    area = float(below[is_positive == 1.0].mean())
+    out = np.zeros(len(scores))
+    out[order] = np.where(is_positive == 1.0, (below - area) / n_pos, (above - area) / n_neg)
+    return out
+
+
+def auroc_standard_error(y: np.ndarray, scores: np.ndarray, kind: str) -> float:
+    """Standard error of :func:`auroc` (the macro one-vs-rest AUROC) on this test set.
+
+    Per case, the influences of the scorable classes (:func:`_placement_influence`) are averaged as
+    the macro mean averages the classes; the variance is the sum over cases of their squares (the
+    large-sample DeLong variance, which for one class is DeLong's S10 / n_pos + S01 / n_neg with
+    n instead of n - 1). Cases are taken as independent: images of one patient make it too small,
+    which the patient-level bootstrap corrects. NaN when no class can be scored.
+    """
+    check_kind(kind)
+    if kind == "binary":
+        y_b, s_b = binary_pair(y, scores)
+        problems = [(y_b == 1.0, y_b == 0.0, s_b)]
+    elif kind == "multilabel":
+        y_m, s_m = multilabel_pair(y, scores)
+        problems = [(y_m[:, k] == 1.0, y_m[:, k] == 0.0, s_m[:, k]) for k in range(y_m.shape[1])]
+    else:
+        y_c, s_c = multiclass_pair(y, scores)
+        problems = [(y_c == k, y_c != k, s_c[:, k]) for k in range(s_c.shape[1])]
+    influences = [_placement_influence(positive, negative, column) for positive, negative, column in problems]
+    scorable = [influence for influence in influences if not np.isnan(influence).any()]
+    if not scorable:
+        return float("nan")
+    per_case = np.mean(scorable, axis=0)
+    return float(np.sqrt(np.sum(per_case**2)))
 
 
 def ordinal_auroc(y: np.ndarray, probs: np.ndarray) -> float:

@@ -45,7 +45,7 @@ from scipy import ndimage
 
 from crs.corruptions import SEVERITIES, apply, corruption, suite
 from crs.corruptions.api import apply_severities
-from crs.corruptions.ops import REFERENCE_SIDE
+from crs.corruptions.context import REFERENCE_SIDE
 from crs.corruptions.scenes import scenes
 
 MODALITY = "chest_xray"

@@ -19,6 +19,11 @@ from typing import Any
 
 import torch
 
+from crs.data import load_dataset
+from crs.data.images import load_image
+from crs.encoders import create
+from crs.extract.runner import extract_dataset
+
 ENCODERS = ("resnet50", "vit_base")  # the registry's names for timm resnet50 and vit_base_patch16_224
 
 
@@ -61,17 +66,12 @@ class _RecordingEncoder:
 
 def run_one(name: str, n_images: int = 64, batch_size: int = 16, device: str = "cpu", repeats: int = 3,
             image_size: int = 224) -> ExtractBenchmark:
-    from crs.data import load_dataset
-    from crs.data.images import load_image
-    from crs.encoders import create
-    from crs.extract.runner import extract_dataset
-
     encoder = create(name, weights="random", device=device)
     with tempfile.TemporaryDirectory() as folder:
         dataset = load_dataset("synthetic", Path(folder) / "data", modality="chest_xray", n_images=n_images,
                                image_size=image_size)
         variants = [("gaussian_noise", 3), ("jpeg", 3)]
-        images = torch.stack([load_image(dataset.root / p, image_size) for p in dataset.paths[:batch_size]]).to(device)
+        images = torch.stack([load_image(dataset.root / p, image_size, dataset.fit) for p in dataset.paths[:batch_size]]).to(device)
         encoder.embed(images[:2].float() / 255)  # warm-up
         bare, pipeline, forward = [], [], 0
         for repeat in range(repeats):  # alternate, so both see the same machine load

@@ -29,6 +29,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -37,7 +39,24 @@ from pathlib import Path
 
 import numpy as np
 
-from crs.data.base import VALIDATION_STREAM, nested_label_fractions
+from crs import axes
+from crs.cache.store import FeatureStore, store_path, test_digest
+from crs.cache.writer import ChunkedFeatureArray
+from crs.data.base import VALIDATION_STREAM, Dataset, Task, nested_label_fractions
+from crs.evaluate.artifacts import RunFolder
+from crs.evaluate.memory import unit_peak_bytes
+from crs.evaluate.units import (
+    ProbeSettings,
+    ProbeUnit,
+    condition_metrics,
+    read_rows,
+    run_unit,
+    training_subsets,
+    unit_sizes,
+    validation_subsets,
+)
+from crs.probes import fit_probes
+from crs.probes.metrics import METRICS, evaluation_metrics
 
 
 @dataclass(frozen=True)
@@ -191,7 +210,6 @@ def _baseline_metrics(y: np.ndarray, proba: np.ndarray, kind: str, names: list[s
     multilabel), and ``crs.axes`` for the rest (ECE and its kin). Returns (AUROC, ECE)."""
     from sklearn.metrics import brier_score_loss
 
-    from crs import axes
 
     auroc = _auroc(y, proba, kind)
     _log_loss(y, proba, kind)
@@ -208,7 +226,6 @@ def _baseline_metrics(y: np.ndarray, proba: np.ndarray, kind: str, names: list[s
 
 def record_metric_names(unit: Unit) -> list[str]:
     """The metric columns of the run records (``crs.evaluate.units.condition_metrics``' keys)."""
-    from crs.evaluate.units import condition_metrics
 
     return list(condition_metrics(unit.y_test, np.full((len(unit.y_test), unit.n_classes), 0.5), unit.kind))
 
@@ -297,11 +314,8 @@ class PeakRSS:
 def run_crs(unit: Unit, device: str = "cpu") -> dict:
     import torch
 
-    from crs.probes import fit_probes
-    from crs.probes.metrics import METRICS, evaluation_metrics
-
-    # the columns of the run records (crs.evaluate.units.probe_metrics asks for the same); found
-    # before the clock starts: it imports crs.evaluate (pandas, zarr), which a worker does once
+    # the columns of the run records (crs.evaluate.units.probe_metrics asks for the same), found
+    # before the clock starts
     names = [name for name in record_metric_names(unit) if name in METRICS]
     with PeakRSS() as memory:
         start = time.perf_counter()
@@ -353,9 +367,6 @@ MEMORY_METHOD = (
 def measure_memory(kind: str, quick: bool = False, device: str = "cpu") -> dict:
     """crs's peak extra memory for one unit, measured as MEMORY_METHOD says (this process's allocator
     is left alone, so the timed runs are not slowed by the fixed mmap threshold)."""
-    import subprocess
-    import sys
-
     command = [sys.executable, "-m", "crs.bench.probes", "--memory-only", kind, "--device", device]
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     result = subprocess.run(command + (["--quick"] if quick else []), capture_output=True, text=True, env=env, check=True)
@@ -413,9 +424,6 @@ def write_synthetic_store(cache_root, size: CacheUnitSize, task: str = "unit", e
     """A cache store of ``size`` with planted signal (a 64-D latent mixed into D dims plus noise),
     written through the cache writer one row chunk at a time (the generator holds the clean test
     rows, float16, and one chunk), splits interleaved at random as group splits leave them."""
-    from crs.cache.store import FeatureStore, store_path, test_digest
-    from crs.cache.writer import ChunkedFeatureArray
-    from crs.data.base import Dataset, Task
 
     rng = np.random.default_rng(seed)
     n = size.n_train + size.n_val + size.n_test
@@ -476,9 +484,6 @@ def measure_cache_unit(cache_root, task: str = "unit", encoder: str = "synthetic
     report its cost beside the memory model's prediction."""
     import torch
 
-    from crs.evaluate.artifacts import RunFolder
-    from crs.evaluate.memory import unit_peak_bytes
-    from crs.evaluate.units import ProbeSettings, ProbeUnit, run_unit, unit_sizes
 
     torch.set_num_threads(1)
     settings = ProbeSettings(PAPER_FRACTIONS, PAPER_SEEDS, PAPER_CS, backend=backend)
@@ -505,8 +510,6 @@ def unit_from_cache(cache_root, task: str = "unit", encoder: str = "synthetic") 
     validation and test rows as float32, the paper's label fractions, seeds and C grid, the subsets
     and validation rows stage 2 draws, and as many evaluation sets as the store has conditions
     (generated from the clean test rows as the bench does; their generation is not counted)."""
-    from crs.cache.store import FeatureStore, store_path
-    from crs.evaluate.units import ProbeSettings, read_rows, training_subsets, validation_subsets
 
     store = FeatureStore(store_path(Path(cache_root), task))
     table = store.read_table()
@@ -525,9 +528,6 @@ def unit_from_cache(cache_root, task: str = "unit", encoder: str = "synthetic") 
 def cache_unit_benchmark(name: str, folder, backend: str = "torch", keep: bool = False) -> dict:
     """Write a synthetic store of ``CACHE_UNITS[name]`` under ``folder``, measure one unit in a fresh
     process (``--measure-unit``: its peak RSS is its own), delete the store unless ``keep``."""
-    import subprocess
-    import sys
-
     cache_root = Path(folder) / f"cache-{name}"
     start = time.perf_counter()
     write_synthetic_store(cache_root, CACHE_UNITS[name])

@@ -18,6 +18,7 @@ re-import are bit-identical.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,7 @@ def export_h5(cache_root: Path | str, dataset: str, encoder: str, out: Path | st
     """Write ``encoder``'s current (or the named) features on ``dataset`` and its sample table to ``out``.
 
     Written to ``out`` + ``.tmp`` and renamed, so a crash never leaves a file that looks finished.
+    Features are copied one row chunk at a time, so memory stays at one chunk whatever the size.
     """
     h5py = _h5py()
     store = FeatureStore(store_path(cache_root, dataset))
@@ -67,11 +69,14 @@ def export_h5(cache_root: Path | str, dataset: str, encoder: str, out: Path | st
             done = np.asarray(group[f"{name}__done"][:])
             if not done.all():
                 raise CacheError(f"{store.path}: {encoder}/{name} has unfinished chunks; finish `crs extract` first")
-            # Raw float16 from zarr (not read_features' float32) so the export is bit-exact.
-            data = np.asarray(group[name][...])
-            dataset_node = f.create_dataset(f"features/{name}", data=data)
-            dataset_node.attrs["condition"] = name
-            dataset_node.attrs["rows"] = "ids" if name == "clean" else "test_ids"
+            source = group[name]
+            node = f.create_dataset(f"features/{name}", shape=source.shape, dtype=source.dtype)
+            step = int(source.chunks[0])
+            for start in range(0, source.shape[0], step):
+                # Raw float16 from zarr (not read_features' float32) so the export is bit-exact.
+                node[start:start + step] = np.asarray(source[start:start + step])
+            node.attrs["condition"] = name
+            node.attrs["rows"] = "ids" if name == "clean" else "test_ids"
         attrs = {
             "format": H5_FORMAT, "format_version": H5_FORMAT_VERSION, "dataset": table.name,
             "encoder": encoder, "fingerprint": fingerprint, "task_name": table.task.name,
@@ -106,26 +111,55 @@ def h5_conditions(path: Path | str) -> list[str]:
     return sorted(names, key=lambda n: (n != "clean", n))
 
 
-def read_h5(path: Path | str, condition: str) -> tuple[np.ndarray, np.ndarray | None]:
-    """(features, ids) for ``condition`` from a crs export, or from a plain file with ``features`` (+ ``ids``).
+@dataclass
+class H5Features:
+    """One condition's features in an open HDF5 file: the dataset (sliced in row blocks) and its ids."""
+
+    file: Any
+    dataset: Any
+    ids: np.ndarray | None
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def open_h5_features(path: Path | str, condition: str) -> H5Features:
+    """``condition``'s features from a crs export, or ``features`` (+ ``ids``) from a plain file, opened.
 
     ``ids`` is None when a plain file has no ``ids`` dataset (the caller then needs an ids file).
+    The caller closes the returned object; nothing but the ids is read here.
     """
     h5py = _h5py()
-    with h5py.File(path, "r") as f:
+    f = h5py.File(path, "r")
+    try:
         if f.attrs.get("format") == H5_FORMAT:
             key = f"features/{condition}"
             if key not in f:
-                available = h5_conditions(path)
-                raise FeatureFileError(f"{path} has no features for condition {condition!r}; it holds {available}")
+                raise FeatureFileError(f"{path} has no features for condition {condition!r}; it holds {h5_conditions(path)}")
             node = f[key]
             rows = node.attrs.get("rows", "ids" if condition == "clean" else "test_ids")
-            return np.asarray(node[...]), _decode(f[rows][...])
+            return H5Features(f, node, _decode(f[rows][...]))
         if "features" not in f:
             raise FeatureFileError(
                 f"{path} is neither a crs export nor a file with a 'features' dataset (it holds {sorted(f.keys())})"
             )
-        return np.asarray(f["features"][...]), _decode(f["ids"][...]) if "ids" in f else None
+        return H5Features(f, f["features"], _decode(f["ids"][...]) if "ids" in f else None)
+    except BaseException:
+        f.close()
+        raise
+
+
+def export_fields(path: Path | str) -> dict[str, Any]:
+    """The fingerprint fields a crs export carries (where its features first came from), else {}."""
+    path = Path(path)
+    if path.suffix.lower() not in (".h5", ".hdf5"):
+        return {}
+    with _h5py().File(path, "r") as f:
+        raw = f.attrs.get("fields") if f.attrs.get("format") == H5_FORMAT else None
+    try:
+        return dict(json.loads(raw)) if raw else {}
+    except (TypeError, ValueError):
+        return {}
 
 
 def _decode(values: np.ndarray) -> np.ndarray:

@@ -1,67 +1,118 @@
 """Bring features computed elsewhere (a hosted model, another cluster) into the cache layout.
 
 An import lands in ``encoders/<encoder>/<fingerprint>`` exactly like an extraction, so stage 2
-cannot tell the two apart. The fingerprint hashes ``source = "import:<file names>"``, the sha256 of
-every imported file per condition, the image-id digest and the dimension: importing another file
-gives a new fingerprint, importing the same file again is a no-op. Conditions imported one file at
-a time (``clean``, then ``corrupt/<c>/<s>``) accumulate: the new group carries the earlier import's
-other conditions over and the previous group turns stale (``crs cache gc`` removes it).
+cannot tell the two apart. Rows are matched by image id, never by position: every id of the data
+set (``clean``) or of its test split (``corrupt/...``) must appear exactly once, and no other id may.
 
-Rows are matched by image id, never by position: every id of the data set (``clean``) or of its
-test split (``corrupt/...``) must appear exactly once, and no other id may.
+Memory stays at a few row blocks whatever the file's size: the file is read in row blocks (see
+:mod:`crs.cache.feature_files`), each block is checked (NaN, infinity, float16 range) and written
+as float16 row chunks into a staging folder beside the stores, ``<cache>/.crs-staging/``. Rows that
+are not in the store's order go through a spill file there first (written at their target rows,
+then read back in chunk order). Only a fully written and checked condition is moved (renamed) into
+the store, so a refused or interrupted import changes nothing that stage 2 reads.
+
+Groups and fingerprints (decision record ``docs/decisions/0016-imported-groups-append.md``):
+an imported group's fingerprint hashes its identity fields and the conditions it was created with
+(file name, file sha256 and a content digest each). Adding a condition the group lacks is an
+append: the array is moved into the current group, its fingerprint stays, and the condition is
+recorded under the group's ``appended`` attribute (stage 2's incremental key changes with the new
+array name). Importing other features for a condition the group already holds makes a new group
+whose fields name every condition's content, so the fingerprint changes; the unchanged arrays are
+hard-linked from the previous group (copied where links are impossible), never re-read.
+Importing identical features again (the same file, or other files with the same float16 content)
+changes nothing.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import shutil
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
+import zarr
 
+from crs.cache.feature_files import FeatureFile, FeatureImportError, open_feature_file, read_ids
 from crs.cache.fingerprint import fingerprint as hash_fields
-from crs.cache.h5 import FeatureFileError, h5_conditions, read_h5
-from crs.cache.store import FEATURE_DTYPE, CacheError, FeatureStore, SampleTable, store_path
+from crs.cache.h5 import export_fields, h5_conditions
+from crs.cache.lock import WriterLock, layout_lock_path, writer_lock_path
+from crs.cache.store import (
+    FEATURE_DTYPE,
+    CacheError,
+    FeatureStore,
+    SampleTable,
+    child_array,
+    child_group,
+    store_path,
+)
+from crs.cache.writer import CHECKSUM_SUFFIX, DONE_SUFFIX, ChunkedFeatureArray, fsync_file
+from crs.data import load_entry
+from crs.data.check import FILE_LOADERS
+from crs.data.shift import adopt_source_geometry
+from crs.spec import load_spec
+
+__all__ = [
+    "FeatureImportError", "ImportResult", "import_features", "read_ids", "write_table_from_spec",
+    "STAGING_FOLDER", "DEFAULT_CHUNK_ROWS",
+]
 
 DEFAULT_CHUNK_ROWS = 4096
 FLOAT16_MAX = float(np.finfo(np.float16).max)
+STAGING_FOLDER = ".crs-staging"
 _CONDITION = re.compile(r"^(clean|corrupt/[A-Za-z0-9_.-]+/[1-9][0-9]*)$")
 _ENCODER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-ID_COLUMNS = ("id", "image_id", "ids")
-
-
-class FeatureImportError(ValueError):
-    """An import was refused; the one-line message names the file, the ids or the option to fix."""
+_ARRAY_PARTS = (DONE_SUFFIX, CHECKSUM_SUFFIX, "")  # markers first, the array last: "array exists" => markers exist
 
 
 @dataclass(frozen=True)
 class ImportResult:
+    """What one import did. ``added``: conditions appended to the encoder's group or written into a
+    new one; ``replaced``: conditions whose features changed (they make a new group); ``kept``:
+    conditions whose features were already there; ``linked``: conditions carried into a new group
+    from ``previous`` (now stale) by hard link."""
+
     dataset: str
     encoder: str
     fingerprint: str
     conditions: tuple[str, ...]
-    carried: tuple[str, ...]
+    added: tuple[str, ...]
+    replaced: tuple[str, ...]
+    kept: tuple[str, ...]
+    linked: tuple[str, ...]
     rows: dict[str, int]
     dim: int
     previous: str | None
-    unchanged: bool
+    new_group: bool
+
+    @property
+    def unchanged(self) -> bool:
+        return not self.added and not self.replaced
 
     def format(self) -> str:
+        where = f"{self.dataset}/{self.encoder}"
         if self.unchanged:
-            return f"import: {self.dataset}/{self.encoder} already holds these features (fingerprint {self.fingerprint})"
-        parts = ", ".join(f"{c} {self.rows[c]}x{self.dim}" for c in self.conditions)
-        text = f"import: {self.dataset}/{self.encoder} {parts} -> fingerprint {self.fingerprint} (current)"
-        if self.carried:
-            text += f"; carried over {', '.join(self.carried)}"
-        if self.previous:
+            return f"import: {where} already holds these features (fingerprint {self.fingerprint})"
+        written = [c for c in self.conditions if c in self.added or c in self.replaced]
+        parts = ", ".join(f"{c} {self.rows[c]}x{self.dim}" for c in written)
+        if self.new_group:
+            text = f"import: {where} {parts} -> fingerprint {self.fingerprint} (current)"
+        else:
+            text = f"import: {where} {parts} added to fingerprint {self.fingerprint} (current)"
+        if self.kept:
+            text += f"; unchanged: {', '.join(self.kept)}"
+        if self.linked:
+            text += f"; linked {len(self.linked)} unchanged condition(s) from {self.previous}"
+        if self.new_group and self.previous:
             text += f"; {self.previous} is now stale (`crs cache gc` removes it)"
         return text
 
 
-# -- reading files ----------------------------------------------------------------------------------
+# -- ids --------------------------------------------------------------------------------------------
 
 def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
@@ -71,90 +122,43 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def read_ids(path: Path) -> np.ndarray:
-    """Row ids from a text file (one per line) or a CSV (column ``id``/``image_id``, or its only column)."""
-    if not path.is_file():
-        raise FeatureImportError(f"ids file {path} not found")
-    if path.suffix.lower() == ".csv":
-        import pandas as pd
-
-        table = pd.read_csv(path, dtype=str, keep_default_na=False)
-        column = next((c for c in ID_COLUMNS if c in table.columns), None)
-        if column is None and len(table.columns) == 1:
-            column = table.columns[0]
-        if column is None:
-            raise FeatureImportError(
-                f"ids file {path} has columns {list(table.columns)}; name the id column one of {list(ID_COLUMNS)}"
-            )
-        return table[column].str.strip().to_numpy(dtype=str)
-    lines = [line.strip() for line in path.read_text().splitlines()]
-    return np.array([line for line in lines if line], dtype=str)
-
-
-def _load_numpy(path: Path, suffix: str):
-    try:
-        return np.load(path, allow_pickle=False)
-    except ValueError as error:  # object arrays need pickle, which could run code: refused
-        raise FeatureImportError(
-            f"{path} holds Python objects ({error}); save plain numeric features and string ids"
-        ) from None
-    except (OSError, EOFError) as error:
-        raise FeatureImportError(f"{path} is not a readable {suffix} file ({error})") from None
-
-
-def read_feature_file(path: Path, condition: str, ids_path: Path | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(features, ids) from an .npy (+ ids file), an .npz (``features``, ``ids``) or an .h5 file."""
-    if not path.is_file():
-        raise FeatureImportError(f"features file {path} not found")
-    suffix = path.suffix.lower()
-    ids = None
-    if suffix == ".npy":
-        features = _load_numpy(path, suffix)
-        if ids_path is None:
-            raise FeatureImportError(
-                f"{path} is a bare .npy: give its row ids with --ids FILE (one id per line, or a CSV with an 'id' column)"
-            )
-    elif suffix == ".npz":
-        with _load_numpy(path, suffix) as archive:
-            missing = [k for k in ("features", "ids") if k not in archive.files and not (k == "ids" and ids_path)]
-            if missing:
-                raise FeatureImportError(f"{path} lacks array(s) {missing}; an .npz needs 'features' and 'ids'")
-            features = archive["features"]
-            if "ids" in archive.files:
-                ids = np.asarray(archive["ids"]).astype(str)
-    elif suffix in (".h5", ".hdf5"):
-        try:
-            features, ids = read_h5(path, condition)
-        except OSError as error:
-            raise FeatureImportError(f"{path} is not a readable HDF5 file ({error})") from None
-        except FeatureFileError as error:
-            raise FeatureImportError(str(error)) from None
-        if ids is None and ids_path is None:
-            raise FeatureImportError(f"{path} has a 'features' dataset but no 'ids'; add one or pass --ids FILE")
-    else:
-        raise FeatureImportError(f"{path}: unknown features format {suffix!r}; use .npy (+ --ids), .npz or .h5")
-    if ids_path is not None:
-        ids = read_ids(ids_path)
-    return np.asarray(features), np.asarray(ids).astype(str)
-
-
-# -- checking and aligning ------------------------------------------------------------------------
-
 def _examples(values) -> str:
     shown = sorted(values)[:3]
     return ", ".join(repr(v) for v in shown) + (", ..." if len(values) > 3 else "")
 
 
-def align_rows(features: np.ndarray, ids: np.ndarray, expected_ids: np.ndarray, source: str, target: str) -> np.ndarray:
-    """Reorder ``features`` to ``expected_ids``; refuse wrong shapes, repeated, missing or extra ids, NaN/inf."""
-    if features.ndim != 2 or features.shape[1] == 0:
-        raise FeatureImportError(f"{source}: features must be a 2-D array (rows x dim), got shape {features.shape}")
-    if not (np.issubdtype(features.dtype, np.floating) or np.issubdtype(features.dtype, np.integer)):
-        raise FeatureImportError(f"{source}: features must be numeric, got dtype {features.dtype}")
-    if ids.ndim != 1 or len(ids) != features.shape[0]:
-        raise FeatureImportError(
-            f"{source}: {features.shape[0]} feature rows but {ids.size} ids; give exactly one id per row"
-        )
+@dataclass(frozen=True)
+class _Rows:
+    """The part of the sample table an import needs: the data set's name, ids and splits."""
+
+    name: str
+    ids: np.ndarray
+    splits: np.ndarray
+
+    @staticmethod
+    def read(store: FeatureStore) -> _Rows:
+        attrs: Any = store.root.attrs
+        if "id_digest" not in attrs:
+            raise CacheError(f"{store.path} has no sample table; run `crs extract` first or give the spec")
+        # zarr hands back numpy's variable-width StringDType; fixed-width str is what the rest compares with
+        ids, splits = (np.array(np.asarray(child_array(store.root, key)[:]).tolist(), dtype=str) for key in ("ids", "splits"))
+        return _Rows(str(attrs["dataset"]), ids, splits)
+
+
+def expected_rows(table: SampleTable | _Rows, condition: str) -> tuple[np.ndarray, str]:
+    """The ids an array of ``condition`` holds, in store order, and how to name that set in errors."""
+    if condition == "clean":
+        return table.ids, f"data set {table.name!r}"
+    return table.ids[table.splits == "test"], f"the test split of data set {table.name!r}"
+
+
+def match_rows(opened: FeatureFile, expected_ids: np.ndarray, source: str, target: str) -> np.ndarray:
+    """For each store row, the file row holding it; refuse wrong shapes and repeated, missing or extra ids."""
+    shape, ids = opened.shape, opened.ids
+    if len(shape) != 2 or shape[1] == 0:
+        raise FeatureImportError(f"{source}: features must be a 2-D array (rows x dim), got shape {shape}")
+    if ids.ndim != 1 or len(ids) != shape[0]:
+        raise FeatureImportError(f"{source}: {shape[0]} feature rows but {ids.size} ids; give exactly one id per row")
     repeated = [i for i, n in Counter(ids.tolist()).items() if n > 1]
     if repeated:
         raise FeatureImportError(f"{source}: {len(repeated)} id(s) appear more than once ({_examples(repeated)})")
@@ -163,36 +167,216 @@ def align_rows(features: np.ndarray, ids: np.ndarray, expected_ids: np.ndarray, 
     if missing:
         raise FeatureImportError(
             f"{source} lacks {len(missing)} of the {len(expected)} ids of {target} ({_examples(missing)}); "
-            "every image needs a feature row"
+            "every image of the sample table needs a feature row: add those rows, or remove those images "
+            "from the data set's CSV and write the table again"
         )
     if extra:
         raise FeatureImportError(
             f"{source} has {len(extra)} id(s) that are not in {target} ({_examples(extra)}); remove those rows"
         )
     position = {image_id: row for row, image_id in enumerate(ids.tolist())}
-    ordered = np.asarray(features[[position[i] for i in expected_ids.tolist()]], dtype=np.float32)
-    finite = np.isfinite(ordered).all(axis=1)
-    if not finite.all():
-        bad = expected_ids[~finite]
-        raise FeatureImportError(
-            f"{source}: {len(bad)} row(s) hold NaN or infinite features ({_examples(bad.tolist())}); fix them upstream"
-        )
-    largest = float(np.abs(ordered).max()) if ordered.size else 0.0
-    if largest > FLOAT16_MAX:
-        raise FeatureImportError(
-            f"{source}: values up to {largest:.3g} exceed the float16 cache range ({FLOAT16_MAX:.0f}); rescale them"
-        )
-    return ordered
+    return np.fromiter((position[i] for i in expected_ids.tolist()), dtype=np.int64, count=len(expected_ids))
 
 
-def expected_rows(table: SampleTable, condition: str) -> tuple[np.ndarray, str]:
-    """The ids an array of ``condition`` holds, in store order, and how to name that set in errors."""
-    if condition == "clean":
-        return table.ids, f"data set {table.name!r}"
-    return table.ids[table.indices("test")], f"the test split of data set {table.name!r}"
+# -- writing one condition into the staging folder -------------------------------------------------
+
+class _BlockChecks:
+    """NaN/inf rows and the largest magnitude over every block, so the refusal counts the whole file."""
+
+    def __init__(self, source: str, target_ids: np.ndarray):
+        self.source, self.target_ids = source, target_ids
+        self.bad_rows: list[int] = []
+        self.n_bad = 0
+        self.largest = 0.0
+
+    def check(self, block: np.ndarray, store_rows: np.ndarray) -> bool:
+        """Record the block's problems; True when the whole file is still clean (keep writing)."""
+        if np.issubdtype(block.dtype, np.floating):
+            finite = np.isfinite(block).all(axis=1)
+            if not finite.all():
+                self.n_bad += int((~finite).sum())
+                self.bad_rows.extend(store_rows[~finite][:3].tolist())
+                block = block[finite]
+        if block.size:
+            self.largest = max(self.largest, float(np.abs(block).max()))
+        return self.ok
+
+    @property
+    def ok(self) -> bool:
+        return self.n_bad == 0 and self.largest <= FLOAT16_MAX
+
+    def raise_if_bad(self) -> None:
+        if self.n_bad:
+            bad = self.target_ids[sorted(self.bad_rows)]
+            raise FeatureImportError(
+                f"{self.source}: {self.n_bad} row(s) hold NaN or infinite features ({_examples(bad.tolist())}); "
+                "fix them upstream"
+            )
+        if self.largest > FLOAT16_MAX:
+            raise FeatureImportError(
+                f"{self.source}: values up to {self.largest:.3g} exceed the float16 cache range "
+                f"({FLOAT16_MAX:.0f}); rescale them"
+            )
 
 
-# -- writing ----------------------------------------------------------------------------------------
+def _as_float16(block: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return block.astype(np.float16)
+
+
+def _stage_in_order(array: ChunkedFeatureArray, opened: FeatureFile, checks: _BlockChecks) -> None:
+    """File rows already in store order: each row chunk is one contiguous block of the file."""
+    for chunk in range(array.n_chunks):
+        start, stop = array.chunk_bounds(chunk)
+        block = opened.read(start, stop)
+        if checks.check(block, np.arange(start, stop)):
+            array.write_chunk(chunk, _as_float16(block))
+
+
+def _stage_reordered(array: ChunkedFeatureArray, opened: FeatureFile, order: np.ndarray, checks: _BlockChecks,
+                     spill: Path) -> None:
+    """File rows in another order: read the file in order, write each row at its store row of a float16
+    spill file (no mapping, so nothing counts towards resident memory), then copy the spill file chunk by chunk."""
+    dim = opened.shape[1]
+    row_bytes = dim * np.dtype(np.float16).itemsize
+    store_row_of = np.empty_like(order)
+    store_row_of[order] = np.arange(len(order))
+    descriptor = os.open(spill, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.ftruncate(descriptor, len(order) * row_bytes)
+        for start, block in opened.blocks():
+            targets = store_row_of[start:start + len(block)]
+            if not checks.check(block, targets):
+                continue  # keep reading: the refusal counts every bad row of the file
+            by_target = np.argsort(targets, kind="stable")
+            targets, rows = targets[by_target], _as_float16(block)[by_target]
+            runs = np.flatnonzero(np.diff(targets) != 1) + 1
+            for first, last in zip(np.r_[0, runs], np.r_[runs, len(targets)], strict=True):
+                os.pwrite(descriptor, rows[first:last].tobytes(), int(targets[first]) * row_bytes)
+        if not checks.ok:
+            return
+        for chunk in range(array.n_chunks):
+            start, stop = array.chunk_bounds(chunk)
+            data = _pread_exact(descriptor, (stop - start) * row_bytes, start * row_bytes)
+            array.write_chunk(chunk, np.frombuffer(data, dtype=np.float16).reshape(stop - start, dim))
+    finally:
+        os.close(descriptor)
+        spill.unlink(missing_ok=True)
+
+
+def _pread_exact(descriptor: int, count: int, offset: int) -> bytes:
+    parts, read = [], 0
+    while read < count:
+        part = os.pread(descriptor, count - read, offset + read)
+        if not part:
+            raise OSError(f"spill file ended after {offset + read} bytes")
+        parts.append(part)
+        read += len(part)
+    return b"".join(parts)
+
+
+def content_digest(group: zarr.Group, name: str) -> str | None:
+    """sha256 over an array's shape, row chunking and per-chunk checksums: equal digests, equal float16 bytes.
+
+    None when the array is unfinished or has no checksums (it then never counts as unchanged).
+    """
+    checksums = f"{name}{CHECKSUM_SUFFIX}"
+    if name not in group or checksums not in group or f"{name}{DONE_SUFFIX}" not in group:
+        return None
+    if not np.asarray(child_array(group, f"{name}{DONE_SUFFIX}")[:]).all():
+        return None
+    array = child_array(group, name)
+    chunk_rows = int(cast(int, array.attrs.get("chunk_rows", array.chunks[0])))
+    digest = hashlib.sha256(f"{tuple(array.shape)}|{chunk_rows}|".encode())
+    digest.update(np.ascontiguousarray(child_array(group, checksums)[...], dtype=np.uint8).tobytes())
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class _Staged:
+    condition: str
+    rows: int
+    digest: str
+    provenance: dict[str, str]
+
+
+class _Staging:
+    """``<cache>/.crs-staging/<dataset>/<encoder>/``: a zarr group for conditions being imported.
+
+    One per (store, encoder): the encoder's writer lock makes it private. Removed when the import
+    ends; a leftover from a killed import is removed by the next import of that encoder.
+    """
+
+    def __init__(self, cache_root: Path, dataset: str, encoder: str):
+        self.path = cache_root / STAGING_FOLDER / dataset / encoder
+        if self.path.exists():
+            shutil.rmtree(self.path)
+        self.path.mkdir(parents=True)
+        self.group = zarr.open_group(str(self.path), mode="w")
+
+    def stage(self, opened: FeatureFile, condition: str, order: np.ndarray, target_ids: np.ndarray,
+              chunk_rows: int, source: str, provenance: dict[str, str]) -> _Staged:
+        array = ChunkedFeatureArray(self.group, condition, len(order), opened.shape[1], chunk_rows, label=source)
+        checks = _BlockChecks(source, target_ids)
+        if np.array_equal(order, np.arange(len(order))):
+            _stage_in_order(array, opened, checks)
+        else:
+            _stage_reordered(array, opened, order, checks, self.path / f"spill-{condition.replace('/', '_')}.f16")
+        checks.raise_if_bad()
+        digest = content_digest(self.group, condition)
+        assert digest is not None  # every chunk was just written with its checksum
+        return _Staged(condition, len(order), digest, {**provenance, "content": digest})
+
+    def remove(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+        for folder in (self.path.parent, self.path.parent.parent):  # <dataset>/, then .crs-staging/, when empty
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+
+
+def _folder(group: zarr.Group) -> Path:
+    return Path(cast(Any, group.store).root) / group.path
+
+
+def _array_paths(folder: Path, name: str) -> list[Path]:
+    return [folder / f"{name}{suffix}" for suffix in _ARRAY_PARTS]
+
+
+def _move_array(staging: _Staging, target: zarr.Group, name: str) -> None:
+    """Rename a staged array (markers first, data last) into ``target``; O(1), no data is copied."""
+    if "/" in name:
+        target.require_group(name.rsplit("/", 1)[0])
+    folder = _folder(target)
+    for source, destination in zip(_array_paths(staging.path, name), _array_paths(folder, name), strict=True):
+        if destination.exists():  # a leftover of an interrupted import that never got recorded
+            shutil.rmtree(destination)
+        os.rename(source, destination)
+    fsync_file(folder / f"{name}")
+
+
+def _link_array(source_group: zarr.Group, target: zarr.Group, name: str) -> None:
+    """Carry an unchanged array into a new group by hard links (chunk files are only ever replaced by
+    rename, never rewritten in place, so the two groups cannot affect each other); copies where links fail."""
+    if "/" in name:
+        target.require_group(name.rsplit("/", 1)[0])
+    for source, destination in zip(_array_paths(_folder(source_group), name), _array_paths(_folder(target), name),
+                                   strict=True):
+        for folder, _, files in os.walk(source):
+            here = destination / Path(folder).relative_to(source)
+            here.mkdir(parents=True, exist_ok=True)
+            for file in files:
+                if file == "zarr.json":  # metadata is small and rewritten when attributes change: copy it
+                    shutil.copy2(Path(folder) / file, here / file)
+                    continue
+                try:
+                    os.link(Path(folder) / file, here / file)
+                except OSError:
+                    shutil.copy2(Path(folder) / file, here / file)
+
+
+# -- the import -------------------------------------------------------------------------------------
 
 def _open_store(cache_root: Path, dataset: str) -> FeatureStore:
     path = store_path(cache_root, dataset)
@@ -204,37 +388,69 @@ def _open_store(cache_root: Path, dataset: str) -> FeatureStore:
     return FeatureStore(path, mode="a")
 
 
-def _previous_import(store: FeatureStore, encoder: str, table: SampleTable, dim: int) -> tuple[str | None, dict[str, Any]]:
-    """The encoder's current group, and its imported conditions if they can be carried into a new group."""
+@dataclass(frozen=True)
+class _Current:
+    """The encoder's current imported group, when new features can join it (same rows and dim)."""
+
+    fingerprint: str
+    group: zarr.Group
+    fields: dict[str, Any]
+    provenance: dict[str, dict[str, str]]  # every condition: as created plus appended
+
+    def holds(self, name: str) -> bool:
+        """Whether the group has an array ``name`` (a look at its folder: listing every member is slow)."""
+        return (_folder(self.group) / name / "zarr.json").is_file()
+
+    def arrays(self, store: FeatureStore, encoder: str) -> list[str]:
+        return store.feature_array_names(encoder, self.fingerprint)
+
+
+def _current_group(store: FeatureStore, encoder: str, dim: int) -> tuple[str | None, _Current | None]:
+    """(the encoder's current fingerprint, that group if imported features of this dim may join it)."""
     if encoder not in store.encoder_names():
-        return None, {}
-    root: Any = store.root
-    current = root["encoders"][encoder].attrs.get("current")
+        return None, None
+    current = cast(str | None, child_group(store.root, f"encoders/{encoder}").attrs.get("current"))
     if current is None:
-        return None, {}
-    group: Any = store.encoder_group(encoder, str(current))
-    fields = dict(group.attrs.get("fields", {}))
-    same_rows = fields.get("image_ids_sha256") == root.attrs.get("id_digest")
+        return None, None
+    group = store.encoder_group(encoder, current)
+    fields = dict(cast(dict[str, Any], group.attrs.get("fields", {})))
+    attrs: Any = store.root.attrs
+    same_rows = fields.get("image_ids_sha256") == attrs.get("id_digest") and fields.get(
+        "test_ids_sha256", attrs.get("test_digest")) == attrs.get("test_digest")
     if not fields.get("imported") or not same_rows or int(fields.get("dim", -1)) != dim:
-        return current, {}  # extracted features, another image list or another dim: start afresh
-    return current, dict(fields.get("conditions", {}))
+        return current, None  # extracted features, another image list or another dim: start afresh
+    provenance = {**dict(fields.get("conditions", {})), **dict(cast(dict, group.attrs.get("appended", {})))}
+    return current, _Current(current, group, fields, provenance)
 
 
-def store_attrs(store: FeatureStore) -> Any:
-    return store.root.attrs
+def _identity_fields(encoder: str, dim: int, store: FeatureStore, origin: dict[str, Any]) -> dict[str, Any]:
+    attrs: Any = store.root.attrs
+    fields: dict[str, Any] = {
+        "name": encoder,
+        "imported": True,
+        "weights": "unknown (features imported)",
+        "dim": dim,
+        "feature_dtype": FEATURE_DTYPE,
+        "corruption_suite_version": origin.get("corruption_suite_version", "unknown (features imported)"),
+        "image_ids_sha256": attrs["id_digest"],
+        "origin": origin,
+    }
+    if attrs.get("test_digest") is not None:  # corrupt/ rows follow the test split; its order enters the hash
+        fields["test_ids_sha256"] = attrs["test_digest"]
+    return fields
 
 
-def table_digest(store: FeatureStore) -> str:
-    return str(store_attrs(store)["id_digest"])
-
-
-def _write_array(group, name: str, data: np.ndarray, chunk_rows: int) -> None:
-    from crs.cache.writer import ChunkedFeatureArray
-
-    array = ChunkedFeatureArray(group, name, data.shape[0], data.shape[1], chunk_rows)
-    for chunk in array.pending_chunks():
-        start, stop = array.chunk_bounds(chunk)
-        array.write_chunk(chunk, data[start:stop])
+def _conditions_to_import(path: Path, condition: str, ids_path: Path | None) -> list[str]:
+    if condition == "all":
+        if ids_path is not None:
+            raise FeatureImportError("--ids cannot be used with --condition all: a crs export carries its own ids")
+        conditions = h5_conditions(path) if path.suffix.lower() in (".h5", ".hdf5") else []
+        if not conditions:
+            raise FeatureImportError(f"--condition all needs a crs export (.h5 from `crs cache export-h5`); {path} is not one")
+        return conditions
+    if not _CONDITION.match(condition):
+        raise FeatureImportError(f"condition {condition!r} must be 'clean', 'corrupt/<corruption>/<severity>' or 'all'")
+    return [condition]
 
 
 def import_features(
@@ -248,8 +464,10 @@ def import_features(
 ) -> ImportResult:
     """Store the features in ``path`` for ``condition`` (or ``all`` conditions of a crs export) under ``encoder``.
 
-    The group is marked complete and current only after every array is written, so stage 2 uses it
-    from then on and a crash mid-import leaves the previous current group in charge.
+    Every condition is read in row blocks, checked and written to the staging folder first; only
+    then does anything in the store change: appended arrays are renamed into the current group, or
+    a new group is filled and marked complete and current last. A refused or crashed import leaves
+    the encoder's current group as it was.
     """
     path, cache_root = Path(path), Path(cache_root)
     ids_path = Path(ids_path) if ids_path is not None else None
@@ -257,97 +475,116 @@ def import_features(
         raise FeatureImportError(f"features file {path} not found")
     if not _ENCODER_NAME.match(encoder):
         raise FeatureImportError(f"encoder name {encoder!r} must be letters, digits, '_', '-' or '.'")
-    if condition == "all":
-        if ids_path is not None:
-            raise FeatureImportError("--ids cannot be used with --condition all: a crs export carries its own ids")
-        if path.suffix.lower() not in (".h5", ".hdf5") or not h5_conditions(path):
-            raise FeatureImportError(f"--condition all needs a crs export (.h5 from `crs cache export-h5`); {path} is not one")
-        conditions = h5_conditions(path)
-    elif _CONDITION.match(condition):
-        conditions = [condition]
-    else:
-        raise FeatureImportError(f"condition {condition!r} must be 'clean', 'corrupt/<corruption>/<severity>' or 'all'")
-
+    conditions = _conditions_to_import(path, condition, ids_path)
     store = _open_store(cache_root, dataset)
-    table = store.read_table()
+    table = _Rows.read(store)
     if table.name != dataset:
         raise CacheError(f"{store.path} holds data set {table.name!r}, not {dataset!r}")
-    digest = file_sha256(path)
-    new_arrays: dict[str, np.ndarray] = {}
+
+    # Ids and shapes of every condition first (headers and ids only): refusals cost no feature reads.
+    orders: dict[str, np.ndarray] = {}
+    dims: dict[str, int] = {}
     for name in conditions:
-        features, ids = read_feature_file(path, name, ids_path)
-        expected, target = expected_rows(table, name)
-        source = path.name if len(conditions) == 1 else f"{path.name} [{name}]"
-        new_arrays[name] = align_rows(features, ids, expected, source, target)
-    dims = {name: array.shape[1] for name, array in new_arrays.items()}
+        with open_feature_file(path, name, ids_path) as opened:
+            expected, target = expected_rows(table, name)
+            source = path.name if len(conditions) == 1 else f"{path.name} [{name}]"
+            orders[name] = match_rows(opened, expected, source, target)
+            dims[name] = opened.shape[1]
     if len(set(dims.values())) != 1:
         raise FeatureImportError(f"{path.name}: conditions differ in feature dim {dims}; all must share one")
     dim = next(iter(dims.values()))
+    file_digest = file_sha256(path)
+    provenance = {"file": path.name, "sha256": file_digest}
 
-    previous, carried_conditions = _previous_import(store, encoder, table, dim)
-    conditions_record = {**carried_conditions, **{name: {"file": path.name, "sha256": digest} for name in conditions}}
-    files = sorted({entry["file"] for entry in conditions_record.values()})
-    origin = _origin_fields(path)
-    fields = {
-        "name": encoder,
-        "source": "import:" + ",".join(files),
-        "imported": True,
-        "weights": "unknown (features imported)",
-        "conditions": conditions_record,
-        "dim": dim,
-        "feature_dtype": FEATURE_DTYPE,
-        "corruption_suite_version": origin.get("corruption_suite_version", "unknown (features imported)"),
-        "image_ids_sha256": table_digest(store),
-        "origin": origin,
-    }
-    test_ids_sha256 = store_attrs(store).get("test_digest")
-    if test_ids_sha256 is not None:  # corrupt/ rows follow the test split; its order enters the hash
-        fields["test_ids_sha256"] = test_ids_sha256
-    new_fingerprint = hash_fields(fields)
-    rows = {name: int(array.shape[0]) for name, array in new_arrays.items()}
-    if previous == new_fingerprint:
-        return ImportResult(dataset, encoder, new_fingerprint, tuple(conditions), (), rows, dim, None, True)
-
-    from crs.cache.lock import WriterLock, layout_lock_path, writer_lock_path
-
-    carried = tuple(sorted(set(carried_conditions) - set(conditions)))
     # An import is a writer like `crs extract`: one per (store, encoder) at a time.
     with WriterLock(writer_lock_path(store.path, encoder), purpose=f"crs import-features {path.name}"):
-        with WriterLock(layout_lock_path(store.path), purpose="create an imported feature group", wait=True):
-            group = store.encoder_group(encoder, new_fingerprint, fields)
+        previous, current = _current_group(store, encoder, dim)
+        staging = _Staging(cache_root, dataset, encoder)
+        try:
+            kept, staged = [], []
+            for name in conditions:
+                if current is not None and current.holds(name) and current.provenance.get(name, {}).get(
+                        "sha256") == file_digest:
+                    kept.append(name)  # the same file again: nothing to read
+                    continue
+                expected, _ = expected_rows(table, name)
+                source = path.name if len(conditions) == 1 else f"{path.name} [{name}]"
+                with open_feature_file(path, name, ids_path) as opened:
+                    done = staging.stage(opened, name, orders[name], expected, chunk_rows, source, provenance)
+                if current is not None and current.holds(name) and content_digest(current.group, name) == done.digest:
+                    kept.append(name)  # the same features from another file
+                    continue
+                staged.append(done)
+            result = _commit(store, dataset, encoder, dim, path, staging, staged, kept, conditions, previous, current)
+        finally:
+            staging.remove()
+    return result
+
+
+def _commit(store: FeatureStore, dataset: str, encoder: str, dim: int, path: Path, staging: _Staging,
+            staged: list[_Staged], kept: list[str], conditions: list[str], previous: str | None,
+            current: _Current | None) -> ImportResult:
+    """Move the staged conditions into the current group (append) or into a new group (replacement)."""
+    rows = {s.condition: s.rows for s in staged}
+
+    def result(fingerprint: str, added: tuple[str, ...], replaced: tuple[str, ...] = (), linked: tuple[str, ...] = (),
+               previous: str | None = None, new_group: bool = False) -> ImportResult:
+        return ImportResult(dataset, encoder, fingerprint, tuple(conditions), added, replaced, tuple(kept), linked,
+                            rows, dim, previous, new_group)
+
+    if not staged:
+        assert current is not None  # with no current group every condition is staged
+        return result(current.fingerprint, ())
+    replaced = [s for s in staged if current is not None and current.holds(s.condition)]
+    if current is not None and not replaced:  # only new conditions: an append, the fingerprint stays
+        for item in staged:
+            _move_array(staging, current.group, item.condition)
+        appended = dict(cast(dict, current.group.attrs.get("appended", {})))
+        appended.update({s.condition: s.provenance for s in staged})
+        current.group.attrs["appended"] = appended
+        return result(current.fingerprint, tuple(s.condition for s in staged))
+
+    # A new group: its fields name the content of every condition it starts with.
+    carried: dict[str, dict[str, str]] = {}
+    if current is not None:
+        new_names = {s.condition for s in staged}
+        for name in current.arrays(store, encoder):
+            if name in new_names:
+                continue
+            digest = content_digest(current.group, name)
+            carried[name] = {**current.provenance.get(name, {"file": "unknown", "sha256": "unknown"}),
+                             "content": digest or "unknown"}
+    record = {**carried, **{s.condition: s.provenance for s in staged}}
+    origin = dict(current.fields.get("origin", {})) if current is not None else export_fields(path)
+    fields = _identity_fields(encoder, dim, store, origin)
+    fields["source"] = "import:" + ",".join(sorted({entry["file"] for entry in record.values()}))
+    fields["conditions"] = record
+    new_fingerprint = hash_fields(fields)
+    with WriterLock(layout_lock_path(store.path), purpose="create an imported feature group", wait=True):
+        stale = store.path / "encoders" / encoder / new_fingerprint
+        if stale.exists():  # an older group with this exact content (never the current one): rebuilt
+            shutil.rmtree(stale)
+        group = store.encoder_group(encoder, new_fingerprint, fields)
+    if current is not None:
         for name in carried:
-            _write_array(group, name, store.read_features(encoder, name, previous), chunk_rows)
-        for name, data in new_arrays.items():
-            _write_array(group, name, data, chunk_rows)
-        store.mark_current(encoder, new_fingerprint)
-    return ImportResult(dataset, encoder, new_fingerprint, tuple(conditions), carried, rows, dim, previous, False)
+            _link_array(current.group, group, name)
+    for item in staged:
+        _move_array(staging, group, item.condition)
+    store.mark_current(encoder, new_fingerprint)
+    added = tuple(s.condition for s in staged if s not in replaced)
+    return result(new_fingerprint, added, tuple(s.condition for s in replaced), tuple(carried), previous, True)
 
 
-def _origin_fields(path: Path) -> dict[str, Any]:
-    """The fingerprint fields a crs export carries (where its features first came from), else {}."""
-    if path.suffix.lower() not in (".h5", ".hdf5"):
-        return {}
-    import json
-
-    from crs.cache.h5 import _h5py
-
-    with _h5py().File(path, "r") as f:
-        raw = f.attrs.get("fields")
-    try:
-        return dict(json.loads(raw)) if raw else {}
-    except (TypeError, ValueError):
-        return {}
-
+# -- the sample table from a spec ---------------------------------------------------------------------
 
 def write_table_from_spec(spec_path: Path | str, dataset: str, cache_root: Path | str | None = None) -> Path:
-    """Write ``dataset``'s sample table (ids, labels, splits, groups) from a spec, decoding no image.
+    """Write ``dataset``'s sample table (ids, labels, splits, groups) from a spec, opening no image.
 
-    Refuses to touch a store whose image list differs: rewriting the table would drop every
-    encoder group in it.
+    The table needs only the data set's CSV (labels, splits, ids, groups): loaders that read files
+    are run with ``verify = "none"``, so the images need not be on this machine. Every row of the
+    CSV is in the table (nothing is screened, so ``skip_bad`` has nothing to skip). Refuses to
+    touch a store whose image list differs: rewriting the table would drop every encoder group in it.
     """
-    from crs.data import load_entry
-    from crs.spec import load_spec
-
     spec = load_spec(spec_path)
     cache_root = Path(cache_root) if cache_root is not None else spec.cache
     entries: dict[str, tuple[Any, Any]] = {}
@@ -358,18 +595,23 @@ def write_table_from_spec(spec_path: Path | str, dataset: str, cache_root: Path 
     if dataset not in entries:
         raise FeatureImportError(f"data set {dataset!r} is not in {spec_path}; it names {sorted(entries)}")
     entry, source_entry = entries[dataset]
-    loaded = load_entry(entry)
-    if source_entry is not None:  # a shift target takes its source's canonical size, as in `crs extract`
-        loaded.image_size = load_entry(source_entry).image_size
-    from crs.cache.lock import WriterLock, layout_lock_path
+    loaded = _table_only(entry)
+    if source_entry is not None:  # a shift target takes its source's size and fit mode, as in `crs extract`
+        loaded = adopt_source_geometry(loaded, _table_only(source_entry))
 
     path = store_path(cache_root, dataset)
     with WriterLock(layout_lock_path(path), purpose="write the sample table", wait=True):
         store = FeatureStore(path, mode="a")
-        existing = store_attrs(store).get("id_digest")
+        existing = store.root.attrs.get("id_digest")
         if existing is not None and existing != loaded.id_digest():
             raise FeatureImportError(
                 f"{path} already holds another image list for {dataset!r}; move it away or import into that list"
             )
         store.write_table(loaded)
     return path
+
+
+def _table_only(entry: Any):
+    """Load a spec entry's table without opening its images (file loaders take ``verify = "none"``)."""
+    extra = {"verify": "none"} if entry.loader in FILE_LOADERS else {}
+    return load_entry(entry, **extra)

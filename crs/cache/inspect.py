@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import zarr
 
+from crs.cache.lock import live_holder
 from crs.cache.store import FeatureStore
 from crs.spec import for_setting
 
@@ -242,8 +243,6 @@ def _live_writer(store_path: Path, encoder: str) -> str | None:
     A group that is not current may be an extraction in progress: gc must not delete it under a
     running writer.
     """
-    from crs.cache.lock import live_holder
-
     return live_holder(store_path, encoder)
 
 

@@ -7,13 +7,19 @@ from pathlib import Path
 
 import click
 
+from crs.cache.h5 import export_h5
+from crs.cache.imports import import_features as import_feature_file
+from crs.cache.imports import write_table_from_spec
+from crs.cache.inspect import collect_garbage, format_listing, list_cache, listing_json
+from crs.cli.verify import verify
+
 cache_dir_option = click.option(
     "--cache", "cache_root", default="cache", show_default=True, type=click.Path(file_okay=False),
     help="Cache root folder (holds one <dataset>.zarr store per data set).",
 )
 
 
-@click.group()
+@click.group("cache")
 def cache() -> None:
     """Inspect, clean and export the feature cache."""
 
@@ -23,8 +29,6 @@ def cache() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def ls(cache_root: str, as_json: bool) -> None:
     """Every store, encoder and fingerprint: current or stale, complete or not, arrays, fields, size."""
-    from crs.cache.inspect import format_listing, list_cache, listing_json
-
     stores = list_cache(cache_root)
     if as_json:
         click.echo(json.dumps(listing_json(stores), indent=2, default=str))
@@ -37,8 +41,6 @@ def ls(cache_root: str, as_json: bool) -> None:
 @click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
 def gc(cache_root: str, dry_run: bool) -> None:
     """Delete stale fingerprints and abandoned incomplete groups; every encoder's current group stays."""
-    from crs.cache.inspect import collect_garbage
-
     click.echo(collect_garbage(cache_root, dry_run=dry_run).format())
 
 
@@ -50,16 +52,12 @@ def gc(cache_root: str, dry_run: bool) -> None:
 @cache_dir_option
 def export_h5_command(encoder: str, out: str, dataset: str | None, fingerprint: str | None, cache_root: str) -> None:
     """Write ENCODER's features, ids, labels, splits and groups on one data set to OUT.h5."""
-    from crs.cache.h5 import export_h5
-
     dataset = dataset or _only_store_with(cache_root, encoder)
     path = export_h5(cache_root, dataset, encoder, out, fingerprint)
     click.echo(f"export: {dataset}/{encoder} -> {path} ({path.stat().st_size} bytes)")
 
 
 def _only_store_with(cache_root: str, encoder: str) -> str:
-    from crs.cache.inspect import list_cache
-
     holders = sorted({s.dataset for s in list_cache(cache_root) for g in s.groups if g.encoder == encoder and g.current})
     if len(holders) != 1:
         raise click.UsageError(
@@ -79,7 +77,8 @@ def _only_store_with(cache_root: str, encoder: str) -> str:
 @click.option("--ids", "ids_path", type=click.Path(dir_okay=False), default=None,
               help="Row ids of FILE: text (one per line) or CSV with an 'id' column. Needed for .npy.")
 @click.option("--spec", "spec_path", type=click.Path(dir_okay=False), default=None,
-              help="Write the data set's sample table from this spec first (no images decoded).")
+              help="Write the data set's sample table from this spec first (reads its CSV only; "
+                   "the images need not be on this machine).")
 @click.option("--cache", "cache_root", default=None, type=click.Path(file_okay=False),
               help="Cache root folder [default: the spec's cache with --spec, else 'cache'].")
 def import_features(file: str, dataset: str, encoder: str, condition: str, ids_path: str | None,
@@ -87,26 +86,14 @@ def import_features(file: str, dataset: str, encoder: str, condition: str, ids_p
     """Store features computed elsewhere (.npy + --ids, .npz, .h5) in the cache under ENCODER.
 
     Rows are matched to the data set by id; missing, extra or repeated ids, NaN or infinite values
-    and wrong row counts are refused. The new group becomes ENCODER's current one.
+    and wrong row counts are refused. The file is read in row blocks (memory stays bounded whatever
+    its size). A condition ENCODER's group lacks is added to it; other features for a condition it
+    holds make a new group (new fingerprint) that becomes ENCODER's current one.
     """
-    from crs.cache.imports import import_features as run_import
-    from crs.cache.imports import write_table_from_spec
-
-    if spec_path is not None:
-        if cache_root is None:
-            from crs.spec import load_spec
-
-            cache_root = str(load_spec(spec_path).cache)
-        write_table_from_spec(spec_path, dataset, cache_root)
-    result = run_import(Path(cache_root or "cache"), dataset, encoder, Path(file), condition, ids_path)
+    if spec_path is not None:  # the table lands in the spec's cache unless --cache names another
+        cache_root = str(write_table_from_spec(spec_path, dataset, cache_root).parent)
+    result = import_feature_file(Path(cache_root or "cache"), dataset, encoder, Path(file), condition, ids_path)
     click.echo(result.format())
 
 
-def _attach_verify() -> None:
-    """`crs cache verify` lives in its own module (crs/cli_verify.py) beside the writer it checks."""
-    from crs.cli.verify import verify
-
-    cache.add_command(verify)
-
-
-_attach_verify()
+cache.add_command(verify)  # `crs cache verify` lives in its own module (verify.py), as it is the longest command

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import click
 
 from crs.corruptions import MODALITIES, SUITE_VERSION, corruption, suite
+from crs.corruptions.calibration import calibration_table, markdown, synthetic_images
+from crs.corruptions.grid import corruption_grid
+from crs.data.images import load_image
 
 
 @click.group(name="corruptions")
@@ -70,9 +74,6 @@ def _short(severities) -> str:
 )
 def show_command(modality: str, image_path: Path, out: Path, size: int) -> None:
     """Draw IMAGE under every corruption (rows) and severity (columns) of MODALITY's suite."""
-    from crs.corruptions.grid import corruption_grid
-    from crs.data.images import load_image
-
     image = load_image(image_path, size)
     corruption_grid(image, modality, out, image_id=image_path.stem)
     click.echo(f"wrote {out}")
@@ -93,10 +94,6 @@ def show_command(modality: str, image_path: Path, out: Path, size: int) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print rows as JSON instead of Markdown.")
 def calibrate_command(size: int, count: int, modalities: tuple[str, ...], as_json: bool) -> None:
     """Mean PSNR / SSIM per corruption and severity on the project's synthetic images."""
-    from dataclasses import asdict
-
-    from crs.corruptions.calibration import calibration_table, markdown, synthetic_images
-
     rows = []
     for modality in modalities or MODALITIES:
         images, ids = synthetic_images(modality, count, size)

@@ -8,6 +8,9 @@ from typing import Any
 
 import click
 
+from crs.data import DATASET_DESCRIPTIONS, DATASET_LOADERS
+from crs.data.check import check_dataset
+
 
 def parse_option(text: str) -> tuple[str, Any]:
     """``key=value`` with the value read as JSON when it parses (numbers, booleans, lists), else text."""
@@ -28,8 +31,6 @@ def datasets() -> None:
 @datasets.command("list")
 def list_loaders() -> None:
     """Print every registered loader with a one-line description."""
-    from crs.data import DATASET_DESCRIPTIONS, DATASET_LOADERS
-
     for name in sorted(DATASET_LOADERS):
         click.echo(f"{name:<10} {DATASET_DESCRIPTIONS.get(name, '')}")
 
@@ -43,8 +44,6 @@ def list_loaders() -> None:
 @click.option("--workers", default=4, show_default=True, help="Threads reading images.")
 def check(name: str, root: str, as_json: bool, options: tuple[str, ...], workers: int) -> None:
     """Read every image of data set NAME under ROOT; exit 1 with a one-line reason if anything is wrong."""
-    from crs.data.check import check_dataset
-
     report = check_dataset(name, root, workers=workers, **dict(parse_option(o) for o in options))
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
@@ -69,6 +68,8 @@ def format_report(report: Any) -> str:
     for split, entry in report.splits.items():
         lines.append(f"{split:<10} {entry['images']} images, {entry['groups']} groups")
     lines.append(f"duplicates {len(report.duplicates)} across splits")
+    if report.dicom.get("n_files"):
+        lines.append(f"dicom      {report.dicom['n_files']} file(s), {report.dicom['n_problems']} unusable")
     lines.append("status     " + ("ok" if report.ok else f"{len(report.problems)} problem(s)"))
     lines.extend(f"  - {problem}" for problem in report.problems)
     return "\n".join(lines)

@@ -46,3 +46,5 @@ def show_encoder(name: str, as_json: bool) -> None:
         if isinstance(value, list):
             value = ", ".join(map(str, value)) or "-"
         click.echo(f"{key:<17} {value}")
+    click.echo(f"{'before that':<17} each data set's canonical decode: image_size px, made square by its fit "
+               "(crop | pad | squash), part of the cache fingerprint (docs/datasets.md)")

@@ -12,7 +12,6 @@ import click
 
 from crs.benchmark import Benchmark
 from crs.cache.verify import Problem, verify_cache
-from crs.cache.verify import repair as repair_problems
 
 
 def _report(results: dict[str, list[Problem]], quiet: bool) -> int:
@@ -36,28 +35,19 @@ def _report(results: dict[str, list[Problem]], quiet: bool) -> int:
 @click.option("-q", "--quiet", is_flag=True, help="Print problems only.")
 def verify(cache_root: str | None, spec_path: str | None, repair: bool, metadata_only: bool, quiet: bool) -> None:
     """Check every feature array against its recorded shape, dtype, completeness and chunk checksums."""
-    spec = None
-    if spec_path is not None:
-        from crs.spec import load_spec
-
-        spec = load_spec(spec_path)
-    if repair and spec is None:
+    if repair and spec_path is None:
         raise click.UsageError("--repair re-extracts bad chunks and needs the spec: crs cache verify --spec SPEC.toml --repair")
-    root = Path(cache_root) if cache_root else (spec.cache if spec is not None else Path("cache"))
-    if spec is not None and cache_root:
-        from crs.spec import Spec
-
-        spec = Spec(**{**spec.__dict__, "cache": root})
+    bench = Benchmark(spec_path, cache=cache_root) if spec_path is not None else None
+    root = bench.spec.cache if bench is not None else Path(cache_root or "cache")
     results = verify_cache(root, check_data=not metadata_only)
     found = _report(results, quiet)
-    if found and repair:
-        assert spec is not None
-        actions = [action for problems in results.values() for action in repair_problems(problems)]
-        for action in actions:
+    if found and bench is not None and repair:
+        repaired = bench.repair_cache(results, progress=not quiet)
+        for action in repaired.actions:
             click.echo(f"repair: {action}")
-        stats = Benchmark(spec).extract(progress=not quiet)
+        stats = repaired.extract
         click.echo(f"repair: re-extracted {stats.chunks_written} chunk(s) ({stats.total_forward} forward passes)")
-        results = verify_cache(root, check_data=not metadata_only)
+        results = bench.verify_cache(check_data=not metadata_only)
         found = _report(results, quiet=True)
         if found:
             click.echo(f"verify: {found} problem(s) remain after repair (groups this spec does not produce "

@@ -6,16 +6,10 @@ Definitions, constants and sources are in ``docs/corruptions.md``.
 """
 
 from crs.corruptions.api import CorruptionError, apply, apply_all, apply_severities, corruption, suite
-from crs.corruptions.suites import MODALITIES, SEVERITIES, Corruption
+from crs.corruptions.grid import corruption_grid
+from crs.corruptions.suites import Corruption
 from crs.corruptions.version import SUITE_VERSION
-
-
-def corruption_grid(image_uint8_chw, modality: str, path, image_id: str = "grid"):
-    """Save a grid of one image under every corruption (rows) and severity (columns) to ``path``."""
-    from crs.corruptions.grid import corruption_grid as _grid
-
-    return _grid(image_uint8_chw, modality, path, image_id=image_id)
-
+from crs.spec import MODALITIES, SEVERITIES
 
 __all__ = [
     "MODALITIES",

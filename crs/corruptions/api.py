@@ -9,7 +9,8 @@ from dataclasses import replace
 import torch
 
 from crs.corruptions.ops import POINTWISE_OPERATORS, UINT8_OPERATORS, Context
-from crs.corruptions.suites import GRAYSCALE_MODALITIES, MODALITIES, SEVERITIES, SUITES, Corruption
+from crs.corruptions.suites import GRAYSCALE_MODALITIES, SUITES, Corruption
+from crs.spec import MODALITIES, SEVERITIES
 
 
 class CorruptionError(ValueError):

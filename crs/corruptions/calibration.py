@@ -16,7 +16,9 @@ import torch
 import torch.nn.functional as F
 
 from crs.corruptions.api import apply, suite
-from crs.corruptions.suites import SEVERITIES
+from crs.data.images import load_image
+from crs.data.synthetic import load_synthetic
+from crs.spec import SEVERITIES
 
 
 def psnr(clean: torch.Tensor, corrupted: torch.Tensor) -> torch.Tensor:
@@ -83,12 +85,9 @@ def calibration_table(images: torch.Tensor, modality: str, ids: Sequence[object]
 
 def synthetic_images(modality: str, count: int, size: int, seed: int = 0) -> tuple[torch.Tensor, list[str]]:
     """``count`` images of the project's synthetic ``modality`` at ``size`` px, decoded as stage 1 does."""
-    from crs.data.images import load_image
-    from crs.data.synthetic import load_synthetic
-
     with tempfile.TemporaryDirectory() as root:
         dataset = load_synthetic(Path(root), modality, n_images=count, image_size=size, seed=seed)
-        images = torch.stack([load_image(dataset.root / path, size) for path in dataset.paths])
+        images = torch.stack([load_image(dataset.root / path, size, dataset.fit) for path in dataset.paths])
         return images, [str(i) for i in dataset.ids]
 
 

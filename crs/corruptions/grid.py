@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 
 from crs.corruptions.api import CorruptionError, apply, suite
-from crs.corruptions.suites import SEVERITIES
+from crs.spec import SEVERITIES
 
 
 def corruption_grid(
@@ -18,7 +18,7 @@ def corruption_grid(
     ``image_id`` seeds the random corruptions exactly as in stage 1, so the grid shows the variant
     the encoder would see for an image of that id.
     """
-    import matplotlib
+    import matplotlib  # heavy (about 0.5 s), and only this helper draws
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -12,8 +12,8 @@ from __future__ import annotations
 import functools
 import math
 import warnings
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -21,28 +21,11 @@ import torch.nn.functional as F
 import torchvision.transforms.v2.functional as TF
 from torchvision.io import ImageReadMode, decode_jpeg, encode_jpeg
 
+from crs.corruptions.context import Context
 from crs.corruptions.levels import alias_table, sample, sample_impulse
+from crs.corruptions.resample import box_resample
 from crs.corruptions.seeding import bit_generator, generator, per_image
-
-REFERENCE_SIDE = 224
-
-
-@dataclass(frozen=True)
-class Context:
-    """What an operator needs besides pixels: who the images are and how to scale and seed."""
-
-    ids: Sequence[object]
-    name: str
-    severity: int
-    height: int
-    width: int
-    device: torch.device
-    grayscale: bool
-
-    @property
-    def scale(self) -> float:
-        """Spatial constants are stated at 224 px; this maps them to the batch's side."""
-        return min(self.height, self.width) / REFERENCE_SIDE
+from crs.corruptions.uint8_ops import contrast_uint8, pixelate_uint8
 
 
 # ---------------------------------------------------------------- random fields, one image at a time
@@ -352,60 +335,10 @@ def uneven_illumination(x: torch.Tensor, strength: float, context: Context) -> t
 
 
 # -------------------------------------------------------------------------------------- digital
-def box_weights(source: int, target: int) -> torch.Tensor:
-    """(target, source) matrix of PIL BOX resampling: each output averages the input it covers.
-
-    Output cell j covers input span [j * source / target, (j + 1) * source / target); an input
-    pixel contributes the fraction of it inside that span. (``F.interpolate(mode="area")`` rounds
-    the spans to whole pixels instead, which made pixelate blockier than ImageNet-C's.)
-    """
-    edges = torch.arange(target + 1, dtype=torch.float64) * source / target
-    left, right = edges[:-1, None], edges[1:, None]
-    pixel = torch.arange(source, dtype=torch.float64)[None, :]
-    overlap = (torch.minimum(right, pixel + 1) - torch.maximum(left, pixel)).clamp(min=0)
-    return (overlap / overlap.sum(dim=1, keepdim=True)).float()
-
-
-def box_taps(source: int, target: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`box_weights` as taps: (target, m) input indices and weights, m = most inputs per output.
-
-    Each output cell covers a few neighbouring inputs, so gathering those (zero-weight padding for
-    shorter spans) is a handful of passes where the dense matrix product was a full GEMM.
-    """
-    weights = box_weights(source, target)
-    covered = weights > 0
-    first = covered.float().argmax(dim=1)
-    span = int(covered.sum(dim=1).max())
-    index = (first[:, None] + torch.arange(span)[None, :]).clamp(max=source - 1)
-    tap_weights = weights.gather(1, index) * (first[:, None] + torch.arange(span)[None, :] < source)
-    return index, tap_weights
-
-
-@functools.lru_cache(maxsize=64)
-def _cached_box_taps(source: int, target: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`box_taps` once per (source, target): building it cost 10 µs per image per pass at batch 16."""
-    return box_taps(source, target)
-
-
-def _box_resample(x: torch.Tensor, dim: int, target: int) -> torch.Tensor:
-    """BOX-resample along ``dim`` (-2 rows or -1 columns): one gather, multiply and add per tap.
-
-    Columns run as rows of the transposed image (whole-row copies instead of strided gathers);
-    products are made in place. Shared by the float and uint8 forms of :func:`pixelate`.
-    """
-    index, weights = _cached_box_taps(x.shape[dim], target)
-    index, weights = index.to(x.device), weights.to(x.device, x.dtype)
-    rows = x if dim == -2 else x.transpose(-1, -2).contiguous()
-    out = rows.index_select(-2, index[:, 0]).mul_(weights[:, 0, None])
-    for tap in range(1, index.shape[1]):
-        out.add_(rows.index_select(-2, index[:, tap]).mul_(weights[:, tap, None]))
-    return out if dim == -2 else out.transpose(-1, -2)
-
-
 def pixelate(x: torch.Tensor, factor: float, context: Context) -> torch.Tensor:
     """BOX-downsample to ``factor`` of the side, nearest-upsample back (ImageNet-C pixelate, PIL BOX/NEAREST)."""
     height, width = x.shape[-2:]
-    small = _box_resample(_box_resample(x, -2, max(1, int(height * factor))), -1, max(1, int(width * factor)))
+    small = box_resample(box_resample(x, -2, max(1, int(height * factor))), -1, max(1, int(width * factor)))
     return F.interpolate(small, size=(height, width), mode="nearest-exact")
 
 
@@ -515,8 +448,6 @@ def hair(x: torch.Tensor, parameter: tuple[int, float], context: Context) -> tor
 # Operators whose output pixel is a function of the input pixel's value alone (no position, no
 # image statistics, no randomness): on uint8 input ``api`` applies them as a 256-entry table.
 POINTWISE_OPERATORS = frozenset({brightness, gamma})
-
-from crs.corruptions.uint8_ops import contrast_uint8, pixelate_uint8  # noqa: E402 (reads ops lazily)
 
 # Operators with a uint8 -> uint8 form giving the same bytes as the float form (or None when it
 # does not apply to the batch): ``api`` uses it for uint8 input.

@@ -12,7 +12,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from crs.corruptions.suites import MODALITIES
+from crs.spec import MODALITIES
 
 
 def _grid(size: int) -> tuple[torch.Tensor, torch.Tensor]:

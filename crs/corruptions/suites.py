@@ -14,8 +14,6 @@ from dataclasses import dataclass
 
 from crs.corruptions import ops
 
-MODALITIES = ("dermoscopy", "fundus", "chest_xray")
-SEVERITIES = (1, 2, 3, 4, 5)
 GRAYSCALE_MODALITIES = frozenset({"chest_xray"})
 
 

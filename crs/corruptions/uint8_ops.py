@@ -6,8 +6,8 @@ path's bytes: :func:`pixelate_uint8` exactly; :func:`contrast_uint8` exactly in 
 with one level allowed where the float blend's per-pixel rounding could land on the other side
 of a .5 boundary.
 
-``ops`` imports this module at its end to register these, so ``ops`` is read here only when an
-operator runs, never at import (no import cycle).
+``ops`` imports this module to register these; what both need (:class:`Context`, the BOX
+resampler) lives in the leaf modules ``context`` and ``resample``, so this module never reads ``ops``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from __future__ import annotations
 import torch
 import torchvision.transforms.v2.functional as TF
 
-from crs.corruptions import ops
+from crs.corruptions.context import Context
+from crs.corruptions.resample import box_resample
 
 
 def _round_to_uint8(x: torch.Tensor) -> torch.Tensor:
@@ -24,7 +25,7 @@ def _round_to_uint8(x: torch.Tensor) -> torch.Tensor:
 
 
 # ------------------------------------------------------------------------------------- contrast
-def contrast_uint8(source: torch.Tensor, factor: float, context: ops.Context) -> torch.Tensor:
+def contrast_uint8(source: torch.Tensor, factor: float, context: Context) -> torch.Tensor:
     """:func:`ops.contrast` on uint8: one 256-entry table per image, all applied in one gather.
 
     Given an image's mean grey the blend ``mean + factor (x - mean)`` is a function of the value
@@ -71,7 +72,7 @@ def upsample_nearest_exact(small: torch.Tensor, height: int, width: int) -> torc
     return wide.index_select(-2, nearest_exact_index(small.shape[-2], height, small.device))
 
 
-def pixelate_uint8(source: torch.Tensor, factor: float, context: ops.Context) -> torch.Tensor:
+def pixelate_uint8(source: torch.Tensor, factor: float, context: Context) -> torch.Tensor:
     """:func:`ops.pixelate` on uint8: round the small image, then upsample bytes; the same bytes.
 
     The BOX downsample runs the float path's arithmetic on the float path's values, so the small
@@ -81,7 +82,7 @@ def pixelate_uint8(source: torch.Tensor, factor: float, context: ops.Context) ->
     """
     height, width = source.shape[-2:]
     x = source.to(torch.float32).div_(255)  # api._to_float
-    rows = ops._box_resample(x, -2, max(1, int(height * factor)))
+    rows = box_resample(x, -2, max(1, int(height * factor)))
     del x
-    small = _round_to_uint8(ops._box_resample(rows, -1, max(1, int(width * factor))).contiguous())
+    small = _round_to_uint8(box_resample(rows, -1, max(1, int(width * factor))).contiguous())
     return upsample_nearest_exact(small, height, width)

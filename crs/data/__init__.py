@@ -17,6 +17,7 @@ from crs.data.base import (
     nested_label_fractions,
     safe_join,
 )
+from crs.data.fit import check_fit
 from crs.spec import DatasetEntry
 
 __all__ = [
@@ -82,14 +83,24 @@ DATASET_DESCRIPTIONS: dict[str, str] = {
 }
 
 
-def load_dataset(name: str, root: Path | str, **options: Any) -> Dataset:
-    """Load a data set by loader name, with a clear error for an unknown name."""
+def load_dataset(loader: str, root: Path | str, /, **options: Any) -> Dataset:
+    """Load a data set by loader name, with a clear error for an unknown name.
+
+    ``fit`` (``crop``, ``pad`` or ``squash``) is taken here for every loader: how the data set's
+    non-square images become square (default: the modality's, :data:`crs.data.base.DEFAULT_FIT`).
+    ``loader`` and ``root`` are positional-only so a loader option called ``name`` (the ``folder``
+    loader's data set name) reaches the loader instead of colliding with them.
+    """
     try:
-        loader = DATASET_LOADERS[name]
+        load = DATASET_LOADERS[loader]
     except KeyError:
         known = ", ".join(sorted(DATASET_LOADERS))
-        raise DataError(f"unknown data set loader {name!r}; known loaders: {known}") from None
-    return loader(Path(root), **options)
+        raise DataError(f"unknown data set loader {loader!r}; known loaders: {known}") from None
+    fit = options.pop("fit", None)
+    dataset = load(Path(root), **options)
+    if fit is not None:
+        dataset.fit = check_fit(str(fit))
+    return dataset
 
 
 def load_entry(entry: DatasetEntry, **extra: object) -> Dataset:

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-TASK_KINDS = ("multiclass", "ordinal", "multilabel")
+from crs.spec import DEFAULT_FIT, FIT_MODES, MODALITIES, TASK_KINDS  # noqa: F401  (the loaders read them here)
+
 SPLITS = ("train", "val", "test")
-MODALITIES = ("dermoscopy", "fundus", "chest_xray")
 
 
 class DataError(ValueError):
@@ -52,6 +52,8 @@ class Dataset:
     multilabel with NaN where a label is to be ignored (for example CheXpert uncertain labels under
     the ``ignore`` policy). ``paths`` are relative to ``root`` and never escape it.
     ``splits`` holds "train", "val", "test" (a shift target has only "test").
+    ``fit`` says how non-square images become square (``crop``, ``pad``, ``squash``); empty means
+    the modality's default (:data:`DEFAULT_FIT`).
     """
 
     name: str
@@ -66,8 +68,12 @@ class Dataset:
     splits: np.ndarray
     metadata: pd.DataFrame = field(default_factory=pd.DataFrame)
     skipped: list[str] = field(default_factory=list)
+    fit: str = ""
 
     def __post_init__(self) -> None:
+        self.fit = self.fit or default_fit(self.modality)
+        if self.fit not in FIT_MODES:
+            raise DataError(f"data set {self.name!r}: fit={self.fit!r} is not one of {FIT_MODES}")
         n = len(self.ids)
         for attr in ("paths", "groups", "labels", "splits"):
             if len(getattr(self, attr)) != n:
@@ -92,12 +98,17 @@ class Dataset:
         return Dataset(
             self.name, self.root, self.task, self.modality, self.image_size, self.ids[idx],
             [self.paths[i] for i in idx], self.groups[idx], self.labels[idx], self.splits[idx], meta,
-            list(self.skipped),
+            list(self.skipped), self.fit,
         )
 
     def id_digest(self) -> str:
         """sha256 of the ordered image ids; it enters the cache fingerprint."""
         return hashlib.sha256("\n".join(map(str, self.ids.tolist())).encode()).hexdigest()
+
+
+def default_fit(modality: str) -> str:
+    """The documented fit mode of a modality (``pad`` for any other: it neither crops nor distorts)."""
+    return DEFAULT_FIT.get(modality, "pad")
 
 
 def safe_join(root: Path, relative: str) -> Path:

@@ -21,8 +21,12 @@ from PIL import Image, UnidentifiedImageError
 
 from crs.data import load_dataset
 from crs.data.base import SPLITS, DataError, Dataset
+from crs.data.dicom import looks_like_dicom, scan_dicom
 
-REPORT_KEYS = ("dataset", "root", "n_images", "n_missing", "n_unreadable", "classes", "splits", "n_groups", "duplicates", "problems")
+REPORT_KEYS = (
+    "dataset", "root", "n_images", "n_missing", "n_unreadable", "classes", "splits", "n_groups", "duplicates",
+    "dicom", "problems",
+)
 # Loaders that read files from disk accept verify="none", which loads the table only.
 FILE_LOADERS = ("isic2019", "aptos2019", "chexpert", "mimic_cxr", "folder")
 
@@ -31,7 +35,10 @@ FILE_LOADERS = ("isic2019", "aptos2019", "chexpert", "mimic_cxr", "folder")
 class CheckReport:
     """What `datasets check` found. ``classes``: images per class (positives per label for
     multilabel); ``splits``: per split, images, groups and the same class counts;
-    ``duplicates``: byte-identical images found in more than one split."""
+    ``duplicates``: byte-identical images found in more than one split (for DICOM, identical
+    pixel data: two exports of one image differ in their headers); ``dicom``: how many listed
+    files are DICOM and, per kind of problem (unsupported transfer syntax, no pixel data,
+    multi-frame, unsupported pixels, unreadable), how many, the first file and what to do."""
 
     dataset: str
     root: str
@@ -42,6 +49,7 @@ class CheckReport:
     splits: dict[str, dict[str, Any]] = field(default_factory=dict)
     n_groups: int = 0
     duplicates: list[dict[str, Any]] = field(default_factory=list)
+    dicom: dict[str, Any] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list, repr=False)
     unreadable: list[str] = field(default_factory=list, repr=False)
@@ -63,22 +71,52 @@ class CheckReport:
         return self.problems[0] + more
 
 
-def scan_image(path: Path) -> tuple[str, str | None, str]:
-    """(status, sha256 or None, detail) with status ``ok``, ``missing`` or ``unreadable``; reads the file once."""
+@dataclass(frozen=True)
+class ImageScan:
+    """One file read once: ``status`` ok | missing | unreadable, a content digest, a detail, and
+    for DICOM files ``dicom`` = "ok" or the kind of problem ("" for other formats)."""
+
+    status: str
+    digest: str | None = None
+    detail: str = ""
+    dicom: str = ""
+
+
+def scan_image(path: Path) -> ImageScan:
+    """Read ``path`` once: hash it (DICOM: its pixel data) and decode it."""
+    if path.is_file() and looks_like_dicom(path):
+        problem, digest = scan_dicom(path, decode=True)
+        if problem is None:
+            return ImageScan("ok", digest, "", "ok")
+        return ImageScan("unreadable", digest, problem.detail, problem.kind)
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        return "missing", None, ""
+        return ImageScan("missing")
     except OSError as error:
-        return ("missing" if not path.exists() else "unreadable"), None, str(error)
+        return ImageScan("missing" if not path.exists() else "unreadable", None, str(error))
     digest = hashlib.sha256(data).hexdigest()
     try:
         with Image.open(io.BytesIO(data)) as image:
             image.draft("RGB", (64, 64))
             image.load()
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
-        return "unreadable", digest, str(error)
-    return "ok", digest, ""
+        return ImageScan("unreadable", digest, str(error))
+    return ImageScan("ok", digest)
+
+
+def dicom_summary(paths: list[str], scans: list[ImageScan]) -> dict[str, Any]:
+    """DICOM files among ``paths`` and their problems by kind (count, first file, detail)."""
+    kinds: dict[str, dict[str, Any]] = {}
+    n_files = 0
+    for path, scan in zip(paths, scans, strict=True):
+        if not scan.dicom:
+            continue
+        n_files += 1
+        if scan.dicom != "ok":
+            entry = kinds.setdefault(scan.dicom, {"count": 0, "first": path, "detail": scan.detail})
+            entry["count"] += 1
+    return {"n_files": n_files, "n_problems": sum(e["count"] for e in kinds.values()), "problems": kinds}
 
 
 def class_counts(dataset: Dataset, rows: np.ndarray) -> dict[str, int]:
@@ -106,8 +144,9 @@ def check_dataset(name: str, root: Path | str, workers: int = 4, **options: Any)
     base = Path(dataset.root)
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         scans = list(pool.map(lambda p: scan_image(base / p), dataset.paths))
-    missing = [p for p, (status, _, _) in zip(dataset.paths, scans, strict=True) if status == "missing"]
-    unreadable = [f"{p}: {detail}" for p, (status, _, detail) in zip(dataset.paths, scans, strict=True) if status == "unreadable"]
+    missing = [p for p, scan in zip(dataset.paths, scans, strict=True) if scan.status == "missing"]
+    unreadable = [f"{p}: {scan.detail}" for p, scan in zip(dataset.paths, scans, strict=True) if scan.status == "unreadable"]
+    dicom = dicom_summary(dataset.paths, scans)
 
     split_report: dict[str, dict[str, Any]] = {}
     for split in SPLITS:
@@ -120,9 +159,9 @@ def check_dataset(name: str, root: Path | str, workers: int = 4, **options: Any)
             }
 
     by_hash: dict[str, list[int]] = defaultdict(list)
-    for i, (_, digest, _) in enumerate(scans):
-        if digest is not None:
-            by_hash[digest].append(i)
+    for i, scan in enumerate(scans):
+        if scan.digest is not None:
+            by_hash[scan.digest].append(i)
     duplicates = []
     for digest, rows_with_hash in by_hash.items():
         splits_hit = sorted({str(dataset.splits[i]) for i in rows_with_hash})
@@ -132,8 +171,14 @@ def check_dataset(name: str, root: Path | str, workers: int = 4, **options: Any)
     problems = []
     if missing:
         problems.append(f"{len(missing)} image(s) missing, first: {base / missing[0]}")
-    if unreadable:
-        problems.append(f"{len(unreadable)} image(s) unreadable, first: {base / unreadable[0]}")
+    other_unreadable = [
+        f"{p}: {scan.detail}" for p, scan in zip(dataset.paths, scans, strict=True)
+        if scan.status == "unreadable" and not scan.dicom
+    ]
+    if other_unreadable:
+        problems.append(f"{len(other_unreadable)} image(s) unreadable, first: {base / other_unreadable[0]}")
+    for kind, entry in dicom["problems"].items():
+        problems.append(f"{entry['count']} DICOM file(s): {kind} ({entry['detail']}), first: {base / entry['first']}")
     for split, entry in split_report.items():
         empty = [cls for cls, n in entry["classes"].items() if n == 0]
         if empty and set(split_report) != {"test"}:
@@ -154,6 +199,7 @@ def check_dataset(name: str, root: Path | str, workers: int = 4, **options: Any)
         splits=split_report,
         n_groups=int(len(set(dataset.groups.tolist()))),
         duplicates=duplicates,
+        dicom=dicom,
         problems=problems,
         missing=missing,
         unreadable=unreadable,

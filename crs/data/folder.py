@@ -15,6 +15,7 @@ import pandas as pd
 
 from crs.data.base import MODALITIES, SPLITS, TASK_KINDS, DataError, Dataset, Task, group_split
 from crs.data.images import resolve_paths, screen_images
+from crs.data.shift import label_key
 
 
 def read_csv(path: Path, dataset: str, what: str, **kwargs: object) -> pd.DataFrame:
@@ -153,7 +154,11 @@ def _labels(
         if pd.api.types.is_integer_dtype(column):
             codes = column.to_numpy(dtype=np.int64)
         else:
+            # Exact text first, then the shift-target rule (case, spaces, '_' and '-' ignored) when unambiguous.
             lookup = {c: i for i, c in enumerate(names)}
+            loose = {label_key(c): i for i, c in enumerate(names)}
+            if len(loose) == len(names):
+                lookup.update({text: loose[label_key(text)] for text in set(as_text) - set(lookup) if label_key(text) in loose})
             unknown = sorted(set(as_text) - set(lookup))
             if unknown:
                 raise DataError(f"folder: labels {unknown[:5]} in {csv_path} are not in class_names {list(names)}")

@@ -1,9 +1,11 @@
 """Decode an image file once into a uint8 tensor, and screen image files before a run.
 
-``load_image`` is what stage 1 calls per image. ``resolve_paths`` and ``screen_images`` are what
-every loader calls on the paths its CSV names: the first refuses any path that leaves the data
-root (before anything is opened), the second finds missing and unreadable files so a loader can
-either stop with an error naming the file or skip them and list them (``skip_bad``).
+``load_image`` is what stage 1 calls per image: PIL formats and DICOM (:mod:`crs.data.dicom`),
+decoded at their own aspect ratio and made square by the data set's fit mode (:mod:`crs.data.fit`).
+``resolve_paths`` and ``screen_images`` are what every loader calls on the paths its CSV names:
+the first refuses any path that leaves the data root (before anything is opened), the second
+finds missing and unreadable files so a loader can either stop with an error naming the file or
+skip them and list them (``skip_bad``).
 """
 
 from __future__ import annotations
@@ -18,31 +20,56 @@ import numpy as np
 import torch
 from PIL import Image, UnidentifiedImageError
 
-from crs.data.base import DataError, safe_join
+from crs.data.base import DataError, Dataset, safe_join
+from crs.data.dicom import looks_like_dicom, read_dicom, scan_dicom
+from crs.data.fit import check_fit, fit_square
 
 VERIFY_MODES = ("none", "exists", "decode")
 
 
-def load_image(path: Path | str, size: int) -> torch.Tensor:
-    """Read ``path`` as RGB, resize to ``size`` x ``size`` (bilinear), return uint8 (3, size, size).
+def decode_image(path: Path | str, draft_size: int | None = None, grey_ok: bool = False) -> Image.Image:
+    """Read ``path`` (any image PIL reads, or DICOM) as an RGB picture at its own aspect ratio.
 
-    Large JPEGs are decoded at reduced scale with PIL's ``draft`` (it only ever shrinks by a power
-    of two, so the final resize still sets the exact size). A missing, truncated or unreadable file
-    raises :class:`DataError` naming it.
+    ``draft_size`` lets PIL decode a large JPEG at reduced scale (a power of two, never below
+    ``draft_size`` on either side, so every fit mode still resizes down). DICOM files are decoded
+    by :func:`crs.data.dicom.read_dicom` (rescale, VOI LUT or window, MONOCHROME1 inverted, to 8
+    bit). ``grey_ok`` returns grey pictures as one band (mode ``L``), so a caller can resize one
+    band instead of three before converting (bit-identical: PIL resamples each band alike). A
+    missing, truncated or unreadable file raises :class:`DataError` naming it.
     """
     path = Path(path)
     try:
-        with Image.open(path) as opened:
-            opened.draft("RGB", (size, size))
-            rgb = opened.convert("RGB")
-            if rgb.size != (size, size):
-                rgb = rgb.resize((size, size), Image.Resampling.BILINEAR)
-            array = np.asarray(rgb, dtype=np.uint8)
+        if looks_like_dicom(path):
+            picture = Image.fromarray(read_dicom(path))
+        else:
+            with Image.open(path) as opened:
+                if draft_size:
+                    opened.draft("RGB", (draft_size, draft_size))
+                picture = opened if opened.mode == "L" and grey_ok else opened.convert("RGB")
+                picture.load()
+        return picture if picture.mode == "RGB" or (grey_ok and picture.mode == "L") else picture.convert("RGB")
     except FileNotFoundError as error:
         raise DataError(f"image not found: {path}") from error
     except (UnidentifiedImageError, OSError, SyntaxError) as error:
         raise DataError(f"image unreadable or truncated: {path} ({error})") from error
+
+
+def load_image(path: Path | str, size: int, fit: str = "pad") -> torch.Tensor:
+    """Decode ``path`` once and make it ``size`` x ``size`` by ``fit``: uint8 (3, size, size).
+
+    ``fit`` is ``crop``, ``pad`` or ``squash`` (:mod:`crs.data.fit`); stage 1 passes the data
+    set's mode (:func:`dataset_image`). The default, ``pad``, neither crops nor distorts. Square
+    images take one bilinear resize in every mode, exactly as before fit modes existed.
+    """
+    check_fit(fit)
+    square = fit_square(decode_image(path, draft_size=size, grey_ok=True), size, fit).convert("RGB")
+    array = np.asarray(square, dtype=np.uint8)
     return torch.from_numpy(array.copy()).permute(2, 0, 1).contiguous()
+
+
+def dataset_image(dataset: Dataset, row: int) -> torch.Tensor:
+    """Row ``row`` of ``dataset`` as its canonical image (its ``image_size`` and ``fit``)."""
+    return load_image(Path(dataset.root) / dataset.paths[row], dataset.image_size, dataset.fit)
 
 
 @dataclass(frozen=True)
@@ -102,6 +129,9 @@ def check_image_file(path: Path, decode: bool) -> tuple[str, str] | None:
         return ("missing", "")
     if not decode:
         return None
+    if looks_like_dicom(path):
+        problem, _ = scan_dicom(path, decode=True)
+        return None if problem is None else ("unreadable", f"DICOM {problem.kind}: {problem.detail}")
     try:
         with Image.open(path) as image:
             image.draft("RGB", (64, 64))

@@ -3,8 +3,13 @@
 >>> encoder = create("resnet18", weights="random", input_size=64)
 >>> encoder.embed(torch.rand(2, 3, 96, 96)).shape
 torch.Size([2, 512])
+
+The registry (``registry``) imports nothing that fills it: this package imports ``catalog`` (the
+built-in specs register themselves on import) and ``plugins`` (installed packages' specs, read
+before the first look-up), as timm's ``models/__init__`` imports its model modules.
 """
 
+from crs.encoders import catalog, plugins  # noqa: F401  (they fill the registry on import)
 from crs.encoders.checkpoint import CheckpointError, LoadReport
 from crs.encoders.encoder import Encoder, Network
 from crs.encoders.factory import create

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file
 from torch import nn
 
 from crs.encoders.registry import EncoderError
@@ -45,8 +46,6 @@ def read_state_dict(path: Path | str, wrapper_key: str | None = None) -> dict[st
     if not path.is_file():
         raise CheckpointError(f"checkpoint not found: {path}")
     if path.suffix == ".safetensors":
-        from safetensors.torch import load_file
-
         return dict(load_file(str(path), device="cpu"))
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)

@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from crs.encoders import baseline, hf, open_clip_, python_, timm_
 from crs.encoders.encoder import Encoder, Network
 from crs.encoders.registry import EncoderError, EncoderSpec, get_spec
 from crs.encoders.weights import RANDOM, RANDOM_SEED
@@ -18,26 +19,15 @@ from crs.encoders.weights import RANDOM, RANDOM_SEED
 Builder = Callable[[EncoderSpec, Any], Network | tuple[EncoderSpec, Network]]
 
 
-def _loader(kind: str) -> Builder:
-    if kind == "timm":
-        from crs.encoders import timm_
-        return timm_.build
-    if kind == "checkpoint":
-        from crs.encoders import timm_
-        return timm_.build_from_checkpoint
-    if kind == "open_clip":
-        from crs.encoders import open_clip_
-        return open_clip_.build
-    if kind == "hf":
-        from crs.encoders import hf
-        return hf.build
-    if kind == "python":
-        from crs.encoders import python_
-        return python_.build
-    if kind == "baseline":
-        from crs.encoders import baseline
-        return baseline.build
-    raise EncoderError(f"no loader for source kind {kind!r}")
+BUILDERS: dict[str, Builder] = {
+    "timm": timm_.build,
+    "checkpoint": timm_.build_from_checkpoint,
+    "open_clip": open_clip_.build,
+    "hf": hf.build,
+    "python": python_.build,
+    "baseline": baseline.build,
+}
+"""Source kind -> builder. Each loader module imports its library (timm, open_clip, transformers) only when it builds."""
 
 
 def create(
@@ -62,7 +52,9 @@ def create(
                                    pre_resize=None if spec.pre_resize is None else max(int(input_size), int(round(spec.pre_resize * input_size / spec.input_size))))
     if weights is not None and str(weights) != RANDOM:
         weights = Path(weights)
-    build = _loader(spec.source_kind)
+    build = BUILDERS.get(spec.source_kind)
+    if build is None:
+        raise EncoderError(f"no loader for source kind {spec.source_kind!r}; known: {sorted(BUILDERS)}")
     # Fixed seed around construction: random weights are identical on every run and machine.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(RANDOM_SEED)

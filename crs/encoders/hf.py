@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file
 from torch import nn
 
 from crs.encoders.checkpoint import load_into
@@ -30,7 +31,7 @@ OUTPUTS = ("pooler_output", "image_embeds", "mean_tokens")
 
 def _transformers():
     try:
-        import transformers
+        import transformers  # optional extra crs[hf], and heavy
     except ImportError as error:
         raise EncoderError("this encoder needs transformers; install the optional extra: pip install 'crs[hf]'") from error
     return transformers
@@ -76,8 +77,6 @@ def check_processor_config(spec: EncoderSpec, folder: Path) -> None:
 
 
 def _read_folder_state(folder: Path) -> dict[str, torch.Tensor]:
-    from safetensors.torch import load_file
-
     files = sorted(folder.glob("*.safetensors"))
     if not files:
         raise EncoderError(f"{folder}: no .safetensors files; this loader reads safetensors only")

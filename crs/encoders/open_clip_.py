@@ -23,7 +23,7 @@ HF_WEIGHT_FILES = ("open_clip_model.safetensors", "open_clip_pytorch_model.bin")
 
 def _open_clip():
     try:
-        import open_clip
+        import open_clip  # heavy (seconds to import): only when an open_clip encoder is built
     except ImportError as error:
         raise EncoderError("open_clip is not installed; `pip install open_clip_torch`") from error
     return open_clip

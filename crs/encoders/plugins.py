@@ -6,13 +6,15 @@ A package declares, in its pyproject.toml::
     my_encoder = "my_package.crs_plugin:specs"
 
 where ``specs`` is an :class:`EncoderSpec`, a list of them, or a function returning either.
+The entry points are read once, just before the registry is first looked up (so a broken plugin
+fails that lookup with its name, never ``import crs``).
 """
 
 from __future__ import annotations
 
 from importlib.metadata import entry_points
 
-from crs.encoders.registry import EncoderError, EncoderSpec, register
+from crs.encoders.registry import EncoderError, EncoderSpec, before_first_lookup, register
 
 ENTRY_POINT_GROUP = "crs.encoders"
 _loaded = False
@@ -37,3 +39,6 @@ def load_entry_points(force: bool = False) -> list[str]:
             register(spec)
             names.append(spec.name)
     return names
+
+
+before_first_lookup(load_entry_points)

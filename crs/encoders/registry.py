@@ -19,6 +19,7 @@ Sources:
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -144,11 +145,21 @@ def register(spec: EncoderSpec, *, replace: bool = False) -> EncoderSpec:
     return spec
 
 
-def _ensure_loaded() -> None:
-    from crs.encoders import catalog  # noqa: F401  (registers the built-in entries on import)
-    from crs.encoders.plugins import load_entry_points
+_BEFORE_LOOKUP: list[Callable[[], object]] = []
 
-    load_entry_points()
+
+def before_first_lookup(loader: Callable[[], object]) -> None:
+    """Run ``loader`` once, before the registry is next read (``plugins`` defers entry points this way).
+
+    The registry imports no module that fills it: the built-in ``catalog`` registers its specs on
+    import, ``plugins`` hands over its entry-point loader here, and ``crs.encoders`` imports both.
+    """
+    _BEFORE_LOOKUP.append(loader)
+
+
+def _ensure_loaded() -> None:
+    while _BEFORE_LOOKUP:
+        _BEFORE_LOOKUP.pop(0)()
 
 
 def available(group: str | None = None) -> list[str]:

@@ -16,7 +16,7 @@ from typing import Any, cast
 import torch
 from torch import nn
 
-from crs.encoders.checkpoint import load_into, read_state_dict
+from crs.encoders.checkpoint import load_into, read_state_dict, strip_prefixes
 from crs.encoders.encoder import Network
 from crs.encoders.registry import EncoderError, EncoderSpec
 from crs.encoders.weights import RANDOM, RANDOM_SEED, file_digest, resolve
@@ -26,7 +26,7 @@ HF_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 def _timm():
     try:
-        import timm
+        import timm  # heavy (seconds to import): only when a timm encoder is built
     except ImportError as error:
         raise EncoderError("timm is not installed; `pip install timm`") from error
     return timm
@@ -68,8 +68,6 @@ def load_checkpoint(module: nn.Module, path: Path, spec: EncoderSpec, source: st
     state_dict = read_state_dict(path, options.get("wrapper_key"))
     for old, new in options.get("rename_prefixes", ()):
         state_dict = {(new + k[len(old):] if k.startswith(old) else k): v for k, v in state_dict.items()}
-    from crs.encoders.checkpoint import strip_prefixes
-
     state_dict = strip_prefixes(state_dict, options.get("strip_prefixes", ()))
     converter = options.get("convert")
     if converter == "beit_to_timm":

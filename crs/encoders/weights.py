@@ -46,7 +46,7 @@ def _in_weights_dir(spec: EncoderSpec, want_folder: bool) -> Path | None:
 def hf_cached_file(repo_id: str, filename: str) -> Path | None:
     """A file from the local Hugging Face cache, or None; never touches the network."""
     try:
-        from huggingface_hub import try_to_load_from_cache
+        from huggingface_hub import try_to_load_from_cache  # optional: only a local cache look-up
     except ImportError:
         return None
     found = try_to_load_from_cache(repo_id, filename)
@@ -56,7 +56,7 @@ def hf_cached_file(repo_id: str, filename: str) -> Path | None:
 def hf_cached_snapshot(repo_id: str) -> Path | None:
     """A repository snapshot folder from the local Hugging Face cache, or None."""
     try:
-        from huggingface_hub import snapshot_download
+        from huggingface_hub import snapshot_download  # optional: only a local cache look-up
     except ImportError:
         return None
     try:

@@ -12,7 +12,8 @@ Layout of ``<output>/``::
 Prediction keys: ``<condition>_probs`` and ``<condition>_labels`` with condition ``clean``,
 ``shift`` or ``corrupt__<corruption>__<severity>``; ``clean_all_probs`` (every probe, float16),
 ``subset_fraction``, ``subset_seed`` (one per probe) and ``full_seeds`` (the seeds of the
-full-fraction rows). Everything else reads them through this module.
+full-fraction rows); ``clean_groups`` and ``shift_groups``: the patient or lesion id of each test
+row and shift-target row, for the group-level bootstrap. Everything else reads them through this module.
 
 A unit's predictions file is written one condition at a time by the worker that runs the unit
 (:class:`PredictionWriter`, to ``<name>.npz.partial``) and moved into place by the stage when the
@@ -52,6 +53,8 @@ ALL_CLEAN_PROBS = "clean_all_probs"
 SUBSET_FRACTION = "subset_fraction"
 SUBSET_SEED = "subset_seed"
 FULL_SEEDS = "full_seeds"
+CLEAN_GROUPS = "clean_groups"
+SHIFT_GROUPS = "shift_groups"
 _CORRUPT_PREFIX = "corrupt__"
 
 
@@ -265,6 +268,11 @@ class RunFolder:
         (folder / SCORE_SUMMARY_FILE).write_text(json.dumps(dict(summary), indent=2, default=str))
         (folder / SCORE_TEXT_FILE).write_text(text + "\n")
         return folder
+
+    @property
+    def score_summary_path(self) -> Path:
+        """``score/summary.json``: its time stamp says when the score was stored (``crs report`` compares it)."""
+        return self.score_dir / SCORE_SUMMARY_FILE
 
     def has_score(self) -> bool:
         return (self.score_dir / SCORE_SUMMARY_FILE).exists()

@@ -16,7 +16,9 @@ from typing import Any
 import pandas as pd
 
 KEY_COLUMNS = ["encoder", "task", "task_kind", "label_fraction", "seed", "condition", "corruption", "severity", "target"]
-METRIC_COLUMNS = ["auroc", "ece", "brier", "nll", "kappa", "ordinal_auroc", "selected_C", "val_score", "n_train"]
+METRIC_COLUMNS = [
+    "auroc", "ece", "ece_debiased", "brier", "nll", "kappa", "ordinal_auroc", "selected_C", "val_score", "n_train",
+]  # fmt: skip
 
 
 def crs_version() -> str:

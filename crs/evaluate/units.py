@@ -37,7 +37,7 @@ from crs.spec import Spec
 
 log = logging.getLogger("crs.probe")
 
-RECORDS_FORMAT = 2
+RECORDS_FORMAT = 4
 """Bump when what a unit writes changes (columns, predictions), so incremental runs refit stale units."""
 
 VALIDATIONS = ("fraction", "full")
@@ -111,7 +111,10 @@ def condition_metrics(y: np.ndarray, probs: np.ndarray, kind: str) -> dict[str, 
     """Every per-condition metric of one probe's predictions."""
     row = {
         "auroc": axes.auroc(y, probs, kind),
+        "auroc_se": axes.auroc_standard_error(y, probs, kind),  # noise level: sets the CRS error floor
         "ece": axes.ece(y, probs, kind),
+        "ece_debiased": axes.debiased_ece(y, probs, kind),  # the scored calibration error
+        "ece_se": axes.ece_standard_error(y, probs, kind),
         "brier": axes.brier(y, probs, kind),
         "nll": axes.nll(y, probs, kind),
         "kappa": np.nan,
@@ -205,6 +208,7 @@ class Condition:
     labels: np.ndarray
     features: np.ndarray | zarr.Array  # in memory (clean test rows) or a cache array read in blocks
     rows: np.ndarray | None = None  # rows of ``features`` to evaluate; None: all
+    groups: np.ndarray | None = None  # patient or lesion id per evaluated row (clean and shift), for the bootstrap
 
     @property
     def key(self) -> str:
@@ -225,7 +229,7 @@ def evaluation_conditions(
     """The clean test split (from ``clean_test`` in memory), every corruption x severity and the
     shift target, in record order; the cache arrays are opened, not read."""
     test_labels = table.labels[table.indices("test")]
-    clean = Condition("clean", "", 0, "", test_labels, clean_test)
+    clean = Condition("clean", "", 0, "", test_labels, clean_test, groups=table.groups[table.indices("test")])
     yield clean
     del clean, clean_test  # the caller may free the clean test rows once they are evaluated
     for name in store.feature_array_names(unit.encoder):
@@ -243,7 +247,8 @@ def evaluation_conditions(
             )
         target_rows = target_table.indices("test")
         yield Condition("shift", "", 0, unit.target, target_table.labels[target_rows],
-                        target_store.feature_array(unit.encoder, "clean"), target_rows)
+                        target_store.feature_array(unit.encoder, "clean"), target_rows,
+                        groups=target_table.groups[target_rows])
 
 
 # --- one unit -------------------------------------------------------------------------------------
@@ -376,6 +381,9 @@ def run_unit(
                         writer.add(artifacts.labels_key(condition.key), condition.labels)
                         if condition.condition == "clean":  # every fraction, for label efficiency's bootstrap
                             writer.add(artifacts.ALL_CLEAN_PROBS, probs.astype(np.float16))
+                        if condition.groups is not None:  # the bootstrap resamples patients, not images
+                            group_key = artifacts.CLEAN_GROUPS if condition.condition == "clean" else artifacts.SHIFT_GROUPS
+                            writer.add(group_key, condition.groups.astype(str))
                 if condition.condition == "clean":  # free the clean test rows: no later condition reads them
                     del X_test
                     condition.features = np.empty((0, 0), dtype=np.float16)
@@ -448,8 +456,10 @@ def unit_costs_table(costs: list[UnitCost]) -> pd.DataFrame:
 
 def probe_settings(spec: Spec) -> ProbeSettings:
     p = spec.probe
-    return ProbeSettings(p.label_fractions, p.seeds, p.Cs, p.backend, p.family, p.selection, p.min_per_class,
-                         p.validation)
+    return ProbeSettings(
+        label_fractions=p.label_fractions, seeds=p.seeds, Cs=p.grid, backend=p.backend, family=p.family,
+        selection=p.selection, min_per_class=p.min_per_class, validation=p.validation,
+    )
 
 
 def probe_units(spec: Spec) -> list[ProbeUnit]:

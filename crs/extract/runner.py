@@ -23,8 +23,9 @@ from crs.cache.fingerprint import fingerprint
 from crs.cache.lock import WriterLock, layout_lock_path, writer_lock_path
 from crs.cache.store import FEATURE_DTYPE, CacheError, FeatureStore, store_path, test_digest
 from crs.cache.writer import ChunkedFeatureArray
+from crs.corruptions import SUITE_VERSION, apply_severities
 from crs.data.base import Dataset
-from crs.data.images import load_image
+from crs.data.images import dataset_image
 from crs.data.validate import validate_for_extraction
 from crs.spec import for_setting
 
@@ -67,6 +68,8 @@ def encoder_fingerprint_fields(encoder: Any, dataset: Dataset, suite_version: st
         # Corrupted features are stored in test-split order: a new split is a new cache.
         "test_ids_sha256": test_digest(dataset),
         "image_size": dataset.image_size,
+        # How non-square images were made square (crop | pad | squash): other pixels, other features.
+        "image_fit": dataset.fit,
     }
 
 
@@ -152,8 +155,6 @@ class _EncoderJob:
         test_position = np.searchsorted(self.test_rows, rows)
         # Severities of one corruption that need the same rows are made in one call (one uint8->float
         # conversion), then embedded one severity at a time so batches match an uninterrupted run.
-        from crs.corruptions import apply_severities
-
         groups: dict[tuple[str, bytes], list[int]] = {}
         masks: dict[tuple[str, int], np.ndarray] = {}
         for (name, severity) in self.corrupt:
@@ -243,8 +244,6 @@ def extract_dataset(
     second writer fails naming the holder, or waits with ``wait=True``. The encoder's group becomes
     ``current`` (what stage 2 reads) once all of its chunks, from every shard, are complete.
     """
-    from crs.corruptions import SUITE_VERSION
-
     started = time.perf_counter()
     shard = check_shard(shard)
     validate_for_extraction(dataset)
@@ -312,7 +311,7 @@ def _run(dataset: Dataset, jobs: list[_EncoderJob], all_jobs: list[_EncoderJob],
         rows = start + np.flatnonzero(is_needed[start:stop])
         if not rows.size:
             continue
-        images = torch.stack([load_image(dataset.root / dataset.paths[i], dataset.image_size) for i in rows])
+        images = torch.stack([dataset_image(dataset, int(i)) for i in rows])
         stats.images_decoded += len(rows)
         images = images.to(device)
         before = stats.total_forward

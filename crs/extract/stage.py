@@ -8,6 +8,7 @@ from crs.cache.lock import WriterLock, layout_lock_path
 from crs.cache.store import FeatureStore, store_path
 from crs.corruptions.variants import resolve_variants
 from crs.data import Dataset, load_entry
+from crs.data.shift import adopt_source_geometry
 from crs.encoders import create
 from crs.extract.runner import ExtractStats, extract_dataset
 from crs.spec import Spec
@@ -44,10 +45,7 @@ def extract_spec(spec: Spec, encoder_names: list[str] | None = None, progress: b
         )
         _record_skipped(spec, dataset)
         if entry.shift_target is not None:
-            # The target is resized to the source's canonical size: the shift is the site's, not the file size's.
-            target = load_entry(entry.shift_target, **bad_images)
-            if target.image_size != dataset.image_size:
-                target.image_size = dataset.image_size
+            target = adopt_source_geometry(load_entry(entry.shift_target, **bad_images), dataset)
             stats.merge(
                 extract_dataset(target, encoders, spec.cache, (), spec.extract.batch_size,
                                 spec.extract.chunk_rows, spec.extract.device, progress, shard=shard, wait=wait)

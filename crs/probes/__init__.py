@@ -11,15 +11,18 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from crs.probes.base import DEFAULT_CS, TASK_KINDS, LinearProbeSet, ProbeError, ProbeSet, prepare
+from crs.probes import cuml, knn, ridge
+from crs.probes import sklearn as sklearn_engine
+from crs.probes.base import TASK_KINDS, LinearProbeSet, ProbeError, ProbeSet, prepare
 from crs.probes.selection import SELECTIONS, batched_auroc, batched_nll, macro_auroc
-
-BACKENDS = ("sklearn", "torch", "cuml")
-FAMILIES = ("logistic", "ridge", "knn")
+from crs.spec import DEFAULT_CS, DEFAULT_KS, probe_grid
+from crs.spec import PROBE_BACKENDS as BACKENDS
+from crs.spec import PROBE_FAMILIES as FAMILIES
 
 __all__ = [
     "BACKENDS",
     "DEFAULT_CS",
+    "DEFAULT_KS",
     "FAMILIES",
     "SELECTIONS",
     "TASK_KINDS",
@@ -42,7 +45,7 @@ def fit_probes(
     kind: str,
     backend: str = "sklearn",
     family: str = "logistic",
-    Cs: Sequence[float] = DEFAULT_CS,
+    Cs: Sequence[float] | None = None,
     selection: str = "logloss",
     random_state: int = 0,
     n_jobs: int = 1,
@@ -58,9 +61,11 @@ def fit_probes(
     multiclass/ordinal when a subset may miss a class. ``selection`` is ``logloss`` (validation
     log-loss, a proper scoring rule; ``nll`` is the same) or ``auroc`` (macro one-vs-rest); ties go
     to the smaller C. ``val_subsets``: per subset, index arrays into ``X_val`` (the validation rows
-    drawn at that subset's label fraction) that choose its C; default: all of ``X_val``. Families ``ridge`` (``Cs`` are inverse
-    penalties, alpha = 1 / C) and ``knn`` (``Cs`` are neighbour counts, default ``DEFAULT_KS``) run
-    in numpy whatever the backend. Backend options (torch: ``device``, ``dtype``, ``path``,
+    drawn at that subset's label fraction) that choose its C; default: all of ``X_val``.
+    ``Cs=None`` tries the family's default grid (:func:`crs.spec.probe_grid`: ``DEFAULT_CS``, or
+    ``DEFAULT_KS`` for knn). Families ``ridge`` (``Cs`` are inverse penalties, alpha = 1 / C) and
+    ``knn`` (``Cs`` are neighbour counts) run in numpy whatever the backend. Backend options (torch:
+    ``device``, ``dtype``, ``path``,
     ``patience``, ``tol``) pass through ``backend_options``.
     """
     if backend not in BACKENDS:
@@ -69,23 +74,17 @@ def fit_probes(
         raise ProbeError(f"probe family {family!r} is not one of {FAMILIES}")
     if selection not in SELECTIONS:
         raise ProbeError(f"selection {selection!r} is not one of {SELECTIONS}")
-    if family == "knn" and tuple(Cs) == DEFAULT_CS:
-        from crs.probes.knn import DEFAULT_KS
-
-        Cs = DEFAULT_KS
-    problem = prepare(X_train, y_train, X_val, y_val, subsets, kind, Cs, n_classes, val_subsets)
+    grid = probe_grid(family, None if Cs is None else tuple(Cs))
+    problem = prepare(X_train, y_train, X_val, y_val, subsets, kind, grid, n_classes, val_subsets)
     if family == "ridge":
-        from crs.probes import ridge
-
         return ridge.fit(problem, selection)
     if family == "knn":
-        from crs.probes import knn
-
         return knn.fit(problem, selection)
-    if backend == "sklearn":
-        from crs.probes import sklearn as engine
-    elif backend == "torch":
-        from crs.probes import torch_batched as engine  # type: ignore[no-redef]
-    else:
-        from crs.probes import cuml as engine  # type: ignore[no-redef]
-    return engine.fit(problem, selection, random_state=random_state, n_jobs=n_jobs, **backend_options)
+    options = {"random_state": random_state, "n_jobs": n_jobs, **backend_options}
+    if backend == "torch":
+        from crs.probes import torch_batched  # heavy: torch adds ~0.5 GB and ~1 s to every worker process
+
+        return torch_batched.fit(problem, selection, **options)
+    if backend == "cuml":
+        return cuml.fit(problem, selection, **options)
+    return sklearn_engine.fit(problem, selection, **options)

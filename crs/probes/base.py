@@ -12,9 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-TASK_KINDS = ("multiclass", "ordinal", "multilabel")
-DEFAULT_CS: tuple[float, ...] = tuple(float(c) for c in np.logspace(-4, 1, 8))
-"""Inverse L2 strengths tried per probe: 8 log-spaced values from 1e-4 to 10."""
+from crs.spec import TASK_KINDS
 
 STD_FLOOR = 1e-6
 """Smallest per-feature standard deviation used when standardising (a constant feature stays 0)."""

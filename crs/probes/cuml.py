@@ -23,7 +23,7 @@ def available() -> bool:
 
 
 def _fit_cuml(X: np.ndarray, y: np.ndarray, C: float, random_state: int) -> tuple[np.ndarray, np.ndarray, bool]:
-    from cuml.linear_model import LogisticRegression
+    from cuml.linear_model import LogisticRegression  # optional extra crs[gpu], RAPIDS on CUDA only
 
     model = LogisticRegression(penalty="l2", C=C, max_iter=MAX_ITER, tol=TOL, fit_intercept=True)
     model.fit(X.astype(np.float32), y.astype(np.float32))

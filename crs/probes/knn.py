@@ -4,7 +4,7 @@ Euclidean distance on features standardised per training subset; probabilities a
 frequencies among the k nearest training rows (uniform weights, as scikit-learn's
 ``KNeighborsClassifier``); multilabel averages each label over the neighbours where it is not NaN
 (the subset's prevalence when none is). ``k`` plays the role of C: chosen per subset on validation
-from ``DEFAULT_KS`` (or the ``Cs`` passed), each k clipped to the subset size.
+from ``Cs`` (default :data:`crs.spec.DEFAULT_KS`), each k clipped to the subset size.
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ import numpy as np
 
 from crs.probes.base import ProbeError, ProbeSet, ProblemData, check_features, subset_standardiser
 from crs.probes.selection import lower_is_better, select_C, validation_scores
-
-DEFAULT_KS: tuple[int, ...] = (5, 10, 20, 50, 100)
 
 
 def neighbour_labels(train: np.ndarray, query: np.ndarray, k: int, block: int = 2048) -> np.ndarray:

@@ -11,12 +11,9 @@ import sys
 
 import numpy as np
 
-from crs.probes.base import ProbeError
+from crs.probes.base import LinearProbeSet, ProbeError
+from crs.spec import SELECTIONS
 
-SELECTIONS = ("logloss", "auroc", "nll")
-"""C-selection criteria on the validation split: ``logloss`` (the default; a proper scoring rule, so
-the chosen C also serves calibration), ``auroc`` (macro one-vs-rest), ``nll`` (another name for
-``logloss``)."""
 NLL_EPS = 1e-12
 
 
@@ -317,8 +314,6 @@ def assemble_linear(
     or NLL with its natural sign). ``best`` (U,) C indices chosen by the caller (a backend that
     refines the selected fit after choosing); default: :func:`select_C` of ``scores``.
     """
-    from crs.probes.base import LinearProbeSet
-
     best = select_C(scores) if best is None else np.asarray(best)
     rows = np.arange(len(best))
     m = problem.subset_to_unique

@@ -30,7 +30,14 @@ import numpy as np
 import scipy.linalg
 import torch
 
-from crs.probes.base import ProbeError, ProblemData, constant_label_bias, fold_standardisation, link_function
+from crs.probes.base import (
+    ProbeError,
+    ProblemData,
+    constant_label_bias,
+    fold_standardisation,
+    link_function,
+    subset_standardiser,
+)
 from crs.probes.selection import (
     assemble_linear,
     lower_is_better,
@@ -375,8 +382,6 @@ def shared_basis(data: ProblemData, device: torch.device, dtype: torch.dtype) ->
     """Eigenbasis (D, D) of the unit's largest standardised subset, if it has more rows than
     features and full rank; else None (then a subset's own basis may hold directions this one
     dropped, so each subset keeps its own)."""
-    from crs.probes.base import subset_standardiser
-
     largest = max(data.unique_subsets, key=len)
     if len(largest) <= data.X_train.shape[1]:
         return None
@@ -398,8 +403,6 @@ def build_group(
     Two passes keep memory at the group tensor plus a block of rows: the bases first (each needs
     only a D x D or n x n Gram), then each subset's Z projected block by block into its slice.
     """
-    from crs.probes.base import subset_standardiser
-
     bases = []
     for index in members:
         subset = data.unique_subsets[index]

@@ -19,9 +19,12 @@ from PIL import Image
 from crs.report import plots, plots_runs
 from crs.report.cards import build_cards
 from crs.report.grids import corruption_grids
+from crs.report.headline import headline, reversal_uncertainty
 from crs.report.provenance import encoder_provenance, exposure_flags, task_infos
+from crs.report.stability import Table, leave_one_out_table, reference_table, stability_text
 from crs.report.style import encoder_styles
 from crs.report.tables import (
+    AXIS_VALUES,
     axis_values,
     bootstrap_name,
     confidence_label,
@@ -50,6 +53,7 @@ class Section:
     text: str = ""
     figures: list[Figure] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
 
 
 def _figure(path: Path | None, caption: str) -> Figure | None:
@@ -69,34 +73,6 @@ def _add(section: Section, path: Path | None, caption: str, missing: str = "") -
         section.notes.append(missing)
 
 
-def headline(score, board: pd.DataFrame) -> str:
-    """Who leads, whether the lead is real, and whether clean AUROC would have picked the same encoder."""
-    leader = board.iloc[0]
-    tier = [name for name, flag in zip(board["encoder"], board["tier"], strict=True) if flag]
-    others = [name for name in tier if name != leader["encoder"]]
-    auroc_first = board.sort_values(["auroc_rank", "rank"]).iloc[0]["encoder"]
-    resampled = "seed and test-case resampling" if is_case_level(score.bootstrap) else "seed resampling"
-    parts = [f"{leader['encoder']} has the highest Clinical Reliability Score, {leader['crs']:.3f} "
-             f"({confidence_label(score.bootstrap.alpha)} CI {leader['crs_low']:.3f} to {leader['crs_high']:.3f}), "
-             f"and ranks first in {percent(leader['p_rank1'])} of {score.bootstrap.n_boot} "
-             f"{bootstrap_name(score.bootstrap)} replicates."]
-    if others:
-        parts.append(f"Its lead is not significant over {', '.join(others)}: they share the leading tier.")
-    else:
-        parts.append(f"No other encoder reaches the leading tier: the lead holds under {resampled}.")
-    summary = score.reversals.summary()
-    if auroc_first != leader["encoder"]:
-        parts.append(f"Ranking by clean AUROC alone would have picked {auroc_first}; "
-                     f"{summary['n_reversed']} of {summary['n_pairs']} encoder pairs swap order.")
-    elif summary["n_reversed"]:
-        parts.append(f"Clean AUROC picks the same leader, but {summary['n_reversed']} of {summary['n_pairs']} "
-                     "encoder pairs swap order further down.")
-    else:
-        parts.append("Clean AUROC orders every pair of encoders the same way.")
-    parts.append(f"Reference encoder (0.5 on every axis): {score.reference}.")
-    return " ".join(parts)
-
-
 def _board_rows(board: pd.DataFrame, text: pd.DataFrame, styles, flags) -> list[dict]:
     rows = []
     for (_, row), (_, shown) in zip(board.iterrows(), text.iterrows(), strict=True):
@@ -109,7 +85,7 @@ def _board_rows(board: pd.DataFrame, text: pd.DataFrame, styles, flags) -> list[
             "crs": f"{row['crs']:.3f}", "crs_ci": split(shown["CRS [95 % CI]"])["ci"],
             "leading": bool(row["tier"]), "p_rank1": shown["P(rank 1)"], "auroc_rank": int(row["auroc_rank"]),
             "shift": row["rank_shift"], "reversed_with": row["reversed_with"],
-            "axes": [split(shown[c]) for c in ("AUROC", "ECE", "label eff.", "retention")],
+            "axes": [split(shown[label]) for _, label, _ in AXIS_VALUES.values()],
             "worst_axis": row["worst_axis"],
             "flags": [{"short": f.short(), "text": f.text()} for f in flags.get(row["encoder"], [])],
         })
@@ -128,7 +104,7 @@ def markdown_table(table: pd.DataFrame) -> str:
 
 
 def _settings(score, records: pd.DataFrame) -> list[tuple[str, str]]:
-    settings = dict(score.settings)
+    settings = score.settings.as_dict() if hasattr(score.settings, "as_dict") else dict(score.settings)
     rows = [
         ("encoders", ", ".join(sorted(records["encoder"].unique()))),
         ("tasks", ", ".join(sorted(records["task"].unique()))),
@@ -137,6 +113,10 @@ def _settings(score, records: pd.DataFrame) -> list[tuple[str, str]]:
         ("run records", str(len(records))),
     ]
     rows += [(key.replace("_", " "), str(value)) for key, value in settings.items()]
+    point = getattr(score, "point", None)
+    if point is not None:
+        rows.append(("error floors (noise level of the reference's errors)",
+                     ", ".join(f"{axis.replace('_', ' ')} {value:.4f}" for axis, value in point.floor.items())))
     return rows
 
 
@@ -166,32 +146,44 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
     board = leaderboard(score, {name: [f.short() for f in flags[name]] for name in order})
     text = leaderboard_text(board)
 
+    reference_words = ("the cohort-median encoder's (per-axis median error)" if score.reference == "median"
+                       else f"the reference encoder's ({score.reference})")
     axes = Section("profiles", "Where each encoder stands on the four axes",
-                   "u = 1 / (1 + error / reference error): 0.5 matches the reference encoder, 1 is perfect.")
+                   f"u = 1 / (1 + error / reference error), with {reference_words} error as reference: 0.5 "
+                   "matches it, 1 is perfect. Errors below the noise level of the reference's error (its "
+                   "standard error) count as equal to it.")
     _add(axes, plots.axis_profiles(score.crs, styles, folder / "axis_profiles.png", score.reference),
          "Axis profile per encoder: u per axis, worst axis hatched, dashed line at the reference (0.5).")
     _add(axes, plots.pareto_views(axis_values(score).reindex(order), styles, folder / "pareto.png"),
-         "Pareto view: clean macro AUROC against calibration (ECE), label efficiency and robustness (retention).")
+         "Pareto view: clean macro AUROC against calibration (debiased ECE), label efficiency (mean AUROC below "
+         "100 % labels) and robustness (mean AUROC under corruption and shift).")
     ranks = Section("ranks", "Does clean AUROC pick the same encoder?")
     _add(ranks, plots.rank_slope(score.crs, score.reversals.reversed_pairs, styles, folder / "rank_slope.png"),
          "Rank by clean AUROC (left) against rank by CRS (right); crossing solid lines are reversed pairs.")
     case_level = is_case_level(score.bootstrap)
-    resampled = ("Seeds and, within class, test cases are resampled jointly for every encoder "
+    resampled = ("Seeds and, within strata, whole patients or lesions are resampled jointly for every encoder "
                  f"({score.bootstrap.n_boot} replicates of the {bootstrap_name(score.bootstrap)})"
                  if case_level else
                  f"Seeds are resampled jointly for every encoder ({score.bootstrap.n_boot} replicates of the "
                  f"{bootstrap_name(score.bootstrap)}; test cases are not resampled)")
-    uncertainty = Section("uncertainty", "Is the lead real?",
-                          f"{resampled}; CRS weights are redrawn from a Dirichlet distribution.")
+    uncertainty = Section("uncertainty", "Is the lead real?", f"{resampled}.")
     _add(uncertainty, plots.bootstrap_ranks(score.bootstrap.replicates, order, folder / "bootstrap_ranks.png",
                                             level="seed \u00d7 test-case" if case_level else "paired-seed"),
          f"Share of the {score.bootstrap.n_boot} {bootstrap_name(score.bootstrap)} replicates in which each "
          "encoder takes each CRS rank.")
-    _add(uncertainty, plots.weight_sensitivity(score.sensitivity, styles, folder / "weight_sensitivity.png"),
+    stable = Section("stability", "How stable is this ranking?", stability_text(score.stability, score.reference),
+                     tables=[reference_table(score.stability)])
+    if len(score.stability.leave_one_out):
+        stable.tables.append(leave_one_out_table(score.stability))
+    else:
+        stable.notes.append("Leave-one-encoder-out needs at least three encoders: with two, the one left has "
+                            "nothing to be ranked against.")
+    _add(stable, plots.weight_sensitivity(score.sensitivity, styles, folder / "weight_sensitivity.png"),
          "Weight sensitivity: how often each encoder leads under other CRS weights, and how far the ranking moves.")
     labels = Section("labels", "Label efficiency")
     _add(labels, plots_runs.label_efficiency_curves(records, styles, folder / "label_efficiency.png"),
-         "Clean macro AUROC against the share of training labels used (log scale), mean ± 1 SD over seeds.")
+         "Clean macro AUROC against the share of training labels used (log scale), mean ± 1 SD over seeds. "
+         "The label-efficiency axis is the mean AUROC over the fractions below 100 %.")
     robustness = Section("robustness", "Robustness to acquisition corruptions")
     modalities = {task: info.modality for task, info in infos.items()}
     _add(robustness, plots_runs.severity_curves(records, styles, folder / "severity.png", modalities),
@@ -211,11 +203,13 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
     _add(calibration, plots_runs.reliability_diagrams(predictions, styles, folder / "reliability.png", shift_targets),
          "Reliability diagrams: observed frequency against predicted probability; the diagonal is perfect calibration.",
          f"No predictions found under {predictions_dir}: reliability diagrams skipped.")
-    sections = [axes, ranks, uncertainty, labels, robustness, calibration]
+    sections = [axes, ranks, uncertainty, stable, labels, robustness, calibration]
 
     cards = build_cards(score, records, board, provenance, flags)
     summary = score.reversals.summary()
+    uncertainty_summary = reversal_uncertainty(score)
     reversal_note = (f"AUROC vs CRS: {summary['n_reversed']} of {summary['n_pairs']} pairs reversed"
+                     + (" in the point estimate" if uncertainty_summary is None else "")
                      + (f" ({', '.join(f'{a} > {b} by AUROC, {b} > {a} by CRS' for a, b in score.reversals.reversed_pairs)})"
                         if score.reversals.reversed_pairs else "")
                      + f", Kendall tau {summary['kendall_tau']:.2f}, mean |rank displacement| "
@@ -254,6 +248,8 @@ def _markdown(title, head, text, reversal_note, sections, cards, settings, out_d
         lines += [f"## {section.title}", ""]
         if section.text:
             lines += [section.text, ""]
+        for table in section.tables:
+            lines += [markdown_table(table.frame()), "", f"*{table.caption}*", ""]
         for figure in section.figures:
             lines += [f"![{figure.caption}]({figure.path.relative_to(out_dir).as_posix()})", "", f"*{figure.caption}*", ""]
         lines += [f"> {note}" for note in section.notes] + ([""] if section.notes else [])

@@ -2,8 +2,8 @@
 
 The sentence for the worst axis names the concrete condition behind it, found in the run records:
 the corruption and severity (or the shifted site) that cost the most above-chance AUROC, the task
-with the worst calibration or discrimination, or the smallest label fraction's share of the
-full-label AUROC.
+with the worst calibration or discrimination, or the AUROC at the smallest label fraction. Ratios
+appear in these sentences as explanations only; the axes themselves are absolute.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from crs.report.provenance import ExposureFlag, Provenance
-from crs.report.tables import format_interval, percent
+from crs.report.tables import AXIS_DESCRIPTIONS, AXIS_VALUES, format_interval, percent
 
 CHANCE = 0.5
 DENOMINATOR_FLOOR = 0.05  # as the retention axis: no wild ratios from probes near chance
@@ -49,7 +49,11 @@ def _above_chance_share(value: float, clean: float) -> float:
 
 
 def worst_robustness(records: pd.DataFrame, encoder: str) -> str:
-    """'loses 31 % of its above-chance AUROC under motion blur at severity 4 (derm)'."""
+    """'falls from AUROC 0.900 to 0.776 under motion blur at severity 4 (derm), 31 % of its above-chance AUROC lost'.
+
+    The condition shown is the one that costs the largest share of the clean above-chance AUROC; the
+    scored robustness axis is the mean AUROC over every condition.
+    """
     mine = _full(records[records["encoder"] == encoder])
     clean = mine[mine["condition"] == "clean"].groupby("task")["auroc"].mean()
     candidates = []
@@ -58,30 +62,40 @@ def worst_robustness(records: pd.DataFrame, encoder: str) -> str:
         by_condition = corrupt.groupby(["task", "corruption", "severity"])["auroc"].mean()
         for (task, name, severity), value in by_condition.items():
             loss = 1.0 - _above_chance_share(value, clean.get(task, np.nan))
-            candidates.append((loss, f"under {str(name).replace('_', ' ')} at severity {int(severity)} ({task})"))
+            where = f"under {str(name).replace('_', ' ')} at severity {int(severity)} ({task})"
+            candidates.append((loss, value, clean.get(task, np.nan), where))
     shift = mine[mine["condition"] == "shift"]
     if len(shift):
         for (task, target), value in shift.groupby(["task", "target"])["auroc"].mean().items():
             loss = 1.0 - _above_chance_share(value, clean.get(task, np.nan))
-            candidates.append((loss, f"on the shifted site {target} ({task} probe)"))
-    candidates = [(loss, where) for loss, where in candidates if np.isfinite(loss)]
+            candidates.append((loss, value, clean.get(task, np.nan), f"on the shifted site {target} ({task} probe)"))
+    candidates = [candidate for candidate in candidates if np.isfinite(candidate[0])]
     if not candidates:
         return "robustness could not be measured (no corrupted or shifted evaluations)"
-    loss, where = max(candidates, key=lambda item: item[0])
+    loss, value, before, where = max(candidates, key=lambda item: item[0])
     if loss <= 0:
-        return f"keeps all of its above-chance AUROC even in its hardest condition, {where}"
-    return f"loses {percent(min(loss, 1.0))} of its above-chance AUROC {where}"
+        return f"keeps all of its above-chance AUROC even in its hardest condition, {where} (AUROC {value:.3f})"
+    return (f"falls from AUROC {before:.3f} to {value:.3f} {where}, "
+            f"{percent(min(loss, 1.0))} of its above-chance AUROC lost")
 
 
-def worst_calibration(records: pd.DataFrame, encoder: str, reference_ece: float | None) -> str:
+def _calibration_column(records: pd.DataFrame) -> tuple[str, str]:
+    """The scored calibration error when the records carry it, else raw ECE (older records)."""
+    if "ece_debiased" in records and records["ece_debiased"].notna().any():
+        return "ece_debiased", "debiased ECE"
+    return "ece", "ECE"
+
+
+def worst_calibration(records: pd.DataFrame, encoder: str, reference_error: float | None) -> str:
+    column, name = _calibration_column(records)
     clean = _full(records[(records["encoder"] == encoder) & (records["condition"] == "clean")])
-    per_task = clean.groupby("task")["ece"].mean()
+    per_task = clean.groupby("task")[column].mean()
     if per_task.empty or per_task.isna().all():
         return "calibration could not be measured"
     task = per_task.idxmax()
     mean = per_task.mean()
-    against = f"; reference {reference_ece:.3f}" if reference_ece is not None and np.isfinite(reference_ece) else ""
-    return (f"has probabilities off by {mean:.3f} on average (ECE{against}), "
+    against = f"; reference {reference_error:.3f}" if reference_error is not None and np.isfinite(reference_error) else ""
+    return (f"has a calibration error of {mean:.3f} on average ({name}{against}), "
             f"worst on {task} at {per_task[task]:.3f}")
 
 
@@ -97,6 +111,7 @@ def worst_discrimination(records: pd.DataFrame, encoder: str, reference_auroc: f
 
 
 def worst_label_efficiency(records: pd.DataFrame, encoder: str) -> str:
+    """'has AUROC 0.600 with 10 % of the labels on derm (0.900 with all; 25 % of its above-chance AUROC kept)'."""
     clean = records[(records["encoder"] == encoder) & (records["condition"] == "clean")]
     fractions = sorted(clean["label_fraction"].astype(float).unique())
     if len(fractions) < 2:
@@ -110,20 +125,28 @@ def worst_label_efficiency(records: pd.DataFrame, encoder: str) -> str:
     if not shares:
         return "label efficiency could not be measured"
     task = min(shares, key=lambda name: shares[name])
-    return (f"keeps only {percent(max(shares[task], 0.0))} of its full-label above-chance AUROC "
-            f"with {percent(smallest)} of the labels on {task}")
+    return (f"has AUROC {curve[(task, smallest)]:.3f} with {percent(smallest)} of the labels on {task} "
+            f"({curve[(task, full)]:.3f} with all; {percent(min(max(shares[task], 0.0), 1.0))} of its "
+            "above-chance AUROC kept)")
 
 
 def worst_axis_sentence(axis: str, records: pd.DataFrame, encoder: str, reference: str) -> str:
-    """The encoder's weakest axis, said in words about the condition that makes it weak."""
+    """The encoder's weakest axis, said in words about the condition that makes it weak.
+
+    The reference's value beside it: the reference encoder's, or for the median reference the
+    median over encoders.
+    """
     def reference_mean(column: str) -> float | None:
-        rows = _full(records[(records["encoder"] == reference) & (records["condition"] == "clean")])
-        return float(rows.groupby("task")[column].mean().mean()) if len(rows) and encoder != reference else None
+        rows = _full(records[records["condition"] == "clean"])
+        per_encoder = rows.groupby(["encoder", "task"])[column].mean().groupby("encoder").mean()
+        if reference == "median":
+            return float(per_encoder.median()) if len(per_encoder) else None
+        return float(per_encoder[reference]) if reference in per_encoder and encoder != reference else None
 
     if axis == "robustness":
         return worst_robustness(records, encoder)
     if axis == "calibration":
-        return worst_calibration(records, encoder, reference_mean("ece"))
+        return worst_calibration(records, encoder, reference_mean(_calibration_column(records)[0]))
     if axis == "discrimination":
         return worst_discrimination(records, encoder, reference_mean("auroc"))
     if axis == "label_efficiency":
@@ -134,10 +157,8 @@ def worst_axis_sentence(axis: str, records: pd.DataFrame, encoder: str, referenc
 def build_cards(score, records: pd.DataFrame, board: pd.DataFrame, provenance: dict[str, Provenance],
                 flags: dict[str, list[ExposureFlag]]) -> list[Card]:
     """One card per encoder, in leaderboard order."""
-    labels = {"auroc": "discrimination (macro AUROC)", "ece": "calibration (ECE, lower is better)",
-              "label_efficiency": "label efficiency (area)", "retention": "robustness (AUROC retention)"}
-    u_columns = {"auroc": "u_discrimination", "ece": "u_calibration", "label_efficiency": "u_label_efficiency",
-                 "retention": "u_robustness"}
+    labels = {value: AXIS_DESCRIPTIONS[value] for value, _, _ in AXIS_VALUES.values()}
+    u_columns = {value: f"u_{axis}" for axis, (value, _, _) in AXIS_VALUES.items()}
     cards = []
     for row in board.itertuples(index=False):
         axes = tuple(

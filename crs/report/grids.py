@@ -18,6 +18,10 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
+from crs.corruptions import SEVERITIES, apply, suite
+from crs.data import load_dataset
+from crs.data.base import safe_join
+from crs.data.images import load_image
 from crs.report.style import report_style, save
 
 TILE_PIXELS = 112
@@ -52,8 +56,6 @@ def draw_grid(image_chw, modality: str, corruptions: list[str], image_id: str, p
     """Save the montage of ``image_chw`` under each corruption (rows) at clean and severities 1..5."""
     import torch
 
-    from crs.corruptions import SEVERITIES, apply
-
     batch = torch.as_tensor(image_chw)[None]
     clean = _tile(batch[0])
     tiles = [[clean] + [_tile(apply(batch, modality, name, severity, [image_id])[0]) for severity in SEVERITIES]
@@ -85,11 +87,6 @@ def corruption_grids(spec, folder: Path, evaluated: dict[str, list[str]] | None 
     if spec is None:
         return GridResult((), ("corruption grids skipped: the report was built without the spec, "
                                "so it does not know where the images are",))
-    from crs.corruptions import suite
-    from crs.data import load_dataset
-    from crs.data.base import safe_join
-    from crs.data.images import load_image
-
     evaluated = evaluated or {}
     grids, notes, done = [], [], set()
     for entry in spec.datasets:

@@ -41,14 +41,15 @@ def axis_profiles(crs_table: pd.DataFrame, styles: dict[str, EncoderStyle], path
             ax.invert_yaxis()
             ax.set_xlim(0, 1)
             ax.grid(axis="y", visible=False)
-            label = f"{encoder}{' (reference)' if encoder == reference else ''}"
+            label = f"{encoder}{' (reference)' if encoder == reference else ''}"  # "median": no encoder marked
             ax.set_title(f"{label}\nCRS {crs_table.loc[encoder, 'crs']:.3f}, rank {int(crs_table.loc[encoder, 'rank'])}",
                          fontsize=10)
         for ax in list(panels.flat)[len(encoders):]:
             ax.set_visible(False)
         for ax in panels[-1]:
             ax.set_xlabel("u (0.5 = reference, 1 = perfect)")
-        fig.suptitle("Axis profile per encoder (hatched bar = worst axis; dashed line = reference encoder)", fontsize=11)
+        level = "cohort median" if reference == "median" else "reference encoder"
+        fig.suptitle(f"Axis profile per encoder (hatched bar = worst axis; dashed line = {level})", fontsize=11)
         fig.tight_layout()
         return save(fig, path)
 
@@ -89,13 +90,14 @@ def place_labels(ax, x: np.ndarray, y: np.ndarray, names: list[str], fontsize: i
 def pareto_views(values: pd.DataFrame, styles: dict[str, EncoderStyle], path: Path) -> Path:
     """Discrimination (x) against each other axis (y), in each axis's own units, best toward the top right.
 
-    ``values``: per encoder, columns auroc, ece, label_efficiency, retention (crs.report.tables.axis_values).
+    ``values``: per encoder, columns auroc, calibration_error, label_auroc, robust_auroc
+    (crs.report.tables.axis_values).
     The grey step line joins the encoders not beaten on both axes of that panel.
     """
     others = [(column, label, higher) for column, label, higher in (
-        ("ece", "calibration: ECE (axis flipped)", False),
-        ("label_efficiency", "label efficiency (curve area)", True),
-        ("retention", "robustness: AUROC retention", True),
+        ("calibration_error", "calibration: debiased ECE (axis flipped)", False),
+        ("label_auroc", "label efficiency: AUROC below 100 % labels", True),
+        ("robust_auroc", "robustness: AUROC corrupted / shifted", True),
     ) if column in values and values[column].notna().any()]
     encoders = values.index.tolist()
     x = values["auroc"].to_numpy(dtype=float)

@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from crs.corruptions import MODALITIES, corruption
 from crs.report.reliability import reliability_curve
 from crs.report.style import REFERENCE_GREY, EncoderStyle, report_style, save
 
@@ -61,8 +62,6 @@ def label_efficiency_curves(records: pd.DataFrame, styles: dict[str, EncoderStyl
 
 def corruption_family(name: str, modality: str = "") -> str:
     """The corruption's family from the suite definitions ('other' when no suite knows it)."""
-    from crs.corruptions import MODALITIES, corruption
-
     for candidate in ([modality] if modality else []) + list(MODALITIES):
         try:
             return corruption(candidate, name).family

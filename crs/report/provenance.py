@@ -13,6 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from crs.cache import FeatureStore, store_path
+from crs.encoders import get_spec
+
 # Loader name -> words naming that data set in pretraining descriptions.
 DATASET_WORDS = {
     "isic2019": ("ISIC",),
@@ -98,8 +101,6 @@ def _cached_modality(cache_root, task: str) -> str:
     if cache_root is None:
         return ""
     try:
-        from crs.cache import FeatureStore, store_path
-
         path = store_path(cache_root, task)
         return str(FeatureStore(path).root.attrs.get("modality", "")) if path.exists() else ""
     except Exception:  # a damaged store must not stop the report; the card shows what is missing
@@ -133,8 +134,6 @@ def encoder_provenance(encoder: str, tasks: Sequence[str] = (), cache_root: Path
     missing = []
     spec = None
     try:
-        from crs.encoders import get_spec
-
         spec = get_spec(encoder)
     except Exception:  # an encoder registered by a plugin that is not installed here
         missing.append("registry entry")
@@ -150,7 +149,7 @@ def encoder_provenance(encoder: str, tasks: Sequence[str] = (), cache_root: Path
         source=str(fields.get("source") or getattr(spec, "source", "")),
         weights=describe_weights(weights),
         weights_digest=weights,
-        preprocessing=describe_preprocessing(preprocessing),
+        preprocessing=describe_preprocessing(preprocessing) + _canonical_decode(encoder, tasks, cache_root),
         pooling=str(fields.get("pooling") or getattr(spec, "pooling", "")),
         dim=fields.get("dim") or getattr(spec, "dim", None),
         license=getattr(spec, "license", ""),
@@ -163,8 +162,6 @@ def encoder_provenance(encoder: str, tasks: Sequence[str] = (), cache_root: Path
 def _cached_fields(encoder: str, tasks, cache_root) -> dict | None:
     if cache_root is None:
         return None
-    from crs.cache import FeatureStore, store_path
-
     for task in tasks:
         path = store_path(cache_root, task)
         if not path.exists():
@@ -177,6 +174,16 @@ def _cached_fields(encoder: str, tasks, cache_root) -> dict | None:
         except Exception:  # missing or damaged group: try the next task's store
             continue
     return None
+
+
+def _canonical_decode(encoder: str, tasks, cache_root) -> str:
+    """'; images decoded per task: derm 224 px crop, cxr 224 px pad' from each task's fingerprint fields."""
+    parts = []
+    for task in tasks:
+        fields = _cached_fields(encoder, [task], cache_root) or {}
+        if fields.get("image_fit"):
+            parts.append(f"{task} {fields.get('image_size', '?')} px {fields['image_fit']}")
+    return f"; images decoded per task: {', '.join(parts)} (crop | pad | squash)" if parts else ""
 
 
 def describe_weights(weights: str) -> str:

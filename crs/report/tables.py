@@ -1,15 +1,10 @@
-"""The report's tables: raw axis values with bootstrap intervals, and the leaderboard.
+"""The report's tables: axis values with bootstrap intervals, the leaderboard, the stability tables.
 
 Every interval on the page comes from the replicates of the CRS bootstrap, whichever level ran:
-
-* seed + test case (``bootstrap.level == "seed+case"``, :mod:`crs.scoring.case_bootstrap`): the bootstrap
-  keeps every axis's error per replicate (``bootstrap.axis_error_replicates``) and the axis
-  intervals are percentiles of those;
-* seed only: the axis values are recomputed from the run records' per-seed axes under the
-  bootstrap's own seed draws (``bootstrap.seed_draws``).
-
-So the interval on an encoder's AUROC comes from exactly the replicates that give the interval on
-its CRS, and :func:`interval_note` says which bootstrap that was.
+both bootstraps keep every axis's error per replicate (``bootstrap.axis_error_replicates``) and
+the axis intervals are percentiles of those. So the interval on an encoder's AUROC comes from
+exactly the replicates that give the interval on its CRS, and :func:`interval_note` says which
+bootstrap that was.
 """
 
 from __future__ import annotations
@@ -19,28 +14,33 @@ import warnings
 import numpy as np
 import pandas as pd
 
-# axis -> (raw value column in seed_axes, report label, higher is better); value = 1 - error when
-# higher is better, else value = error (crs.scoring.formula.axis_errors)
+# axis -> (value column, short label, higher is better). Values are the scored measurements in their
+# own units: value = 1 - error for the AUROC axes, the error itself for calibration
+# (crs.scoring.formula.axis_errors_from_metrics).
 AXIS_VALUES = {
     "discrimination": ("auroc", "AUROC", True),
-    "calibration": ("ece", "ECE", False),
-    "label_efficiency": ("label_efficiency", "label efficiency", True),
-    "robustness": ("retention", "retention", True),
+    "calibration": ("calibration_error", "cal. error", False),
+    "label_efficiency": ("label_auroc", "label AUROC", True),
+    "robustness": ("robust_auroc", "robust AUROC", True),
+}
+AXIS_DESCRIPTIONS = {
+    "auroc": "discrimination (clean macro AUROC)",
+    "calibration_error": "calibration (debiased ECE, lower is better)",
+    "label_auroc": "label efficiency (mean AUROC below 100\u00a0% labels)",
+    "robust_auroc": "robustness (mean AUROC, corrupted and shifted)",
 }
 
 
 def axis_values(score) -> pd.DataFrame:
-    """Per encoder: each axis in its own units (AUROC, ECE, label-efficiency area, retention).
+    """Per encoder: each scored axis in its own units (AUROC, debiased ECE, label AUROC, robust AUROC).
 
     Mean over seeds per task, then over tasks (each task once): the values behind the axis errors.
     """
     errors = score.axis_errors
     return pd.DataFrame(
         {
-            "auroc": 1.0 - errors["discrimination"],
-            "ece": errors["calibration"],
-            "label_efficiency": 1.0 - errors["label_efficiency"],
-            "retention": 1.0 - errors["robustness"],
+            value: (1.0 - errors[axis]) if higher_is_better else errors[axis]
+            for axis, (value, _label, higher_is_better) in AXIS_VALUES.items()
         }
     )
 
@@ -51,8 +51,8 @@ def is_case_level(bootstrap) -> bool:
 
 
 def bootstrap_name(bootstrap) -> str:
-    """'paired seed x test-case bootstrap' or 'paired-seed bootstrap': the level that ran."""
-    return "paired seed \u00d7 test-case bootstrap" if is_case_level(bootstrap) else "paired-seed bootstrap"
+    """'paired seed x test-case bootstrap' or 'seed-only paired-seed bootstrap': the level that ran."""
+    return "paired seed \u00d7 test-case bootstrap" if is_case_level(bootstrap) else "seed-only paired-seed bootstrap"
 
 
 def confidence_label(alpha: float) -> str:
@@ -64,73 +64,38 @@ def interval_note(bootstrap) -> str:
     """One sentence naming the intervals' level, the bootstrap that made them and its replicate count."""
     level = confidence_label(bootstrap.alpha)
     if is_case_level(bootstrap):
-        what = ("each replicate draws one multiset of seeds and, per task, one resample of the test cases "
-                "within class (the shifted site's cases apart), the same draw for every encoder")
+        what = ("each replicate draws one multiset of seeds and, per task, one stratified resample of whole "
+                "patients or lesions (images where the data set has no group ids; the shifted site's apart), "
+                "the same draw for every encoder and condition")
     else:
         what = "each replicate draws one multiset of seeds, the same for every encoder and task; test cases are not resampled"
-    note = (f"Every interval (CRS and the four axes) is a {level} percentile interval over the same "
+    return (f"Every interval (CRS and the four axes) is a {level} percentile interval over the same "
             f"{bootstrap.n_boot} replicates of the {bootstrap_name(bootstrap)}: {what}.")
-    if is_case_level(bootstrap):
-        # measured on the demo: replicate ECE above the point estimate by 0.013-0.026 on average
-        note += (" Binned ECE is biased upward on a resample (repeated cases), so an ECE interval can sit "
-                 "mostly above its point estimate.")
-    return note
-
-
-def _seed_draw_values(score, value: str, encoders: list[str]) -> np.ndarray | None:
-    """(replicates, encoders) raw axis value under each seed draw: seed-weighted mean per task, then task mean."""
-    seed_axes = score.seed_axes
-    draws = score.bootstrap.seed_draws
-    seeds = [str(s) for s in sorted(seed_axes["seed"].unique())]
-    if not set(seeds) <= set(draws.columns):
-        return None
-    counts = draws[seeds].to_numpy(dtype=np.float64)
-    tasks = sorted(seed_axes["task"].astype(str).unique())
-    pivot = seed_axes.assign(seed=seed_axes["seed"].astype(str), task=seed_axes["task"].astype(str))
-    cube = (
-        pivot.pivot_table(index=["encoder", "task"], columns="seed", values=value, dropna=False)
-        .reindex(pd.MultiIndex.from_product([encoders, tasks]))
-        .reindex(columns=seeds)
-        .to_numpy(dtype=np.float64)
-        .reshape(len(encoders), len(tasks), len(seeds))
-    )
-    if np.isnan(cube).all():
-        return None
-    known = ~np.isnan(cube)
-    total = np.einsum("bs,ets->bet", counts, np.where(known, cube, 0.0))
-    weight = np.einsum("bs,ets->bet", counts, known.astype(np.float64))
-    with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return np.nanmean(total / weight, axis=2)
 
 
 def axis_value_replicates(score) -> dict[str, pd.DataFrame]:
-    """Per raw axis value (auroc, ece, label_efficiency, retention): one row per bootstrap replicate,
-    one column per encoder; all NaN where the axis was not measured.
-
-    Case-level bootstrap: the replicate axis errors it kept, turned into values. Seed-only: the
-    values recomputed under its seed draws (see the module docstring).
-    """
+    """Per axis value (auroc, calibration_error, label_auroc, robust_auroc): one row per bootstrap
+    replicate, one column per encoder, from the replicate axis errors the bootstrap kept; all NaN
+    where the axis was not measured or the bootstrap kept none."""
     encoders = [str(name) for name in score.axis_errors.index]
-    kept = getattr(score.bootstrap, "axis_error_replicates", None) if is_case_level(score.bootstrap) else None
+    kept = getattr(score.bootstrap, "axis_error_replicates", None) or {}
+    n_boot = int(score.bootstrap.n_boot)
     out = {}
     for axis, (value, _label, higher_is_better) in AXIS_VALUES.items():
-        if kept is not None and axis in kept:
+        if axis in kept:
             errors = kept[axis].reindex(columns=encoders).to_numpy(dtype=np.float64)
             replicates = 1.0 - errors if higher_is_better else errors
         else:
-            replicates = _seed_draw_values(score, value, encoders)
-            if replicates is None:
-                replicates = np.full((int(score.bootstrap.seed_draws.shape[0]), len(encoders)), np.nan)
+            replicates = np.full((n_boot, len(encoders)), np.nan)
         out[value] = pd.DataFrame(replicates, columns=encoders).rename_axis("replicate")
     return out
 
 
 def axis_intervals(score, alpha: float | None = None) -> pd.DataFrame:
-    """Percentile intervals of each raw axis value over the CRS bootstrap's own replicates.
+    """Percentile intervals of each axis value over the CRS bootstrap's own replicates.
 
     Returns columns ``<value>_low`` and ``<value>_high`` per encoder; NaN where an axis was not
-    measured (for example retention with no corruption and no shift target).
+    measured (for example robustness with no corruption and no shift target).
     """
     alpha = score.bootstrap.alpha if alpha is None else alpha
     encoders = [str(name) for name in score.axis_errors.index]
@@ -182,7 +147,7 @@ def leaderboard(score, flags: dict[str, list[str]] | None = None) -> pd.DataFram
     """The headline table as numbers, one row per encoder in CRS order.
 
     Columns: rank, encoder, crs, crs_low, crs_high, tier, p_rank1, auroc_rank, rank_shift,
-    reversed_with, the four raw axes with intervals, u per axis, worst_axis, exposure.
+    reversed_with, the four axis values with intervals, u per axis, worst_axis, exposure.
     """
     table = score.crs.copy()
     values = axis_values(score).reindex(table.index)
@@ -229,10 +194,8 @@ def leaderboard_text(board: pd.DataFrame) -> pd.DataFrame:
                 "tier": row.tier or "",
                 "P(rank 1)": percent(row.p_rank1) if np.isfinite(row.p_rank1) else "n/a",
                 "AUROC rank": f"{int(row.auroc_rank)} ({row.rank_shift})",
-                "AUROC": format_interval(row.auroc, row.auroc_low, row.auroc_high),
-                "ECE": format_interval(row.ece, row.ece_low, row.ece_high),
-                "label eff.": format_interval(row.label_efficiency, row.label_efficiency_low, row.label_efficiency_high),
-                "retention": format_interval(row.retention, row.retention_low, row.retention_high),
+                **{label: format_interval(getattr(row, value), getattr(row, f"{value}_low"), getattr(row, f"{value}_high"))
+                   for value, label, _ in AXIS_VALUES.values()},
                 "worst axis": row.worst_axis,
                 "exposure": row.exposure or "",
             }

@@ -1,11 +1,15 @@
-"""Uncertainty and rank comparison for the CRS: paired-seed bootstrap, tiers, reversals, weights.
+"""The paired-seed bootstrap of the CRS: intervals, P(rank = 1) and the leading tier from rank confidence sets.
 
-* :func:`paired_seed_bootstrap`: each replicate draws one multiset of seeds (with replacement)
-  and applies it to every encoder and every task, which keeps the pairing that shared label
-  subsets create; the axis errors, the reference ratios, dominance, balance, worst axis and CRS
-  are all recomputed inside the replicate.
-* :func:`rank_reversals`: how two rankings of the same encoders disagree.
-* :func:`weight_sensitivity`: how the ranking moves under Dirichlet-sampled CRS weights.
+:func:`paired_seed_bootstrap` draws one multiset of seeds per replicate (with replacement) and
+applies it to every encoder and every task, which keeps the pairing that shared label subsets
+create; the axis errors come from :func:`crs.scoring.formula.axis_errors_from_metrics` under the
+replicate's seed counts and the whole CRS (reference ratios, dominance, balance, worst axis) is
+recomputed by :meth:`crs.scoring.formula.PointEstimate.score`, with the point estimate's reference
+rule and error floor. :func:`summarise_bootstrap` turns replicate CRS into intervals, the
+simultaneous rank confidence sets (:mod:`crs.scoring.rank_sets`) and the leading tier (every
+encoder whose rank set contains 1) for this and the case-level bootstrap. The Holm test against the
+leader is still computed and reported (``p_holm``) but no longer defines the tier
+(docs/decisions/0009-rank-confidence-sets.md).
 """
 
 from __future__ import annotations
@@ -13,26 +17,14 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from crs.scoring.formula import (
-    DEFAULT_EPSILON,
-    ScoreInputError,
-    axis_errors,
-    clinical_reliability_score,
-    component_weights,
-    crs_components,
-)
-
-# seed-axes column -> (axis name, error transform)
-_AXIS_SOURCES = {
-    "discrimination": ("auroc", lambda v: 1.0 - v),
-    "calibration": ("ece", lambda v: v),
-    "label_efficiency": ("label_efficiency", lambda v: 1.0 - v),
-    "robustness": ("retention", lambda v: 1.0 - v),
-}
+from crs.scoring.formula import AXES, PointEstimate, ScoreInputError, axis_errors_from_metrics
+from crs.scoring.measurements import Measurements
+from crs.scoring.rank_sets import rank_confidence_sets
 
 
 def holm_adjust(p_values: np.ndarray) -> np.ndarray:
@@ -54,7 +46,8 @@ class BootstrapResult:
 
     ``table`` (index encoder): crs (point estimate on all seeds), crs_low / crs_high (percentile
     interval), crs_boot_mean, p_rank1, rank, diff_to_leader with diff_low / diff_high, p_value
-    (two-sided bootstrap p for CRS(leader) - CRS(e) = 0), p_holm, in_leading_tier.
+    (two-sided bootstrap p for CRS(leader) - CRS(e) = 0), p_holm (reported, not the tier),
+    rank_low / rank_high (simultaneous rank confidence set), in_leading_tier (rank set contains 1).
     ``replicates``: one row per replicate, one CRS column per encoder. ``seed_draws``: how many
     times each seed was drawn in each replicate.
     """
@@ -69,96 +62,64 @@ class BootstrapResult:
     seed: int
     level: str = "seed"
     """"seed" (seeds resampled) or "seed+case" (seeds and test cases, crs.scoring.case_bootstrap)."""
-    case_draws: Mapping[str, np.ndarray] | None = None
-    """seed+case only: per task, (n_boot, N_test) counts of each test case in each replicate."""
-    shift_case_draws: Mapping[str, np.ndarray] | None = None
-    """seed+case only: per task with a shift target, (n_boot, N_target) counts of its cases."""
+    case_draws: Mapping[str, Any] | None = None
+    """seed+case only: per task, its :class:`crs.scoring.resample.GroupBootstrap` of the test rows
+    (``.counts([b])[0]``: replicate b's count of each test row; drawn on demand, never stored)."""
+    shift_case_draws: Mapping[str, Any] | None = None
+    """seed+case only: per task with a shift target, the GroupBootstrap of its rows."""
     axis_error_replicates: Mapping[str, pd.DataFrame] | None = None
-    """seed+case only: per axis (crs.scoring.formula.AXES), one row per replicate and one error column per
-    encoder, every axis measured (also one the CRS leaves out); lets the report give each axis an
-    interval from the same replicates as the CRS interval."""
+    """Per axis (crs.scoring.formula.AXES), one row per replicate and one error column per encoder,
+    every axis (also one the CRS leaves out: all NaN); lets the report give each axis an interval
+    from the same replicates as the CRS interval."""
 
 
-def _seed_cube(
-    seed_axes_table: pd.DataFrame, axes: list[str]
-) -> tuple[np.ndarray, list[str], list[str], list]:
-    """Axis errors as an (encoders, tasks, seeds, axes) array; every cell must exist exactly once."""
-    keys = ["encoder", "task", "seed"]
-    if seed_axes_table.duplicated(keys).any():
-        raise ScoreInputError("seed-axes table has more than one row per (encoder, task, seed)")
-    encoders = sorted(seed_axes_table["encoder"].astype(str).unique())
-    tasks = sorted(seed_axes_table["task"].astype(str).unique())
-    seeds = sorted(seed_axes_table["seed"].unique())
-    full = pd.MultiIndex.from_product([encoders, tasks, seeds], names=keys)
-    table = seed_axes_table.assign(
-        encoder=seed_axes_table["encoder"].astype(str), task=seed_axes_table["task"].astype(str)
-    )
-    table = table.set_index(keys)
-    missing = full.difference(table.index)
-    if len(missing):
-        raise ScoreInputError(
-            f"the paired bootstrap needs every seed for every encoder and task; missing {list(missing[:5])}"
-            f"{' ...' if len(missing) > 5 else ''}; rerun those probes or drop the seed"
-        )
-    table = table.reindex(full)
-    columns = [
-        _AXIS_SOURCES[axis][1](table[_AXIS_SOURCES[axis][0]].to_numpy(dtype=np.float64)) for axis in axes
-    ]
-    cube = np.stack(columns, axis=-1).reshape(len(encoders), len(tasks), len(seeds), len(axes))
-    return cube, encoders, tasks, seeds
+def axis_error_frames(errors: np.ndarray, encoders: Sequence[str]) -> dict[str, pd.DataFrame]:
+    """(B, E, 4) replicate axis errors -> per axis of :data:`crs.scoring.formula.AXES`, a (replicate x encoder) table."""
+    return {
+        axis: pd.DataFrame(errors[:, :, a], columns=list(encoders)).rename_axis("replicate")
+        for a, axis in enumerate(AXES)
+    }
 
 
-def _errors_for_draws(cube: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """(replicates, encoders, axes): seed-weighted mean per task, then mean over tasks."""
-    known = ~np.isnan(cube)
-    total = np.einsum("bs,etsa->beta", counts, np.where(known, cube, 0.0))
-    weight = np.einsum("bs,etsa->beta", counts, known.astype(np.float64))
-    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        per_task = total / weight
-        return np.nanmean(per_task, axis=2)  # tasks count once each, as in crs.scoring.formula.axis_errors
+def paired_seed_bootstrap(measurements: Measurements, point: PointEstimate) -> BootstrapResult:
+    """Percentile intervals, P(rank = 1), rank confidence sets and the leading tier of the CRS.
 
-
-def paired_seed_bootstrap(
-    seed_axes_table: pd.DataFrame,
-    reference: str,
-    weights: Mapping[str, float] | Sequence[float] | None = None,
-    n_boot: int = 1000,
-    seed: int = 0,
-    alpha: float = 0.05,
-    epsilon: float = DEFAULT_EPSILON,
-    dominance_margin: float = 0.0,
-) -> BootstrapResult:
-    """Percentile intervals, P(rank = 1) and the Holm-corrected leading tier of the CRS.
-
-    The leader is the encoder with the highest point-estimate CRS (ties: the first by name). An
-    encoder joins the leading tier when the Holm-adjusted bootstrap p-value of
-    CRS(leader) - CRS(e) = 0 exceeds ``alpha``, i.e. its Holm-level interval covers 0. In
-    replicates where several encoders tie for first, P(rank = 1) splits that replicate equally.
+    The leader is the encoder with the highest point-estimate CRS (ties: the first by name). The
+    leading tier is every encoder whose simultaneous rank set contains 1. In replicates where
+    several encoders tie for first, P(rank = 1) splits that replicate equally.
     """
-    check_bootstrap_settings(n_boot, alpha)
-    point = clinical_reliability_score(
-        axis_errors(seed_axes_table), reference, weights, epsilon, dominance_margin
-    )
-    axes = list(point.attrs["axes"])
-    cube, encoders, _tasks, seeds = _seed_cube(seed_axes_table, axes)
-    point = point.reindex(encoders)
-    reference_index = encoders.index(reference)
+    settings = point.settings
+    _check_encoders(measurements, point)
+    counts = draw_seed_counts(len(measurements.seeds), settings.n_boot, settings.seed)
+    replicate_errors = axis_errors_from_metrics(measurements.task_list(), counts)  # (B, E, 4)
+    crs = point.score(replicate_errors)["crs"]
+    result = summarise_bootstrap(
+        point.table, crs, counts, measurements.seeds, n_boot=settings.n_boot, alpha=settings.alpha,
+        seed=settings.seed, axis_error_replicates=axis_error_frames(replicate_errors, point.encoders),
+    )  # fmt: skip
+    flat = zero_width(result.table)
+    if flat:
+        warnings.warn(
+            f"seed-only bootstrap: the CRS interval of {', '.join(flat)} has zero width (every seed gave the same "
+            "measurements, and the test set is not resampled); it is reported as seed-only, not as a confidence "
+            "interval: set case_bootstrap = true to resample the test set",
+            stacklevel=2,
+        )
+    return result
 
-    counts = draw_seed_counts(len(seeds), n_boot, seed)
-    replicate_errors = _errors_for_draws(cube, counts)
-    crs = crs_components(
-        replicate_errors, reference_index, component_weights(weights), epsilon, dominance_margin
-    )["crs"]
-    return summarise_bootstrap(point, crs, counts, seeds, n_boot=n_boot, alpha=alpha, seed=seed)
+
+def zero_width(table: pd.DataFrame, tolerance: float = 1e-12) -> list[str]:
+    """Encoders whose CRS interval has (numerically) zero width: no interval at all, only the point."""
+    width = (table["crs_high"] - table["crs_low"]).abs()
+    return [str(name) for name in table.index[(width <= tolerance).to_numpy()]]
 
 
-def check_bootstrap_settings(n_boot: int, alpha: float) -> None:
-    """Refuse a bootstrap that cannot give an interval."""
-    if n_boot < 1:
-        raise ScoreInputError(f"n_boot must be at least 1, got {n_boot}")
-    if not 0.0 < alpha < 1.0:
-        raise ScoreInputError(f"alpha must lie in (0, 1), got {alpha}")
+def _check_encoders(measurements: Measurements, point: PointEstimate) -> None:
+    if list(measurements.encoders) != point.encoders:
+        raise ScoreInputError(
+            f"the measurements cover encoders {list(measurements.encoders)} but the point estimate {point.encoders}; "
+            "make both from the same run records"
+        )
 
 
 def draw_seed_counts(n_seeds: int, n_boot: int, seed: int) -> np.ndarray:
@@ -176,13 +137,14 @@ def summarise_bootstrap(
     alpha: float,
     seed: int,
     level: str = "seed",
-    case_draws: Mapping[str, np.ndarray] | None = None,
-    shift_case_draws: Mapping[str, np.ndarray] | None = None,
+    case_draws: Mapping[str, Any] | None = None,
+    shift_case_draws: Mapping[str, Any] | None = None,
     axis_error_replicates: Mapping[str, pd.DataFrame] | None = None,
 ) -> BootstrapResult:
-    """Intervals, P(rank = 1) and the Holm tier from replicate CRS (n_boot, encoders).
+    """Intervals, P(rank = 1), rank confidence sets and the tier from replicate CRS (n_boot, encoders).
 
-    ``point`` is the point-estimate CRS table with its rows in the column order of ``crs``.
+    ``point`` is the point-estimate CRS table with its rows in the column order of ``crs``. A
+    replicate in which an encoder's CRS is not finite is left out of the rank sets.
     """
     encoders = [str(name) for name in point.index]
     top = np.isclose(crs, np.nanmax(crs, axis=1, keepdims=True), rtol=0.0, atol=1e-12)
@@ -200,10 +162,15 @@ def summarise_bootstrap(
     others = [i for i in range(len(encoders)) if i != leader_index]
     p_holm = np.full(len(encoders), np.nan)
     p_holm[others] = holm_adjust(p_value[others])
-    in_tier = np.zeros(len(encoders), dtype=bool)
-    in_tier[leader_index] = True
-    in_tier[others] = p_holm[others] > alpha
     p_value[leader_index] = np.nan
+    finite = np.isfinite(crs).all(axis=1)
+    if finite.sum() >= 2:
+        sets = rank_confidence_sets(point_crs, crs[finite], encoders, alpha=alpha).table.reindex(encoders)
+        rank_low, rank_high = sets["rank_low"].to_numpy(), sets["rank_high"].to_numpy()
+    else:  # too few usable replicates to bound any rank: every set is 1..E
+        rank_low, rank_high = np.ones(len(encoders), dtype=np.int64), np.full(len(encoders), len(encoders))
+    in_tier = rank_low == 1
+    in_tier[leader_index] = True
 
     table = pd.DataFrame(
         {
@@ -218,6 +185,8 @@ def summarise_bootstrap(
             "diff_high": diff_high,
             "p_value": p_value,
             "p_holm": p_holm,
+            "rank_low": rank_low,
+            "rank_high": rank_high,
             "in_leading_tier": in_tier,
         },
         index=pd.Index(encoders, name="encoder"),
@@ -239,19 +208,3 @@ def summarise_bootstrap(
         shift_case_draws=shift_case_draws,
         axis_error_replicates=axis_error_replicates,
     )
-
-
-# --- rank reversals -------------------------------------------------------------------------------
-
-
-
-
-
-
-
-
-# --- weight sensitivity ---------------------------------------------------------------------------
-
-
-
-

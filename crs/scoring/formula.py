@@ -1,85 +1,265 @@
-"""The Clinical Reliability Score: reference-relative axes, dominance, balance, worst axis.
+"""The Clinical Reliability Score: measurements -> axis errors -> u -> dominance, balance, worst axis.
 
 Our reading of the paper (DESIGN section 8, docs/crs.md):
 
-1. each axis as an error e (1 - AUROC, ECE, 1 - label efficiency, 1 - retention), averaged over
-   seeds, then over tasks with each task counting once, floored at ``epsilon``;
-2. rho = e / e_reference and u = 1 / (1 + rho): the reference scores 0.5 on every axis;
-3. dominance = (1 + S - Q) / 2 with S (Q) the share of other encoders it Pareto-dominates (that
-   dominate it) on u;
-4. balance = geometric mean of u; worst axis = min(u);
-5. CRS = weighted mean of dominance, balance and worst axis (equal weights by default).
+1. each axis as an error, from absolute measurements only, so the CRS is monotone in every
+   AUROC and calibration error (:func:`axis_errors_from_metrics`, the one mapping):
+   discrimination 1 - clean AUROC; calibration the debiased calibration error; label efficiency
+   1 - mean AUROC below the full label fraction; robustness 1 - mean AUROC over every corruption x
+   severity and the shift target (each half where both exist). Mean over seeds, then over
+   conditions, then over tasks (each task once);
+2. every error floored at the noise level of the reference's error on that axis (:func:`error_floor`);
+3. rho = e / e_reference and u = 1 / (1 + rho); the reference is a named encoder or the virtual
+   cohort-median encoder (per-axis median error);
+4. dominance = (1 + S - Q) / 2 with S (Q) the share of other encoders it Pareto-dominates (that
+   dominate it) on u; u differences within a float tolerance are ties, an optional margin more;
+5. balance = geometric mean of u; worst axis = min(u); CRS = weighted mean of the three.
 
-The arithmetic lives in :func:`crs_components`, which works on a stack of error tables at once, so
-the bootstrap and the weight-sensitivity analysis recompute everything (dominance included) with
-the very code that produces the point estimate.
+:func:`crs_components` works on stacks of error tables (bootstrap replicates, weight draws), so
+every replicate is scored by the code that makes the point estimate. The point estimate is made
+once (:func:`point_estimate`) and handed to the bootstraps and the stability analyses.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
-AXES = ("discrimination", "calibration", "label_efficiency", "robustness")
-COMPONENTS = ("dominance", "balance", "worst_axis")
-DEFAULT_EPSILON = 1e-3
-"""Floor on every axis error before the reference ratio (see docs/decisions/0002-error-floor.md)."""
+from crs.scoring.settings import (
+    COMPONENTS,
+    DOMINANCE_TOLERANCE,
+    NOISE_FLOOR,
+    ScoreInputError,
+    ScoreSettings,
+    component_weights,
+)
+from crs.spec import AXES
+
+MIN_FLOOR = 1e-6
+"""Smallest error floor: keeps e / e_reference finite when a standard error is 0."""
+
+__all__ = [
+    "AXES",
+    "COMPONENTS",
+    "MIN_FLOOR",
+    "PointEstimate",
+    "ScoreInputError",
+    "TaskMetrics",
+    "axis_errors_from_metrics",
+    "axis_standard_errors",
+    "clinical_reliability_score",
+    "component_weights",
+    "crs_components",
+    "error_floor",
+    "point_estimate",
+    "rank_descending",
+]
 
 
-class ScoreInputError(ValueError):
-    """The inputs to the CRS are inconsistent; the message names the input and the fix."""
+# --- measurements -> axis errors: the one mapping ------------------------------------------------------
 
 
-# --- weights ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TaskMetrics:
+    """One task's measurements for every encoder and seed, with any leading dimensions ``...``.
 
+    Every array ends in (E encoders, [conditions,] S seeds); the leading dimensions (none for the
+    point estimate, (B,) for B bootstrap replicates) must be the same for all five.
 
-def component_weights(weights: Mapping[str, float] | Sequence[float] | None) -> np.ndarray:
-    """Weights of (dominance, balance, worst_axis), normalised to sum to 1."""
-    if weights is None:
-        return np.full(len(COMPONENTS), 1.0 / len(COMPONENTS))
-    if isinstance(weights, Mapping):
-        unknown = sorted(set(weights) - set(COMPONENTS))
-        if unknown:
-            raise ScoreInputError(f"unknown CRS weight names {unknown}; use {COMPONENTS}")
-        values = np.array([float(weights.get(name, 0.0)) for name in COMPONENTS])
-    else:
-        values = np.asarray(list(weights), dtype=np.float64)
-        if values.shape != (len(COMPONENTS),):
+    * ``clean_auroc`` (..., E, S): clean macro AUROC at the full label fraction;
+    * ``fraction_auroc`` (..., E, F, S): clean AUROC at each label fraction below the full one
+      (F = 0 when only the full fraction was run: label efficiency is then not measured);
+    * ``corrupt_auroc`` (..., E, C, S): AUROC at the full fraction under each corruption x severity;
+    * ``shift_auroc`` (..., E, G, S): AUROC at the full fraction on each shift target;
+      (C = G = 0: robustness not measured on this task);
+    * ``calibration_error`` (..., E, S): the debiased calibration error, clean, full fraction.
+
+    The same container carries the standard errors of these measurements
+    (:func:`axis_standard_errors`).
+    """
+
+    clean_auroc: np.ndarray
+    fraction_auroc: np.ndarray
+    corrupt_auroc: np.ndarray
+    shift_auroc: np.ndarray
+    calibration_error: np.ndarray
+
+    def __post_init__(self) -> None:
+        for name in ("clean_auroc", "fraction_auroc", "corrupt_auroc", "shift_auroc", "calibration_error"):
+            object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=np.float64))
+        shape = self.clean_auroc.shape
+        if self.calibration_error.shape != shape:
             raise ScoreInputError(
-                f"CRS weights need {len(COMPONENTS)} values for {COMPONENTS}, got {values.tolist()}"
+                f"calibration_error has shape {self.calibration_error.shape}, clean_auroc {shape}; they must match"
             )
-    if np.any(values < 0) or not np.isfinite(values).all() or values.sum() <= 0:
-        raise ScoreInputError(
-            f"CRS weights must be finite, non-negative and not all zero, got {values.tolist()}"
-        )
-    return values / values.sum()
+        for name in ("fraction_auroc", "corrupt_auroc", "shift_auroc"):
+            array = getattr(self, name)
+            if array.ndim != len(shape) + 1 or array.shape[:-2] + array.shape[-1:] != shape:
+                raise ScoreInputError(
+                    f"{name} has shape {array.shape}; expected (..., E, conditions, S) around clean_auroc's {shape}"
+                )
+
+
+def _seed_mean(values: np.ndarray, seed_weights: np.ndarray | None, inner: int) -> np.ndarray:
+    """Weighted mean over the last (seed) axis; NaN in a seed that carries weight stays NaN.
+
+    ``inner``: how many axes sit between the leading dimensions and the seeds (1 for (E, S), 2 for
+    (E, conditions, S)), so seed weights (B, S) broadcast as (B, 1, [1,] S) even onto measurements
+    without leading dimensions (the seed bootstrap of the run records).
+    """
+    if seed_weights is None:
+        return values.mean(axis=-1)
+    weights = seed_weights.reshape(seed_weights.shape[:-1] + (1,) * inner + seed_weights.shape[-1:])
+    if np.isnan(values).any():  # a NaN in a seed that is not drawn must not poison the mean (NaN x 0)
+        total = np.where(weights > 0, values * weights, 0.0).sum(axis=-1)
+    else:  # no (B, E, C, S) product in memory: einsum reduces as it goes
+        total = np.einsum("...s,...s->...", values, weights)
+    return total / weights.sum(axis=-1)
+
+
+def _task_parts(task: TaskMetrics, seed_weights: np.ndarray | None) -> dict[str, list[np.ndarray]]:
+    """Per axis, the independent parts of its value on this task, each (..., E); [] = not measured.
+
+    A part averages seeds and then conditions that share one test set; robustness has two parts
+    when the task has corruptions and a shift target (different test sets), each counting half.
+    """
+
+    def conditions(values: np.ndarray) -> list[np.ndarray]:
+        return [_seed_mean(values, seed_weights, 2).mean(axis=-1)] if values.shape[-2] else []
+
+    return {
+        "discrimination": [_seed_mean(task.clean_auroc, seed_weights, 1)],
+        "calibration": [_seed_mean(task.calibration_error, seed_weights, 1)],
+        "label_efficiency": conditions(task.fraction_auroc),
+        "robustness": conditions(task.corrupt_auroc) + conditions(task.shift_auroc),
+    }
+
+
+def _combine(per_task: list[dict[str, list[np.ndarray]]], combine) -> np.ndarray:
+    """(..., E, 4): ``combine(values)`` per axis over the tasks that measure it; NaN if none does."""
+    columns = {}
+    for axis in AXES:
+        values = [combine(parts[axis]) for parts in per_task if parts[axis]]
+        if values:
+            columns[axis] = combine(values)
+    shape = np.broadcast_shapes(*(column.shape for column in columns.values())) if columns else ()
+    out = np.full(shape + (len(AXES),), np.nan)
+    for a, axis in enumerate(AXES):
+        if axis in columns:
+            out[..., a] = columns[axis]
+    return out
+
+
+def _check_tasks(tasks: Sequence[TaskMetrics]) -> None:
+    if not tasks:
+        raise ScoreInputError("no tasks to score: the run records hold no task")
+    shape = tasks[0].clean_auroc.shape[:-1]  # (..., E)
+    for task in tasks[1:]:
+        if task.clean_auroc.shape[:-1] != shape:
+            raise ScoreInputError(
+                f"tasks disagree on (..., encoders): {shape} vs {task.clean_auroc.shape[:-1]}; "
+                "every task needs every encoder"
+            )
+
+
+def axis_errors_from_metrics(
+    tasks: Sequence[TaskMetrics], seed_weights: np.ndarray | None = None
+) -> np.ndarray:
+    """The four axis errors, (..., E, 4) in :data:`AXES` order, from per-task measurements.
+
+    The one place measurements become axis errors; the point estimate (from run records) and both
+    bootstraps call it. ``tasks``: one :class:`TaskMetrics` per task, all with the same leading
+    dimensions ``...`` and the same encoders E (seeds, fractions and conditions may differ by task).
+    ``seed_weights`` (..., S) or (S,): how often each seed counts (a bootstrap's seed multiset);
+    None counts every seed once. The bootstrap integration calls it with leading dims (B,) for B
+    replicates and seed_weights (B, S).
+
+    Per task: discrimination = 1 - mean clean AUROC; calibration = mean calibration error; label
+    efficiency = 1 - mean AUROC over the fractions below the full one; robustness = 1 - mean of
+    (mean corruption AUROC, mean shift AUROC), each half where both exist. Seeds are averaged
+    first (weighted), then conditions. Then the mean over the tasks that measure the axis, each task
+    once; an axis no task measures is NaN for every encoder. A NaN measurement gives a NaN error
+    (never dropped from a mean), which the CRS refuses with the encoder's name.
+    Every error is linear and non-increasing in every AUROC, and increasing in every calibration
+    error: the monotonicity that DESIGN section 7 asks of the CRS starts here.
+    """
+    _check_tasks(tasks)
+    weights = None if seed_weights is None else np.asarray(seed_weights, dtype=np.float64)
+    values = _combine([_task_parts(task, weights) for task in tasks], lambda parts: np.mean(parts, axis=0))
+    auroc_axes = [AXES.index(axis) for axis in AXES if axis != "calibration"]
+    values[..., auroc_axes] = 1.0 - values[..., auroc_axes]  # AUROC -> error; calibration is an error
+    return values
+
+
+def axis_standard_errors(task_errors: Sequence[TaskMetrics]) -> np.ndarray:
+    """Standard error of each axis error, (..., E, 4), from per-measurement standard errors.
+
+    ``task_errors`` holds, in :class:`TaskMetrics` form, the standard error of every measurement
+    (``auroc_se`` and ``ece_se`` of the run records). A part (seeds and conditions on one test
+    set) takes the mean of its standard errors, the bound for perfectly correlated estimates;
+    independent parts and tasks combine as a mean of independent estimates:
+    sqrt(sum se^2) / count. Mirrors :func:`axis_errors_from_metrics` part for part.
+    """
+    _check_tasks(task_errors)
+
+    def independent(parts: list[np.ndarray]) -> np.ndarray:
+        return np.sqrt(np.sum(np.square(parts), axis=0)) / len(parts)
+
+    return _combine([_task_parts(task, None) for task in task_errors], independent)
 
 
 # --- the arithmetic ----------------------------------------------------------------------------------
 
 
+def error_floor(standard_errors: np.ndarray, reference_index: int | None) -> np.ndarray:
+    """Per-axis error floor, (A,): the standard error of the reference's axis error.
+
+    ``standard_errors`` (E, A) from :func:`axis_standard_errors`; ``reference_index`` None for the
+    median reference, whose standard error is the median over encoders. Never below
+    :data:`MIN_FLOOR`. An error below the floor is within one standard error of it, so every
+    error below it counts as equal (the floor itself).
+    """
+    standard_errors = np.asarray(standard_errors, dtype=np.float64)
+    if reference_index is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            level = np.median(standard_errors, axis=0)
+    else:
+        level = standard_errors[reference_index]
+    return np.maximum(level, MIN_FLOOR)
+
+
 def crs_components(
     errors: np.ndarray,
-    reference_index: int,
+    reference_index: int | None,
     weights: np.ndarray | None = None,
-    epsilon: float = DEFAULT_EPSILON,
-    dominance_margin: float = 0.0,
+    floor: np.ndarray | float = MIN_FLOOR,
+    tolerance: float = DOMINANCE_TOLERANCE,
+    margin: float = 0.0,
 ) -> dict[str, np.ndarray]:
     """Every CRS term for error tables of shape (..., n_encoders, n_axes).
 
-    Encoder i dominates j when u_i >= u_j on every axis and u_i > u_j + dominance_margin on at
-    least one. Leading dimensions (bootstrap replicates, weight draws) are carried through.
-    ``weights`` may be (3,) or (..., 3) to score many weightings at once.
+    Errors are floored at ``floor`` (a number, or one per axis: (n_axes,) or (..., n_axes)); the
+    reference is encoder ``reference_index`` or, for None, the per-axis median of the floored
+    errors over the encoders (the virtual median encoder). Encoder i dominates j when u_i >= u_j -
+    tolerance on every axis and u_i > u_j + max(margin, tolerance) on at least one, so differences
+    within float noise never decide a dominance. Leading dimensions (bootstrap replicates, weight
+    draws) are carried through; ``weights`` may be (3,) or (..., 3) to score many weightings at once.
     """
-    errors = np.maximum(np.asarray(errors, dtype=np.float64), epsilon)
+    errors = np.maximum(np.asarray(errors, dtype=np.float64), np.asarray(floor, dtype=np.float64))
     n_encoders = errors.shape[-2]
-    rho = errors / errors[..., reference_index : reference_index + 1, :]
-    u = 1.0 / (1.0 + rho)
+    if reference_index is None:
+        reference = np.median(errors, axis=-2, keepdims=True)
+    else:
+        reference = errors[..., reference_index : reference_index + 1, :]
+    u = 1.0 / (1.0 + errors / reference)
     gap = u[..., :, None, :] - u[..., None, :, :]  # gap[..., i, j, a] = u_i - u_j on axis a
-    dominates = np.all(gap >= 0.0, axis=-1) & np.any(gap > dominance_margin, axis=-1)
+    dominates = np.all(gap >= -tolerance, axis=-1) & np.any(gap > max(margin, tolerance), axis=-1)
     others = max(n_encoders - 1, 1)
     share_dominated = dominates.sum(axis=-1) / others  # S: how many it dominates
     share_dominating = dominates.sum(axis=-2) / others  # Q: how many dominate it
@@ -109,13 +289,14 @@ def rank_descending(values: np.ndarray) -> np.ndarray:
 # --- tables ---------------------------------------------------------------------------------------
 
 
-def _check_axis_errors(axis_errors: pd.DataFrame, reference: str) -> list[str]:
+def _check_axis_errors(axis_errors: pd.DataFrame, reference: str | None) -> list[str]:
     if not isinstance(axis_errors, pd.DataFrame):
         raise ScoreInputError("axis_errors must be a DataFrame indexed by encoder with one column per axis")
     encoders = [str(name) for name in axis_errors.index]
-    if reference not in encoders:
+    if reference is not None and reference not in encoders:
         raise ScoreInputError(
-            f"reference encoder {reference!r} is not among the encoders scored: {sorted(encoders)}"
+            f"reference encoder {reference!r} is not among the encoders scored: {sorted(encoders)}; "
+            "name one of them or use reference = 'median'"
         )
     if len(set(encoders)) != len(encoders):
         raise ScoreInputError(f"axis_errors has duplicate encoders: {sorted(encoders)}")
@@ -126,37 +307,53 @@ def _check_axis_errors(axis_errors: pd.DataFrame, reference: str) -> list[str]:
     if partial:
         missing = {axis: sorted(axis_errors.index[axis_errors[axis].isna()].astype(str)) for axis in partial}
         raise ScoreInputError(
-            f"axis errors missing for some encoders only: {missing}; score every encoder on every axis"
+            f"axis errors missing (NaN) for some encoders only: {missing}; a measurement behind them is NaN "
+            "(for example no class scorable); score every encoder on every axis"
         )
-    if (axis_errors[axes].to_numpy() < 0).any():
-        raise ScoreInputError(
-            "axis errors must be non-negative (1 - AUROC, ECE, 1 - label efficiency, 1 - retention)"
-        )
+    auroc_axes = [axis for axis in axes if axis != "calibration"]
+    if (axis_errors[auroc_axes].to_numpy() < 0).any():
+        raise ScoreInputError("AUROC axis errors (1 - AUROC) must be non-negative: an AUROC above 1 was given")
     return axes
+
+
+def reference_index(encoders: Sequence[str], settings: ScoreSettings) -> int | None:
+    """Position of the reference encoder, or None for the median reference."""
+    if settings.median_reference:
+        return None
+    names = [str(name) for name in encoders]
+    if settings.reference not in names:
+        raise ScoreInputError(
+            f"reference encoder {settings.reference!r} is not among the encoders scored: {sorted(names)}; "
+            "name one of them or use reference = 'median'"
+        )
+    return names.index(settings.reference)
 
 
 def clinical_reliability_score(
     axis_errors: pd.DataFrame,
-    reference: str,
-    weights: Mapping[str, float] | Sequence[float] | None = None,
-    epsilon: float = DEFAULT_EPSILON,
-    dominance_margin: float = 0.0,
+    settings: ScoreSettings,
+    floor: pd.Series | Sequence[float] | None = None,
 ) -> pd.DataFrame:
     """One row per encoder: u per axis, S, Q, dominance, balance, worst axis, CRS and rank.
 
     ``axis_errors`` is indexed by encoder with columns among :data:`AXES` (errors, lower is better).
-    An axis with no value for any encoder (for example robustness when no corruption was run) is
-    left out and the CRS is computed over the others; an axis missing for only some encoders is an
-    error. Rank 1 is the highest CRS; ties share the best rank.
+    ``floor``: per-axis error floor (a Series by axis or values in :data:`AXES` order); None takes
+    ``settings.error_floor``, which must then be a number. An axis with no value for any encoder
+    (for example robustness when no corruption was run) is left out and the CRS is computed over
+    the others; an axis missing for only some encoders is an error. Rank 1 is the highest CRS;
+    ties share the best rank.
     """
+    reference = None if settings.median_reference else settings.reference
     axes = _check_axis_errors(axis_errors, reference)
     encoders = [str(name) for name in axis_errors.index]
+    floors = _floor_values(floor, settings, axes)
     parts = crs_components(
         axis_errors[axes].to_numpy(dtype=np.float64),
-        encoders.index(reference),
-        component_weights(weights),
-        epsilon,
-        dominance_margin,
+        reference_index(encoders, settings),
+        np.asarray(settings.weights),
+        floors,
+        settings.dominance_tolerance,
+        settings.dominance_margin,
     )
     table = pd.DataFrame(index=pd.Index(encoders, name="encoder"))
     for position, axis in enumerate(axes):
@@ -167,54 +364,112 @@ def clinical_reliability_score(
     table["crs"] = parts["crs"]
     table["rank"] = rank_descending(parts["crs"])
     table.attrs.update(
-        reference=reference, axes=list(axes), epsilon=epsilon, dominance_margin=dominance_margin
+        reference=settings.reference,
+        axes=list(axes),
+        floor=dict(zip(axes, floors.tolist(), strict=True)),
+        dominance_tolerance=settings.dominance_tolerance,
+        dominance_margin=settings.dominance_margin,
     )
     return table
 
 
-def axis_errors(seed_axes_table: pd.DataFrame) -> pd.DataFrame:
-    """Axis errors per encoder: mean over seeds per task, then mean over tasks (each counts once).
+def _floor_values(floor, settings: ScoreSettings, axes: Sequence[str]) -> np.ndarray:
+    if floor is None:
+        if settings.error_floor == NOISE_FLOOR:
+            raise ScoreInputError(
+                "error_floor = 'noise' needs the per-axis noise floor (crs.scoring.formula.error_floor); "
+                "pass floor=... or set error_floor to a number"
+            )
+        return np.full(len(axes), float(settings.error_floor))
+    if isinstance(floor, pd.Series):
+        return floor.reindex(list(axes)).to_numpy(dtype=np.float64)
+    values = np.asarray(floor, dtype=np.float64)
+    if values.ndim == 0:
+        return np.full(len(axes), float(values))
+    return values[[AXES.index(axis) for axis in axes]] if len(values) == len(AXES) else values
 
-    Columns: discrimination = 1 - AUROC, calibration = ECE, label_efficiency = 1 - label
-    efficiency, robustness = 1 - retention. Every encoder must have been run on the same tasks,
-    or the averages would not be comparable.
+
+# --- the point estimate, made once --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PointEstimate:
+    """The CRS point estimate and everything the bootstraps and stability analyses reuse.
+
+    ``errors`` (index encoder, columns :data:`AXES`; NaN where an axis is not measured);
+    ``standard_errors`` likewise (None when the records carry none); ``axes``: the axes scored;
+    ``floor``: the error floor per scored axis; ``reference_index``: None for the median reference;
+    ``table``: :func:`clinical_reliability_score`'s table. Encoders are sorted by name.
     """
-    needed = ("encoder", "task", "auroc", "ece", "label_efficiency", "retention")
-    missing = [column for column in needed if column not in seed_axes_table.columns]
-    if missing:
-        raise ScoreInputError(
-            f"seed-axes table lacks columns {missing}; build it with crs.axes.seed_axes(records)"
+
+    settings: ScoreSettings
+    errors: pd.DataFrame
+    standard_errors: pd.DataFrame | None
+    axes: tuple[str, ...]
+    floor: pd.Series
+    reference_index: int | None
+    table: pd.DataFrame
+
+    @property
+    def encoders(self) -> list[str]:
+        return [str(name) for name in self.errors.index]
+
+    @property
+    def axis_columns(self) -> list[int]:
+        """Positions of the scored axes in :data:`AXES` (to select them from (..., E, 4) arrays)."""
+        return [AXES.index(axis) for axis in self.axes]
+
+    def score(self, errors: np.ndarray, weights: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """:func:`crs_components` of (..., E, 4) errors with this estimate's reference, floor and rules."""
+        return crs_components(
+            np.asarray(errors)[..., self.axis_columns],
+            self.reference_index,
+            np.asarray(self.settings.weights) if weights is None else weights,
+            self.floor.to_numpy(dtype=np.float64),
+            self.settings.dominance_tolerance,
+            self.settings.dominance_margin,
         )
-    if seed_axes_table.empty:
-        raise ScoreInputError("seed-axes table is empty: no run records to score")
-    per_task = seed_axes_table.groupby(["encoder", "task"])[
-        ["auroc", "ece", "label_efficiency", "retention"]
-    ].mean()
-    tasks = per_task.reset_index().groupby("encoder")["task"].apply(lambda s: tuple(sorted(s)))
-    if tasks.nunique() > 1:
+
+
+def noise_floor(
+    standard_errors: pd.DataFrame | None, settings: ScoreSettings, encoders: Sequence[str]
+) -> pd.Series:
+    """Per-axis floor (index :data:`AXES`) under ``settings.error_floor``."""
+    if settings.error_floor != NOISE_FLOOR:
+        return pd.Series(float(settings.error_floor), index=list(AXES))
+    if standard_errors is None:
         raise ScoreInputError(
-            f"encoders were run on different tasks: {tasks.to_dict()}; run every encoder on every task"
+            "error_floor = 'noise' needs the run records' standard errors (auroc_se, ece_se), written by "
+            "crs probe since scoring v2; rerun `crs probe`, or set error_floor to a number"
         )
-    per_encoder = per_task.groupby("encoder").mean()
-    errors = pd.DataFrame(
-        {
-            "discrimination": 1.0 - per_encoder["auroc"],
-            "calibration": per_encoder["ece"],
-            "label_efficiency": 1.0 - per_encoder["label_efficiency"],
-            "robustness": 1.0 - per_encoder["retention"],
-        }
+    values = standard_errors.reindex(list(encoders))[list(AXES)].to_numpy(dtype=np.float64)
+    return pd.Series(error_floor(values, reference_index(encoders, settings)), index=list(AXES))
+
+
+def point_estimate(
+    errors: pd.DataFrame, standard_errors: pd.DataFrame | None, settings: ScoreSettings
+) -> PointEstimate:
+    """The CRS of every encoder from its axis errors, once; the bootstraps reuse its floor and reference."""
+    errors = errors.set_axis(errors.index.astype(str)).sort_index().rename_axis("encoder")
+    encoders = list(errors.index)
+    if standard_errors is not None:
+        standard_errors = standard_errors.set_axis(standard_errors.index.astype(str)).reindex(encoders)
+    floor = noise_floor(standard_errors, settings, encoders)
+    table = clinical_reliability_score(errors, settings, floor)
+    axes = tuple(table.attrs["axes"])
+    floor = floor.reindex(list(axes))
+    if floor.isna().any():
+        missing = list(floor.index[floor.isna()])
+        raise ScoreInputError(
+            f"no standard error for axes {missing} of the reference {settings.reference!r}; the run records' "
+            "auroc_se / ece_se are NaN there; set error_floor to a number"
+        )
+    return PointEstimate(
+        settings=settings,
+        errors=errors,
+        standard_errors=standard_errors,
+        axes=axes,
+        floor=floor,
+        reference_index=reference_index(encoders, settings),
+        table=table,
     )
-    errors.index = errors.index.astype(str)
-    errors.index.name = "encoder"
-    return errors
-
-
-# --- the one call the CLI and the report use --------------------------------------------------------
-
-
-
-
-
-
-
-

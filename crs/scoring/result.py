@@ -1,108 +1,294 @@
-"""``score_records``: run records -> seed axes -> axis errors -> CRS, bootstrap, reversals, sensitivity."""
+"""``score_records``: run records -> measurements -> point estimate, once -> bootstrap, reversals, stability."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from crs.axes import RETENTION_FLOOR, seed_axes
-from crs.scoring.bootstrap import paired_seed_bootstrap
-from crs.scoring.case_bootstrap import load_cases, paired_seed_case_bootstrap
-from crs.scoring.formula import (
-    DEFAULT_EPSILON,
-    ScoreInputError,
-    axis_errors,
-    clinical_reliability_score,
-    component_weights,
-    rank_descending,
-)
-from crs.scoring.rankings import rank_reversals
-from crs.scoring.stability import weight_sensitivity
+from crs.axes import effective_robustness, seed_axes
+from crs.evaluate.artifacts import PREDICTIONS_DIR, RunFolder
+from crs.scoring.bootstrap import BootstrapResult, paired_seed_bootstrap, zero_width
+from crs.scoring.case_bootstrap import paired_seed_case_bootstrap, task_kinds
+from crs.scoring.formula import AXES, PointEstimate, ScoreInputError, point_estimate, rank_descending
+from crs.scoring.measurements import Measurements, measure
+from crs.scoring.rankings import RankReversals, rank_reversals
+from crs.scoring.reversals import Reversals, auroc_crs_reversals
+from crs.scoring.settings import ScoreSettings
+from crs.scoring.stability import Stability, WeightSensitivity, stability
+
+REPORTED_COLUMNS = (
+    "ece", "brier", "nll", "kappa", "ordinal_auroc", "label_retention", "corruption_retention",
+    "shift_retention", "retention", "corrupt_ece", "shift_ece",
+)  # fmt: skip
+"""Seed-axes columns reported beside the CRS per encoder (mean over seeds per task, then over the tasks
+that have them), never scored."""
 
 
 @dataclass(frozen=True)
 class ScoreResult:
-    """Everything ``crs score`` prints and stores, as DataFrames plus a JSON-ready summary."""
+    """Everything ``crs score`` prints and stores, as DataFrames plus a JSON-ready summary.
 
-    reference: str
+    ``point``: the point estimate (axis errors, their standard errors, floor, CRS table), made once;
+    ``crs``: its table with AUROC rank, interval, P(rank 1), rank confidence set and tier beside;
+    ``reported``: measures reported beside the axes, never scored (raw ECE, Brier, NLL, retention
+    ratios, effective robustness); ``reversal_uncertainty``: the bootstrap's AUROC-vs-CRS reversals
+    (:class:`crs.scoring.reversals.Reversals`: per-pair probabilities, robust reversals, interval of
+    the count, noise baseline), None when the bootstrap could not give them (the report then says
+    it has only the point count).
+    """
+
+    settings: ScoreSettings
     seed_axes: pd.DataFrame
-    axis_errors: pd.DataFrame
+    point: PointEstimate
     crs: pd.DataFrame
-    bootstrap: Any  # crs.scoring.bootstrap.BootstrapResult
-    reversals: Any  # crs.scoring.rankings.RankReversals
-    sensitivity: Any  # crs.scoring.stability.WeightSensitivity
-    settings: dict = field(default_factory=dict)
+    reported: pd.DataFrame
+    bootstrap: BootstrapResult
+    reversals: RankReversals
+    stability: Stability
+    reversal_uncertainty: Reversals | None = None
+
+    @property
+    def reference(self) -> str:
+        """The reference encoder's name, or "median" for the virtual cohort-median encoder."""
+        return self.settings.reference
+
+    @property
+    def axis_errors(self) -> pd.DataFrame:
+        return self.point.errors
+
+    @property
+    def sensitivity(self) -> WeightSensitivity:
+        return self.stability.weights
+
+    def _indexed_tables(self) -> dict[str, pd.DataFrame]:
+        """Every stored table with its index (tables() flattens them; the summary records the index names)."""
+        errors = self.point.errors.add_suffix("_error")
+        if self.point.standard_errors is not None:
+            errors = errors.join(self.point.standard_errors.add_suffix("_se"))
+        out = {
+            "seed_axes": self.seed_axes.set_index(pd.RangeIndex(len(self.seed_axes))),
+            "axis_errors": errors,
+            "point": self.point.table,
+            "crs": self.crs,
+            "reported": self.reported,
+            "bootstrap": self.bootstrap.table,
+            "bootstrap_replicates": self.bootstrap.replicates,
+            "bootstrap_seed_draws": self.bootstrap.seed_draws,
+            "rank_pairs": self.reversals.table,
+            "stability_references": self.stability.references,
+            "stability_reference_ranks": self.stability.reference_ranks,
+            "stability_leave_one_out": self.stability.leave_one_out,
+            "weight_sensitivity": self.stability.weights.table,
+            "weight_kendall_taus": pd.DataFrame({"kendall_tau": self.stability.weights.kendall_taus}),
+        }
+        for axis, frame in (self.bootstrap.axis_error_replicates or {}).items():
+            out[f"bootstrap_axis_{axis}"] = frame
+        if self.reversal_uncertainty is not None:
+            found = self.reversal_uncertainty
+            out["reversal_pairs"] = found.pairs
+            out["reversal_counts"] = pd.DataFrame({"reversed_pairs": found.replicate_counts})
+            out["reversal_noise"] = found.noise
+        return out
 
     def tables(self) -> dict[str, pd.DataFrame]:
-        """Named flat tables, ready for ``to_parquet`` / ``to_csv`` / ``to_markdown``."""
-        return {
-            "seed_axes": self.seed_axes,
-            "axis_errors": self.axis_errors.reset_index(),
-            "crs": self.crs.reset_index(),
-            "bootstrap": self.bootstrap.table.reset_index(),
-            "bootstrap_replicates": self.bootstrap.replicates,
-            "rank_pairs": self.reversals.table.reset_index(),
-            "weight_sensitivity": self.sensitivity.table.reset_index(),
-        }
+        """Named flat tables, ready for ``to_parquet`` / ``to_csv`` / ``to_markdown``
+        (:meth:`from_stored` rebuilds the result from them and :meth:`summary`)."""
+        return {name: _flat(table) for name, table in self._indexed_tables().items()}
 
     def summary(self) -> dict:
-        """JSON-serialisable headline: leader, tier, reversals, tau, displacement, sensitivity."""
+        """JSON-serialisable headline: leader, tier, reversals, stability."""
         return {
             "reference": self.reference,
-            "settings": dict(self.settings),
+            "settings": self.settings.as_dict(),
+            "error_floor": {axis: float(value) for axis, value in self.point.floor.items()},
+            "interval": self.interval_summary(),
             "leader": self.bootstrap.leader,
             "leading_tier": list(self.bootstrap.leading_tier),
             "ranking": [
                 {key: _plain(value) for key, value in row.items()}
                 for row in self.crs.reset_index()[
-                    [
-                        "encoder",
-                        "crs",
-                        "crs_low",
-                        "crs_high",
-                        "rank",
-                        "auroc",
-                        "auroc_rank",
-                        "p_rank1",
-                        "in_leading_tier",
-                    ]
+                    ["encoder", "crs", "crs_low", "crs_high", "rank", "auroc", "auroc_rank", "p_rank1", "rank_low", "rank_high", "in_leading_tier"]
                 ].to_dict(orient="records")
             ],
             "rank_reversals": self.reversals.summary(),
-            "weight_sensitivity": self.sensitivity.summary(),
+            "reversal_uncertainty": _plain_tree(self.reversal_uncertainty),
+            "stability": _plain_tree(self.stability.summary()),
+            "weight_sensitivity": self.stability.weights.summary(),
+            "stored": {
+                "bootstrap": {"n_boot": self.bootstrap.n_boot, "alpha": self.bootstrap.alpha,
+                              "seed": self.bootstrap.seed, "level": self.bootstrap.level},
+                "point_axes": list(self.point.axes),
+                "reference_index": None if self.point.reference_index is None else int(self.point.reference_index),
+                "weight_concentration": self.stability.weights.concentration,
+                "rank_reversals": {**self.reversals.summary(), "n_concordant": self.reversals.n_concordant},
+                "table_index": {name: [None if n is None else str(n) for n in table.index.names]
+                                for name, table in self._indexed_tables().items()},
+            },
+        }
+
+    @classmethod
+    def from_stored(cls, tables: dict[str, pd.DataFrame], summary: dict) -> ScoreResult:
+        """Rebuild a result from :meth:`tables` (indexes restored) and :meth:`summary`; see :func:`read_score`."""
+        return _from_stored(cls, tables, summary)
+
+    def interval_summary(self) -> dict:
+        """What the CRS intervals cover: the bootstrap level, whether the test set is resampled, and the
+        encoders whose (seed-only) interval has zero width, which are no intervals at all."""
+        level = getattr(self.bootstrap, "level", "seed")
+        return {
+            "level": level,
+            "covers_test_set": level == "seed+case",
+            "zero_width": zero_width(self.bootstrap.table),
         }
 
     def format(self) -> str:
         """Plain-text report for the terminal."""
-        columns = ["crs", "crs_low", "crs_high", "rank", "auroc", "auroc_rank", "p_rank1", "in_leading_tier",
-                   "dominance", "balance", "worst_axis", "worst_axis_name"]  # fmt: skip
+        columns = ["crs", "crs_low", "crs_high", "rank", "rank_low", "rank_high", "auroc", "auroc_rank", "p_rank1",
+                   "in_leading_tier", "dominance", "balance", "worst_axis", "worst_axis_name"]  # fmt: skip
         table = self.crs.sort_values(["rank", "auroc_rank"])[columns]
         reversals = self.reversals.summary()
-        sensitivity = self.sensitivity.summary()
+        stable = self.stability.summary()
+        weights = stable["weights"]
+        reference = "cohort median (per-axis median error)" if self.settings.median_reference else self.reference
+        floor = ", ".join(f"{axis} {value:.4f}" for axis, value in self.point.floor.items())
         lines = [
-            f"Clinical Reliability Score (reference: {self.reference}; {self.bootstrap.n_boot} {_bootstrap_name(self.bootstrap)} replicates)",
+            f"Clinical Reliability Score (reference: {reference}; {self.bootstrap.n_boot} {_bootstrap_name(self.bootstrap)} replicates)",
             table.to_string(float_format=lambda v: f"{v:.3f}"),
             "",
-            f"leading tier ({1 - self.bootstrap.alpha:.0%}, Holm): {', '.join(self.bootstrap.leading_tier)}",
+            f"error floors (noise level of the reference's errors): {floor}",
+            *self._interval_lines(),
+            f"leading tier (encoders whose {1 - self.bootstrap.alpha:.0%} simultaneous rank confidence set contains 1): "
+            f"{', '.join(self.bootstrap.leading_tier)}",
             f"AUROC vs CRS ranking: {reversals['n_reversed']} of {reversals['n_pairs']} pairs reversed "
-            f"({reversals['n_tied']} tied), Kendall tau {reversals['kendall_tau']:.3f}, "
+            f"({reversals['n_tied']} tied; point estimate), Kendall tau {reversals['kendall_tau']:.3f}, "
             f"mean |rank displacement| {reversals['mean_abs_displacement']:.2f}",
             f"reversed pairs (AUROC order -> CRS order): {reversals['reversed_pairs']}",
-            f"weight sensitivity ({sensitivity['n_samples']} Dirichlet draws): {sensitivity['top']} stays first in "
-            f"{sensitivity['share_top_stays_first']:.1%}, mean Kendall tau to default {sensitivity['mean_kendall_tau']:.3f}",
+            *self._reversal_lines(),
+            f"stability: the leader stays first under {stable['leader_unchanged_under_references']} of "
+            f"{stable['n_references']} reference choices (each encoder and the median); leaving one encoder out "
+            f"changes the leader {stable['leave_one_out_leader_changes']} times and reverses at most "
+            f"{stable['leave_one_out_max_pairs_reversed']} pairs of the others",
+            f"weight sensitivity ({weights['n_samples']} Dirichlet draws): {weights['top']} stays first in "
+            f"{weights['share_top_stays_first']:.1%}, mean Kendall tau to default {weights['mean_kendall_tau']:.3f}",
         ]
         return "\n".join(lines)
+
+    def _interval_lines(self) -> list[str]:
+        interval = self.interval_summary()
+        if interval["covers_test_set"]:
+            return []
+        lines = ["intervals are seed-only: the test set is not resampled (set case_bootstrap = true for intervals "
+                 "that include test-set sampling)"]  # fmt: skip
+        if interval["zero_width"]:
+            lines.append(f"no interval for {', '.join(interval['zero_width'])}: every seed gave the same measurements "
+                         "(zero width is not a confidence interval)")  # fmt: skip
+        return lines
+
+    def _reversal_lines(self) -> list[str]:
+        found = self.reversal_uncertainty
+        if found is None:
+            return ["reversal uncertainty: not computed (no bootstrap replicates of AUROC and CRS)"]
+        noise = found.noise.loc["crs"]
+        robust = found.pairs.loc[found.pairs["robust"], ["first", "second"]].to_numpy().tolist()
+        return [
+            f"robust reversals (each order held in >= {found.level:.0%} of {len(found.replicate_counts)} replicates): "
+            f"{found.n_robust} {robust}; {1 - found.alpha:.0%} interval of the reversal count "
+            f"{found.count_low:.0f} to {found.count_high:.0f}",
+            f"noise baseline: two independent replicates of the CRS reorder {noise['mean']:.1f} pairs on average "
+            f"(5-95 %: {noise['low']:.0f} to {noise['high']:.0f})",
+        ]
+
+
+def _flat(table: pd.DataFrame) -> pd.DataFrame:
+    """The table with its index as leading columns (an unnamed one as ``index``)."""
+    return table.reset_index()
+
+
+def _restore(table: pd.DataFrame, names: list) -> pd.DataFrame:
+    columns = ["index" if name is None else name for name in names]
+    restored = table.set_index(columns)
+    restored.index.names = names
+    return restored
+
+
+def read_score(folder: RunFolder) -> ScoreResult:
+    """The score stored in a run folder's ``score/`` (:meth:`RunFolder.write_score`), rebuilt as a ScoreResult.
+
+    Everything the report and ``format()`` use comes back; the case draws (re-drawable from the
+    settings and the predictions) are not stored.
+    """
+    summary = folder.read_score_summary()
+    stored = summary.get("stored")
+    if stored is None:
+        raise ScoreInputError(f"{folder.score_dir} was written by an older crs; run `crs score` to rewrite it")
+    tables = {name: _restore(folder.read_score_table(name), names) for name, names in stored["table_index"].items()}
+    return ScoreResult.from_stored(tables, summary)
+
+
+def _from_stored(cls, tables: dict[str, pd.DataFrame], summary: dict) -> ScoreResult:
+    stored = summary["stored"]
+    settings = ScoreSettings(**summary["settings"])
+    axis_errors = tables["axis_errors"]
+    errors = axis_errors[[f"{axis}_error" for axis in AXES]].set_axis(list(AXES), axis=1)
+    se_columns = [f"{axis}_se" for axis in AXES]
+    standard_errors = (
+        axis_errors[se_columns].set_axis(list(AXES), axis=1) if all(c in axis_errors for c in se_columns) else None
+    )
+    point = PointEstimate(
+        settings=settings, errors=errors, standard_errors=standard_errors, axes=tuple(stored["point_axes"]),
+        floor=pd.Series(summary["error_floor"], dtype=np.float64), reference_index=stored["reference_index"],
+        table=tables["point"],
+    )  # fmt: skip
+    boot_meta = stored["bootstrap"]
+    kept = {axis: tables[f"bootstrap_axis_{axis}"] for axis in AXES if f"bootstrap_axis_{axis}" in tables}
+    boot = BootstrapResult(
+        table=tables["bootstrap"], replicates=tables["bootstrap_replicates"], seed_draws=tables["bootstrap_seed_draws"],
+        leader=summary["leader"], leading_tier=tuple(summary["leading_tier"]), n_boot=int(boot_meta["n_boot"]),
+        alpha=float(boot_meta["alpha"]), seed=int(boot_meta["seed"]), level=str(boot_meta["level"]),
+        axis_error_replicates=kept or None,
+    )  # fmt: skip
+    rr = stored["rank_reversals"]
+    reversals = RankReversals(
+        table=tables["rank_pairs"], reversed_pairs=tuple(tuple(pair) for pair in rr["reversed_pairs"]),
+        n_pairs=int(rr["n_pairs"]), n_reversed=int(rr["n_reversed"]), n_tied=int(rr["n_tied"]),
+        n_concordant=int(rr["n_concordant"]), kendall_tau=float(rr["kendall_tau"]),
+        mean_abs_displacement=float(rr["mean_abs_displacement"]),
+    )  # fmt: skip
+    weights = summary["weight_sensitivity"]
+    sensitivity = WeightSensitivity(
+        table=tables["weight_sensitivity"], top=str(weights["top"]),
+        share_top_stays_first=float(weights["share_top_stays_first"]),
+        kendall_taus=tables["weight_kendall_taus"]["kendall_tau"].to_numpy(dtype=np.float64),
+        n_samples=int(weights["n_samples"]), concentration=float(stored["weight_concentration"]),
+    )  # fmt: skip
+    uncertainty = None
+    found = summary.get("reversal_uncertainty")
+    if found is not None and "reversal_pairs" in tables:
+        uncertainty = Reversals(
+            pairs=tables["reversal_pairs"].reset_index(drop=True), n_pairs=int(found["n_pairs"]),
+            n_reversed=int(found["n_reversed"]), n_robust=int(found["n_robust"]),
+            kendall_tau=float(found["kendall_tau"]), mean_abs_displacement=float(found["mean_abs_displacement"]),
+            replicate_counts=tables["reversal_counts"]["reversed_pairs"].to_numpy(),
+            count_low=float(found["count_low"]), count_high=float(found["count_high"]),
+            noise=tables["reversal_noise"], level=float(found["level"]), alpha=float(found["alpha"]),
+        )  # fmt: skip
+    return cls(
+        settings=settings, seed_axes=tables["seed_axes"].reset_index(drop=True), point=point, crs=tables["crs"],
+        reported=tables["reported"], bootstrap=boot, reversals=reversals,
+        stability=Stability(tables["stability_references"], tables["stability_reference_ranks"],
+                            tables["stability_leave_one_out"], sensitivity),
+        reversal_uncertainty=uncertainty,
+    )  # fmt: skip
 
 
 def _bootstrap_name(bootstrap) -> str:
     if getattr(bootstrap, "level", "seed") == "seed+case":
         return "paired seed x test-case bootstrap"
-    return "paired-seed bootstrap"
+    return "seed-only paired-seed bootstrap"
 
 
 def _plain(value):
@@ -111,79 +297,128 @@ def _plain(value):
     return value
 
 
+def _plain_tree(value):
+    if isinstance(value, dict):
+        return {str(key): _plain_tree(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain_tree(item) for item in value]
+    if hasattr(value, "summary"):
+        return _plain_tree(value.summary())
+    return _plain(value)
+
+
+def reported_measures(per_seed: pd.DataFrame, point: PointEstimate) -> pd.DataFrame:
+    """Per encoder, what is reported beside the axes: mean over seeds per task, then over tasks.
+
+    Also the scored values in their own units (auroc, ece_debiased, label_efficiency = mean AUROC
+    below the full fraction, robust_auroc) and effective robustness, the robust AUROC above the
+    cohort's clean-robust line (:func:`crs.axes.effective_robustness`).
+    """
+    columns = [column for column in REPORTED_COLUMNS if column in per_seed.columns]
+    per_task = per_seed.groupby(["encoder", "task"])[columns].mean()
+    table = per_task.groupby("encoder").mean()
+    table.index = table.index.astype(str)
+    errors = point.errors
+    values = pd.DataFrame(
+        {
+            "auroc": 1.0 - errors["discrimination"],
+            "ece_debiased": errors["calibration"],
+            "label_efficiency": 1.0 - errors["label_efficiency"],
+            "robust_auroc": 1.0 - errors["robustness"],
+        },
+        index=errors.index,
+    )
+    values["effective_robustness"] = effective_robustness(
+        values["auroc"].to_numpy(), values["robust_auroc"].to_numpy()
+    )
+    return values.join(table).rename_axis("encoder")
+
+
 def score_records(
     records: pd.DataFrame,
-    reference: str,
-    weights: Mapping[str, float] | Sequence[float] | None = None,
-    n_boot: int = 1000,
-    seed: int = 0,
-    alpha: float = 0.05,
-    epsilon: float = DEFAULT_EPSILON,
-    dominance_margin: float = 0.0,
-    full_fraction: float = 1.0,
-    retention_floor: float | None = None,
-    n_weight_samples: int = 1000,
+    settings: ScoreSettings | str | None = None,
+    *,
     predictions_dir: str | Path | None = None,
-    case_level: bool = False,
+    run_folder: RunFolder | str | Path | None = None,
+    workers: int | None = None,
+    **changes: Any,
 ) -> ScoreResult:
-    """Run records -> seed axes -> axis errors -> CRS with bootstrap tiers, reversals, sensitivity.
+    """Run records -> measurements -> CRS point estimate -> bootstrap tier, reversals, stability.
 
-    ``case_level=True`` adds the second bootstrap level (test cases resampled within class,
-    :mod:`crs.scoring.case_bootstrap`); it reads the per-case predictions stage 2 wrote to
-    ``predictions_dir`` (``<output>/predictions``). The point estimates do not change.
+    ``settings``: a :class:`ScoreSettings`, or a reference encoder's name, or None (defaults:
+    median reference, noise floors); keyword ``changes`` override its fields
+    (``score_records(records, "resnet50", n_boot=200)``). ``settings.case_level`` adds the second
+    bootstrap level (patients or lesions resampled within strata, :mod:`crs.scoring.case_bootstrap`);
+    it reads the per-case predictions stage 2 wrote into ``run_folder`` (or ``predictions_dir``, its
+    ``predictions`` folder). ``workers``: threads of the weighted AUROC (default 1; see ``case_bootstrap.DEFAULT_WORKERS``).
+    The point estimate is made once, from the run records, and handed to every later step.
     """
-    floor = RETENTION_FLOOR if retention_floor is None else retention_floor
-    per_seed = seed_axes(records, full_fraction=full_fraction, retention_floor=floor)
-    errors = axis_errors(per_seed)
-    table = clinical_reliability_score(errors, reference, weights, epsilon, dominance_margin)
-    if case_level:
-        if predictions_dir is None:
-            raise ScoreInputError(
-                "case_level needs predictions_dir (the <output>/predictions folder stage 2 writes)"
-            )
-        boot = paired_seed_case_bootstrap(
-            per_seed,
-            load_cases(Path(predictions_dir), records, full_fraction),
-            reference,
-            weights,
-            n_boot=n_boot,
-            seed=seed,
-            alpha=alpha,
-            epsilon=epsilon,
-            dominance_margin=dominance_margin,
-            retention_floor=floor,
-        )
+    if isinstance(settings, str):
+        settings = ScoreSettings(reference=settings, **changes)
+    elif settings is None:
+        settings = ScoreSettings(**changes)
+    elif changes:
+        settings = settings.replace(**changes)
+    measurements: Measurements = measure(records, settings)
+    point = point_estimate(measurements.axis_errors(), measurements.axis_standard_errors(), settings)
+    per_seed = seed_axes(records, full_fraction=settings.full_fraction, retention_floor=settings.retention_floor)
+
+    if settings.case_level:
+        folder = _run_folder(run_folder, predictions_dir)
+        boot = paired_seed_case_bootstrap(measurements, folder, point, task_kinds(records), workers)
     else:
-        boot = paired_seed_bootstrap(
-            per_seed,
-            reference,
-            weights,
-            n_boot=n_boot,
-            seed=seed,
-            alpha=alpha,
-            epsilon=epsilon,
-            dominance_margin=dominance_margin,
-        )
-    mean_auroc = 1.0 - errors["discrimination"]
-    table["auroc"] = mean_auroc.reindex(table.index)
+        boot = paired_seed_bootstrap(measurements, point)
+
+    table = point.table.copy()
+    table["auroc"] = 1.0 - point.errors["discrimination"].reindex(table.index)
     table["auroc_rank"] = rank_descending(table["auroc"].to_numpy())
-    for column in ("crs_low", "crs_high", "p_rank1", "in_leading_tier"):
+    for column in ("crs_low", "crs_high", "p_rank1", "rank_low", "rank_high", "in_leading_tier"):
         table[column] = boot.table[column].reindex(table.index)
     reversals = rank_reversals(table["auroc"], table["crs"])
-    sensitivity = weight_sensitivity(
-        errors,
-        reference,
-        n_samples=n_weight_samples,
-        seed=seed,
-        epsilon=epsilon,
-        dominance_margin=dominance_margin,
-        weights=weights,
+    uncertainty = bootstrap_reversals(table, boot, settings)
+    return ScoreResult(
+        settings=settings,
+        seed_axes=per_seed,
+        point=point,
+        crs=table,
+        reported=reported_measures(per_seed, point),
+        bootstrap=boot,
+        reversals=reversals,
+        stability=stability(point),
+        reversal_uncertainty=uncertainty,
     )
-    settings = {
-        "reference": reference, "weights": component_weights(weights).tolist(), "n_boot": n_boot, "seed": seed,
-        "alpha": alpha, "epsilon": epsilon, "dominance_margin": dominance_margin, "full_fraction": full_fraction,
-        "retention_floor": floor, "n_weight_samples": n_weight_samples, "case_level": bool(case_level),
-    }  # fmt: skip
-    return ScoreResult(reference, per_seed, errors, table, boot, reversals, sensitivity, settings)
 
 
+def _run_folder(run_folder: RunFolder | str | Path | None, predictions_dir: str | Path | None) -> RunFolder:
+    if run_folder is not None:
+        return run_folder if isinstance(run_folder, RunFolder) else RunFolder(run_folder)
+    if predictions_dir is None:
+        raise ScoreInputError(
+            "case_level needs run_folder (the run's output folder) or predictions_dir (its predictions folder)"
+        )
+    predictions_dir = Path(predictions_dir)
+    if predictions_dir.name != PREDICTIONS_DIR:
+        raise ScoreInputError(
+            f"predictions_dir must be a run folder's {PREDICTIONS_DIR!r} folder, got {predictions_dir}; pass run_folder"
+        )
+    return RunFolder(predictions_dir.parent)
+
+
+def bootstrap_reversals(table: pd.DataFrame, boot: BootstrapResult, settings: ScoreSettings) -> Reversals | None:
+    """AUROC-vs-CRS reversals under the bootstrap (:mod:`crs.scoring.reversals`), from the same replicates.
+
+    AUROC replicates are 1 - the discrimination error of each replicate. Replicates in which any
+    encoder's AUROC or CRS is not finite are left out; None when fewer than two remain.
+    """
+    if boot.axis_error_replicates is None or "discrimination" not in boot.axis_error_replicates:
+        return None
+    names = [str(e) for e in table.index]
+    auroc_boot = 1.0 - boot.axis_error_replicates["discrimination"][names].to_numpy(dtype=np.float64)
+    crs_boot = boot.replicates[names].to_numpy(dtype=np.float64)
+    finite = np.isfinite(auroc_boot).all(axis=1) & np.isfinite(crs_boot).all(axis=1)
+    if finite.sum() < 2:
+        return None
+    return auroc_crs_reversals(
+        table["auroc"].set_axis(names), table["crs"].set_axis(names), auroc_boot[finite], crs_boot[finite],
+        alpha=settings.alpha,
+    )  # fmt: skip

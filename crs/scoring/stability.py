@@ -1,21 +1,26 @@
-"""How the CRS ranking moves when its choices move: Dirichlet-sampled component weights."""
+"""How the CRS ranking moves when its choices move (DESIGN section 8b, stability).
+
+* :func:`reference_stability`: the ranking under every candidate reference (each encoder) and under
+  the virtual cohort-median encoder;
+* :func:`leave_one_out`: how far the other encoders move when one is removed (dominance makes the
+  CRS depend on the cohort);
+* :func:`weight_sensitivity`: the ranking under Dirichlet-sampled (dominance, balance, worst-axis)
+  weights.
+
+Each starts from the point estimate (:class:`crs.scoring.formula.PointEstimate`) and rescores its
+axis errors with the same formula; nothing is remeasured.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from crs.scoring.formula import (
-    DEFAULT_EPSILON,
-    ScoreInputError,
-    clinical_reliability_score,
-    crs_components,
-    rank_descending,
-)
-from crs.scoring.rankings import kendall_tau
+from crs.scoring.formula import PointEstimate, ScoreInputError, point_estimate, rank_descending
+from crs.scoring.rankings import kendall_tau, rank_reversals
+from crs.scoring.settings import MEDIAN_REFERENCE
 
 
 @dataclass(frozen=True)
@@ -46,43 +51,24 @@ class WeightSensitivity:
         }
 
 
-def weight_sensitivity(
-    axis_errors_table: pd.DataFrame,
-    reference: str,
-    n_samples: int = 1000,
-    concentration: float = 1.0,
-    seed: int = 0,
-    epsilon: float = DEFAULT_EPSILON,
-    dominance_margin: float = 0.0,
-    weights: Mapping[str, float] | Sequence[float] | None = None,
-) -> WeightSensitivity:
-    """Draw CRS weights from Dirichlet(concentration x 1) and compare each ranking with the default.
+def weight_sensitivity(point: PointEstimate, concentration: float = 1.0) -> WeightSensitivity:
+    """Draw CRS weights from Dirichlet(concentration x 1) and compare each ranking with the point estimate's.
 
-    ``weights`` is the default weighting the draws are compared against (equal if None).
+    ``point.settings``: the number of draws (``n_weight_samples``) and the seed.
     """
-    if n_samples < 1 or not concentration > 0:
-        raise ScoreInputError(
-            f"need n_samples >= 1 and concentration > 0, got {n_samples} and {concentration}"
-        )
-    default = clinical_reliability_score(axis_errors_table, reference, weights, epsilon, dominance_margin)
-    axes = list(default.attrs["axes"])
-    encoders = list(default.index)
-    errors = (
-        axis_errors_table.set_axis(axis_errors_table.index.astype(str))
-        .reindex(encoders)[axes]
-        .to_numpy(np.float64)
-    )
-    draws = np.random.default_rng(seed).dirichlet(np.full(3, concentration), size=n_samples)
-    crs = crs_components(errors, encoders.index(reference), draws, epsilon, dominance_margin)[
-        "crs"
-    ]  # (draws, encoders)
+    if not concentration > 0:
+        raise ScoreInputError(f"concentration must be positive, got {concentration}")
+    settings = point.settings
+    encoders = point.encoders
+    draws = np.random.default_rng(settings.seed).dirichlet(np.full(3, concentration), size=settings.n_weight_samples)
+    crs = point.score(point.errors.to_numpy(np.float64), weights=draws)["crs"]  # (draws, encoders)
     ranks = rank_descending(crs)
-    default_crs = default["crs"].to_numpy()
+    default_crs = point.table["crs"].reindex(encoders).to_numpy()
     top_index = int(np.argmax(default_crs))
     taus = np.array([kendall_tau(default_crs, row) for row in crs])
     table = pd.DataFrame(
         {
-            "default_rank": default["rank"].to_numpy(),
+            "default_rank": point.table["rank"].reindex(encoders).to_numpy(),
             "share_rank1": (ranks == 1).mean(axis=0),
             "mean_rank": ranks.mean(axis=0),
         },
@@ -93,8 +79,104 @@ def weight_sensitivity(
         top=encoders[top_index],
         share_top_stays_first=float((ranks[:, top_index] == 1).mean()),
         kendall_taus=taus,
-        n_samples=n_samples,
+        n_samples=settings.n_weight_samples,
         concentration=concentration,
     )
 
 
+def _compare(default: pd.Series, other: pd.Series) -> dict:
+    """Leader, reversed pairs, Kendall tau and the largest rank move of ``other`` against ``default``."""
+    reversals = rank_reversals(default, other)
+    moves = (reversals.table["rank_b"] - reversals.table["rank_a"]).abs()
+    return {
+        "leader": str(other.idxmax()),
+        "leader_changes": bool(other.idxmax() != default.idxmax()),
+        "n_reversed": reversals.n_reversed,
+        "n_pairs": reversals.n_pairs,
+        "kendall_tau": reversals.kendall_tau,
+        "max_rank_move": int(moves.max()) if len(moves) else 0,
+        "most_moved": str(moves.idxmax()) if len(moves) and moves.max() > 0 else "",
+    }
+
+
+def reference_stability(point: PointEstimate) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The ranking under every candidate reference: each encoder, and the cohort median.
+
+    Returns (summary, ranks). ``summary`` (index reference choice): leader, leader_changes,
+    n_reversed and kendall_tau against the point estimate's ranking, max_rank_move, most_moved,
+    reference_rank (where the reference itself ranks; NaN for the median), is_default.
+    ``ranks``: reference choice x encoder CRS ranks. The error floor follows the reference (its
+    own standard error), as it would had that reference been chosen.
+    """
+    default = point.table["crs"]
+    rows, ranks = {}, {}
+    for choice in [*point.encoders, MEDIAN_REFERENCE]:
+        settings = point.settings.replace(reference=choice)
+        table = point_estimate(point.errors, point.standard_errors, settings).table
+        row = _compare(default, table["crs"])
+        row["reference_rank"] = float(table.loc[choice, "rank"]) if choice != MEDIAN_REFERENCE else float("nan")
+        row["is_default"] = choice == point.settings.reference
+        rows[choice] = row
+        ranks[choice] = table["rank"]
+    summary = pd.DataFrame.from_dict(rows, orient="index").rename_axis("reference")
+    return summary, pd.DataFrame(ranks).T.rename_axis("reference")
+
+
+def leave_one_out(point: PointEstimate) -> pd.DataFrame:
+    """How the other encoders move when one encoder is left out of the cohort.
+
+    One row per encoder left out (index ``left_out``): the others' new leader, whether it changed,
+    pairs among the others that reverse against their point-estimate order, Kendall tau, the
+    largest rank move among them (their point-estimate ranks re-ranked without the one left out)
+    and who moved most. The named reference cannot be left out (its row says so); with fewer than
+    three encoders there is nothing to compare.
+    """
+    encoders = point.encoders
+    rows = {}
+    if len(encoders) < 3:
+        return pd.DataFrame(
+            columns=["leader", "leader_changes", "n_reversed", "n_pairs", "kendall_tau", "max_rank_move",
+                     "most_moved", "note"]  # fmt: skip
+        ).rename_axis("left_out")
+    for left_out in encoders:
+        if not point.settings.median_reference and left_out == point.settings.reference:
+            rows[left_out] = {"note": "the reference: not left out"}
+            continue
+        others = [name for name in encoders if name != left_out]
+        errors = point.errors.loc[others]
+        standard_errors = None if point.standard_errors is None else point.standard_errors.loc[others]
+        table = point_estimate(errors, standard_errors, point.settings).table
+        rows[left_out] = {**_compare(point.table["crs"].loc[others], table["crs"]), "note": ""}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("left_out")
+
+
+@dataclass(frozen=True)
+class Stability:
+    """The three stability analyses of the ranking (module docstring)."""
+
+    references: pd.DataFrame
+    reference_ranks: pd.DataFrame
+    leave_one_out: pd.DataFrame
+    weights: WeightSensitivity
+
+    def summary(self) -> dict:
+        references = self.references
+        reals = references[references.index != MEDIAN_REFERENCE]
+        loo = self.leave_one_out.dropna(subset=["n_reversed"]) if len(self.leave_one_out) else self.leave_one_out
+        return {
+            "n_references": int(len(references)),
+            "leader_unchanged_under_references": int((~references["leader_changes"].astype(bool)).sum()),
+            "max_pairs_reversed_by_reference": int(references["n_reversed"].max()),
+            "references_ranking_themselves_first": int((reals["reference_rank"] == 1).sum()),
+            "median_reference_leader": str(references.loc[MEDIAN_REFERENCE, "leader"]),
+            "leave_one_out_leader_changes": int(loo["leader_changes"].astype(bool).sum()) if len(loo) else 0,
+            "leave_one_out_max_pairs_reversed": int(loo["n_reversed"].max()) if len(loo) else 0,
+            "leave_one_out_max_rank_move": int(loo["max_rank_move"].max()) if len(loo) else 0,
+            "weights": self.weights.summary(),
+        }
+
+
+def stability(point: PointEstimate) -> Stability:
+    """Reference choice, leave-one-encoder-out and weight sensitivity of the point estimate's ranking."""
+    references, reference_ranks = reference_stability(point)
+    return Stability(references, reference_ranks, leave_one_out(point), weight_sensitivity(point))

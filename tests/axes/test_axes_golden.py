@@ -71,22 +71,45 @@ def test_smooth_ece_near_zero_when_calibrated_and_near_gap_when_offset():
 
 
 def test_label_efficiency_by_hand():
-    # fractions .01, .1, 1 -> x = -2, -1, 0; AUROCs .7, .8, .9 -> a = .4, .6, .8
-    # trapezoids: (.4 + .6) / 2 + (.6 + .8) / 2 = 1.2 over a span of 2 -> 0.6
-    assert axes.label_efficiency([0.01, 0.1, 1.0], [0.7, 0.8, 0.9]) == pytest.approx(0.6)
-    assert axes.label_efficiency([1.0, 0.01, 0.1], [0.9, 0.7, 0.8]) == pytest.approx(0.6)  # order-free
-    assert axes.label_efficiency([0.05, 1.0], [1.0, 1.0]) == pytest.approx(1.0)
-    assert math.isnan(axes.label_efficiency([1.0], [0.9]))
+    # the scored axis is absolute: fractions .01, .1, 1 with AUROC .7, .8, .9 -> mean below 1: (.7 + .8) / 2
+    assert axes.label_efficiency([0.01, 0.1, 1.0], [0.7, 0.8, 0.9]) == pytest.approx(0.75)
+    assert axes.label_efficiency([1.0, 0.01, 0.1], [0.9, 0.7, 0.8]) == pytest.approx(0.75)  # order-free
+    # the full-label AUROC does not enter: raising it leaves label efficiency unchanged
+    assert axes.label_efficiency([0.01, 0.1, 1.0], [0.7, 0.8, 0.99]) == pytest.approx(0.75)
+    assert math.isnan(axes.label_efficiency([1.0], [0.9]))  # nothing below the full fraction
+    assert math.isnan(axes.label_efficiency([0.1, 1.0], [np.nan, 0.9]))
     with pytest.raises(axes.AxisInputError, match="distinct"):
         axes.label_efficiency([0.1, 0.1], [0.8, 0.8])
 
 
+def test_relative_label_retention_by_hand():
+    # reported, not scored: above-chance share kept. .7 -> .2 / .4 = .5; .8 -> .3 / .4 = .75; mean .625
+    assert axes.relative_label_retention([0.01, 0.1, 1.0], [0.7, 0.8, 0.9]) == pytest.approx(0.625)
+    # raising the full-label AUROC lowers the ratio: why it is not scored
+    assert axes.relative_label_retention([0.01, 0.1, 1.0], [0.7, 0.8, 0.95]) < 0.625
+    assert math.isnan(axes.relative_label_retention([0.01, 0.1], [0.7, 0.8]))  # no full fraction
+
+
 def test_retention_floor_and_clip():
     assert axes.retention(0.7, 0.9) == pytest.approx(0.5)  # .2 / .4
-    assert axes.retention(0.95, 0.9) == 1.0  # better than clean: clipped to full retention
+    assert axes.retention(0.95, 0.9) == 1.0  # better than clean: full retention
     assert axes.retention(0.4, 0.9) == 0.0  # worse than chance: clipped to none
-    assert axes.retention(0.52, 0.51) == pytest.approx(0.4)  # denominator floored at .05: .02 / .05
+    assert axes.retention(0.52, 0.515) == 1.0  # AUROC rose: full retention, whatever the floor
+    assert axes.retention(0.53, 0.52) == 1.0  # the audit's case: was 0.6 (.03 / .05)
+    assert axes.retention(0.51, 0.52) == pytest.approx(0.2)  # fell: .01 / floor .05
     assert math.isnan(axes.retention(np.nan, 0.9))
+
+
+def test_effective_robustness_by_hand():
+    # three encoders on the logit line robust = clean - 1 (logit scale) have effective robustness 0;
+    # a fourth 0.05 above what its clean AUROC predicts keeps about +0.05 (the fit moves a little)
+    def expit(x):
+        return 1.0 / (1.0 + np.exp(-x))
+
+    clean_logits = np.array([0.5, 1.0, 2.0])
+    on_line = axes.effective_robustness(expit(clean_logits), expit(clean_logits - 1.0))
+    assert on_line == pytest.approx([0.0, 0.0, 0.0], abs=1e-9)
+    assert np.isnan(axes.effective_robustness([0.8, 0.9], [0.7, 0.8])).all()  # fewer than three
 
 
 def test_mean_corruption_error_by_hand():
@@ -108,7 +131,8 @@ def test_bad_inputs_name_the_fix():
 def _record(encoder, fraction, condition, value, corruption="", severity=0, target="", seed=0):
     return {"encoder": encoder, "task": "t", "task_kind": "multiclass", "label_fraction": fraction, "seed": seed,
             "condition": condition, "corruption": corruption, "severity": severity, "target": target,
-            "auroc": value, "ece": 0.1 if condition == "clean" else 0.3, "brier": 0.2, "nll": 0.5}  # fmt: skip
+            "auroc": value, "ece": 0.1 if condition == "clean" else 0.3, "ece_debiased": 0.02,
+            "brier": 0.2, "nll": 0.5}  # fmt: skip
 
 
 def test_seed_axes_by_hand():
@@ -124,15 +148,46 @@ def test_seed_axes_by_hand():
         ]
     )
     row = axes.seed_axes(records).iloc[0]
-    assert row["auroc"] == 0.9 and row["ece"] == 0.1
-    assert row["label_efficiency"] == pytest.approx(0.6)  # as in test_label_efficiency_by_hand
-    assert row["corruption_retention"] == pytest.approx(0.5)  # (.75 + .25) / 2
+    assert row["auroc"] == 0.9 and row["ece"] == 0.1 and row["ece_debiased"] == 0.02
+    assert row["label_efficiency"] == pytest.approx(0.75)  # as in test_label_efficiency_by_hand
+    assert row["label_retention"] == pytest.approx(0.625)
+    assert row["corruption_auroc"] == pytest.approx(0.7)  # (.8 + .6) / 2: scored part of robustness
+    assert row["shift_auroc"] == pytest.approx(0.7)
+    assert row["corruption_retention"] == pytest.approx(0.5)  # (.75 + .25) / 2, reported
     assert row["shift_retention"] == pytest.approx(0.5)
     assert row["retention"] == pytest.approx(0.5)  # (.5 + .5) / 2
     assert row["corrupt_ece"] == pytest.approx(0.3)
 
     no_shift = axes.seed_axes(records[records["condition"] != "shift"]).iloc[0]
     assert no_shift["retention"] == pytest.approx(0.5) and math.isnan(no_shift["shift_retention"])
+    assert math.isnan(no_shift["shift_auroc"])
+
+
+def test_debiased_ece_and_its_noise_by_hand():
+    # binary, 2 bins: p = .2 (label 0) in bin 0, p = .8 (label 1) in bin 1 -> ECE = .5 * .2 + .5 * .2 = .2.
+    # A calibrated probe: per bin V = .2 * .8 = .16; E|S| = sqrt(2 V / pi) = .31915 per bin; mean ECE =
+    # (2 x .31915) / 2 = .31915; debiased = .2 - .31915 = -.11915 (two cases: noise dwarfs the signal).
+    # SD = sqrt((1 - 2 / pi) x .32) / 2 = .17051
+    null_mean = np.sqrt(2 * 0.16 / np.pi)
+    assert axes.debiased_ece([0, 1], [0.2, 0.8], "binary", n_bins=2) == pytest.approx(0.2 - null_mean)
+    assert axes.ece_standard_error([0, 1], [0.2, 0.8], "binary", n_bins=2) == pytest.approx(
+        np.sqrt((1 - 2 / np.pi) * 0.32) / 2
+    )
+    # top label: the arg-max is right with probability max(p); (.9, .1) and (.6, .4) -> V = .09, .24
+    # in bins 13 and 9 of 15
+    probs = np.array([[0.9, 0.1], [0.6, 0.4]])
+    expected = (np.sqrt(2 * 0.09 / np.pi) + np.sqrt(2 * 0.24 / np.pi)) / 2
+    assert axes.ece(np.array([0, 1]), probs, "multiclass") - axes.debiased_ece(
+        np.array([0, 1]), probs, "multiclass"
+    ) == pytest.approx(expected)
+
+
+def test_auroc_standard_error_by_hand():
+    # y = 1 1 0 0, scores .8 .4 .4 .1, A = .875. Placements: positives V10 = 1, .75 (the tie counts
+    # 1/2); negatives V01 = .75, 1. Influences (V - A) / 2 = +-.0625 for all four cases:
+    # Var = 4 x .0625^2 = .015625, SE = .125
+    assert axes.auroc_standard_error([1, 1, 0, 0], [0.8, 0.4, 0.4, 0.1], "binary") == pytest.approx(0.125)
+    assert math.isnan(axes.auroc_standard_error([1, 1, 1], [0.2, 0.5, 0.9], "binary"))
 
 
 def test_seed_axes_rejects_missing_columns():

@@ -203,3 +203,88 @@ def test_smooth_ece_agrees_with_relplot():
         assert axes.smooth_ece(outcome, confidence, "binary") == pytest.approx(
             relplot.smECE(confidence, outcome), abs=2e-3
         )
+
+
+# --- the debiased calibration error and the standard errors, against simulation --------------------
+
+
+def _calibrated_draw(rng: np.random.Generator, n: int, n_classes: int = 5):
+    """Probabilities from a Dirichlet and labels drawn from them: a perfectly calibrated probe."""
+    probs = rng.dirichlet(np.full(n_classes, rng.choice([0.3, 1.0, 3.0])), size=n)
+    y = (rng.uniform(size=(n, 1)) > np.cumsum(probs, axis=1)).sum(axis=1).clip(0, n_classes - 1)
+    return y, probs
+
+
+def test_debiased_ece_of_a_calibrated_probe_averages_zero_at_aptos_size():
+    # DESIGN section 7: binned ECE of a perfectly calibrated model is about 0.04 at 732 cases; the
+    # debiased error must average within 0.01 of 0 over many test sets
+    rng = np.random.default_rng(9000)
+    raw, debiased = [], []
+    for _ in range(300):
+        y, probs = _calibrated_draw(rng, 732)
+        raw.append(axes.ece(y, probs, "multiclass"))
+        debiased.append(axes.debiased_ece(y, probs, "multiclass"))
+    assert np.mean(raw) > 0.02  # the bias being removed
+    assert abs(np.mean(debiased)) < 0.01
+    assert abs(np.mean(debiased)) < 3 * np.std(debiased) / np.sqrt(len(debiased)) + 0.002
+
+
+@pytest.mark.parametrize("kind", ["multiclass", "multilabel", "binary"])
+def test_subtracted_bias_and_noise_level_match_label_resampling(kind):
+    # the definition: the mean (and SD) of the ECE of labels resampled from the probe's own probabilities
+    rng = np.random.default_rng({"multiclass": 1, "multilabel": 2, "binary": 3}[kind])
+    n = 400
+    if kind == "multiclass":
+        probs = rng.dirichlet(np.full(4, 0.7), size=n)
+    elif kind == "multilabel":
+        probs = rng.uniform(size=(n, 3))
+    else:
+        probs = rng.uniform(size=n)
+    y_fixed = (rng.uniform(size=probs.shape) < 0.5).astype(float) if kind != "multiclass" else rng.integers(0, 4, n)
+    if kind == "multilabel":
+        y_fixed[rng.uniform(size=y_fixed.shape) < 0.2] = np.nan  # ignored entries stay ignored
+    resampled = []
+    for _ in range(600):
+        if kind == "multiclass":
+            y = (rng.uniform(size=(n, 1)) > np.cumsum(probs, axis=1)).sum(axis=1).clip(0, 3)
+        else:
+            y = (rng.uniform(size=probs.shape) < probs).astype(float)
+            if kind == "multilabel":
+                y[np.isnan(y_fixed)] = np.nan
+        resampled.append(axes.ece(y, probs, kind))
+    bias = axes.ece(y_fixed, probs, kind) - axes.debiased_ece(y_fixed, probs, kind)
+    assert bias == pytest.approx(np.mean(resampled), abs=0.003)
+    assert axes.ece_standard_error(y_fixed, probs, kind) == pytest.approx(np.std(resampled), rel=0.15)
+
+
+def test_binary_auroc_standard_error_is_delong():
+    rng = np.random.default_rng(11)
+    for _ in range(20):
+        n = int(rng.integers(10, 80))
+        y = (rng.uniform(size=n) < 0.4).astype(int)
+        if y.min() == y.max():
+            continue
+        scores = rng.integers(0, 8, n).astype(float)  # many ties
+        positives, negatives = scores[y == 1], scores[y == 0]
+        v10 = ((negatives[None, :] < positives[:, None]) + 0.5 * (negatives[None, :] == positives[:, None])).mean(1)
+        v01 = ((positives[None, :] > negatives[:, None]) + 0.5 * (positives[None, :] == negatives[:, None])).mean(1)
+        delong = np.var(v10) / len(positives) + np.var(v01) / len(negatives)  # with n, not n - 1
+        assert axes.auroc_standard_error(y, scores, "binary") == pytest.approx(np.sqrt(delong), rel=1e-9)
+
+
+@pytest.mark.parametrize("kind", ["multiclass", "multilabel"])
+def test_macro_auroc_standard_error_matches_the_spread_over_fresh_test_sets(kind):
+    rng = np.random.default_rng(12)
+    n, k = 300, 4
+    values, errors = [], []
+    for _ in range(300):
+        if kind == "multiclass":
+            y = rng.integers(0, k, n)
+            logits = rng.normal(size=(n, k)) + 1.2 * np.eye(k)[y]
+            scores = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+        else:
+            y = (rng.uniform(size=(n, k)) < 0.3).astype(float)
+            scores = rng.normal(size=(n, k)) + 1.0 * y
+        values.append(axes.auroc(y, scores, kind))
+        errors.append(axes.auroc_standard_error(y, scores, kind))
+    assert np.mean(errors) == pytest.approx(np.std(values), rel=0.15)

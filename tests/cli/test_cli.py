@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
+from joblib.externals.loky.process_executor import TerminatedWorkerError
 
-from crs.cli.main import cli
+import crs
+from crs.benchmark import Benchmark
+from crs.cli.main import cli, error_line
+from crs.spec import for_setting
 
 from tiny import write_tiny_spec
 
@@ -149,3 +155,48 @@ def test_missing_image_stops_with_its_name_or_is_skipped_and_listed(runner, tmp_
 
     provenance = read_provenance(tmp_path / "out" / "records.parquet")
     assert provenance["skipped_images"]["fundus-folder"] == skipped
+
+
+def test_memory_error_is_one_line_that_suggests_fewer_jobs(runner, tmp_path, monkeypatch):
+    def out_of_memory(self, **kwargs):
+        raise MemoryError("Unable to allocate 12.0 GiB for an array with shape (400000, 4096)")
+
+    monkeypatch.setattr(Benchmark, "probe", out_of_memory)
+    result = runner.invoke(cli, ["probe", str(write_tiny_spec(tmp_path)), "-q", "--jobs", "8"])
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert lines == [
+        "crs: error: out of memory (Unable to allocate 12.0 GiB for an array with shape (400000, 4096)); "
+        "run fewer worker processes at once (option --jobs) or lower [extract] batch_size in the spec"
+    ]
+    # --debug keeps the traceback for a bug report
+    with pytest.raises(MemoryError):
+        runner.invoke(cli, ["--debug", "probe", str(write_tiny_spec(tmp_path)), "-q"], catch_exceptions=False)
+
+
+def test_memory_error_without_a_message_still_names_the_fix():
+    assert error_line(MemoryError()).startswith("out of memory; run fewer worker processes at once (option --jobs)")
+
+
+def test_a_killed_worker_is_one_line_that_suggests_fewer_jobs():
+    killed = TerminatedWorkerError("A worker process managed by the executor was unexpectedly terminated.\n\n"
+                                   "The exit codes of the workers are {SIGKILL(-9)}")
+    line = error_line(killed)
+    assert "\n" not in line and "running out of memory" in line and line.endswith("(option --jobs)")
+
+
+def test_library_error_gets_the_flag_of_its_setting():
+    assert error_line(for_setting(ValueError("cache root is a file\nsecond line"), "cache")) == (
+        "cache root is a file (option --cache)"
+    )
+
+
+def test_python_dash_m_crs_is_the_same_command_line():
+    done = subprocess.run([sys.executable, "-m", "crs", "--version"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"crs, version {crs.__version__}"
+
+
+def test_stage_commands_live_in_their_own_module():
+    for name in ("demo", "run", "extract", "probe", "score", "report"):
+        assert cli.commands[name].callback.__module__ == "crs.cli.stages"

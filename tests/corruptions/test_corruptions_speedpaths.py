@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from crs.corruptions import SEVERITIES, apply, ops, suite
+from crs.corruptions import SEVERITIES, apply, resample, suite
 from crs.corruptions.api import apply_severities
 from crs.corruptions.scenes import scenes
-from crs.corruptions.suites import MODALITIES
+from crs.spec import MODALITIES
 
 SIZE = 40
 
@@ -51,8 +51,8 @@ def test_box_taps_equal_the_box_matrix():
     x = torch.rand(2, 3, 37, 53, dtype=torch.float64)
     for factor in (0.7, 0.5, 0.3, 0.16):
         rows, cols = int(37 * factor), int(53 * factor)
-        dense = ops.box_weights(37, rows).double() @ x @ ops.box_weights(53, cols).double().T
-        taps = ops._box_resample(ops._box_resample(x, -2, rows), -1, cols)
+        dense = resample.box_weights(37, rows).double() @ x @ resample.box_weights(53, cols).double().T
+        taps = resample.box_resample(resample.box_resample(x, -2, rows), -1, cols)
         assert torch.allclose(taps, dense, atol=1e-6), factor
 
 

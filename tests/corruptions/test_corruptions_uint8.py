@@ -9,13 +9,13 @@ import torch.nn.functional as F
 
 from crs.corruptions import SEVERITIES, apply_severities, ops, suite
 from crs.corruptions.scenes import scenes
-from crs.corruptions.suites import MODALITIES
 from crs.corruptions.uint8_ops import (
     contrast_uint8,
     nearest_exact_index,
     pixelate_uint8,
     upsample_nearest_exact,
 )
+from crs.spec import MODALITIES
 
 SHAPES = [(37, 53), (40, 40)]
 CASES = [

@@ -126,3 +126,43 @@ def test_cli_list_names_every_loader():
     result = CliRunner().invoke(datasets, ["list"])
     assert result.exit_code == 0
     assert [line.split()[0] for line in result.output.splitlines()] == sorted(DATASET_LOADERS)
+
+
+def test_check_reports_dicom_problems_by_kind_in_its_json(tmp_path):
+    pytest.importorskip("pydicom")
+    from dicom_factory import PATIENT_ID, PATIENT_NAME, circle_film, write_film
+
+    rows = []
+    for i in range(12):  # usable films, two classes, one per patient
+        path = write_film(tmp_path / "films" / f"ok{i:02d}.dcm", circle_film(20, 24, 5, seed=i), compress=i % 2 == 0)
+        rows.append({"path": str(path.relative_to(tmp_path)), "label": "ab"[i % 2]})
+    broken = {
+        "films/cine.dcm": write_film(tmp_path / "films" / "cine.dcm", circle_film(16, 16, 4), frames=2),
+        "films/report.dcm": write_film(tmp_path / "films" / "report.dcm", None, with_pixels=False),
+        "films/mpeg.dcm": write_film(tmp_path / "films" / "mpeg.dcm", circle_film(16, 16, 4),
+                                     transfer_syntax="1.2.840.10008.1.2.4.100"),
+    }
+    rows += [{"path": path, "label": "a"} for path in broken]
+    # The same film exported twice (new UIDs): found by its pixel data in two splits.
+    twin = tmp_path / "films" / "ok00-again.dcm"
+    write_film(twin, circle_film(20, 24, 5, seed=0), compress=True)
+    rows.append({"path": "films/ok00-again.dcm", "label": "a"})
+    table = pd.DataFrame(rows)
+    table["split"] = ["train", "val", "test"] * 5 + ["test"]
+    table.loc[0, "split"] = "train"
+    table.to_csv(tmp_path / "labels.csv", index=False)
+
+    result = CliRunner().invoke(datasets, ["check", "folder", str(tmp_path), "--json", "-o", "modality=chest_xray",
+                                           "-o", "split_column=split"])
+    assert result.exit_code == 1
+    payload = json.loads(result.output[: result.output.rindex("}") + 1])
+    assert tuple(payload) == REPORT_KEYS
+    dicom = payload["dicom"]
+    assert dicom["n_files"] == 16 and dicom["n_problems"] == 3
+    assert {kind: entry["count"] for kind, entry in dicom["problems"].items()} == {
+        "multi-frame": 1, "no pixel data": 1, "unsupported transfer syntax": 1}
+    assert dicom["problems"]["unsupported transfer syntax"]["first"] == "films/mpeg.dcm"
+    assert payload["n_unreadable"] == 3
+    assert any(problem.startswith("1 DICOM file(s): no pixel data") for problem in payload["problems"])
+    assert any(entry["ids"] == ["films/ok00.dcm", "films/ok00-again.dcm"] for entry in payload["duplicates"])
+    assert PATIENT_NAME not in result.output and PATIENT_ID not in result.output

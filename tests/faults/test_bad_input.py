@@ -1,6 +1,6 @@
 """Every bad input of the reliability issue, through the real command line: one line, non-zero exit.
 
-Each test runs ``crs ...`` with click's CliRunner on ``crs.cli.cli`` and asserts the exit code and
+Each test runs ``crs ...`` with click's CliRunner on ``crs.cli.main.cli`` and asserts the exit code and
 the message (which names the bad thing and the fix). Where a run stops part-way, it also checks
 that nothing half-written is marked complete: the store verifies with only ``incomplete`` chunks
 and the interrupted encoder is not ``current``.

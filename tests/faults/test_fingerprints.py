@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import crs.corruptions
+import crs.extract.runner
 from crs.cache.store import FeatureStore, store_path
 from crs.data import load_dataset
 from crs.encoders import create
@@ -52,7 +53,8 @@ def _dtype(encoder, monkeypatch, dataset):
 
 
 def _suite_version(encoder, monkeypatch, dataset):
-    monkeypatch.setattr(crs.corruptions, "SUITE_VERSION", crs.corruptions.SUITE_VERSION + "-next")
+    # where stage 1 reads it: a new suite version is what a changed corruption suite publishes
+    monkeypatch.setattr(crs.extract.runner, "SUITE_VERSION", crs.corruptions.SUITE_VERSION + "-next")
     return encoder, dataset
 
 

@@ -19,12 +19,15 @@ sys.path.insert(0, str(HERE.parent))
 from golden_tables import run_reduced_benchmark  # noqa: E402
 
 
-def main() -> None:
-    target = HERE / "house"
+def main(which: str = "house") -> None:
+    """``house``: the stage-2 tables; ``score``: the score tables (``python make_house_golden.py score``)."""
+    target = HERE / which
     target.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory() as folder:
         tables = run_reduced_benchmark(Path(folder))
     for name, table in tables.items():
+        if name.startswith("score_") != (which == "score"):
+            continue
         table.to_csv(target / f"{name}.csv", index=False, float_format="%.17g")
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=HERE).stdout.strip()
     (target / "COMMIT").write_text(commit + "\n")
@@ -32,4 +35,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(*sys.argv[1:2])

@@ -84,3 +84,23 @@ def test_knn_rejects_fractional_neighbour_counts():
     X, y = data("multiclass", n=80)
     with pytest.raises(ProbeError, match="neighbour counts"):
         fit_probes(X[:60], y[:60], X[60:], y[60:], [np.arange(60)], "multiclass", family="knn", Cs=(0.5, 2))
+
+
+def test_knn_spec_without_Cs_runs_stage_2(tiny_run, tmp_path):
+    """A spec with ``family = "knn"`` and no ``Cs`` tries the neighbour counts (it once failed with ProbeError)."""
+    from crs.benchmark import Benchmark
+    from crs.spec import DEFAULT_KS, load_spec
+
+    from tiny import write_tiny_spec
+
+    spec, _, _, _ = tiny_run
+    path = write_tiny_spec(tmp_path, cache=spec.cache, output=tmp_path / "knn")
+    text = path.read_text()
+    assert "Cs = [0.01, 1.0]\n" in text
+    path.write_text(text.replace("Cs = [0.01, 1.0]\n", 'family = "knn"\n'))
+    knn_spec = load_spec(path)
+    assert knn_spec.probe.Cs is None and knn_spec.probe.grid == tuple(float(k) for k in DEFAULT_KS)
+    records = Benchmark(knn_spec).probe(progress=False).records
+    assert len(records) and set(records["encoder"]) == set(spec.encoder_names)
+    assert set(records["selected_C"]) <= set(DEFAULT_KS)
+    assert records["auroc"].notna().any()

@@ -100,6 +100,21 @@ def test_page_names_the_bootstrap_that_made_its_intervals(report):
     assert "under seed and test-case resampling" in page or "share the leading tier" in page
 
 
+def test_page_has_the_stability_section(report):
+    path, out, score, _records = report
+    page, markdown = path.read_text(), (out / "report.md").read_text()
+    for text in (page, markdown):
+        assert "How stable is this ranking?" in text
+        assert "cohort median" in text  # the reference-choice table has the median row
+        # the leave-one-encoder-out table, or with two encoders the note that there is nothing to compare
+        assert ("left out" in text) if len(score.crs) >= 3 else ("at least three encoders" in text)
+    assert 'id="stability"' in page and 'href="#stability"' in page
+    assert page.index('id="stability"') < page.index("Weight sensitivity")
+    # no bootstrap reversal probabilities in this run: the opening sentence says the count is a point estimate
+    if score.reversals.n_reversed:
+        assert "in the point estimate" in page
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install chromium); .ci/run installs it")
 def test_chromium_renders_every_figure_offline(report, tmp_path):
     path, out, _score, _records = report

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from crs import axes
-from crs.report.tables import axis_intervals, interval_note, leaderboard
+from crs.report.tables import interval_note, leaderboard
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,7 @@ def _replicate_auroc_by_hand(score, predictions_dir: Path, records) -> np.ndarra
     """(replicates, encoders) clean full-fraction macro AUROC under each replicate's seed and case draws.
 
     Per (encoder, task, seed): crs.axes.auroc on np.repeat(cases, counts); then the seed-count
-    weighted mean per task and the plain mean over tasks (crs.scoring.formula.axis_errors' order of means).
+    weighted mean per task and the plain mean over tasks (crs.scoring.formula.axis_errors_from_metrics' order).
     """
     boot = score.bootstrap
     encoders = [str(name) for name in score.axis_errors.index]
@@ -45,7 +45,7 @@ def _replicate_auroc_by_hand(score, predictions_dir: Path, records) -> np.ndarra
                 labels, probs, full_seeds = unit["clean_labels"], unit["clean_probs"], unit["full_seeds"]
             values = np.zeros(boot.n_boot)
             for b in range(boot.n_boot):
-                counts = boot.case_draws[task][b]
+                counts = boot.case_draws[task].counts([b])[0]
                 total, weight = 0.0, 0.0
                 for seed_name, n_copies in seed_draws.iloc[b].items():
                     if n_copies == 0:
@@ -77,46 +77,29 @@ def test_case_level_auroc_interval_is_the_percentile_of_the_replicate_auroc(case
 
 
 def test_case_level_axis_replicates_are_the_ones_behind_the_crs_replicates(case_level_run):
-    from crs.scoring.formula import AXES, component_weights, crs_components
+    from crs.scoring.formula import AXES
 
     _spec, _records, score = case_level_run
     boot = score.bootstrap
     encoders = list(boot.replicates.columns)
-    used = list(score.crs.attrs["axes"])
     errors = np.stack([boot.axis_error_replicates[axis][encoders].to_numpy() for axis in AXES], axis=-1)
-    crs = crs_components(errors[..., [AXES.index(a) for a in used]], encoders.index(score.reference),
-                         component_weights(score.settings["weights"]), score.settings["epsilon"], score.settings["dominance_margin"])["crs"]  # fmt: skip
+    crs = score.point.score(errors)["crs"]  # the point estimate's reference rule, floor and weights
     assert crs == pytest.approx(boot.replicates.to_numpy(), abs=1e-12)
 
 
-def test_seed_only_intervals_ignore_kept_replicates_and_the_note_names_the_level():
-    # A seed-level bootstrap keeps today's behaviour (seed draws over the per-seed axes) even if
-    # something left case-level replicates on it; the note names the level and the replicate count.
-    import pandas as pd
-
-    seed_axes = pd.DataFrame({
-        "encoder": ["a", "a"], "task": ["t", "t"], "seed": [0, 1], "auroc": [0.8, 0.6],
-        "ece": [0.1, 0.1], "label_efficiency": [0.5, 0.5], "retention": [np.nan, np.nan],
-    })  # fmt: skip
-    draws = pd.DataFrame([[2, 0], [0, 2], [1, 1]], columns=["0", "1"])
-    kept = {axis: pd.DataFrame({"a": [0.0, 0.0, 0.0]}) for axis in
-            ("discrimination", "calibration", "label_efficiency", "robustness")}  # fmt: skip
-    seed_level = SimpleNamespace(
-        alpha=0.05, n_boot=3, level="seed", seed_draws=draws, axis_error_replicates=kept
-    )
-    score = SimpleNamespace(
-        seed_axes=seed_axes, axis_errors=pd.DataFrame(index=pd.Index(["a"])), bootstrap=seed_level
-    )
-    # draws give AUROC 0.8, 0.6, 0.7; numpy's linear percentiles: 0.605 and 0.795
-    assert axis_intervals(score).loc["a", ["auroc_low", "auroc_high"]].tolist() == pytest.approx(
-        [0.605, 0.795]
-    )
+def test_the_note_names_the_level_and_the_replicate_count():
+    seed_level = SimpleNamespace(alpha=0.05, n_boot=3, level="seed")
     note = interval_note(seed_level)
-    assert "3 replicates of the paired-seed bootstrap" in note and "not resampled" in note
-
-    case_level = SimpleNamespace(**{**seed_level.__dict__, "level": "seed+case", "n_boot": 500})
-    # case level: the kept errors are used (error 0 -> AUROC 1), not the seed draws
-    assert axis_intervals(SimpleNamespace(**{**score.__dict__, "bootstrap": case_level})).loc[
-        "a", "auroc_high"
-    ] == pytest.approx(1.0)
+    assert "3 replicates of the seed-only paired-seed bootstrap" in note and "not resampled" in note
+    case_level = SimpleNamespace(alpha=0.05, n_boot=500, level="seed+case")
     assert "500 replicates of the paired seed \u00d7 test-case bootstrap" in interval_note(case_level)
+
+
+def test_a_zero_width_seed_only_interval_is_not_called_an_interval():
+    from crs.report.headline import interval_phrase
+
+    seed_level = SimpleNamespace(alpha=0.05, n_boot=3, level="seed")
+    assert interval_phrase(seed_level, 0.5, 0.5).startswith("no interval")
+    assert "seed-only 95\u00a0% interval 0.400 to 0.600" in interval_phrase(seed_level, 0.4, 0.6)
+    case_level = SimpleNamespace(alpha=0.05, n_boot=3, level="seed+case")
+    assert interval_phrase(case_level, 0.4, 0.6) == "95\u00a0% CI 0.400 to 0.600"

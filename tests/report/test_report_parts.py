@@ -61,7 +61,9 @@ def test_worst_robustness_sentence_by_hand():
         ("a", "derm", 1.0, 0, "corrupt", "gaussian_noise", 1, "", 0.88),
         ("a", "derm", 0.1, 0, "corrupt", "gaussian_noise", 1, "", 0.5),  # not at full labels: ignored
     ])  # fmt: skip
-    assert worst_robustness(records, "a") == "loses 31\u00a0% of its above-chance AUROC under motion blur at severity 4 (derm)"
+    assert worst_robustness(records, "a") == (
+        "falls from AUROC 0.900 to 0.776 under motion blur at severity 4 (derm), 31\u00a0% of its above-chance AUROC lost"
+    )
 
 
 def test_worst_robustness_names_the_shifted_site_when_it_costs_most():
@@ -70,7 +72,9 @@ def test_worst_robustness_names_the_shifted_site_when_it_costs_most():
         ("a", "cxr", 1.0, 0, "corrupt", "jpeg", 2, "", 0.77),
         ("a", "cxr", 1.0, 0, "shift", "", 0, "cxr-b", 0.65),  # 0.15 / 0.3 above chance kept: loses 50 %
     ])  # fmt: skip
-    assert worst_robustness(records, "a") == "loses 50\u00a0% of its above-chance AUROC on the shifted site cxr-b (cxr probe)"
+    assert worst_robustness(records, "a") == (
+        "falls from AUROC 0.800 to 0.650 on the shifted site cxr-b (cxr probe), 50\u00a0% of its above-chance AUROC lost"
+    )
 
 
 def test_worst_label_efficiency_by_hand():
@@ -80,27 +84,31 @@ def test_worst_label_efficiency_by_hand():
         ("a", "derm", 0.1, 0, "clean", "", 0, "", 0.6),
     ])  # fmt: skip
     assert worst_label_efficiency(records, "a") == (
-        "keeps only 25\u00a0% of its full-label above-chance AUROC with 10\u00a0% of the labels on derm"
+        "has AUROC 0.600 with 10\u00a0% of the labels on derm (0.900 with all; 25\u00a0% of its above-chance AUROC kept)"
     )
 
 
-def test_axis_intervals_reuse_the_bootstrap_seed_draws():
-    # Two seeds with AUROC 0.8 and 0.6 on one task. Draws (2,0), (0,2), (1,1) give 0.8, 0.6, 0.7;
-    # numpy's linear percentiles at 2.5 and 97.5 of [0.6, 0.7, 0.8] are 0.605 and 0.795.
-    seed_axes = pd.DataFrame({
-        "encoder": ["a", "a"], "task": ["t", "t"], "seed": [0, 1], "auroc": [0.8, 0.6],
-        "ece": [0.1, 0.1], "label_efficiency": [0.5, 0.5], "retention": [np.nan, np.nan],
-    })  # fmt: skip
+def test_axis_intervals_are_percentiles_of_the_kept_replicate_errors():
+    # Three replicates of the discrimination error .2, .4, .3 -> AUROC .8, .6, .7; numpy's linear
+    # percentiles at 2.5 and 97.5 of [0.6, 0.7, 0.8] are 0.605 and 0.795. Calibration is kept as the
+    # error itself; robustness was not measured (all NaN): no interval, not a made-up one.
+    kept = {
+        "discrimination": pd.DataFrame({"a": [0.2, 0.4, 0.3]}),
+        "calibration": pd.DataFrame({"a": [0.01, 0.01, 0.01]}),
+        "label_efficiency": pd.DataFrame({"a": [0.3, 0.3, 0.3]}),
+        "robustness": pd.DataFrame({"a": [np.nan] * 3}),
+    }
     score = SimpleNamespace(
-        seed_axes=seed_axes,
         axis_errors=pd.DataFrame(index=pd.Index(["a"], name="encoder")),
-        bootstrap=SimpleNamespace(alpha=0.05, seed_draws=pd.DataFrame([[2, 0], [0, 2], [1, 1]], columns=["0", "1"])),
+        bootstrap=SimpleNamespace(alpha=0.05, n_boot=3, axis_error_replicates=kept),
     )
     intervals = axis_intervals(score)
     assert intervals.loc["a", "auroc_low"] == pytest.approx(0.605)
     assert intervals.loc["a", "auroc_high"] == pytest.approx(0.795)
-    assert intervals.loc["a", "ece_low"] == pytest.approx(0.1) and intervals.loc["a", "ece_high"] == pytest.approx(0.1)
-    assert np.isnan(intervals.loc["a", "retention_low"])  # not measured: no interval, not a made-up one
+    assert intervals.loc["a", ["calibration_error_low", "calibration_error_high"]].tolist() == pytest.approx([0.01, 0.01])
+    assert np.isnan(intervals.loc["a", "robust_auroc_low"])
+    none_kept = SimpleNamespace(**{**score.__dict__, "bootstrap": SimpleNamespace(alpha=0.05, n_boot=3)})
+    assert np.isnan(axis_intervals(none_kept).loc["a", "auroc_low"])
 
 
 def test_rank_shift_and_interval_text():
@@ -174,3 +182,39 @@ def test_percent_keeps_rare_shares_off_zero_and_hundred():
     from crs.report.tables import percent
 
     assert [percent(x) for x in (0.31, 0.0, 0.002, 0.998, 1.0)] == ["31\u00a0%", "0\u00a0%", "<1\u00a0%", ">99\u00a0%", "100\u00a0%"]
+
+
+def test_reversal_sentence_with_and_without_robust_reversals():
+    from crs.report.headline import reversal_sentence
+
+    plain = reversal_sentence(5, 45, "a", "b")
+    assert plain.startswith("Ranking by clean AUROC alone would have picked a; 5 of 45 encoder pairs swap order")
+    assert "in the point estimate" in plain and "no bootstrap reversal probabilities" in plain
+    robust = reversal_sentence(5, 45, "a", "b", {"n_robust": 2, "count_low": 3, "count_high": 9,
+                                                 "robust_level": 0.95, "interval_level": 0.95, "n_boot": 1000})
+    assert robust == ("Ranking by clean AUROC alone would have picked a; 5 of 45 encoder pairs swap order, 2 of them "
+                      "robustly (each order held in at least 95\u00a0% of 1000 bootstrap replicates; 95\u00a0% interval "
+                      "of the count 3 to 9).")
+    assert reversal_sentence(0, 3, "a", "a") == "Clean AUROC orders every pair of encoders the same way (0 of 3 pairs swap)."
+    same_leader = reversal_sentence(2, 10, "a", "a")
+    assert same_leader.startswith("Clean AUROC picks the same leader, but 2 of 10 encoder pairs swap order further down")
+
+
+def test_stability_tables_read_the_scoring_tables():
+    from crs.report.stability import leave_one_out_table, reference_table
+
+    references = pd.DataFrame({
+        "leader": ["a", "a", "b"], "leader_changes": [False, False, True], "n_reversed": [0, 1, 2], "n_pairs": [3, 3, 3],
+        "kendall_tau": [1.0, 1 / 3, -1 / 3], "max_rank_move": [0, 1, 2], "most_moved": ["", "c", "a"],
+        "reference_rank": [1.0, 2.0, np.nan], "is_default": [False, False, True],
+    }, index=pd.Index(["a", "c", "median"], name="reference"))  # fmt: skip
+    loo = pd.DataFrame({"leader": ["b", None], "leader_changes": [True, None], "n_reversed": [1, None],
+                        "n_pairs": [1, None], "kendall_tau": [-1.0, None], "max_rank_move": [1, None],
+                        "most_moved": ["c", None], "note": ["", "the reference: not left out"]},
+                       index=pd.Index(["a", "r"], name="left_out"))  # fmt: skip
+    stability = SimpleNamespace(references=references, leave_one_out=loo)
+    table = reference_table(stability)
+    assert table.rows[0] == ("a", "a", "0 of 3", "1.00", "1")
+    assert table.rows[2] == ("cohort median (this page)", "b", "2 of 3", "-0.33", "\u2014")
+    rows = leave_one_out_table(stability).rows
+    assert rows[0] == ("a", "b", "1 of 1", "1 (c)") and rows[1][3] == "the reference: not left out"

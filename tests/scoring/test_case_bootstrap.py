@@ -1,40 +1,114 @@
-"""Second bootstrap level: weighted metrics, strata, pairing across encoders and conditions, intervals."""
+"""Second bootstrap level through the run folder: group draws shared by encoders and conditions,
+the point estimate from the stored predictions, centring, intervals, the group-level simulation."""
 
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import pytest
-from sklearn.metrics import roc_auc_score
 
 from crs import axes
-from crs.axes import seed_axes
+from crs.evaluate import artifacts
+from crs.evaluate.artifacts import RunFolder
 from crs.evaluate.units import condition_metrics
 from crs.scoring.bootstrap import paired_seed_bootstrap
-from crs.scoring.case_bootstrap import (
-    CaseBootstrapError,
-    TaskCases,
-    case_strata,
-    load_cases,
-    paired_seed_case_bootstrap,
-    stratified_case_counts,
-    weighted_auroc,
-    weighted_binned_ece,
-)
-from crs.scoring.formula import ScoreInputError, axis_errors, clinical_reliability_score
+from crs.scoring.case_bootstrap import CaseBootstrapError, paired_seed_case_bootstrap, task_kinds
+from crs.scoring.formula import AXES, ScoreInputError, point_estimate
+from crs.scoring.measurements import measure
 from crs.scoring.result import score_records
+from crs.scoring.settings import ScoreSettings
 
 # --- helpers ---------------------------------------------------------------------------------------
 
 
-def _rows(cases: TaskCases, case_counts=None, shift_counts=None, seed_copies=None) -> list[dict]:
-    """Run records recomputed from per-case predictions, on the resample the counts describe.
+@dataclass(frozen=True)
+class Cases:
+    """Every encoder's predictions of one task, in memory (the oracle side of these tests).
 
-    ``seed_copies`` maps each new seed id to the stored seed it copies (a seed multiset); by default
-    every stored seed once. Resampled cases are materialised with np.repeat: the oracle path.
+    ``probs_by_fraction`` (E, F, S, N, K); ``corrupt_probs`` (E, C, S, N, K) named "<corruption>/<severity>";
+    ``shift_probs`` (E, S, M, K).
     """
+
+    task: str
+    kind: str
+    encoders: tuple[str, ...]
+    seeds: tuple[int, ...]
+    fractions: tuple[float, ...]
+    labels: np.ndarray
+    probs_by_fraction: np.ndarray
+    corruptions: tuple[str, ...]
+    corrupt_probs: np.ndarray
+    groups: np.ndarray | None = None
+    shift_labels: np.ndarray | None = None
+    shift_probs: np.ndarray | None = None
+
+
+def _write(folder: RunFolder, cases: Cases) -> None:
+    """Store the cases as stage 2 does (crs.evaluate.units), one file per encoder."""
+    n_fractions, n_seeds = len(cases.fractions), len(cases.seeds)
+    for e, encoder in enumerate(cases.encoders):
+        arrays = {
+            artifacts.probs_key("clean"): cases.probs_by_fraction[e, -1].astype(np.float32),
+            artifacts.labels_key("clean"): cases.labels,
+            artifacts.ALL_CLEAN_PROBS: cases.probs_by_fraction[e].reshape(n_fractions * n_seeds, *cases.labels.shape[:1], -1),
+            artifacts.SUBSET_FRACTION: np.repeat(np.array(cases.fractions), n_seeds),
+            artifacts.SUBSET_SEED: np.tile(np.array(cases.seeds), n_fractions),
+            artifacts.FULL_SEEDS: np.array(cases.seeds),
+        }
+        for c, name in enumerate(cases.corruptions):
+            corruption, severity = name.split("/")
+            arrays[artifacts.probs_key(artifacts.condition_key("corrupt", corruption, int(severity)))] = (
+                cases.corrupt_probs[e, c].astype(np.float32)
+            )
+        if cases.groups is not None:
+            arrays[artifacts.CLEAN_GROUPS] = cases.groups.astype(str)
+        if cases.shift_probs is not None:
+            arrays[artifacts.probs_key("shift")] = cases.shift_probs[e].astype(np.float32)
+            arrays[artifacts.labels_key("shift")] = cases.shift_labels
+        folder.write_predictions(encoder, cases.task, arrays)
+
+
+def _read(folder: RunFolder, records: pd.DataFrame) -> dict[str, Cases]:
+    """The stored predictions of a real run, back in memory (float16 rows of the lower fractions as stored)."""
+    encoders = sorted(records["encoder"].astype(str).unique())
+    out = {}
+    for task, kind in task_kinds(records).items():
+        units = [folder.read_predictions(encoder, task) for encoder in encoders]
+        first = units[0]
+        seeds = tuple(int(s) for s in sorted(first[artifacts.FULL_SEEDS]))
+        fractions = tuple(sorted(set(first[artifacts.SUBSET_FRACTION].tolist())))
+        stems = artifacts.corrupt_stems(first)
+
+        def by_fraction(unit, seeds=seeds, fractions=fractions):
+            rows = []
+            for fraction in fractions[:-1]:
+                rows.append(np.stack([unit[artifacts.ALL_CLEAN_PROBS][np.flatnonzero(
+                    np.isclose(unit[artifacts.SUBSET_FRACTION], fraction) & (unit[artifacts.SUBSET_SEED] == s))[0]]
+                    .astype(np.float32) for s in seeds]))  # fmt: skip
+            full = [int(np.flatnonzero(unit[artifacts.FULL_SEEDS] == s)[0]) for s in seeds]
+            rows.append(unit["clean_probs"][full])
+            return np.stack(rows), full
+
+        stacked = [by_fraction(unit) for unit in units]
+        out[task] = Cases(
+            task=task, kind=kind, encoders=tuple(encoders), seeds=seeds, fractions=fractions,
+            labels=first["clean_labels"], probs_by_fraction=np.stack([s for s, _ in stacked]),
+            corruptions=tuple("/".join(map(str, artifacts.parse_corrupt_stem(stem))) for stem in stems),
+            corrupt_probs=np.stack([np.stack([unit[f"{stem}_probs"][full] for stem in stems])
+                                    for unit, (_, full) in zip(units, stacked, strict=True)]),
+            groups=first.get(artifacts.CLEAN_GROUPS),
+            shift_labels=first.get("shift_labels"),
+            shift_probs=np.stack([unit["shift_probs"][full] for unit, (_, full) in zip(units, stacked, strict=True)])
+            if "shift_probs" in first else None,
+        )  # fmt: skip
+    return out
+
+
+def _rows(cases: Cases, case_counts=None, shift_counts=None, seed_copies=None) -> list[dict]:
+    """Run records recomputed from per-case predictions, on the resample the counts describe (np.repeat: the oracle)."""
 
     def take(array: np.ndarray, counts) -> np.ndarray:
         return array if counts is None else np.repeat(array, counts, axis=0)
@@ -63,148 +137,56 @@ def _rows(cases: TaskCases, case_counts=None, shift_counts=None, seed_copies=Non
     return rows
 
 
-def _records(cases: dict[str, TaskCases], **kwargs) -> pd.DataFrame:
+def _records(cases: dict[str, Cases], **kwargs) -> pd.DataFrame:
     return pd.DataFrame([row for task in sorted(cases) for row in _rows(cases[task], **kwargs)])
 
 
-# --- weighted metrics against the materialised resample ----------------------------------------------
+def _point(records: pd.DataFrame, reference: str, n_boot: int = 20, seed: int = 0):
+    settings = ScoreSettings(reference=reference, n_boot=n_boot, seed=seed)
+    measurements = measure(records, settings)
+    return measurements, point_estimate(measurements.axis_errors(), measurements.axis_standard_errors(), settings)
 
 
-def test_weighted_auroc_equals_sklearn_on_the_repeated_arrays():
-    rng = np.random.default_rng(0)
-    worst = 0.0
-    for trial in range(200):
-        n_cases, n_columns, n_boot = (
-            int(rng.integers(2, 40)),
-            int(rng.integers(1, 5)),
-            int(rng.integers(1, 5)),
-        )
-        # every other trial: few distinct scores, so most pairs tie (the 1/2 rule is exercised)
-        scores = (
-            rng.integers(0, 4, (n_columns, n_cases)).astype(float)
-            if trial % 2
-            else rng.random((n_columns, n_cases))
-        )
-        positive = rng.random((n_columns, n_cases)) < rng.uniform(0.05, 0.6)  # imbalanced, sometimes absent
-        negative = ~positive & (rng.random((n_columns, n_cases)) < 0.9)  # some cases ignored (NaN label)
-        counts = rng.integers(0, 4, (n_boot, n_cases))
-        got = weighted_auroc(scores, positive, negative, counts)
-        for b in range(n_boot):
-            for c in range(n_columns):
-                keep = positive[c] | negative[c]
-                y = np.repeat(positive[c][keep], counts[b][keep])
-                s = np.repeat(scores[c][keep], counts[b][keep])
-                if len(np.unique(y)) < 2:
-                    assert np.isnan(got[b, c])
-                    continue
-                worst = max(worst, abs(roc_auc_score(y, s) - got[b, c]))
-    assert worst < 1e-9
-
-
-def test_weighted_auroc_scores_repeated_columns_once_and_identically():
-    rng = np.random.default_rng(1)
-    scores = rng.random((3, 30))
-    positive = rng.random(30) < 0.4
-    counts = rng.integers(0, 3, (7, 30))
-    stacked = weighted_auroc(np.vstack([scores, scores[[1]]]), positive, ~positive, counts)
-    assert np.array_equal(stacked[:, 3], stacked[:, 1])
-    assert np.allclose(stacked[:, :3], weighted_auroc(scores, positive, ~positive, counts), atol=1e-15)
-
-
-def test_weighted_ece_equals_the_ece_of_the_repeated_arrays():
-    rng = np.random.default_rng(2)
-    for _ in range(100):
-        n_cases, n_classes = int(rng.integers(1, 50)), int(rng.integers(2, 6))
-        probs = rng.dirichlet(np.full(n_classes, 0.5), n_cases)
-        probs[rng.random(n_cases) < 0.1] = np.eye(n_classes)[0]  # confidence exactly 1 -> last bin
-        y = rng.integers(0, n_classes, n_cases)
-        counts = rng.integers(0, 4, (3, n_cases))
-        correct = (probs.argmax(axis=1) == y).astype(float)
-        got = weighted_binned_ece(probs.max(axis=1)[None], correct[None], None, counts)[:, 0]
-        for b in range(3):
-            if counts[b].sum() == 0:
-                assert np.isnan(got[b])
-                continue
-            expected = axes.ece(np.repeat(y, counts[b]), np.repeat(probs, counts[b], axis=0), "multiclass")
-            assert got[b] == pytest.approx(expected, abs=1e-12)
-
-
-def test_weighted_ece_matches_torchmetrics_on_the_repeated_arrays():
-    torch = pytest.importorskip("torch")
-    functional = pytest.importorskip("torchmetrics.functional.classification")
-    rng = np.random.default_rng(3)
-    for _ in range(20):
-        probs = rng.dirichlet(np.ones(4), 40)
-        y = rng.integers(0, 4, 40)
-        counts = rng.integers(0, 3, (1, 40))
-        correct = (probs.argmax(axis=1) == y).astype(float)
-        got = weighted_binned_ece(probs.max(axis=1)[None], correct[None], None, counts)[0, 0]
-        expected = functional.multiclass_calibration_error(
-            torch.tensor(np.repeat(probs, counts[0], axis=0)), torch.tensor(np.repeat(y, counts[0])),
-            num_classes=4, n_bins=15, norm="l1",
-        )  # fmt: skip
-        assert got == pytest.approx(float(expected), abs=1e-6)  # torchmetrics works in float32
-
-
-def test_multilabel_case_axes_match_the_axes_on_the_repeated_arrays():
-    rng = np.random.default_rng(4)
-    y = (rng.random((30, 3)) < 0.4).astype(float)
-    y[rng.random((30, 3)) < 0.2] = np.nan  # ignored entries
-    probs = rng.random((30, 3))
-    counts = rng.integers(0, 3, (5, 30))
-    known = ~np.isnan(y)
-    got_auroc = np.nanmean(weighted_auroc(probs.T, y.T == 1, y.T == 0, counts), axis=1)
-    got_ece = np.nanmean(weighted_binned_ece(probs.T, np.nan_to_num(y.T), known.T, counts), axis=1)
-    for b in range(5):
-        y_b, p_b = np.repeat(y, counts[b], axis=0), np.repeat(probs, counts[b], axis=0)
-        assert got_auroc[b] == pytest.approx(axes.auroc(y_b, p_b, "multilabel"), abs=1e-12)
-        assert got_ece[b] == pytest.approx(axes.ece(y_b, p_b, "multilabel"), abs=1e-12)
-
-
-# --- strata -----------------------------------------------------------------------------------------
-
-
-def test_case_strata():
-    assert case_strata(np.array([2, 0, 2, 1]), "multiclass").tolist() == [2, 0, 2, 1]
-    # multilabel: first label known positive, in class order; none known positive -> stratum L = 3
-    labels = np.array([[np.nan, 1, 1], [0, 0, 0], [1, np.nan, 0], [np.nan, np.nan, np.nan]])
-    assert case_strata(labels, "multilabel").tolist() == [1, 3, 0, 3]
-
-
-def test_stratified_counts_keep_every_stratum_size():
-    strata = np.array([0, 0, 0, 1, 2, 2, 1, 0])
-    counts = stratified_case_counts(strata, 200, np.random.default_rng(0))
-    for stratum in (0, 1, 2):
-        assert (counts[:, strata == stratum].sum(axis=1) == (strata == stratum).sum()).all()
-    assert counts.min() >= 0 and counts.max() > 1  # real resampling: some case drawn twice
+def _case_bootstrap(folder: RunFolder, records: pd.DataFrame, reference: str, n_boot: int, seed: int = 0, workers=1):
+    measurements, point = _point(records, reference, n_boot, seed)
+    return point, paired_seed_case_bootstrap(measurements, folder, point, task_kinds(records), workers=workers)
 
 
 # --- the bootstrap on a planted example ----------------------------------------------------------------
 
 
-def _planted_cases(n_cases=60, seed=0) -> dict[str, TaskCases]:
+def _planted_cases(n_cases=60, seed=0) -> dict[str, Cases]:
     """One 3-class task, 3 encoders of rising quality; every seed predicts the same (the full-fraction case)."""
     rng = np.random.default_rng(seed)
     labels = np.repeat(np.arange(3), n_cases // 3)
     fractions = (0.25, 1.0)
-    probs = np.empty((3, 2, 2, n_cases, 3))
+    probs = np.empty((3, 2, 2, n_cases, 3), dtype=np.float32)
     corrupt = np.empty((3, 1, 2, n_cases, 3), dtype=np.float32)
     for e, signal in enumerate((1.0, 1.5, 2.0)):
         for f, shrink in enumerate((0.6, 1.0)):
             logits = rng.normal(0, 1, (n_cases, 3)) + signal * shrink * np.eye(3)[labels]
-            p = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
-            probs[e, f] = p  # the same for both seeds
+            probs[e, f] = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)  # the same for both seeds
         noisy = logits + rng.normal(0, 1.5, logits.shape)
         corrupt[e, 0] = np.exp(noisy) / np.exp(noisy).sum(axis=1, keepdims=True)
-    return {"t": TaskCases("t", "multiclass", ("a", "b", "c"), (0, 1), fractions, labels, probs,
-                           ("gaussian_noise/3",), corrupt)}  # fmt: skip
+    probs[:, 0] = probs[:, 0].astype(np.float16)  # lower fractions are stored as float16
+    return {"t": Cases("t", "multiclass", ("a", "b", "c"), (0, 1), fractions, labels, probs,
+                       ("gaussian_noise/3",), corrupt)}  # fmt: skip
 
 
-def test_case_level_interval_is_wider_than_the_seed_only_one():
+@pytest.fixture()
+def planted(tmp_path):
     cases = _planted_cases()
-    per_seed = seed_axes(_records(cases))
-    seed_only = paired_seed_bootstrap(per_seed, "a", n_boot=200, seed=0)
-    two_level = paired_seed_case_bootstrap(per_seed, cases, "a", n_boot=200, seed=0)
+    folder = RunFolder(tmp_path)
+    _write(folder, cases["t"])
+    return folder, cases, _records(cases)
+
+
+def test_case_level_interval_is_wider_than_the_seed_only_one(planted):
+    folder, _, records = planted
+    measurements, point = _point(records, "a", n_boot=200)
+    with pytest.warns(UserWarning, match="zero width.*case_bootstrap = true"):
+        seed_only = paired_seed_bootstrap(measurements, point)
+    two_level = paired_seed_case_bootstrap(measurements, folder, point, task_kinds(records))
     seed_width = seed_only.table["crs_high"] - seed_only.table["crs_low"]
     case_width = two_level.table["crs_high"] - two_level.table["crs_low"]
     # seeds all predict the same, so the seed-only interval is a point; the test set adds the spread
@@ -215,12 +197,50 @@ def test_case_level_interval_is_wider_than_the_seed_only_one():
     assert two_level.seed_draws.equals(seed_only.seed_draws)
 
 
-def test_with_every_case_once_the_point_estimate_is_the_records_estimate():
-    cases = _planted_cases()
-    per_seed = seed_axes(_records(cases))
-    result = paired_seed_case_bootstrap(per_seed, cases, "a", n_boot=20, seed=0)
-    point = clinical_reliability_score(axis_errors(per_seed), "a")
-    assert result.table["crs_from_predictions"].to_dict() == pytest.approx(point["crs"].to_dict(), abs=1e-12)
+def test_with_every_case_once_the_point_estimate_is_the_records_estimate(planted):
+    folder, _, records = planted
+    point, result = _case_bootstrap(folder, records, "a", 20)
+    assert result.table["crs_from_predictions"].to_dict() == pytest.approx(point.table["crs"].to_dict(), abs=1e-12)
+
+
+def test_threads_and_replicate_count_do_not_change_a_replicate(planted):
+    folder, _, records = planted
+    _, one = _case_bootstrap(folder, records, "a", 30, workers=1)
+    _, two = _case_bootstrap(folder, records, "a", 30, workers=2)
+    assert np.array_equal(one.replicates.to_numpy(), two.replicates.to_numpy())
+    _, longer = _case_bootstrap(folder, records, "a", 40)
+    # per-replicate random streams: the first 30 case draws are the same (seed draws differ in length)
+    assert np.array_equal(longer.case_draws["t"].counts(range(30)), one.case_draws["t"].counts(range(30)))
+
+
+def test_calibration_replicates_centre_on_the_point_estimate(planted):
+    folder, _, records = planted
+    point, result = _case_bootstrap(folder, records, "a", 200, seed=4)
+    calibration = result.axis_error_replicates["calibration"]
+    # every seed predicts the same here, so centring per seed puts the replicate mean on the point estimate
+    assert calibration.mean().to_numpy() == pytest.approx(point.errors["calibration"].to_numpy(), abs=1e-9)
+    assert (calibration.std() > 0.005).all()  # the spread is kept
+    discrimination = result.axis_error_replicates["discrimination"]
+    assert np.abs(discrimination.mean() - point.errors["discrimination"]).max() < 0.01  # AUROC: no centring needed
+
+
+def test_case_level_keeps_every_axis_per_replicate_for_the_report(planted):
+    folder, _, records = planted
+    point, result = _case_bootstrap(folder, records, "a", 30, seed=2)
+    kept = result.axis_error_replicates
+    assert list(kept) == list(AXES)
+    assert all(kept[axis].shape == (30, 3) and list(kept[axis].columns) == ["a", "b", "c"] for axis in AXES)
+    errors = np.stack([kept[axis].to_numpy() for axis in AXES], axis=-1)
+    assert point.score(errors)["crs"] == pytest.approx(result.replicates.to_numpy(), abs=1e-12)
+    assert (kept["discrimination"].std() > 0.005).all()
+
+
+def test_without_group_ids_the_images_are_resampled_with_a_warning(planted, caplog):
+    folder, _, records = planted
+    with caplog.at_level("WARNING"):
+        _, result = _case_bootstrap(folder, records, "a", 5)
+    assert "resampling images" in caplog.text
+    assert result.case_draws["t"].n_groups == 60
 
 
 # --- on a real tiny pipeline run ----------------------------------------------------------------------
@@ -229,30 +249,31 @@ def test_with_every_case_once_the_point_estimate_is_the_records_estimate():
 @pytest.fixture(scope="module")
 def tiny_cases(tiny_run):
     spec, _, records, _ = tiny_run
-    return spec, records, load_cases(spec.output / "predictions", records)
+    folder = RunFolder(spec.output)
+    return folder, records, _read(folder, records)
 
 
 def test_tiny_run_predictions_reproduce_the_score_records_point_estimate(tiny_cases):
-    spec, _, cases = tiny_cases
-    # Records recomputed from the stored predictions (corrupt ones are float16), then scored both ways.
-    records = _records(cases)
+    folder, _, cases = tiny_cases
+    records = _records(cases)  # recomputed from the stored predictions (lower fractions float16)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no precision warning: both sides read the same arrays
         result = score_records(records, "pixel_stats", n_boot=30, n_weight_samples=10,
-                               predictions_dir=spec.output / "predictions", case_level=True)  # fmt: skip
+                               run_folder=folder, case_level=True)  # fmt: skip
     plain = score_records(records, "pixel_stats", n_boot=30, n_weight_samples=10)
     assert result.crs["crs"].to_dict() == pytest.approx(plain.crs["crs"].to_dict(), abs=1e-12)
     assert result.bootstrap.table["crs_from_predictions"].to_dict() == pytest.approx(
         plain.crs["crs"].to_dict(), abs=1e-9
     )
-    assert result.settings["case_level"] and "test-case bootstrap" in result.format()
+    assert result.settings.case_level and "test-case bootstrap" in result.format()
 
 
-def test_each_replicate_uses_one_case_draw_for_every_encoder_and_condition(tiny_cases):
-    _, _, cases = tiny_cases
-    per_seed = seed_axes(_records(cases))
-    result = paired_seed_case_bootstrap(per_seed, cases, "pixel_stats", n_boot=6, seed=5)
+def test_each_replicate_uses_one_group_draw_for_every_encoder_and_condition(tiny_cases):
+    folder, _, cases = tiny_cases
+    point, result = _case_bootstrap(folder, _records(cases), "pixel_stats", 6, seed=5)
     assert set(result.shift_case_draws) == {"cxr"}
+    kept = result.axis_error_replicates
+    shifts = []
     for replicate in (0, 5):
         seed_counts = result.seed_draws.iloc[replicate]
         drawn = [int(seed) for seed, count in seed_counts.items() for _ in range(int(count))]
@@ -260,50 +281,68 @@ def test_each_replicate_uses_one_case_draw_for_every_encoder_and_condition(tiny_
         rows = []
         for task, task_cases in cases.items():
             shift = result.shift_case_draws.get(task)
-            rows += _rows(task_cases, case_counts=result.case_draws[task][replicate],
-                          shift_counts=None if shift is None else shift[replicate], seed_copies=copies)  # fmt: skip
-        # the same resampled cases, materialised, for every encoder and every condition of a task
-        expected = clinical_reliability_score(axis_errors(seed_axes(pd.DataFrame(rows))), "pixel_stats")[
-            "crs"
-        ]
-        assert result.replicates.iloc[replicate].to_dict() == pytest.approx(expected.to_dict(), abs=1e-9)
+            rows += _rows(task_cases, case_counts=result.case_draws[task].counts([replicate])[0],
+                          shift_counts=None if shift is None else shift.counts([replicate])[0], seed_copies=copies)  # fmt: skip
+        errors = measure(pd.DataFrame(rows), point.settings).axis_errors()
+        for axis in ("discrimination", "label_efficiency", "robustness"):
+            assert kept[axis].iloc[replicate].to_numpy() == pytest.approx(errors[axis].to_numpy(), abs=1e-9)
+        # calibration replicates are centred: one shift per encoder and seed, never a different resample
+        shifts.append(kept["calibration"].iloc[replicate].to_numpy() - errors["calibration"].to_numpy())
+    assert shifts[0] == pytest.approx(shifts[1], abs=1e-7) and np.all(shifts[0] < 0)
 
 
-def test_case_draws_are_stratified_and_shared(tiny_cases):
-    _, _, cases = tiny_cases
-    per_seed = seed_axes(_records(cases))
-    result = paired_seed_case_bootstrap(per_seed, cases, "pixel_stats", n_boot=40, seed=1)
+def test_case_draws_resample_whole_groups(tiny_cases):
+    folder, _, cases = tiny_cases
+    _, result = _case_bootstrap(folder, _records(cases), "pixel_stats", 40, seed=1)
     for task, task_cases in cases.items():
-        draws = result.case_draws[task]
-        strata = case_strata(task_cases.labels, task_cases.kind)
-        assert draws.shape == (40, len(task_cases.labels))
-        for stratum in np.unique(strata):
-            assert (draws[:, strata == stratum].sum(axis=1) == (strata == stratum).sum()).all()
+        counts = result.case_draws[task].counts(range(40))
+        assert counts.shape == (40, len(task_cases.labels))
+        if task_cases.groups is not None:
+            for group in np.unique(task_cases.groups):
+                rows = counts[:, task_cases.groups == group]
+                assert (rows == rows[:, [0]]).all()  # every image of a group counted as often as the group
 
 
 def test_missing_predictions_name_the_file_and_the_fix(tiny_cases, tmp_path):
     _, records, _ = tiny_cases
     with pytest.raises(CaseBootstrapError, match=r"pixel_stats__cxr\.npz.*crs probe"):
-        load_cases(tmp_path, records)
-    with pytest.raises(ScoreInputError, match="predictions_dir"):
+        _case_bootstrap(RunFolder(tmp_path), records, "pixel_stats", 5)
+    with pytest.raises(ScoreInputError, match="run_folder"):
         score_records(records, "pixel_stats", n_boot=5, n_weight_samples=5, case_level=True)
 
 
-def test_case_level_keeps_every_axis_per_replicate_for_the_report():
-    from crs.scoring.formula import AXES, component_weights, crs_components
+# --- the group level through the real case bootstrap ----------------------------------------------------
 
-    cases = _planted_cases()
-    per_seed = seed_axes(_records(cases))
-    result = paired_seed_case_bootstrap(per_seed, cases, "a", n_boot=30, seed=2)
-    assert (
-        paired_seed_bootstrap(per_seed, "a", n_boot=5).axis_error_replicates is None
-    )  # seed level: unchanged
-    kept = result.axis_error_replicates
-    assert list(kept) == list(AXES)
-    assert all(kept[axis].shape == (30, 3) and list(kept[axis].columns) == ["a", "b", "c"] for axis in AXES)
-    # the kept errors are the very ones behind the replicate CRS (every axis measured here)
-    errors = np.stack([kept[axis].to_numpy() for axis in AXES], axis=-1)
-    crs = crs_components(errors, 0, component_weights(None))["crs"]
-    assert crs == pytest.approx(result.replicates.to_numpy(), abs=1e-12)
-    # seeds all predict the same, so the spread of the discrimination error is the test cases'
-    assert (kept["discrimination"].std() > 0.005).all()
+
+def _clustered(rng, patients=150, images=4, encoders=(("a", 1.0), ("b", 1.3))) -> Cases:
+    """Two classes; each patient's label and random effect shared by its images (patient SD 1, image SD 0.5)."""
+    label = (rng.random(patients) < 0.35).astype(np.int64)
+    effect = rng.normal(0.0, 1.0, patients)
+    probs = np.empty((len(encoders), 1, 1, patients * images, 2), dtype=np.float32)
+    for e, (_, signal) in enumerate(encoders):
+        score = (signal * label + effect)[:, None] + rng.normal(0.0, 0.5, (patients, images))
+        p = 1.0 / (1.0 + np.exp(-score.ravel()))
+        probs[e, 0, 0] = np.stack([1 - p, p], axis=1)
+    return Cases("t", "binary", tuple(name for name, _ in encoders), (0,), (1.0,), np.repeat(label, images),
+                 probs, (), np.zeros((len(encoders), 0, 1, patients * images, 2), np.float32),
+                 groups=np.repeat(np.arange(patients), images))  # fmt: skip
+
+
+def test_group_level_case_bootstrap_matches_the_spread_over_fresh_test_sets(tmp_path):
+    """Issue 14's simulation through paired_seed_case_bootstrap: the discrimination error's bootstrap SD
+    (encoder a) averaged over 8 clustered test sets x 150 replicates is within 20 % of its SD over
+    300 fresh test sets; the image-level bootstrap of the same files is not (images of a patient are alike)."""
+    rng = np.random.default_rng(0)
+    fresh = np.std([axes.auroc(c.labels, c.probs_by_fraction[0, 0, 0], "binary")
+                    for c in (_clustered(rng) for _ in range(300))], ddof=1)  # fmt: skip
+    group_sd, image_sd = [], []
+    for test_set in range(8):
+        cases = _clustered(rng)
+        records = _records({"t": cases})
+        for groups, spreads in ((cases.groups, group_sd), (None, image_sd)):
+            folder = RunFolder(tmp_path / f"{test_set}_{groups is None}")
+            _write(folder, Cases(**{**cases.__dict__, "groups": groups}))
+            _, result = _case_bootstrap(folder, records, "a", 150, seed=test_set)
+            spreads.append(result.axis_error_replicates["discrimination"]["a"].std(ddof=1))
+    assert abs(np.mean(group_sd) / fresh - 1.0) < 0.2, (np.mean(group_sd), fresh)
+    assert abs(np.mean(image_sd) / fresh - 1.0) > 0.2, (np.mean(image_sd), fresh)

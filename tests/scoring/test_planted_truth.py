@@ -14,7 +14,7 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
 
-from crs import axes
+from crs.evaluate.units import condition_metrics
 from crs.scoring.result import score_records
 
 N_CLASSES = 3
@@ -65,23 +65,23 @@ def _records() -> pd.DataFrame:
                 for condition, corruption, severity, x in conditions:
                     probs = probe.predict_proba(scaler.transform(x))
                     rows.append({**base, "condition": condition, "corruption": corruption, "severity": severity,
-                                 "auroc": axes.auroc(y_test, probs, "multiclass"),
-                                 "ece": axes.ece(y_test, probs, "multiclass"),
-                                 "brier": axes.brier(y_test, probs, "multiclass"),
-                                 "nll": axes.nll(y_test, probs, "multiclass")})  # fmt: skip
+                                 **condition_metrics(y_test, probs, "multiclass")})  # fmt: skip
     return pd.DataFrame(rows)
 
 
 @pytest.fixture(scope="module")
 def result():
-    return score_records(_records(), "reference", n_boot=100, seed=0, n_weight_samples=100)
+    # the default reference: the cohort-median encoder, so no real encoder gets u = 0.5 by fiat
+    return score_records(_records(), n_boot=100, seed=0, n_weight_samples=100)
 
 
 def test_planted_profiles_are_what_was_planted(result):
-    per_encoder = result.seed_axes.groupby("encoder")[["auroc", "ece", "retention"]].mean()
+    per_encoder = result.seed_axes.groupby("encoder")[["auroc", "ece_debiased", "retention"]].mean()
     assert per_encoder.loc["fragile", "auroc"] > per_encoder.loc["steady", "auroc"]
-    assert per_encoder.loc["fragile", "ece"] > 2 * per_encoder.loc["steady", "ece"]
+    assert per_encoder.loc["fragile", "ece_debiased"] > 2 * per_encoder.loc["steady", "ece_debiased"]
     assert per_encoder.loc["fragile", "retention"] < per_encoder.loc["steady", "retention"] - 0.2
+    robust = 1.0 - result.axis_errors["robustness"]  # scored: absolute robust AUROC
+    assert robust["fragile"] < robust["steady"] - 0.1
 
 
 def test_auroc_and_crs_rankings_disagree_in_the_planted_direction(result):
@@ -91,3 +91,23 @@ def test_auroc_and_crs_rankings_disagree_in_the_planted_direction(result):
     assert ("fragile", "steady") in result.reversals.reversed_pairs
     assert result.bootstrap.leader == "steady"
     assert "fragile" not in result.bootstrap.leading_tier
+
+
+def test_the_reversal_is_reported_with_its_uncertainty_status(result):
+    # the planted reversal (fragile ahead on AUROC, steady on CRS) holds in every replicate: robust
+    assert result.summary()["rank_reversals"]["n_reversed"] >= 1
+    found = result.reversal_uncertainty
+    assert found is not None and found.n_robust >= 1
+    robust = {tuple(pair) for pair in result.summary()["reversal_uncertainty"]["robust_pairs"]}
+    assert ("fragile", "steady") in robust
+    assert found.count_low <= result.reversals.n_reversed <= found.count_high
+    assert "robust reversals" in result.format()
+
+
+def test_a_named_reference_can_take_the_lead_that_the_median_reference_does_not_give_it(result):
+    # the planted reference is well calibrated; named as the reference it scores u = 0.5 on every
+    # axis and ranks itself first: the stability table says so
+    references = result.stability.references
+    assert references.loc["median", "leader"] == "steady" and references.loc["median", "is_default"]
+    assert references.loc["reference", "reference_rank"] == 1
+    assert references.loc["steady", "leader"] == "steady"

@@ -7,8 +7,10 @@ import pandas as pd
 import pytest
 
 from crs.scoring.bootstrap import holm_adjust, paired_seed_bootstrap
-from crs.scoring.formula import AXES, axis_errors, clinical_reliability_score
+from crs.scoring.formula import AXES, point_estimate
+from crs.scoring.measurements import measure
 from crs.scoring.rankings import rank_reversals
+from crs.scoring.settings import ScoreSettings
 from crs.scoring.stability import weight_sensitivity
 
 
@@ -43,71 +45,86 @@ def test_holm_matches_statsmodels():
         assert holm_adjust(p) == pytest.approx(multipletests(p, method="holm")[1], abs=1e-12)
 
 
-def _seed_axes(
-    profiles: dict[str, tuple[float, float, float, float]], n_seeds=5, noise=0.01, tasks=("t1", "t2"), seed=0
-):
-    """A seed-axes table: (auroc, ece, label_efficiency, retention) per encoder plus seed noise."""
+def _records(profiles: dict[str, tuple[float, float, float, float]], n_seeds=5, noise=0.01, tasks=("t1", "t2"), seed=0):
+    """Run records: per encoder (clean AUROC, calibration error, AUROC at 10 % labels, corrupted AUROC),
+    each record with its own seed noise; one label fraction below the full one, one corruption."""
     rng = np.random.default_rng(seed)
     rows = []
-    for encoder, (auroc, ece, efficiency, retention) in profiles.items():
+    for encoder, (auroc, ece, low_label, corrupted) in profiles.items():
         for task in tasks:
             for s in range(n_seeds):
                 jitter = rng.normal(0, noise, 4)
-                rows.append({"encoder": encoder, "task": task, "task_kind": "multiclass", "seed": s,
-                             "auroc": auroc + jitter[0], "ece": max(ece + jitter[1], 0.0),
-                             "label_efficiency": efficiency + jitter[2], "retention": min(retention + jitter[3], 1.0)})  # fmt: skip
+                base = {"encoder": encoder, "task": task, "task_kind": "multiclass", "seed": s, "corruption": "",
+                        "severity": 0, "target": "", "auroc_se": 0.01, "ece": 0.05, "ece_se": 0.005}  # fmt: skip
+                rows += [
+                    {**base, "label_fraction": 1.0, "condition": "clean", "auroc": auroc + jitter[0],
+                     "ece_debiased": ece + jitter[1]},
+                    {**base, "label_fraction": 0.1, "condition": "clean", "auroc": low_label + jitter[2],
+                     "ece_debiased": 0.1},
+                    {**base, "label_fraction": 1.0, "condition": "corrupt", "corruption": "blur", "severity": 3,
+                     "auroc": corrupted + jitter[3], "ece_debiased": 0.1},
+                ]  # fmt: skip
     return pd.DataFrame(rows)
 
 
+def _bootstrap(records, reference="ref", n_boot=300, seed=0):
+    settings = ScoreSettings(reference=reference, n_boot=n_boot, seed=seed)
+    measurements = measure(records, settings)
+    point = point_estimate(measurements.axis_errors(), measurements.axis_standard_errors(), settings)
+    return measurements, point, paired_seed_bootstrap(measurements, point)
+
+
 def test_bootstrap_point_estimate_tier_and_rank_probability():
-    table = _seed_axes(
-        {"ref": (0.80, 0.10, 0.50, 0.70), "strong": (0.92, 0.03, 0.75, 0.92), "weak": (0.75, 0.15, 0.4, 0.6)}
-    )
-    result = paired_seed_bootstrap(table, "ref", n_boot=300, seed=1)
-    point = clinical_reliability_score(axis_errors(table), "ref")
-    assert result.table["crs"].to_dict() == pytest.approx(point["crs"].to_dict())
+    records = _records({"ref": (0.80, 0.10, 0.65, 0.70), "strong": (0.92, 0.03, 0.85, 0.90),
+                        "weak": (0.75, 0.15, 0.6, 0.6)})  # fmt: skip
+    _, point, result = _bootstrap(records, seed=1)
+    assert result.table["crs"].to_dict() == pytest.approx(point.table["crs"].to_dict())
     assert result.leader == "strong" and result.leading_tier == ("strong",)
     assert result.table.loc["strong", "p_rank1"] == 1.0
     assert result.table["p_rank1"].sum() == pytest.approx(1.0)
     assert (result.table["crs_low"] <= result.table["crs"] + 1e-12).all()
     assert (result.table["crs"] <= result.table["crs_high"] + 1e-12).all()
+    # the seed level keeps its axis replicates too (the report's axis intervals come from them)
+    assert list(result.axis_error_replicates) == list(AXES)
+    assert result.axis_error_replicates["discrimination"].shape == (300, 3)
 
 
 def test_indistinguishable_encoders_share_the_leading_tier():
     # twins differ only by seed noise much larger than their gap
-    table = _seed_axes({"ref": (0.80, 0.10, 0.50, 0.70), "twin1": (0.900, 0.05, 0.7, 0.9), "twin2": (0.899, 0.05, 0.7, 0.9)},
-                       noise=0.03)  # fmt: skip
-    result = paired_seed_bootstrap(table, "ref", n_boot=300, seed=2)
+    records = _records({"ref": (0.80, 0.10, 0.65, 0.70), "twin1": (0.900, 0.05, 0.8, 0.85),
+                        "twin2": (0.899, 0.05, 0.8, 0.85)}, noise=0.03)  # fmt: skip
+    _, _, result = _bootstrap(records, seed=2)
     assert set(result.leading_tier) == {"twin1", "twin2"}
     assert 0.0 < result.table.loc["twin2", "p_rank1"] < 1.0
 
 
-def test_each_replicate_recomputes_everything_from_one_shared_seed_draw():
-    table = _seed_axes(
-        {"ref": (0.80, 0.10, 0.50, 0.70), "a": (0.85, 0.08, 0.6, 0.8), "b": (0.83, 0.05, 0.55, 0.85)},
-        noise=0.05,
+@pytest.mark.parametrize("reference", ["ref", "median"])
+def test_each_replicate_recomputes_everything_from_one_shared_seed_draw(reference):
+    records = _records(
+        {"ref": (0.80, 0.10, 0.65, 0.70), "a": (0.85, 0.08, 0.7, 0.8), "b": (0.83, 0.05, 0.72, 0.75)}, noise=0.05
     )
-    result = paired_seed_bootstrap(table, "ref", n_boot=20, seed=3)
+    _, point, result = _bootstrap(records, reference=reference, n_boot=20, seed=3)
     for replicate in (0, 7, 19):
         counts = result.seed_draws.iloc[replicate]
         drawn = [int(seed) for seed, count in counts.items() for _ in range(int(count))]
-        resampled = pd.concat(
-            [table[table["seed"] == s] for s in drawn]
-        )  # same seeds for every encoder and task
-        expected = clinical_reliability_score(axis_errors(resampled), "ref")["crs"]
-        assert result.replicates.iloc[replicate].to_dict() == pytest.approx(expected.to_dict(), abs=1e-12)
+        # the same seeds for every encoder and task, each drawn copy its own seed
+        resampled = pd.concat([records[records["seed"] == s].assign(seed=copy) for copy, s in enumerate(drawn)])
+        errors = measure(resampled, point.settings).axis_errors()
+        expected = point.score(errors.to_numpy())["crs"]  # the point estimate's floor and reference rule
+        assert result.replicates.iloc[replicate].to_numpy() == pytest.approx(expected, abs=1e-12)
 
 
 def test_bootstrap_needs_every_seed_everywhere():
-    table = _seed_axes({"ref": (0.80, 0.10, 0.50, 0.70), "a": (0.85, 0.08, 0.6, 0.8)})
-    with pytest.raises(ValueError, match="every seed"):
-        paired_seed_bootstrap(table.iloc[1:], "ref", n_boot=10)
+    records = _records({"ref": (0.80, 0.10, 0.65, 0.70), "a": (0.85, 0.08, 0.7, 0.8)})
+    with pytest.raises(ValueError, match=r"encoder 'ref'.*'seed': 0"):
+        _bootstrap(records.iloc[1:])
 
 
 def test_weight_sensitivity_for_an_encoder_that_dominates_everyone():
     errors = pd.DataFrame([[0.2, 0.1, 0.4, 0.3], [0.1, 0.05, 0.2, 0.15], [0.3, 0.2, 0.5, 0.4]],
                           index=["ref", "best", "worst"], columns=list(AXES))  # fmt: skip
-    result = weight_sensitivity(errors, "ref", n_samples=200, seed=0)
+    point = point_estimate(errors, None, ScoreSettings(reference="ref", error_floor=1e-3, n_weight_samples=200))
+    result = weight_sensitivity(point)
     # best has the highest u on every axis, so it leads under any weights; the full order is fixed too
     assert result.top == "best" and result.share_top_stays_first == 1.0
     assert result.summary()["mean_kendall_tau"] == pytest.approx(1.0)

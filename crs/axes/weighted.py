@@ -1,0 +1,578 @@
+"""AUROC and binned ECE under many replicate weight vectors at once: the bootstrap's metrics.
+
+A bootstrap replicate is a vector of case weights (how often each test case was drawn), so every
+metric here is a weighted statistic and no resampled array is ever built. With whole-number
+weights a value equals the unweighted metric of :mod:`crs.axes` on the data set in which case i
+appears ``weights[b, i]`` times; at unit weights it equals :mod:`crs.axes` (oracle-tested against
+scikit-learn, heavy ties included).
+
+AUROC is the weighted Mann-Whitney statistic, ties counting one half (the ROC trapezoid):
+``sum_{i pos, j neg} w_i w_j ([s_i > s_j] + [s_i = s_j] / 2) / (W_pos W_neg)``. Each score column
+is sorted once, whatever the number of replicates; per replicate the cost is a few passes over
+the cases: gather the larger class side's weights in score order, a running sum over them (in
+chunks, so numpy adds whole replicate rows at once), and for each case of the smaller side the
+running sum just below its score and just above it (their mean is the tie's half). Replicates are
+processed in blocks, so the working memory is O(block x cases), the block sized from a byte
+budget; nothing of size cases x tie runs is ever built. Whole-number weights whose replicate
+totals fit 16 bits run in uint16 (exact); any other weights in float64.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from crs.axes._inputs import AxisInputError, binary_pair, check_kind, multiclass_pair, multilabel_pair
+from crs.axes.calibration import calibrated_ece_moments
+
+DEFAULT_BLOCK_BYTES = 32 * 2**20
+"""Working memory of one replicate block of one score column (a few cache-sized arrays)."""
+
+N_BINS = 15
+"""ECE bins, as :func:`crs.axes.ece` by default (equal width over [0, 1])."""
+
+_MAX_BLOCK = 256
+"""Replicates per block at most: wider blocks gained nothing in the benchmark (a case's row already spans cache lines)."""
+
+_SCAN_CHUNK = 64
+"""Rows added per running-sum step: the running sum is m - 1 whole-array adds plus a short carry."""
+
+_UINT16_TOTAL = np.iinfo(np.uint16).max
+
+
+@dataclass(frozen=True)
+class ReplicateWeights:
+    """Replicate case weights laid out for the weighted metrics, prepared once and shared by every column.
+
+    ``blocks``: case-major (N + 1, b) arrays of consecutive replicates, C-contiguous, so one case's
+    weights in a block are one contiguous row; the last row is zeros (the sorts point padding at
+    it). ``exact_uint16``: whole-number weights whose every replicate total fits 16 bits, stored
+    as uint16 (running sums stay exact integers); otherwise float64.
+    """
+
+    blocks: tuple[np.ndarray, ...]
+    n_replicates: int
+    n_cases: int
+    exact_uint16: bool
+
+    def rows(self) -> list[slice]:
+        """The replicate rows each block holds, in block order."""
+        out, start = [], 0
+        for block in self.blocks:
+            out.append(slice(start, start + block.shape[1]))
+            start += block.shape[1]
+        return out
+
+    def as_float(self) -> np.ndarray:
+        """The weights as a (B, N) float64 array."""
+        if not self.blocks:
+            return np.zeros((0, self.n_cases))
+        return np.concatenate([block[:-1].T for block in self.blocks], axis=0).astype(np.float64)
+
+
+def prepare_weights(
+    weights: np.ndarray | ReplicateWeights, block_bytes: int = DEFAULT_BLOCK_BYTES
+) -> ReplicateWeights:
+    """Check (B, N) non-negative finite weights and lay them out in replicate blocks.
+
+    A block holds as many replicates as keep about three (cases x block) working arrays within
+    ``block_bytes`` (and at most 256); an already prepared :class:`ReplicateWeights` is returned as it is.
+    """
+    if isinstance(weights, ReplicateWeights):
+        return weights
+    weights = np.asarray(weights)
+    if weights.ndim == 1:
+        weights = weights[None, :]
+    if weights.ndim != 2:
+        raise AxisInputError(f"weights must be (replicates, cases), got shape {weights.shape}")
+    if weights.dtype.kind not in "biuf":
+        raise AxisInputError(f"weights must be numbers, got dtype {weights.dtype}")
+    if weights.dtype.kind == "f" and not np.isfinite(weights).all():
+        raise AxisInputError("weights contain NaN or infinity; pass finite non-negative case weights")
+    if weights.size and weights.min() < 0:
+        raise AxisInputError("weights must be non-negative (how often, or how much, each case counts)")
+    n_boot, n_cases = weights.shape
+    whole = weights.dtype.kind in "biu" or bool(np.all(weights == np.round(weights)))
+    totals = weights.sum(axis=1, dtype=np.float64)
+    exact_uint16 = whole and (n_boot == 0 or float(totals.max()) <= _UINT16_TOTAL)
+    dtype = np.dtype(np.uint16) if exact_uint16 else np.dtype(np.float64)
+    block = int(
+        max(1, min(max(n_boot, 1), _MAX_BLOCK, block_bytes // max(3 * (n_cases + 1) * dtype.itemsize, 1)))
+    )
+    blocks = []
+    for start in range(0, n_boot, block):
+        part = weights[start : start + block]
+        laid_out = np.zeros((n_cases + 1, len(part)), dtype=dtype)
+        laid_out[:n_cases] = part.T
+        blocks.append(laid_out)
+    return ReplicateWeights(tuple(blocks), n_boot, n_cases, exact_uint16)
+
+
+# --- AUROC ----------------------------------------------------------------------------------------
+
+
+def _places(prefix_lengths: np.ndarray, n_chunks: int) -> tuple[np.ndarray, np.ndarray]:
+    """Where the prefix sum over the first k sorted cases lies: (row in the chunk-major running sums, chunk)."""
+    chunk = prefix_lengths // _SCAN_CHUNK
+    return (prefix_lengths % _SCAN_CHUNK) * n_chunks + chunk, chunk
+
+
+@dataclass(frozen=True)
+class _ClassSides:
+    """The two class sides of one label column: the larger is summed in score order, the smaller looked up.
+
+    Shared by every score column with the same labels, so its weights are gathered once per block.
+    """
+
+    scan_rows: np.ndarray
+    other_rows: np.ndarray
+    scan_is_negative: bool
+    covers_all: bool  # every case is on one side (no ignored case), so side totals come from block totals
+
+
+def _class_sides_of(positive: np.ndarray, negative: np.ndarray) -> _ClassSides | None:
+    positives, negatives = np.flatnonzero(positive), np.flatnonzero(negative)
+    if len(positives) == 0 or len(negatives) == 0:
+        return None
+    scan_is_negative = len(negatives) >= len(positives)
+    scan, other = (negatives, positives) if scan_is_negative else (positives, negatives)
+    index = np.int32 if len(positive) < 2**31 - 1 else np.int64
+    return _ClassSides(
+        scan.astype(index), other.astype(index), scan_is_negative, len(scan) + len(other) == len(positive)
+    )
+
+
+@dataclass(frozen=True)
+class _SortedColumn:
+    """One score column's sort, made once and used by every replicate.
+
+    The summed side's case at position p = 1..n in score order (0 is the empty prefix) is laid out
+    chunk-major, at row (p % m) * n_chunks + p // m, so the running sum within chunks is m - 1 adds
+    of whole contiguous rows. ``gather`` names the case feeding each laid-out row (N, the zero row,
+    for position 0 and the padding). For each case of the looked-up side, ``below`` places the
+    prefix over summed cases scoring strictly lower; for the cases whose score ties a summed one
+    (``tied``), the prefix over cases scoring lower or equal is added too: the two prefixes, added,
+    count each tie one half, twice over.
+    """
+
+    gather: np.ndarray
+    n_chunks: int
+    total: tuple[np.ndarray, np.ndarray]
+    below: tuple[np.ndarray, np.ndarray]
+    tied: np.ndarray
+    tied_below: tuple[np.ndarray, np.ndarray]
+    tied_not_above: tuple[np.ndarray, np.ndarray]
+
+
+def _sort_column(scores: np.ndarray, sides: _ClassSides) -> _SortedColumn:
+    n_cases = len(scores)
+    order = np.argsort(scores[sides.scan_rows])
+    scan_sorted = scores[sides.scan_rows][order]
+    other_scores = scores[sides.other_rows]
+    index = sides.scan_rows.dtype
+    below = np.searchsorted(scan_sorted, other_scores, side="left").astype(index)
+    not_above = np.searchsorted(scan_sorted, other_scores, side="right").astype(index)
+    n_positions = len(order) + 1
+    n_chunks = -(-n_positions // _SCAN_CHUNK)
+    by_position = np.full(n_chunks * _SCAN_CHUNK, n_cases, dtype=index)
+    by_position[1:n_positions] = sides.scan_rows[order]
+    tied = np.flatnonzero(not_above != below).astype(index)
+    return _SortedColumn(
+        gather=by_position.reshape(n_chunks, _SCAN_CHUNK).T.ravel(),
+        n_chunks=n_chunks,
+        total=_places(np.array([len(order)]), n_chunks),
+        below=_places(below, n_chunks),
+        tied=tied,
+        tied_below=_places(below[tied], n_chunks),
+        tied_not_above=_places(not_above[tied], n_chunks),
+    )
+
+
+def _running_sums(block: np.ndarray, column: _SortedColumn) -> tuple[np.ndarray, np.ndarray]:
+    """Prefix sums of the summed side's weights: (within-chunk sums, chunk-major rows; carry per chunk)."""
+    within = np.take(block, column.gather, axis=0)
+    by_step = within.reshape(_SCAN_CHUNK, -1)
+    for step in range(1, _SCAN_CHUNK):
+        np.add(by_step[step], by_step[step - 1], out=by_step[step])
+    carry = np.zeros((column.n_chunks, block.shape[1]), dtype=block.dtype)
+    np.cumsum(by_step[-1].reshape(column.n_chunks, -1)[:-1], axis=0, out=carry[1:])
+    return within, carry
+
+
+def _prefix_at(within: np.ndarray, carry: np.ndarray, place: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    found = np.take(within, place[0], axis=0)
+    found += np.take(carry, place[1], axis=0)
+    return found
+
+
+def _block_auroc(
+    column: _SortedColumn,
+    sides: _ClassSides,
+    block: np.ndarray,
+    other_weights: np.ndarray,
+    total_other: np.ndarray,
+    block_total: np.ndarray,
+) -> np.ndarray:
+    """(b,) AUROC of one sorted column under one block of replicates; NaN where a side weighs 0."""
+    within, carry = _running_sums(block, column)
+    total_scan = (
+        block_total - total_other
+        if sides.covers_all
+        else _prefix_at(within, carry, column.total)[0].astype(np.float64)
+    )
+    # twice the weighted count of (looked-up, summed) pairs with the summed case lower, ties one half
+    twice = 2.0 * np.einsum(
+        "ob,ob->b", _prefix_at(within, carry, column.below), other_weights, dtype=np.float64
+    )
+    if len(column.tied):
+        tied_span = _prefix_at(within, carry, column.tied_not_above) - _prefix_at(
+            within, carry, column.tied_below
+        )
+        twice += np.einsum("ob,ob->b", tied_span, other_weights[column.tied], dtype=np.float64)
+    pairs = total_scan * total_other
+    numerator = 0.5 * twice if sides.scan_is_negative else pairs - 0.5 * twice
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(pairs > 0, numerator / np.where(pairs > 0, pairs, 1.0), np.nan)
+
+
+def _auroc_columns(
+    columns: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], weights: ReplicateWeights, workers: int
+) -> np.ndarray:
+    """(B, C) AUROC of (scores, positive, negative) columns.
+
+    Every column is sorted once; then, block by block, the looked-up side's weights are gathered
+    once per distinct label column and each score column is summed. ``workers`` threads share the
+    columns (numpy releases the GIL in its loops).
+    """
+    out = np.full((weights.n_replicates, len(columns)), np.nan)
+    label_keys: dict[bytes, int] = {}
+    side_of_column: list[int] = []
+    for _, positive, negative in columns:
+        key = np.packbits(positive).tobytes() + np.packbits(negative).tobytes()
+        side_of_column.append(label_keys.setdefault(key, len(label_keys)))
+    distinct = {index: columns[c] for c, index in reversed(list(enumerate(side_of_column)))}
+    sides = {
+        index: _class_sides_of(positive, negative) for index, (_, positive, negative) in distinct.items()
+    }
+    scorable = [c for c in range(len(columns)) if sides[side_of_column[c]] is not None]
+
+    def sort(c: int) -> _SortedColumn:
+        side = sides[side_of_column[c]]
+        assert side is not None
+        return _sort_column(columns[c][0], side)
+
+    pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 and len(scorable) > 1 else None
+    try:
+        mapper = pool.map if pool is not None else map
+        sorted_columns = dict(zip(scorable, mapper(sort, scorable), strict=True))
+        for rows, block in zip(weights.rows(), weights.blocks, strict=True):
+            block_total = block.sum(axis=0, dtype=np.float64)
+            shared = {}
+            for index, side in sides.items():
+                if side is not None and any(side_of_column[c] == index for c in scorable):
+                    other_weights = np.take(block, side.other_rows, axis=0)
+                    shared[index] = (other_weights, other_weights.sum(axis=0, dtype=np.float64))
+
+            def one(
+                c: int,
+                block: np.ndarray = block,
+                block_total: np.ndarray = block_total,
+                shared: dict = shared,
+            ) -> np.ndarray:
+                side = sides[side_of_column[c]]
+                assert side is not None
+                other_weights, total_other = shared[side_of_column[c]]
+                return _block_auroc(sorted_columns[c], side, block, other_weights, total_other, block_total)
+
+            for c, values in zip(scorable, mapper(one, scorable), strict=True):
+                out[rows, c] = values
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    return out
+
+
+def _check_scores(scores: np.ndarray, n_cases: int) -> np.ndarray:
+    scores = np.asarray(scores)
+    if scores.dtype.kind not in "biuf":
+        raise AxisInputError(f"scores must be numbers, got dtype {scores.dtype}")
+    if scores.shape[0] != n_cases:
+        raise AxisInputError(f"scores have {scores.shape[0]} cases but the weights {n_cases}")
+    if scores.dtype.kind == "f" and np.isnan(scores).any():
+        raise AxisInputError("scores contain NaN; every case needs a score")
+    return scores
+
+
+def weighted_auroc(
+    scores: np.ndarray,
+    labels: np.ndarray,
+    weights: np.ndarray | ReplicateWeights,
+    *,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+    workers: int = 1,
+) -> np.ndarray:
+    """Binary AUROC of every score column under every replicate's case weights.
+
+    ``scores`` (N,) or (N, K), one AUROC per column; ``labels`` 0/1 (N,) shared by every column or
+    (N, K) one per column, NaN marking a case that counts on neither side; ``weights`` (B, N) (or
+    prepared by :func:`prepare_weights`). Returns (B,) or (B, K); NaN where a replicate gives one
+    side no weight. Scores are compared in their own dtype (float32 keys are fine).
+    """
+    prepared = prepare_weights(weights, block_bytes)
+    scores = _check_scores(scores, prepared.n_cases)
+    labels = np.asarray(labels, dtype=np.float64)
+    columns_2d = scores.ndim == 2
+    score_columns = scores if columns_2d else scores[:, None]
+    if labels.ndim == 1:
+        labels = np.repeat(labels[:, None], score_columns.shape[1], axis=1)
+    if labels.shape != score_columns.shape:
+        raise AxisInputError(
+            f"labels {labels.shape} do not fit scores {scores.shape}: give (N,) or one column per score"
+        )
+    known = labels[~np.isnan(labels)]
+    if not np.isin(known, (0.0, 1.0)).all():
+        raise AxisInputError("labels must hold 0, 1 or NaN (ignored)")
+    columns = [
+        (score_columns[:, k], labels[:, k] == 1.0, labels[:, k] == 0.0) for k in range(score_columns.shape[1])
+    ]
+    out = _auroc_columns(columns, prepared, workers)
+    return out if columns_2d else out[:, 0]
+
+
+def _class_sides(
+    y: np.ndarray, scores: np.ndarray, kind: str
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """(scores, positive, negative) per class as :func:`crs.axes.per_class_auroc` defines them."""
+    check_kind(kind)
+    if kind == "binary":
+        y_b, s_b = binary_pair(y, scores)
+        return [(s_b, y_b == 1.0, y_b == 0.0)]
+    if kind == "multilabel":
+        y_m, s_m = multilabel_pair(y, scores)
+        return [(s_m[:, k], y_m[:, k] == 1.0, y_m[:, k] == 0.0) for k in range(y_m.shape[1])]
+    y_c, s_c = multiclass_pair(y, scores)
+    return [(s_c[:, k], y_c == k, y_c != k) for k in range(s_c.shape[1])]
+
+
+def weighted_per_class_auroc(
+    y: np.ndarray,
+    scores: np.ndarray,
+    kind: str,
+    weights: np.ndarray | ReplicateWeights,
+    *,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+    workers: int = 1,
+) -> np.ndarray:
+    """One-vs-rest AUROC per class (label) under every replicate, shape (B, K), as :func:`crs.axes.per_class_auroc`.
+
+    A class with no positive or no negative weight in a replicate is NaN there (absent, not 0).
+    Scores keep their dtype (the axes' float64 casts are not needed to sort them).
+    """
+    prepared = prepare_weights(weights, block_bytes)
+    _check_scores(scores, prepared.n_cases)
+    sides = _class_sides(y, scores, kind)
+    raw = np.asarray(scores)
+    if kind == "binary":
+        raw = raw[:, 1] if raw.ndim == 2 else raw
+        columns = [(raw, sides[0][1], sides[0][2])]
+    else:
+        columns = [(raw[:, k], positive, negative) for k, (_, positive, negative) in enumerate(sides)]
+    return _auroc_columns(columns, prepared, workers)
+
+
+def nanmean_classes(per_class: np.ndarray) -> np.ndarray:
+    """Macro mean over the last axis of the classes that can be scored; NaN where none can."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a replicate where no class can be scored -> NaN
+        return np.nanmean(per_class, axis=-1)
+
+
+def weighted_macro_auroc(
+    y: np.ndarray,
+    scores: np.ndarray,
+    kind: str,
+    weights: np.ndarray | ReplicateWeights,
+    *,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+    workers: int = 1,
+) -> np.ndarray:
+    """Macro one-vs-rest AUROC (B,) over the classes each replicate can score, as :func:`crs.axes.auroc`."""
+    return nanmean_classes(
+        weighted_per_class_auroc(y, scores, kind, weights, block_bytes=block_bytes, workers=workers)
+    )
+
+
+# --- ECE ------------------------------------------------------------------------------------------
+
+
+def _bin_index(confidence: np.ndarray, n_bins: int) -> np.ndarray:
+    """Equal-width bins exactly as :func:`crs.axes.ece`: b_i <= c < b_(i+1), c = 1 in the last bin."""
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    return np.clip(np.searchsorted(edges, confidence, side="right") - 1, 0, n_bins - 1)
+
+
+def weighted_binned_ece(
+    confidence: np.ndarray,
+    correct: np.ndarray,
+    weights: np.ndarray | ReplicateWeights,
+    known: np.ndarray | None = None,
+    n_bins: int = N_BINS,
+    *,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+) -> np.ndarray:
+    """Equal-width binned ECE of every column under every replicate's weights.
+
+    ``confidence`` and ``correct`` (N,) or (N, K); ``known`` (same shape, optional) marks the cases
+    that count. ECE = sum over bins |sum_i w_i (correct_i - confidence_i)| / sum_i w_i, which at
+    unit weights is crs.axes' sum of share x |accuracy - confidence|. Returns (B,) or (B, K);
+    NaN where a replicate gives the known cases no weight. One matrix product per replicate block:
+    (block x N) weights times an (N x bins) residual design per column.
+    """
+    if n_bins < 1:
+        raise AxisInputError(f"n_bins must be a positive integer, got {n_bins}")
+    prepared = prepare_weights(weights, block_bytes)
+    confidence = np.asarray(confidence, dtype=np.float64)
+    correct = np.asarray(correct, dtype=np.float64)
+    columns_2d = confidence.ndim == 2
+    confidence_2d = confidence if columns_2d else confidence[:, None]
+    correct_2d = correct if columns_2d else correct[:, None]
+    if confidence_2d.shape != correct_2d.shape or confidence_2d.shape[0] != prepared.n_cases:
+        raise AxisInputError(
+            f"confidence {confidence.shape} and correct {correct.shape} must match and have {prepared.n_cases} cases"
+        )
+    known_2d = (
+        np.ones(confidence_2d.shape, dtype=bool)
+        if known is None
+        else np.broadcast_to(
+            np.asarray(known, dtype=bool).reshape(confidence_2d.shape[0], -1), confidence_2d.shape
+        )
+    )
+    n_cases, n_columns = confidence_2d.shape
+    bins = _bin_index(np.where(known_2d, confidence_2d, 0.0), n_bins)
+    residual = np.where(known_2d, correct_2d - confidence_2d, 0.0)
+    design = np.zeros((n_cases, n_columns * n_bins))
+    design[np.arange(n_cases)[:, None], np.arange(n_columns)[None, :] * n_bins + bins] = residual
+    known_float = known_2d.astype(np.float64)
+    out = np.empty((prepared.n_replicates, n_columns))
+    for rows, block in zip(prepared.rows(), prepared.blocks, strict=True):
+        block_float = block[:-1].T.astype(np.float64)  # (b, N)
+        gaps = (block_float @ design).reshape(-1, n_columns, n_bins)
+        total = block_float @ known_float
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[rows] = np.where(
+                total > 0, np.abs(gaps).sum(axis=-1) / np.where(total > 0, total, 1.0), np.nan
+            )
+    return out if columns_2d else out[:, 0]
+
+
+def weighted_ece(
+    y: np.ndarray,
+    probs: np.ndarray,
+    kind: str,
+    weights: np.ndarray | ReplicateWeights,
+    n_bins: int = N_BINS,
+    *,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+) -> np.ndarray:
+    """ECE (B,) under every replicate, as :func:`crs.axes.ece` with equal-width bins.
+
+    multiclass/ordinal: top label; binary: positive-class probability against the label;
+    multilabel: each label over its known cases, then the mean over the labels a replicate can score.
+    """
+    check_kind(kind)
+    if kind == "binary":
+        y_b, p_b = binary_pair(y, probs)
+        return weighted_binned_ece(p_b, y_b, weights, None, n_bins, block_bytes=block_bytes)
+    if kind == "multilabel":
+        y_m, p_m = multilabel_pair(y, probs)
+        known = ~np.isnan(y_m)
+        per_label = weighted_binned_ece(
+            p_m, np.nan_to_num(y_m), weights, known, n_bins, block_bytes=block_bytes
+        )
+        return nanmean_classes(per_label)
+    y_c, p_c = multiclass_pair(y, probs)
+    correct = (p_c.argmax(axis=1) == y_c).astype(np.float64)
+    return weighted_binned_ece(p_c.max(axis=1), correct, weights, None, n_bins, block_bytes=block_bytes)
+
+
+def weighted_calibrated_ece(
+    confidence: np.ndarray,
+    weights: np.ndarray | ReplicateWeights,
+    known: np.ndarray | None = None,
+    n_bins: int = N_BINS,
+    *,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+) -> np.ndarray:
+    """Expected binned ECE of a calibrated probe with these confidences, under every replicate's weights.
+
+    The bias :func:`crs.axes.debiased_ece` removes, on the resampled test set: per bin the weighted
+    sum of c (1 - c), then :func:`crs.axes.calibrated_ece_moments`. Same layout and memory as
+    :func:`weighted_binned_ece` (one (N x bins) design per column, one matrix product per block).
+    With whole-number weights it equals the unweighted value on the repeated arrays.
+    """
+    if n_bins < 1:
+        raise AxisInputError(f"n_bins must be a positive integer, got {n_bins}")
+    prepared = prepare_weights(weights, block_bytes)
+    confidence = np.asarray(confidence, dtype=np.float64)
+    columns_2d = confidence.ndim == 2
+    confidence_2d = confidence if columns_2d else confidence[:, None]
+    if confidence_2d.shape[0] != prepared.n_cases:
+        raise AxisInputError(f"confidence {confidence.shape} must have {prepared.n_cases} cases")
+    known_2d = (
+        np.ones(confidence_2d.shape, dtype=bool)
+        if known is None
+        else np.broadcast_to(
+            np.asarray(known, dtype=bool).reshape(confidence_2d.shape[0], -1), confidence_2d.shape
+        )
+    )
+    n_cases, n_columns = confidence_2d.shape
+    bins = _bin_index(np.where(known_2d, confidence_2d, 0.0), n_bins)
+    variance = np.where(known_2d, confidence_2d * (1.0 - confidence_2d), 0.0)
+    design = np.zeros((n_cases, n_columns * n_bins))
+    design[np.arange(n_cases)[:, None], np.arange(n_columns)[None, :] * n_bins + bins] = variance
+    known_float = known_2d.astype(np.float64)
+    out = np.empty((prepared.n_replicates, n_columns))
+    for rows, block in zip(prepared.rows(), prepared.blocks, strict=True):
+        block_float = block[:-1].T.astype(np.float64)  # (b, N)
+        per_bin = (block_float @ design).reshape(-1, n_columns, n_bins)
+        out[rows] = calibrated_ece_moments(per_bin, block_float @ known_float)[0]
+    return out if columns_2d else out[:, 0]
+
+
+def weighted_debiased_ece(
+    y: np.ndarray,
+    probs: np.ndarray,
+    kind: str,
+    weights: np.ndarray | ReplicateWeights,
+    n_bins: int = N_BINS,
+    *,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+) -> np.ndarray:
+    """:func:`crs.axes.debiased_ece` (B,) under every replicate: the weighted ECE minus a calibrated probe's expected ECE.
+
+    multiclass/ordinal: top label; binary: positive-class probability; multilabel: per label over its
+    known cases, then the mean over the labels a replicate can score.
+    """
+    check_kind(kind)
+    prepared = prepare_weights(weights, block_bytes)
+    if kind == "binary":
+        y_b, p_b = binary_pair(y, probs)
+        return weighted_binned_ece(p_b, y_b, prepared, None, n_bins) - weighted_calibrated_ece(
+            p_b, prepared, None, n_bins
+        )
+    if kind == "multilabel":
+        y_m, p_m = multilabel_pair(y, probs)
+        known = ~np.isnan(y_m)
+        per_label = weighted_binned_ece(p_m, np.nan_to_num(y_m), prepared, known, n_bins)
+        per_label -= weighted_calibrated_ece(p_m, prepared, known, n_bins)
+        return nanmean_classes(per_label)
+    y_c, p_c = multiclass_pair(y, probs)
+    correct = (p_c.argmax(axis=1) == y_c).astype(np.float64)
+    confidence = p_c.max(axis=1)
+    return weighted_binned_ece(confidence, correct, prepared, None, n_bins) - weighted_calibrated_ece(
+        confidence, prepared, None, n_bins
+    )

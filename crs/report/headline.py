@@ -1,0 +1,106 @@
+"""The report's opening sentences: who leads, whether the lead is real, and how AUROC would have ranked.
+
+The reversal sentence says how many AUROC-vs-CRS reversals are robust when the bootstrap measured
+that (``score.reversal_uncertainty``), and otherwise says plainly that the count is a point
+estimate with no noise baseline: a headline count means little without the count noise alone makes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from crs.report.tables import bootstrap_name, confidence_label, is_case_level, percent
+
+
+def reversal_uncertainty(score) -> dict[str, Any] | None:
+    """The bootstrap's reversal summary as a plain dict, or None when it was not computed.
+
+    Expected keys (the bootstrap's reversal analysis provides them): ``n_robust`` (pairs whose AUROC
+    and CRS orders are each held in at least ``robust_level`` of the replicates), ``count_low`` and
+    ``count_high`` (bootstrap interval of the number of reversed pairs), ``robust_level`` (e.g.
+    0.95), ``interval_level`` (e.g. 0.95) and ``n_boot``.
+    """
+    found = getattr(score, "reversal_uncertainty", None)
+    if found is None:
+        return None
+    if hasattr(found, "summary"):
+        found = found.summary()
+    if not isinstance(found, Mapping) or "n_robust" not in found:
+        return None
+    return dict(found)
+
+
+def reversal_sentence(n_reversed: int, n_pairs: int, auroc_leader: str, crs_leader: str,
+                      uncertainty: Mapping[str, Any] | None = None) -> str:
+    """How AUROC and CRS rankings disagree, with the robust count when the bootstrap gave one.
+
+    Without ``uncertainty`` the sentence labels the count as a point estimate with no noise
+    baseline rather than inventing one.
+    """
+    if auroc_leader != crs_leader:
+        opening = f"Ranking by clean AUROC alone would have picked {auroc_leader}; "
+        swaps = f"{n_reversed} of {n_pairs} encoder pairs swap order"
+    elif n_reversed:
+        opening = "Clean AUROC picks the same leader, but "
+        swaps = f"{n_reversed} of {n_pairs} encoder pairs swap order further down"
+    else:
+        opening = ""
+        swaps = f"clean AUROC orders every pair of encoders the same way (0 of {n_pairs} pairs swap)"
+    if uncertainty is None:
+        if not n_reversed:
+            return (opening + swaps)[0].upper() + (opening + swaps)[1:] + "."
+        return (f"{opening}{swaps} in the point estimate (not yet compared with what noise alone would "
+                "produce: this run has no bootstrap reversal probabilities).")
+    robust_level = float(uncertainty.get("robust_level", 0.95))
+    interval_level = float(uncertainty.get("interval_level", 0.95))
+    n_boot = uncertainty.get("n_boot")
+    replicates = f" of {n_boot} bootstrap replicates" if n_boot else " of the bootstrap replicates"
+    interval = ""
+    if uncertainty.get("count_low") is not None and uncertainty.get("count_high") is not None:
+        interval = (f"; {confidence_label(1 - interval_level)} interval of the count "
+                    f"{int(uncertainty['count_low'])} to {int(uncertainty['count_high'])}")
+    robust = (f"{int(uncertainty['n_robust'])} of them robustly (each order held in at least "
+              f"{percent(robust_level)}{replicates}{interval})")
+    text = f"{opening}{swaps}, {robust}." if n_reversed else f"{opening}{swaps}; {robust}."
+    return text[0].upper() + text[1:]
+
+
+def headline(score, board: pd.DataFrame) -> str:
+    """Who leads, whether the lead is real, whether clean AUROC would have picked the same encoder."""
+    leader = board.iloc[0]
+    tier = [name for name, flag in zip(board["encoder"], board["tier"], strict=True) if flag]
+    others = [name for name in tier if name != leader["encoder"]]
+    auroc_first = board.sort_values(["auroc_rank", "rank"]).iloc[0]["encoder"]
+    resampled = "seed and test-case resampling" if is_case_level(score.bootstrap) else "seed resampling"
+    parts = [f"{leader['encoder']} has the highest Clinical Reliability Score, {leader['crs']:.3f} "
+             f"({interval_phrase(score.bootstrap, leader['crs_low'], leader['crs_high'])}), "
+             f"and ranks first in {percent(leader['p_rank1'])} of {score.bootstrap.n_boot} "
+             f"{bootstrap_name(score.bootstrap)} replicates."]
+    if others:
+        parts.append(f"Its lead is not significant over {', '.join(others)}: they share the leading tier.")
+    else:
+        parts.append(f"No other encoder reaches the leading tier: the lead holds under {resampled}.")
+    summary = score.reversals.summary()
+    parts.append(reversal_sentence(summary["n_reversed"], summary["n_pairs"], auroc_first, leader["encoder"],
+                                   reversal_uncertainty(score)))
+    parts.append(reference_sentence(score.reference))
+    return " ".join(parts)
+
+
+def interval_phrase(bootstrap, low: float, high: float) -> str:
+    """The CRS interval in words; a seed-only interval is named so, and a zero-width one is refused as an interval."""
+    if is_case_level(bootstrap):
+        return f"{confidence_label(bootstrap.alpha)} CI {low:.3f} to {high:.3f}"
+    if abs(high - low) <= 1e-12:
+        return "no interval: every seed gave the same measurements and the test set was not resampled"
+    return f"seed-only {confidence_label(bootstrap.alpha)} interval {low:.3f} to {high:.3f}, test set not resampled"
+
+
+def reference_sentence(reference: str) -> str:
+    if reference == "median":
+        return ("Reference: the cohort-median encoder (per-axis median error), so u = 0.5 means "
+                "median on that axis and no encoder gets 0.5 by being the reference.")
+    return f"Reference encoder (0.5 on every axis by definition): {reference}."

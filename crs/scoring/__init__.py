@@ -1,0 +1,1 @@
+"""The Clinical Reliability Score from run records: formula, bootstraps, rankings, stability, result."""

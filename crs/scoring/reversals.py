@@ -1,0 +1,197 @@
+"""How often AUROC and the CRS order a pair of encoders oppositely, and how many reversals noise alone makes.
+
+From bootstrap replicates of both scores (the same replicates, so the comparison is paired):
+
+* per pair, the share of replicates in which AUROC and CRS order it strictly oppositely, and the
+  share for each of the two orientations (a ahead on AUROC and b on CRS, or the other way round);
+* a **robust reversal** is a pair held in one orientation in at least ``level`` (95 %) of the
+  replicates: both orders, AUROC's and the CRS's, survive the resampling;
+* the point count of reversed pairs (with Kendall tau-b and the mean rank displacement, from
+  :func:`crs.scoring.rankings.rank_reversals`), the count in every replicate and its percentile interval;
+* the **noise baseline**: the number of pairs two independent replicates of the same score order
+  oppositely (replicate b against replicate b + B/2), its mean and 5-95 % range. A headline count
+  of reversals means little unless it stands clear of the count noise alone produces.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from crs.scoring.formula import ScoreInputError
+from crs.scoring.rankings import rank_reversals
+
+DEFAULT_LEVEL = 0.95
+NOISE_QUANTILES = (0.05, 0.95)
+
+
+@dataclass(frozen=True)
+class Reversals:
+    """AUROC-vs-CRS reversals with their bootstrap uncertainty and the noise baseline.
+
+    ``pairs``: one row per unordered pair, ``first`` the encoder AUROC's point estimate puts ahead
+    (ties: the first name): auroc_gap and crs_gap (first minus second, point), reversed (point),
+    p_reversed (either orientation), p_as_point (first ahead on AUROC, second on CRS), p_opposite
+    (the other orientation), robust. ``replicate_counts``: reversed pairs in each replicate.
+    ``noise``: rows "crs" and "auroc", columns mean, low, high: pairs two independent replicates
+    of that score order oppositely.
+    """
+
+    pairs: pd.DataFrame
+    n_pairs: int
+    n_reversed: int
+    n_robust: int
+    kendall_tau: float
+    mean_abs_displacement: float
+    replicate_counts: np.ndarray
+    count_low: float
+    count_high: float
+    noise: pd.DataFrame
+    level: float
+    alpha: float
+
+    def summary(self) -> dict:
+        """Plain numbers for summary.json and the report's opening sentence."""
+        return {
+            "n_pairs": self.n_pairs,
+            "n_reversed": self.n_reversed,
+            "n_robust": self.n_robust,
+            "robust_pairs": [
+                list(p) for p in self.pairs.loc[self.pairs["robust"], ["first", "second"]].to_numpy()
+            ],
+            "kendall_tau": self.kendall_tau,
+            "mean_abs_displacement": self.mean_abs_displacement,
+            "count_mean": float(np.mean(self.replicate_counts)),
+            "count_low": self.count_low,
+            "count_high": self.count_high,
+            "noise_crs": self.noise.loc["crs"].to_dict(),
+            "noise_auroc": self.noise.loc["auroc"].to_dict(),
+            "level": self.level,
+            "alpha": self.alpha,
+            "robust_level": self.level,
+            "interval_level": 1.0 - self.alpha,
+            "n_boot": int(len(self.replicate_counts)),
+        }
+
+
+def _as_frame(replicates: pd.DataFrame | np.ndarray, names: list[str], what: str) -> np.ndarray:
+    if isinstance(replicates, pd.DataFrame):
+        columns = [str(c) for c in replicates.columns]
+        missing = sorted(set(names) - set(columns))
+        if missing:
+            raise ScoreInputError(f"{what} replicates lack encoders {missing}; pass one column per encoder")
+        array = replicates.set_axis(columns, axis=1)[names].to_numpy(dtype=np.float64)
+    else:
+        array = np.asarray(replicates, dtype=np.float64)
+    if array.ndim != 2 or array.shape[1] != len(names):
+        raise ScoreInputError(
+            f"{what} replicates must be (replicates, {len(names)} encoders), got shape {array.shape}"
+        )
+    if not np.isfinite(array).all():
+        raise ScoreInputError(
+            f"{what} replicates contain NaN or infinity; score every encoder in every replicate"
+        )
+    return array
+
+
+def pair_orders(replicates: np.ndarray, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """(B, pairs) sign of score[first] - score[second] in every replicate: 1, -1, or 0 for a tie."""
+    return np.sign(replicates[:, first] - replicates[:, second]).astype(np.int8)
+
+
+def opposite_count(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pairs strictly ordered oppositely by two sign arrays (..., pairs)."""
+    return ((a * b) < 0).sum(axis=-1)
+
+
+def noise_baseline(
+    replicates: np.ndarray, quantiles: tuple[float, float] = NOISE_QUANTILES
+) -> tuple[float, float, float]:
+    """Mean and quantiles of the pairs replicate b and replicate b + B/2 order oppositely (disjoint, independent draws)."""
+    half = len(replicates) // 2
+    if half < 1:
+        raise ScoreInputError("the noise baseline needs at least 2 replicates")
+    first, second = np.triu_indices(replicates.shape[1], k=1)
+    orders = pair_orders(replicates, first, second)
+    counts = opposite_count(orders[:half], orders[half : 2 * half])
+    low, high = np.quantile(counts, quantiles)
+    return float(counts.mean()), float(low), float(high)
+
+
+def auroc_crs_reversals(
+    auroc: pd.Series,
+    crs: pd.Series,
+    auroc_replicates: pd.DataFrame | np.ndarray,
+    crs_replicates: pd.DataFrame | np.ndarray,
+    level: float = DEFAULT_LEVEL,
+    alpha: float = 0.05,
+) -> Reversals:
+    """Reversals between the AUROC and CRS rankings, point and bootstrap, with the noise baseline.
+
+    ``auroc`` and ``crs``: point scores indexed by encoder (higher is better); the replicate arrays
+    are (B, E), columns in the Series' encoder order (or DataFrames naming them), row b of both
+    from the same bootstrap replicate.
+    """
+    if not 0.5 < level <= 1.0:
+        raise ScoreInputError(f"level must lie in (0.5, 1], got {level}")
+    if not 0.0 < alpha < 1.0:
+        raise ScoreInputError(f"alpha must lie in (0, 1), got {alpha}")
+    point = rank_reversals(auroc, crs)
+    names = [str(e) for e in auroc.index]
+    auroc_point = auroc.set_axis(names).to_numpy(dtype=np.float64)
+    crs_point = crs.set_axis([str(e) for e in crs.index]).reindex(names).to_numpy(dtype=np.float64)
+    auroc_boot = _as_frame(auroc_replicates, names, "AUROC")
+    crs_boot = _as_frame(crs_replicates, names, "CRS")
+    if len(auroc_boot) != len(crs_boot):
+        raise ScoreInputError(
+            f"{len(auroc_boot)} AUROC replicates but {len(crs_boot)} CRS replicates; both must come from the same draws"
+        )
+
+    i, j = np.triu_indices(len(names), k=1)
+    swap = (auroc_point[j] > auroc_point[i]) | (
+        (auroc_point[j] == auroc_point[i]) & (np.array(names)[j] < np.array(names)[i])
+    )
+    first, second = np.where(swap, j, i), np.where(swap, i, j)
+    auroc_orders = pair_orders(auroc_boot, first, second)
+    crs_orders = pair_orders(crs_boot, first, second)
+    as_point = ((auroc_orders > 0) & (crs_orders < 0)).mean(axis=0)
+    opposite = ((auroc_orders < 0) & (crs_orders > 0)).mean(axis=0)
+    auroc_gap = auroc_point[first] - auroc_point[second]
+    crs_gap = crs_point[first] - crs_point[second]
+    pairs = pd.DataFrame(
+        {
+            "first": np.array(names)[first],
+            "second": np.array(names)[second],
+            "auroc_gap": auroc_gap,
+            "crs_gap": crs_gap,
+            "reversed": (auroc_gap * crs_gap) < 0,
+            "p_reversed": as_point + opposite,
+            "p_as_point": as_point,
+            "p_opposite": opposite,
+            "robust": np.maximum(as_point, opposite) >= level,
+        }
+    ).sort_values(["p_reversed", "first", "second"], ascending=[False, True, True], ignore_index=True)
+
+    counts = opposite_count(auroc_orders, crs_orders)
+    count_low, count_high = np.quantile(counts, [alpha / 2, 1 - alpha / 2])
+    noise = pd.DataFrame(
+        [noise_baseline(crs_boot), noise_baseline(auroc_boot)],
+        index=pd.Index(["crs", "auroc"], name="score"),
+        columns=["mean", "low", "high"],
+    )
+    return Reversals(
+        pairs=pairs,
+        n_pairs=point.n_pairs,
+        n_reversed=point.n_reversed,
+        n_robust=int(pairs["robust"].sum()),
+        kendall_tau=point.kendall_tau,
+        mean_abs_displacement=point.mean_abs_displacement,
+        replicate_counts=counts,
+        count_low=float(count_low),
+        count_high=float(count_high),
+        noise=noise,
+        level=level,
+        alpha=alpha,
+    )

@@ -1,0 +1,223 @@
+"""Weighted AUROC and ECE under replicate weights (crs.axes.weighted) against scikit-learn and crs.axes.
+
+Oracles: scikit-learn's ``roc_auc_score(sample_weight=...)`` on random inputs with heavy ties
+(scores rounded to float16 and to coarse grids); crs.axes at unit weights; crs.axes on the
+expanded sample (case i repeated ``weights[b, i]`` times) for whole-number weights. Hand-derived
+values for the small cases are written next to them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from crs import axes
+from crs.axes import AxisInputError
+from crs.axes.weighted import (
+    prepare_weights,
+    weighted_auroc,
+    weighted_binned_ece,
+    weighted_calibrated_ece,
+    weighted_debiased_ece,
+    weighted_ece,
+    weighted_macro_auroc,
+    weighted_per_class_auroc,
+)
+
+EXACT = 1e-9
+
+
+def _sklearn_or_nan(y: np.ndarray, scores: np.ndarray, w: np.ndarray) -> float:
+    if (w * (y == 1)).sum() == 0 or (w * (y == 0)).sum() == 0:
+        return float("nan")
+    return float(roc_auc_score(y, scores, sample_weight=w))
+
+
+def _tied_scores(rng: np.random.Generator, y: np.ndarray) -> np.ndarray:
+    """Scores with many ties: float16 rounding of a coarse grid, shifted a little by the label."""
+    grid = rng.choice([4, 16, 256])
+    return (np.round(rng.random(len(y)) * grid) / grid + 0.1 * y).astype(np.float16).astype(np.float64)
+
+
+# --- hand-derived -----------------------------------------------------------------------------------
+
+
+def test_hand_values():
+    # negatives 0.1, 0.4; positives 0.35, 0.8: 3 of 4 pairs ordered right -> 0.75
+    scores, y = np.array([0.1, 0.4, 0.35, 0.8]), np.array([0, 0, 1, 1])
+    # weights (1, 1, 2, 1): pairs 0.35>0.1 (2x1), 0.35<0.4 (0), 0.8>0.1 (1), 0.8>0.4 (1) -> 4 / (3 x 2)
+    # weights (0, 1, 1, 1): 0.35<0.4 (0), 0.8>0.4 (1) -> 1 / 2
+    weights = np.array([[1, 1, 1, 1], [1, 1, 2, 1], [0, 1, 1, 1]])
+    assert weighted_auroc(scores, y, weights) == pytest.approx([0.75, 4 / 6, 0.5], abs=EXACT)
+
+
+def test_ties_count_one_half():
+    # one positive and one negative at the same score; a second negative below both
+    scores, y = np.array([0.5, 0.5, 0.2]), np.array([1, 0, 0])
+    # unit: (tie 1/2 + win 1) / 2 = 0.75; weights (1, 3, 1): (3 x 1/2 + 1) / 4 = 0.625
+    assert weighted_auroc(scores, y, np.array([[1, 1, 1], [1, 3, 1]])) == pytest.approx(
+        [0.75, 0.625], abs=EXACT
+    )
+
+
+def test_a_side_without_weight_is_nan_not_zero():
+    scores, y = np.array([0.1, 0.2, 0.3, 0.4]), np.array([0, 1, 0, 1])
+    result = weighted_auroc(scores, y, np.array([[0, 1, 0, 1], [1, 0, 1, 0], [1, 1, 1, 1]]))
+    assert np.isnan(result[0]) and np.isnan(result[1]) and result[2] == pytest.approx(0.75)
+
+
+# --- scikit-learn oracle ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", range(30))
+def test_matches_sklearn_with_heavy_ties(case):
+    rng = np.random.default_rng(case)
+    n = int(rng.integers(2, 400))
+    y = (rng.random(n) < rng.uniform(0.05, 0.95)).astype(np.float64)
+    y[0], y[-1] = 1.0, 0.0
+    scores = _tied_scores(rng, y)
+    counts = rng.integers(0, 4, size=(12, n))
+    real = rng.exponential(1.0, size=(6, n))
+    for weights in (counts, real, np.ones((1, n))):
+        expected = [_sklearn_or_nan(y, scores, w) for w in weights]
+        np.testing.assert_allclose(weighted_auroc(scores, y, weights), expected, atol=EXACT, equal_nan=True)
+
+
+def test_many_columns_share_labels_and_match_sklearn_per_column():
+    rng = np.random.default_rng(7)
+    n, k = 300, 9
+    y = (rng.random(n) < 0.3).astype(np.float64)
+    scores = np.stack([_tied_scores(rng, y) for _ in range(k)], axis=1).astype(np.float32)
+    weights = rng.integers(0, 3, size=(25, n))
+    got = weighted_auroc(scores, y, weights, workers=2)
+    assert got.shape == (25, k)
+    for column in range(k):
+        expected = [_sklearn_or_nan(y, scores[:, column], w) for w in weights]
+        np.testing.assert_allclose(got[:, column], expected, atol=EXACT)
+
+
+def test_totals_beyond_16_bits_take_the_float_path_and_stay_exact():
+    rng = np.random.default_rng(3)
+    n = 200
+    y = (rng.random(n) < 0.4).astype(np.float64)
+    scores = _tied_scores(rng, y)
+    weights = rng.integers(200, 700, size=(4, n))  # totals about 90,000 > 65,535
+    assert not prepare_weights(weights).exact_uint16
+    expected = [_sklearn_or_nan(y, scores, w) for w in weights]
+    np.testing.assert_allclose(weighted_auroc(scores, y, weights), expected, atol=EXACT)
+
+
+def test_block_size_and_threads_do_not_change_the_result():
+    rng = np.random.default_rng(11)
+    n = 500
+    y = (rng.random(n) < 0.2).astype(np.float64)
+    scores = np.stack([_tied_scores(rng, y) for _ in range(3)], axis=1)
+    weights = rng.integers(0, 3, size=(40, n))
+    one_block = weighted_auroc(scores, y, weights)
+    tiny_blocks = weighted_auroc(scores, y, weights, block_bytes=1, workers=2)
+    assert len(prepare_weights(weights, block_bytes=1).blocks) == 40
+    np.testing.assert_array_equal(one_block, tiny_blocks)
+
+
+# --- crs.axes at unit weights, and on the expanded sample ---------------------------------------------
+
+
+def _cases(kind: str, rng: np.random.Generator, n: int):
+    if kind == "binary":
+        y = (rng.random(n) < 0.3).astype(np.float64)
+        return y, _tied_scores(rng, y)
+    if kind == "multilabel":
+        y = (rng.random((n, 4)) < [0.05, 0.3, 0.6, 0.0]).astype(np.float64)  # label 3 never positive: absent
+        y[rng.random(y.shape) < 0.2] = np.nan
+        probs = np.round(rng.random((n, 4)), 2)
+        return y, probs
+    n_classes = 5
+    y = rng.choice(n_classes - 1, size=n)  # the last class is absent from y
+    probs = np.round(rng.dirichlet(np.ones(n_classes), size=n), 2)
+    return y, probs
+
+
+@pytest.mark.parametrize("kind", ["binary", "multiclass", "ordinal", "multilabel"])
+@pytest.mark.parametrize("case", range(6))
+def test_unit_weights_equal_crs_axes(kind, case):
+    rng = np.random.default_rng(100 + case)
+    y, probs = _cases(kind, rng, int(rng.integers(20, 300)))
+    unit = np.ones((1, len(y)))
+    np.testing.assert_allclose(
+        weighted_per_class_auroc(y, probs, kind, unit)[0],
+        axes.per_class_auroc(y, probs, kind),
+        atol=EXACT,
+        equal_nan=True,
+    )
+    assert weighted_macro_auroc(y, probs, kind, unit)[0] == pytest.approx(
+        axes.auroc(y, probs, kind), abs=EXACT
+    )
+    assert weighted_ece(y, probs, kind, unit)[0] == pytest.approx(axes.ece(y, probs, kind), abs=EXACT)
+    if kind in ("multiclass", "multilabel"):
+        assert np.isnan(weighted_per_class_auroc(y, probs, kind, unit)[0, -1])  # absent: NaN, not 0
+
+
+@pytest.mark.parametrize("kind", ["binary", "multiclass", "multilabel"])
+@pytest.mark.parametrize("case", range(4))
+def test_whole_number_weights_equal_the_metric_on_the_repeated_sample(kind, case):
+    rng = np.random.default_rng(200 + case)
+    y, probs = _cases(kind, rng, int(rng.integers(20, 200)))
+    counts = rng.integers(0, 4, size=(8, len(y)))
+    aurocs = weighted_macro_auroc(y, probs, kind, counts)
+    eces = weighted_ece(y, probs, kind, counts)
+    for b, repeat in enumerate(counts):
+        y_rep, probs_rep = np.repeat(y, repeat, axis=0), np.repeat(probs, repeat, axis=0)
+        assert aurocs[b] == pytest.approx(axes.auroc(y_rep, probs_rep, kind), abs=EXACT, nan_ok=True)
+        assert eces[b] == pytest.approx(axes.ece(y_rep, probs_rep, kind), abs=EXACT, nan_ok=True)
+
+
+def test_binned_ece_by_hand_with_bin_edges():
+    # 15 equal-width bins; 1.0 falls in the last bin, 1/15 opens the second.
+    confidence = np.array([1.0, 1.0, 1 / 15, 0.5])
+    correct = np.array([1.0, 0.0, 1.0, 1.0])
+    # bins: last {1.0: +0, 1.0: -1} -> |-1|; second {1/15: 1 - 1/15}; eighth {0.5: +0.5}
+    expected_unit = (1.0 + (1 - 1 / 15) + 0.5) / 4
+    # weights (2, 0, 1, 1): last |0| ; second 14/15; eighth 0.5; total 4
+    expected_weighted = ((1 - 1 / 15) + 0.5) / 4
+    got = weighted_binned_ece(confidence, correct, np.array([[1, 1, 1, 1], [2, 0, 1, 1]]))
+    assert got == pytest.approx([expected_unit, expected_weighted], abs=EXACT)
+    assert got[0] == pytest.approx(axes.ece(correct, confidence, "binary"), abs=EXACT)
+
+
+# --- bad inputs ---------------------------------------------------------------------------------------
+
+
+def test_bad_inputs_raise_one_line_errors():
+    scores, y = np.array([0.1, 0.2, 0.3]), np.array([0, 1, 1])
+    with pytest.raises(AxisInputError, match="non-negative"):
+        weighted_auroc(scores, y, np.array([[1, -1, 1]]))
+    with pytest.raises(AxisInputError, match="NaN"):
+        weighted_auroc(np.array([0.1, np.nan, 0.3]), y, np.ones((1, 3)))
+    with pytest.raises(AxisInputError, match="cases"):
+        weighted_auroc(scores, y, np.ones((1, 4)))
+    with pytest.raises(AxisInputError, match="0, 1 or NaN"):
+        weighted_auroc(scores, np.array([0, 2, 1]), np.ones((1, 3)))
+
+
+@pytest.mark.parametrize("kind", ["binary", "multiclass", "ordinal", "multilabel"])
+@pytest.mark.parametrize("case", range(4))
+def test_debiased_ece_at_unit_weights_and_on_the_repeated_sample_equals_crs_axes(kind, case):
+    rng = np.random.default_rng(300 + case)
+    y, probs = _cases(kind, rng, int(rng.integers(20, 200)))
+    assert weighted_debiased_ece(y, probs, kind, np.ones((1, len(y))))[0] == pytest.approx(
+        axes.debiased_ece(y, probs, kind), abs=EXACT, nan_ok=True
+    )
+    counts = rng.integers(0, 4, size=(6, len(y)))
+    got = weighted_debiased_ece(y, probs, kind, prepare_weights(counts, block_bytes=4096))  # several blocks
+    for b, repeat in enumerate(counts):
+        expected = axes.debiased_ece(np.repeat(y, repeat, axis=0), np.repeat(probs, repeat, axis=0), kind)
+        assert got[b] == pytest.approx(expected, abs=EXACT, nan_ok=True)
+
+
+def test_calibrated_ece_is_the_closed_form_per_bin():
+    # two cases in bin 0 (c = 0.05) and one in the last bin (c = 1): V = 2 x 0.0475 and 0
+    confidence = np.array([0.05, 0.05, 1.0])
+    got = weighted_calibrated_ece(confidence, np.array([[1, 1, 1], [2, 0, 1]]))
+    assert got[0] == pytest.approx(np.sqrt(2 * 2 * 0.0475 / np.pi) / 3, abs=1e-12)
+    assert got[1] == pytest.approx(np.sqrt(2 * 2 * 0.0475 / np.pi) / 3, abs=1e-12)

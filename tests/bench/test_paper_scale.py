@@ -1,0 +1,135 @@
+"""`crs bench paper-scale` at a tiny scale: the paper's counts, whole groups, imports through the public path, a
+learnable planted signal, and stage measurements that include every process of the tree."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import roc_auc_score
+
+from crs.bench.paper_scale import (
+    TASKS,
+    PaperScaleConfig,
+    measure_command,
+    prepare,
+    task_size,
+    task_table,
+)
+from crs.cache.store import FeatureStore, store_path
+from crs.cli.main import cli
+
+TINY = PaperScaleConfig(encoders=2, scale=0.01, dim=64, max_corruptions=1, severities=(1, 5), n_boot=20)
+
+
+def test_full_size_has_the_paper_counts():
+    config = PaperScaleConfig()
+    sizes = {task.name: task_size(task, config) for task in TASKS}
+    assert sizes["isic2019"].n_images == 25_331 and len(sizes["isic2019"].conditions) == 80
+    assert sizes["aptos2019"].n_images == 3_662 and len(sizes["aptos2019"].conditions) == 45
+    assert sizes["chexpert"].n_images == 191_027 and sizes["chexpert"].n_test == 38_117
+    assert len(sizes["chexpert"].conditions) == 65 and sizes["chexpert"].shift_images == 5_000
+
+
+@pytest.mark.parametrize("task", TASKS, ids=lambda t: t.name)
+def test_tables_split_whole_groups_and_hold_every_class_in_every_split(task):
+    size = task_size(task, PaperScaleConfig(scale=0.02))
+    table = task_table(task, size, seed=0)
+    assert len(table.ids) == size.n_images and len(set(table.ids.tolist())) == size.n_images
+    assert (table.splits == "test").sum() == size.n_test and (table.splits == "val").sum() == size.n_val
+    split_of_group: dict[str, set[str]] = {}
+    for group, split in zip(table.groups.tolist(), table.splits.tolist(), strict=True):
+        split_of_group.setdefault(group, set()).add(split)
+    assert all(len(splits) == 1 for splits in split_of_group.values())
+    counts = np.unique(table.groups, return_counts=True)[1]
+    assert counts.max() <= task.max_group and (task.max_group == 1 or counts.max() > 1)
+    for split in ("train", "val", "test"):
+        labels = table.labels[table.splits == split]
+        if task.kind == "multilabel":
+            assert (labels.max(axis=0) == 1).all() and (labels.min(axis=0) == 0).all()
+        else:
+            assert set(labels.tolist()) == set(range(len(task.classes)))
+
+
+def test_prepare_imports_one_group_per_encoder_with_a_learnable_signal(tmp_path):
+    stats = prepare(TINY, tmp_path)
+    assert stats["imports"] == 2 * (3 + 1 + 2 * 3)  # per encoder: 3 clean + shift target + 2 conditions x 3 tasks
+    cache = tmp_path / "cache"
+    for task in TASKS:
+        store = FeatureStore(store_path(cache, task.name))
+        table = store.read_table()
+        for encoder in TINY.encoder_names():
+            # Conditions imported one call each were appended: one group per encoder, nothing stale.
+            assert len(store.fingerprints(encoder)) == 1
+            assert len(store.feature_array_names(encoder)) == 1 + 2
+        if task.kind != "multiclass":
+            continue
+        clean = store.read_features("enc00")
+        train, test = table.splits == "train", table.splits == "test"
+        probe = LogisticRegression(max_iter=2000).fit(clean[train], table.labels[train])
+        clean_auroc = roc_auc_score(table.labels[test], probe.predict_proba(clean[test]), multi_class="ovr")
+        corruption = task_size(task, TINY).conditions[-1]  # severity 5
+        noisy = store.read_features("enc00", corruption)
+        noisy_auroc = roc_auc_score(table.labels[test], probe.predict_proba(noisy), multi_class="ovr")
+        assert clean_auroc > 0.75 and noisy_auroc < clean_auroc
+    assert FeatureStore(store_path(cache, "mimic_cxr")).read_table().splits.tolist() == ["test"] * 100
+
+
+def test_measured_memory_is_the_sum_over_the_process_tree():
+    """A child holding 150 MB that starts a grandchild holding 150 MB: the tree peaks above 300 MB."""
+    grandchild = "import time; block = bytearray(150 << 20); time.sleep(1.5)"
+    child = (f"import subprocess, sys, time; block = bytearray(150 << 20); "
+             f"p = subprocess.Popen([sys.executable, '-c', {grandchild!r}]); p.wait()")
+    measured = measure_command([sys.executable, "-c", child])
+    assert measured.returncode == 0
+    assert measured.peak_tree_rss_bytes > 300 << 20
+    assert measured.wall_s >= 1.5
+
+
+def test_cli_runs_every_stage_and_deletes_its_work_folder(tmp_path):
+    work = tmp_path / "work"
+    result = CliRunner().invoke(cli, [
+        "bench", "paper-scale", "--encoders", "2", "--scale", "0.01", "--dim", "16", "--max-corruptions", "1",
+        "--severities", "1,5", "--n-boot", "20", "--in-process", "--json", "--workdir", str(work),
+    ])
+    assert result.exit_code == 0, result.output
+    outcome = json.loads(result.output[result.output.index("{"):])
+    assert [stage["stage"] for stage in outcome["stages"]] == ["probe", "score", "report"]
+    for stage in outcome["stages"]:
+        assert stage["returncode"] == 0 and stage["wall_s"] > 0 and stage["peak_tree_rss_bytes"] > 0
+    assert outcome["prepare"]["imports"] == 20 and outcome["sizes"]["chexpert"]["conditions"] == 2
+    totals = outcome["total_15"]
+    assert {"probe", "score", "report", "total"} <= set(totals) <= {"probe", "score", "report", "total", "probe_from_units"}
+    assert totals["total"] == pytest.approx(totals["probe"] + totals["score"] + totals["report"])
+    assert not work.exists()
+
+
+def test_fifteen_encoder_totals_scale_the_measured_cost_per_encoder():
+    """Derivable by hand: start-up 2 s; probe 22 s for 2 encoders -> 2 + 20 / 2 x 15 = 152 s. Per-unit costs:
+    2 units of 4 s and 2 of 6 s took 20 s less start-up, so parallelism 1; 15 x (4 + 6) = 150 s + 2 s."""
+    from crs.bench.paper_scale import StageCost, fifteen_encoders
+
+    startup = StageCost("startup", 2.0, 1.0, 0, 0, 0)
+    stages = [StageCost("probe", 22.0, 20.0, 0, 0, 0), StageCost("score", 4.0, 3.0, 0, 0, 0)]
+    units = [{"task": "a", "units": 2, "mean_wall_s": 4.0}, {"task": "b", "units": 2, "mean_wall_s": 6.0}]
+    totals = fifteen_encoders(stages, startup, 2, units)
+    assert totals["probe"] == pytest.approx(152.0) and totals["score"] == pytest.approx(2 + 2 / 2 * 15)
+    assert totals["total"] == pytest.approx(152.0 + 17.0)
+    assert totals["probe_from_units"] == pytest.approx(152.0)
+
+
+def test_per_unit_figures_come_from_probe_costs_csv(tmp_path):
+    from crs.bench.paper_scale import per_unit
+
+    assert per_unit(tmp_path) == []  # crs probe without per-unit costs: nothing to read
+    (tmp_path / "probe_costs.csv").write_text(
+        "encoder,task,wall_s,cpu_s,peak_rss_bytes\nenc00,isic2019,10,9,100\nenc01,isic2019,14,12,300\n"
+        "enc00,chexpert,100,90,2000\n")
+    rows = {row["task"]: row for row in per_unit(tmp_path)}
+    assert rows["isic2019"] == {"task": "isic2019", "units": 2, "mean_wall_s": 12.0, "mean_cpu_s": 10.5,
+                                "max_peak_rss_bytes": 300}
+    assert rows["chexpert"]["units"] == 1 and rows["chexpert"]["max_peak_rss_bytes"] == 2000

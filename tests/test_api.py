@@ -1,0 +1,103 @@
+"""The public API: ``crs.__all__`` resolves, ``import crs`` stays cheap, and docs/api.md runs as written."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+import crs
+from crs.benchmark import Benchmark, RunOutcome
+from crs.encoders import create
+from crs.evaluate.artifacts import RunFolder
+from crs.evaluate.records import crs_version
+from crs.scoring.result import ScoreResult
+
+from tiny import write_tiny_spec
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "api.md"
+README = DOC.parent.parent / "README.md"
+
+
+def test_every_public_name_resolves_to_its_home():
+    assert sorted(crs.__all__) == sorted([
+        "Benchmark", "RunOutcome", "load_spec", "Spec", "create_encoder", "fit_probes", "score_records",
+        "ScoreResult", "RunFolder", "__version__",
+    ])
+    assert crs.Benchmark is Benchmark and crs.RunOutcome is RunOutcome and crs.ScoreResult is ScoreResult
+    assert crs.create_encoder is create and crs.RunFolder is RunFolder
+    namespace: dict = {}
+    exec("from crs import *", namespace)
+    assert set(crs.__all__) <= set(namespace)
+
+
+def test_unknown_attribute_is_an_attribute_error():
+    try:
+        crs.not_a_thing  # noqa: B018
+    except AttributeError as error:
+        assert "not_a_thing" in str(error)
+    else:
+        raise AssertionError("crs.not_a_thing must raise AttributeError")
+
+
+def test_version_is_the_installed_one_everywhere():
+    assert crs.__version__ == importlib.metadata.version("crs") == crs_version()
+
+
+def test_import_crs_loads_neither_torch_nor_pandas():
+    code = "import sys, crs; crs.__version__; print(sorted(m for m in ('torch', 'pandas', 'sklearn') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def _code_blocks(text: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
+
+
+def test_api_doc_and_readme_run_as_written_on_the_tiny_spec(tiny_run, tmp_path, monkeypatch, capsys):
+    """Each python block of docs/api.md, in order, in one namespace, then the README's; only the spec
+    and output paths change."""
+    spec, _, _, _ = tiny_run
+    tiny = write_tiny_spec(tmp_path, cache=spec.cache, data=spec.datasets[0].root, output=tmp_path / "unused")
+    output = tmp_path / "notebook"
+    monkeypatch.chdir(tmp_path)
+    text = DOC.read_text()
+    blocks = _code_blocks(text)
+    assert len(blocks) == 4
+    assert text.count("examples/quickstart.toml") >= 1 and text.count("crs-out/notebook") >= 3
+    namespace: dict = {}
+    for block in blocks:
+        code = block.replace("examples/quickstart.toml", str(tiny)).replace("crs-out/notebook", str(output))
+        exec(compile(code, str(DOC), "exec"), namespace)
+    printed = capsys.readouterr().out
+    # the whole run: the cache was reused, probes fitted, a page written
+    assert namespace["extracted"].total_forward == 0
+    assert namespace["probed"].n_probes == 2 * 3 * 2 * 2
+    assert namespace["page"] == output / "report.html" and namespace["page"].exists()
+    assert list(namespace["leaderboard"]["rank"]) == [1, 2]
+    assert "Clinical Reliability Score" in printed
+    # the folder scored again without the TOML gives the same CRS
+    pd.testing.assert_frame_equal(namespace["rescored"].crs, namespace["scored"].crs)
+    assert namespace["again"].spec.output == output
+    # equal weights are the default weights: same ranking
+    assert list(namespace["variant"].score().crs["rank"]) == list(namespace["scored"].crs["rank"])
+    # the pieces
+    assert namespace["probes"].predict_proba(namespace["features"][namespace["val"]]).shape == (2, 100, 3)
+    assert tuple(namespace["encoder"].embed(torch.rand(1, 3, 96, 96)).shape) == (1, 512)
+
+    # the README's block: a whole run in one call (the cache and the unchanged units are reused)
+    (readme_block,) = _code_blocks(README.read_text())
+    readme: dict = {}
+    exec(compile(readme_block.replace("examples/quickstart.toml", str(tiny)).replace("crs-out/notebook", str(output)),
+                 str(README), "exec"), readme)
+    outcome = readme["outcome"]
+    assert isinstance(outcome, RunOutcome) and outcome.extract.total_forward == 0
+    assert outcome.probe.units_reused == 2 * 3 and outcome.probe.units_fitted == 0
+    assert outcome.report == output / "report.html"
+    pd.testing.assert_frame_equal(readme["later"].crs, outcome.score.crs)
