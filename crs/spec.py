@@ -1,6 +1,6 @@
 """Benchmark spec: a TOML file read into frozen, self-checking dataclasses; the one home of every default.
 
-A spec names the data sets (with an optional shift target each), the encoders, the probe protocol
+A spec names the data sets (each with any number of shift targets), the encoders, the probe protocol
 (label fractions, seeds, C grid, backend) and the scoring choices (reference encoder, weights,
 bootstrap size). Relative paths resolve against the working directory, as for any CLI.
 
@@ -142,11 +142,16 @@ def _label(kind: str, name: Any) -> str:
 
 @dataclass(frozen=True)
 class DatasetEntry:
+    """One data set of the spec and its shift targets (other sites evaluated with its probes, in order).
+
+    ``shift_targets`` also takes one entry; a target has no targets of its own.
+    """
+
     name: str
     loader: str
     root: Path
     options: dict[str, Any] = field(default_factory=dict)
-    shift_target: DatasetEntry | None = None
+    shift_targets: tuple[DatasetEntry, ...] = ()
 
     def __post_init__(self) -> None:
         where = _label("dataset", self.name)
@@ -156,11 +161,22 @@ class DatasetEntry:
         if not isinstance(self.options, dict):
             raise SpecError(f"{where}: field 'options' must be a table, got {self.options!r}")
         _set(self, options=dict(self.options))
-        target = self.shift_target
-        if target is not None and not isinstance(target, DatasetEntry):
-            raise SpecError(f"{where}: field 'shift_target' must be a data set table, got {target!r}")
-        if target is not None and target.shift_target is not None:
-            raise SpecError(f"{where}: its shift target {target.name!r} cannot have a shift_target of its own")
+        targets = self.shift_targets
+        if isinstance(targets, DatasetEntry):
+            targets = (targets,)
+        if not isinstance(targets, list | tuple):
+            raise SpecError(f"{where}: field 'shift_targets' must be a list of data set tables, got {targets!r}")
+        for target in targets:
+            if not isinstance(target, DatasetEntry):
+                raise SpecError(f"{where}: a shift target must be a data set table, got {target!r}")
+            if target.shift_targets:
+                raise SpecError(f"{where}: its shift target {target.name!r} cannot have a shift_target of its own")
+        _set(self, shift_targets=tuple(targets))
+
+    @property
+    def shift_target_names(self) -> tuple[str, ...]:
+        """The names of this data set's shift targets, in spec order (each names its cache store)."""
+        return tuple(target.name for target in self.shift_targets)
 
 
 @dataclass(frozen=True)
@@ -315,9 +331,7 @@ class Spec:
         names = self.encoder_names
         if len(set(names)) != len(names):
             raise SpecError(f"{where}: encoder names repeat: {names}")
-        dataset_names = [d.name for d in self.datasets] + [d.shift_target.name for d in self.datasets if d.shift_target]
-        if len(set(dataset_names)) != len(dataset_names):
-            raise SpecError(f"{where}: data set names repeat: {dataset_names}")
+        _check_dataset_names(self.datasets)
         reference = self.score.reference_encoder or MEDIAN_REFERENCE
         if reference != MEDIAN_REFERENCE and reference not in names:
             raise SpecError(
@@ -328,6 +342,21 @@ class Spec:
     @property
     def encoder_names(self) -> list[str]:
         return [entry.name for entry in self.encoders]
+
+
+def _check_dataset_names(datasets: tuple[DatasetEntry, ...]) -> None:
+    """Every data set and shift target needs its own name: it names the cache store and the records' rows."""
+    seen: dict[str, str] = {}
+    for entry in datasets:
+        places = [(entry.name, f"data set {entry.name!r}")]
+        places += [(target.name, f"shift target {target.name!r} of data set {entry.name!r}") for target in entry.shift_targets]
+        for name, place in places:
+            if name in seen:
+                raise SpecError(
+                    f"spec: data set names repeat: {place} and {seen[name]} are both named {name!r}; "
+                    "give each data set and shift target its own name (it names its cache store)"
+                )
+            seen[name] = place
 
 
 # --- TOML -> configs -----------------------------------------------------------------------------------
@@ -368,8 +397,18 @@ def _dataset(where: str, value: Any, base: Path, allow_shift: bool = True) -> Da
         _require(where, table, key)
     table["root"] = _under(base, table["root"])
     if "shift_target" in table:
-        table["shift_target"] = _dataset(f"{where}.shift_target", table["shift_target"], base, allow_shift=False)
+        table["shift_targets"] = _shift_targets(f"{where}.shift_target", table.pop("shift_target"), base)
     return DatasetEntry(**table)
+
+
+def _shift_targets(where: str, value: Any, base: Path) -> tuple[DatasetEntry, ...]:
+    """``shift_target``: one table, or an array of tables (``[[datasets.shift_target]]``) for several sites."""
+    if isinstance(value, dict):
+        return (_dataset(where, value, base, allow_shift=False),)
+    if not isinstance(value, list) or not value:
+        raise SpecError(f"{where}: must be a table or a non-empty array of tables ([[datasets.shift_target]]), "
+                        f"got {value!r}")
+    return tuple(_dataset(f"{where}[{i}]", item, base, allow_shift=False) for i, item in enumerate(value))
 
 
 def _encoders(value: Any, defaults: dict[str, Any]) -> tuple[EncoderEntry, ...]:
@@ -457,6 +496,7 @@ def spec_from_dict(data: Mapping[str, Any]) -> Spec:
 def _from_plain(cls: type, data: Any, where: str) -> Any:
     if not isinstance(data, Mapping):
         raise SpecError(f"{where}: must be a table, got {data!r}")
+    data = _upgrade(cls, data)
     hints = get_type_hints(cls)
     known = {f.name for f in fields(cls)}
     unknown = sorted(set(data) - known)
@@ -465,6 +505,19 @@ def _from_plain(cls: type, data: Any, where: str) -> Any:
             f"{where}: unknown field(s) {unknown} (written by another crs version?); load the TOML spec instead"
         )
     return cls(**{key: _plain_value(hints[key], value, f"{where}.{key}") for key, value in data.items()})
+
+
+def _upgrade(cls: type, data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A table an older crs wrote, in today's fields: a run folder's embedded spec outlives a release.
+
+    Before several shift targets, a data set held one ``shift_target`` (a table or None).
+    """
+    if cls is DatasetEntry and "shift_target" in data and "shift_targets" not in data:
+        upgraded = dict(data)
+        target = upgraded.pop("shift_target")
+        upgraded["shift_targets"] = [] if target is None else [target]
+        return upgraded
+    return data
 
 
 def _plain_value(hint: Any, value: Any, where: str) -> Any:

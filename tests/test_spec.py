@@ -20,6 +20,7 @@ from crs.spec import (
     SpecError,
     load_spec,
     parse_spec,
+    spec_from_dict,
     spec_to_dict,
 )
 
@@ -189,3 +190,90 @@ def test_every_default_has_one_home():
     assert formula.AXES is spec_module.AXES and formula.COMPONENTS is spec_module.COMPONENTS
     assert SEVERITIES is spec_module.SEVERITIES and ExtractConfig().severities == SEVERITIES
     assert suites.SUITES.keys() <= set(spec_module.MODALITIES) and data_base.MODALITIES is spec_module.MODALITIES
+
+
+# --- shift targets: one table, or several ------------------------------------------------------------
+
+SHIFT_TOML = """
+name = "sites"
+encoders = ["pixel_stats"]
+
+[[datasets]]
+name = "cxr"
+loader = "synthetic"
+root = "data"
+{targets}
+"""
+TARGET_B = '{ name = "site-b", loader = "synthetic", root = "b", options = { site = "b" } }'
+TARGET_C = '{ name = "site-c", loader = "synthetic", root = "c" }'
+
+
+@pytest.mark.parametrize("targets", [
+    f"shift_target = [{TARGET_B}, {TARGET_C}]",
+    '[[datasets.shift_target]]\nname = "site-b"\nloader = "synthetic"\nroot = "b"\noptions = { site = "b" }\n'
+    '[[datasets.shift_target]]\nname = "site-c"\nloader = "synthetic"\nroot = "c"',
+], ids=["inline array", "array of tables"])
+def test_several_shift_targets_in_spec_order(tmp_path, targets):
+    spec = parse_spec(tomllib.loads(SHIFT_TOML.format(targets=targets)), base=tmp_path)
+    (entry,) = spec.datasets
+    assert entry.shift_target_names == ("site-b", "site-c")
+    assert [t.root for t in entry.shift_targets] == [tmp_path / "b", tmp_path / "c"]
+    assert entry.shift_targets[0].options == {"site": "b"}
+
+
+def test_one_shift_target_table_is_a_list_of_one(tmp_path):
+    spec = parse_spec(tomllib.loads(SHIFT_TOML.format(targets=f"shift_target = {TARGET_B}")), base=tmp_path)
+    assert spec.datasets[0].shift_target_names == ("site-b",)
+    no_target = parse_spec(tomllib.loads(SHIFT_TOML.format(targets="")), base=tmp_path)
+    assert no_target.datasets[0].shift_targets == ()
+
+
+def test_shift_targets_survive_the_round_trip_through_the_records(tmp_path):
+    spec = parse_spec(tomllib.loads(SHIFT_TOML.format(targets=f"shift_target = [{TARGET_B}, {TARGET_C}]")),
+                      base=tmp_path)
+    plain = spec_to_dict(spec)
+    assert [t["name"] for t in plain["datasets"][0]["shift_targets"]] == ["site-b", "site-c"]
+    again = spec_from_dict(plain)
+    assert again == spec and isinstance(again.datasets[0].shift_targets, tuple)
+    # a run folder written before several targets embedded one `shift_target` table (or None)
+    legacy = spec_to_dict(spec)
+    entry = legacy["datasets"][0]
+    entry["shift_target"] = entry.pop("shift_targets")[0]
+    assert spec_from_dict(legacy).datasets[0].shift_target_names == ("site-b",)
+    entry["shift_target"] = None
+    assert spec_from_dict(legacy).datasets[0].shift_targets == ()
+
+
+@pytest.mark.parametrize("targets,message", [
+    ("shift_target = []", r"datasets\[0\].shift_target: must be a table or a non-empty array of tables"),
+    ('shift_target = "site-b"', r"datasets\[0\].shift_target: must be a table or a non-empty array"),
+    (f"shift_target = [{TARGET_B}, 3]", r"datasets\[0\].shift_target\[1\]: must be a table"),
+    ('shift_target = [{ name = "site-b", loader = "synthetic" }]',
+     r"datasets\[0\].shift_target\[0\]: missing required field 'root'"),
+    ('shift_target = [{ name = "b", loader = "x", root = "r", shift_target = { name = "c", loader = "x", root = "r" } }]',
+     r"datasets\[0\].shift_target\[0\]: unknown field\(s\) \['shift_target'\]"),
+    (f"shift_target = [{TARGET_B}, {TARGET_B}]",
+     "shift target 'site-b' of data set 'cxr' and shift target 'site-b' of data set 'cxr' are both named 'site-b'"),
+    ('shift_target = { name = "cxr", loader = "synthetic", root = "b" }',
+     "shift target 'cxr' of data set 'cxr' and data set 'cxr' are both named 'cxr'"),
+])
+def test_shift_target_errors_name_the_entry(tmp_path, targets, message):
+    with pytest.raises(SpecError, match=message):
+        parse_spec(tomllib.loads(SHIFT_TOML.format(targets=targets)), base=tmp_path)
+
+
+def test_a_target_name_may_not_repeat_across_data_sets(tmp_path):
+    data = tomllib.loads(SHIFT_TOML.format(targets=f"shift_target = {TARGET_B}"))
+    data["datasets"].append({"name": "site-b", "loader": "synthetic", "root": "x"})
+    with pytest.raises(SpecError, match="data set 'site-b' and shift target 'site-b' of data set 'cxr'"):
+        parse_spec(data, base=tmp_path)
+
+
+def test_shift_targets_built_in_python(tmp_path):
+    site_b = DatasetEntry("site-b", "synthetic", tmp_path / "b")
+    one = DatasetEntry("cxr", "synthetic", tmp_path, shift_targets=site_b)  # type: ignore[arg-type]
+    assert one.shift_targets == (site_b,)
+    with pytest.raises(SpecError, match="dataset 'cxr': its shift target 'nested' cannot have a shift_target"):
+        DatasetEntry("cxr", "synthetic", tmp_path, shift_targets=(DatasetEntry("nested", "x", tmp_path, shift_targets=(site_b,)),))
+    with pytest.raises(SpecError, match="dataset 'cxr': a shift target must be a data set table"):
+        DatasetEntry("cxr", "synthetic", tmp_path, shift_targets=("site-b",))  # type: ignore[arg-type]

@@ -16,7 +16,7 @@ PAPER = Path(__file__).resolve().parents[2] / "examples" / "paper.toml"
 def test_paper_spec_entries_load_with_their_options(tmp_path):
     spec = load_spec(PAPER)
     builders = {"isic2019": build_isic, "aptos2019": build_aptos, "chexpert": build_chexpert, "mimic_cxr": build_mimic}
-    entries = [*spec.datasets, *(d.shift_target for d in spec.datasets if d.shift_target)]
+    entries = [*spec.datasets, *(target for d in spec.datasets for target in d.shift_targets)]
     assert sorted(e.loader for e in entries) == sorted(builders)
     loaded = {}
     for entry in entries:
