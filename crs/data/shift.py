@@ -122,3 +122,14 @@ def adopt_source_geometry(target: Dataset, source: Dataset) -> Dataset:
     target.image_size = source.image_size
     target.fit = source.fit
     return target
+
+
+def shift_target_dataset(target: Dataset, source: Dataset) -> Dataset:
+    """A loaded shift target as stage 1 stores it: the source's geometry, and its labels in the source's
+    label space (matched by name, :func:`align_to_source`) when its label names differ.
+
+    Stage 1 and the import of a shift target's sample table both apply this one rule, once per target.
+    """
+    target = adopt_source_geometry(target, source)
+    same = target.task.class_names == source.task.class_names and target.task.kind == source.task.kind
+    return target if same else align_to_source(target, source.task)

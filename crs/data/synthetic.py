@@ -10,7 +10,8 @@ exercises real decoding), and carry planted, learnable class signal:
   bright exudates and dark haemorrhages grows with the grade; 2 eyes per patient (the group).
 * ``chest_xray``: 5 findings named as CheXpert, multi-label; lungs, heart and findings drawn as
   intensity structures (wide heart, basal fluid, haze, bands, patches); 1 to 3 films per patient.
-  ``site="b"`` draws a second hospital: other contrast, gamma, noise and a resolution loss.
+  ``site="b"`` draws a second hospital: other contrast, gamma, noise and a resolution loss;
+  ``site="c"`` a third: over-exposed, flatter contrast, a little blur (another shift target).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from PIL import Image
 from crs.data.base import DataError, Dataset, Task, group_split
 
 GENERATOR_VERSION = "2"
+SITES = ("a", "b", "c")
+"""Hospitals of the synthetic chest task: ``a`` the source, ``b`` and ``c`` shifted sites."""
 
 DERM_CLASSES = ("MEL", "NV", "BCC", "AK", "BKL", "DF", "VASC", "SCC")
 # ISIC 2019 training proportions, tempered by a square root so rare classes still have examples.
@@ -120,6 +123,13 @@ def _chest(rng: np.random.Generator, findings: np.ndarray, size: int, site: str)
     if findings[4]:  # effusion: fluid at the bases
         image += 0.3 / (1 + np.exp(-(yy - 0.45) * 25)) * (np.abs(xx) > 0.1)
     image += rng.normal(0, 0.03, image.shape)
+    if site == "c":  # a third hospital: brighter and flatter, slightly blurred, less noise
+        soft = Image.fromarray(image.astype(np.float32), mode="F").resize(
+            (size * 3 // 4, size * 3 // 4), Image.Resampling.BILINEAR
+        )
+        image = np.asarray(soft.resize((size, size), Image.Resampling.BILINEAR), dtype=np.float32)
+        image = np.clip(image, 0, 1) ** 0.7 * 0.7 + 0.25
+        image += rng.normal(0, 0.02, image.shape)
     if site == "b":  # another hospital: lower resolution, other contrast and gamma, more noise
         small = Image.fromarray(image.astype(np.float32), mode="F").resize(
             (size // 2, size // 2), Image.Resampling.BILINEAR
@@ -158,10 +168,10 @@ def generate_synthetic(
     """Write ``n_images`` PNGs and ``labels.csv`` under ``root`` (idempotent); return the folder."""
     if modality not in MODALITY_TASK:
         raise DataError(f"synthetic: modality {modality!r} is not one of {sorted(MODALITY_TASK)}")
-    if site not in ("a", "b"):
-        raise DataError(f"synthetic: site must be 'a' or 'b', got {site!r}")
-    if site == "b" and modality != "chest_xray":
-        raise DataError("synthetic: a shifted site 'b' exists for modality 'chest_xray' only")
+    if site not in SITES:
+        raise DataError(f"synthetic: site must be one of {SITES}, got {site!r}")
+    if site != "a" and modality != "chest_xray":
+        raise DataError(f"synthetic: a shifted site {site!r} exists for modality 'chest_xray' only")
     params = dict(version=GENERATOR_VERSION, modality=modality, n_images=n_images, image_size=image_size,
                   seed=seed, site=site)
     digest = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:12]
@@ -170,12 +180,13 @@ def generate_synthetic(
     if marker.exists():
         return folder
     (folder / "images").mkdir(parents=True, exist_ok=True)
-    # Site b draws other patients: a different stream of the same seed.
-    rng = np.random.default_rng([seed, 0 if site == "a" else 1, list(MODALITY_TASK).index(modality)])
+    # Each site draws other patients: a different stream of the same seed (site a 0, b 1, c 2).
+    stream = SITES.index(site)
+    rng = np.random.default_rng([seed, stream, list(MODALITY_TASK).index(modality)])
     labels, groups = _labels_and_groups(modality, n_images, rng)
     rows = []
     for i in range(n_images):
-        image_rng = np.random.default_rng([seed, 1 if site == "a" else 2, list(MODALITY_TASK).index(modality), i])
+        image_rng = np.random.default_rng([seed, stream + 1, list(MODALITY_TASK).index(modality), i])
         if modality == "dermoscopy":
             array = _dermoscopy(image_rng, int(labels[i]), image_size)
         elif modality == "fundus":

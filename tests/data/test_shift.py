@@ -10,7 +10,7 @@ import pytest
 
 from crs.data import load_dataset
 from crs.data.base import DataError, Dataset, Task
-from crs.data.shift import align_to_source, label_key, match_labels
+from crs.data.shift import align_to_source, label_key, match_labels, shift_target_dataset
 
 
 def _target(task: Task, labels) -> Dataset:
@@ -94,3 +94,19 @@ def test_folder_class_names_match_other_spellings_of_the_same_label(tmp_path):
     np.testing.assert_array_equal(dataset.labels[:4], [0, 1, 0, 1])
     with pytest.raises(DataError, match="not in class_names"):
         load_dataset("folder", tmp_path, modality="chest_xray", label_columns="finding", class_names=["Normal", "COVID"])
+
+
+def test_stage_one_stores_a_target_in_its_source_label_space_and_geometry():
+    source = _target(Task("cxr", "multilabel", ("Edema", "Pleural Effusion")), np.zeros((2, 2), np.float32))
+    source.image_size, source.fit = 224, "pad"
+    labels = np.array([[1, 0], [0, 1]], dtype=np.float32)  # columns: effusion, edema
+    renamed = shift_target_dataset(_target(Task("b", "multilabel", ("pleural_effusion", "EDEMA")), labels), source)
+    assert renamed.task == source.task and (renamed.image_size, renamed.fit) == (224, "pad")
+    np.testing.assert_array_equal(renamed.labels, [[0, 1], [1, 0]])
+    # names already the source's: stored exactly as loaded (same labels object, same task name)
+    same = _target(Task("b", "multilabel", ("Edema", "Pleural Effusion")), labels)
+    kept = shift_target_dataset(same, source)
+    assert kept.labels is labels and kept.task.name == "b"
+    with pytest.raises(DataError, match="target classes \\['Other'\\] match no source class"):
+        shift_target_dataset(_target(Task("c", "multiclass", ("Normal", "Other")), [0, 1]),
+                             _target(Task("s", "multiclass", ("Normal", "Pneumonia")), [0, 1]))

@@ -56,8 +56,23 @@ def test_site_b_is_shifted_in_intensity_and_noise(tmp_path):
     assert abs(a.std(axis=1).mean() - b.std(axis=1).mean()) > 0.01 or abs(a.mean() - b.mean()) > 0.02
 
 
+def test_site_c_is_a_third_hospital_brighter_than_both(tmp_path):
+    site_a, site_b, site_c = (
+        load_dataset("synthetic", tmp_path, modality="chest_xray", n_images=60, image_size=32, site=site,
+                     shift_target=site != "a")
+        for site in ("a", "b", "c")
+    )
+    assert set(site_c.splits) == {"test"} and site_c.name == "synthetic-chest_xray-site-c"
+    assert not set(site_c.ids) & (set(site_a.ids) | set(site_b.ids))
+    a, b, c = _pixels(site_a), _pixels(site_b), _pixels(site_c)
+    assert c.mean() > max(a.mean(), b.mean()) + 0.05  # over-exposed: 0.25 + 0.7 x^0.7
+    assert c.std(axis=1).mean() < a.std(axis=1).mean()  # flatter contrast
+
+
 def test_rejects_unknown_modality_and_site(tmp_path):
     with pytest.raises(DataError, match="modality"):
         load_dataset("synthetic", tmp_path, modality="mri")
     with pytest.raises(DataError, match="site 'b'"):
         load_dataset("synthetic", tmp_path, modality="fundus", site="b")
+    with pytest.raises(DataError, match=r"site must be one of \('a', 'b', 'c'\)"):
+        load_dataset("synthetic", tmp_path, modality="chest_xray", site="d")
