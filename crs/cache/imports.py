@@ -53,7 +53,7 @@ from crs.cache.store import (
 from crs.cache.writer import CHECKSUM_SUFFIX, DONE_SUFFIX, ChunkedFeatureArray, fsync_file
 from crs.data import load_entry
 from crs.data.check import FILE_LOADERS
-from crs.data.shift import adopt_source_geometry
+from crs.data.shift import shift_target_dataset
 from crs.spec import load_spec
 
 __all__ = [
@@ -590,14 +590,14 @@ def write_table_from_spec(spec_path: Path | str, dataset: str, cache_root: Path 
     entries: dict[str, tuple[Any, Any]] = {}
     for entry in spec.datasets:
         entries[entry.name] = (entry, None)
-        if entry.shift_target is not None:
-            entries[entry.shift_target.name] = (entry.shift_target, entry)
+        for target in entry.shift_targets:
+            entries[target.name] = (target, entry)
     if dataset not in entries:
         raise FeatureImportError(f"data set {dataset!r} is not in {spec_path}; it names {sorted(entries)}")
     entry, source_entry = entries[dataset]
     loaded = _table_only(entry)
-    if source_entry is not None:  # a shift target takes its source's size and fit mode, as in `crs extract`
-        loaded = adopt_source_geometry(loaded, _table_only(source_entry))
+    if source_entry is not None:  # a shift target takes its source's geometry and label space, as in `crs extract`
+        loaded = shift_target_dataset(loaded, _table_only(source_entry))
 
     path = store_path(cache_root, dataset)
     with WriterLock(layout_lock_path(path), purpose="write the sample table", wait=True):

@@ -10,10 +10,13 @@ Layout of ``<output>/``::
     score/                             every score table (parquet), summary.json, score.txt
 
 Prediction keys: ``<condition>_probs`` and ``<condition>_labels`` with condition ``clean``,
-``shift`` or ``corrupt__<corruption>__<severity>``; ``clean_all_probs`` (every probe, float16),
-``subset_fraction``, ``subset_seed`` (one per probe) and ``full_seeds`` (the seeds of the
-full-fraction rows); ``clean_groups`` and ``shift_groups``: the patient or lesion id of each test
-row and shift-target row, for the group-level bootstrap. Everything else reads them through this module.
+``shift__<target>`` (one per shift target) or ``corrupt__<corruption>__<severity>``;
+``clean_all_probs`` (every probe, float16), ``subset_fraction``, ``subset_seed`` (one per probe)
+and ``full_seeds`` (the seeds of the full-fraction rows); ``clean_groups`` and
+``shift_groups__<target>``: the patient or lesion id of each test row and of each shift target's
+rows, for the group-level bootstrap. Run folders written before several shift targets hold one
+target under ``shift_probs``, ``shift_labels`` and ``shift_groups``; :func:`shift_keys` reads both
+forms. Everything else reads them through this module.
 
 A unit's predictions file is written one condition at a time by the worker that runs the unit
 (:class:`PredictionWriter`, to ``<name>.npz.partial``) and moved into place by the stage when the
@@ -28,6 +31,7 @@ from __future__ import annotations
 import json
 import zipfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,28 +53,77 @@ PARTIAL_SUFFIX = ".partial"
 
 CLEAN = "clean"
 SHIFT = "shift"
+"""Condition name of every shift target in the records; alone, the stem of an older folder's one target."""
 ALL_CLEAN_PROBS = "clean_all_probs"
 SUBSET_FRACTION = "subset_fraction"
 SUBSET_SEED = "subset_seed"
 FULL_SEEDS = "full_seeds"
 CLEAN_GROUPS = "clean_groups"
 SHIFT_GROUPS = "shift_groups"
+"""Group ids of an older folder's one shift target (today: :func:`shift_groups_key`)."""
 _CORRUPT_PREFIX = "corrupt__"
+_SHIFT_PREFIX = "shift__"
+_PROBS_SUFFIX = "_probs"
 
 
 class RunFolderError(FileNotFoundError):
     """A run folder lacks what was asked of it; the message says which stage writes it."""
 
 
-def condition_key(condition: str, corruption: str = "", severity: int = 0) -> str:
-    """The prediction-key stem of one evaluation condition (``clean``, ``shift``, ``corrupt__c__s``)."""
+def condition_key(condition: str, corruption: str = "", severity: int = 0, target: str = "") -> str:
+    """The prediction-key stem of one evaluation condition (``clean``, ``shift__<target>``, ``corrupt__c__s``)."""
     if condition == "corrupt":
         return f"{_CORRUPT_PREFIX}{corruption}__{int(severity)}"
+    if condition == SHIFT and target:
+        return f"{_SHIFT_PREFIX}{target}"
     return condition
 
 
+def shift_groups_key(target: str) -> str:
+    """The key of one shift target's group ids."""
+    return f"{SHIFT_GROUPS}__{target}"
+
+
+@dataclass(frozen=True)
+class ShiftKeys:
+    """Where one shift target's predictions lie in a unit's arrays (``groups`` may be absent there)."""
+
+    target: str
+    probs: str
+    labels: str
+    groups: str
+
+
+class ShiftKeysError(ValueError):
+    """A unit's shift predictions cannot be named; the message says what the records hold."""
+
+
+def shift_keys(arrays: Mapping[str, Any], targets: Sequence[str] | None = None) -> list[ShiftKeys]:
+    """The shift targets in one unit's predictions, by target name (sorted, as the scores order them).
+
+    A folder written before several shift targets holds one target under the bare ``shift`` keys,
+    without its name: it takes the one name in ``targets`` (the records' targets of the task), or
+    ``""`` when none is given. ``targets`` with several names cannot name it: an error.
+    """
+    found = [
+        key[len(_SHIFT_PREFIX): -len(_PROBS_SUFFIX)] for key in arrays
+        if key.startswith(_SHIFT_PREFIX) and key.endswith(_PROBS_SUFFIX)
+    ]
+    keys = [ShiftKeys(t, probs_key(condition_key(SHIFT, target=t)), labels_key(condition_key(SHIFT, target=t)),
+                      shift_groups_key(t)) for t in found]
+    if probs_key(SHIFT) in arrays:  # an older folder: one target, named by the records
+        names = list(targets) if targets is not None else [""]
+        if len(names) != 1 or found:
+            raise ShiftKeysError(
+                f"predictions hold one unnamed shift target (written by an older crs) but the records name "
+                f"{sorted(names)}; rerun `crs probe` to rewrite the predictions"
+            )
+        keys.append(ShiftKeys(names[0], probs_key(SHIFT), labels_key(SHIFT), SHIFT_GROUPS))
+    return sorted(keys, key=lambda k: k.target)
+
+
 def probs_key(stem: str) -> str:
-    return f"{stem}_probs"
+    return f"{stem}{_PROBS_SUFFIX}"
 
 
 def labels_key(stem: str) -> str:
@@ -87,6 +140,11 @@ def parse_corrupt_stem(stem: str) -> tuple[str, int]:
     """``corrupt__jpeg__3`` -> ``("jpeg", 3)``."""
     corruption, severity = stem[len(_CORRUPT_PREFIX):].rsplit("__", 1)
     return corruption, int(severity)
+
+
+def predictions_file(predictions_dir: Path | str, encoder: str, task: str) -> Path:
+    """One unit's predictions file in a predictions folder (a run folder's, or one copied elsewhere)."""
+    return Path(predictions_dir) / f"{encoder}__{task}.npz"
 
 
 def ensure_writable(folder: Path) -> Path:
@@ -169,7 +227,7 @@ class RunFolder:
         return self.root / SCORE_DIR
 
     def predictions_path(self, encoder: str, task: str) -> Path:
-        return self.predictions_dir / f"{encoder}__{task}.npz"
+        return predictions_file(self.predictions_dir, encoder, task)
 
     def partial_predictions_path(self, encoder: str, task: str) -> Path:
         """Where a worker writes a unit's predictions before the stage commits them."""

@@ -1,4 +1,5 @@
-"""The run's audit: skipped images and the drawn label-fraction ids, for checking and repeating a run."""
+"""The run's audit: skipped images, each task's shift targets and the drawn label-fraction ids, for
+checking and repeating a run."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ from crs.spec import Spec
 
 
 def audit_tables(spec: Spec) -> dict[str, object]:
-    """Skipped images and the drawn label-fraction ids per task and seed, for auditing and repeating a run."""
+    """Skipped images per data set and shift target, each task's shift targets, and the drawn
+    label-fraction ids per task and seed, for auditing and repeating a run."""
     settings = probe_settings(spec)
     skipped_images: dict[str, list[str]] = {}
     label_fraction_ids: dict[str, dict[str, dict[str, list[str]]]] = {}
+    shift_targets = {entry.name: list(entry.shift_target_names) for entry in spec.datasets}
     names = [entry.name for entry in spec.datasets]
-    names += [entry.shift_target.name for entry in spec.datasets if entry.shift_target]
+    names += [target for entry in spec.datasets for target in entry.shift_target_names]
     for name in names:
         store = FeatureStore(store_path(spec.cache, name))
         skipped_images[name] = list(cast(list[str], store.root.attrs.get("skipped_images", [])))
@@ -26,6 +29,6 @@ def audit_tables(spec: Spec) -> dict[str, object]:
         for fraction, seed, rows in training_subsets(table, settings):
             drawn.setdefault(str(seed), {})[str(fraction)] = train_ids[rows].tolist()
         label_fraction_ids[entry.name] = drawn
-    return {"skipped_images": skipped_images, "label_fraction_ids": label_fraction_ids}
+    return {"skipped_images": skipped_images, "shift_targets": shift_targets, "label_fraction_ids": label_fraction_ids}
 
 

@@ -2,7 +2,7 @@
 
 A unit's run records are a pure function of its cached features, its sample table and the probe
 settings. Each unit therefore gets a key: a hash of the encoder's current cache fingerprint and
-feature-array names on the task store (and on the shift-target store), the stores' table digests,
+feature-array names on the task store (and on each shift-target store), the stores' table digests,
 the probe settings and the crs version. The keys are saved in the records file's provenance; on the
 next run a unit whose key is unchanged, whose rows are in the previous records and whose
 predictions file exists is reused, every other unit is fitted. Cohort-level results (dominance,
@@ -30,7 +30,7 @@ UNIT_KEYS = "unit_keys"  # provenance entry of the records parquet: unit label -
 
 
 def unit_label(unit: ProbeUnit) -> str:
-    return f"{unit.encoder}|{unit.task}|{unit.target}"
+    return f"{unit.encoder}|{unit.task}|{','.join(unit.targets)}"
 
 
 def _store_fields(cache_root: Path, dataset: str, encoder: str) -> dict[str, Any]:
@@ -50,7 +50,7 @@ def unit_key(unit: ProbeUnit, cache_root: Path, settings: ProbeSettings) -> str:
     fields = {
         "unit": unit_label(unit),
         "task": _store_fields(cache_root, unit.task, unit.encoder),
-        "target": _store_fields(cache_root, unit.target, unit.encoder) if unit.target else None,
+        "targets": [_store_fields(cache_root, target, unit.encoder) for target in unit.targets],
         "settings": dataclasses.asdict(settings),
         "crs_version": records_version(),
         "records_format": RECORDS_FORMAT,

@@ -5,7 +5,7 @@ are read from the cache once (in row blocks, kept as the cache stores them, floa
 label-fraction subsets for every seed are drawn from the stored labels (identical for every
 encoder, which makes the seed bootstrap paired), all probes of the unit are fitted in one call to
 the probe backend, and each fitted probe predicts on the clean test split, every corruption x
-severity and the shift target. Conditions are streamed: one is read from the cache block by block,
+severity and each shift target. Conditions are streamed: one is read from the cache block by block,
 predicted by every distinct probe, scored with the batched metrics and written to the unit's
 predictions file before the next is read, so a unit's memory does not grow with the number of
 conditions (``crs.evaluate.memory`` has the formula). Needs nothing but the cache.
@@ -37,8 +37,9 @@ from crs.spec import Spec
 
 log = logging.getLogger("crs.probe")
 
-RECORDS_FORMAT = 4
-"""Bump when what a unit writes changes (columns, predictions), so incremental runs refit stale units."""
+RECORDS_FORMAT = 5
+"""Bump when what a unit writes changes (columns, predictions), so incremental runs refit stale units.
+5: one prediction stem per shift target (``shift__<target>``)."""
 
 VALIDATIONS = ("fraction", "full")
 """``fraction``: each probe's C is chosen on validation rows drawn at its own label fraction (nested,
@@ -47,11 +48,11 @@ stratified, same per-class floor); ``full``: on the whole validation split."""
 
 @dataclass(frozen=True)
 class ProbeUnit:
-    """One (encoder, task) unit of stage 2; ``target`` names the shift target store, if any."""
+    """One (encoder, task) unit of stage 2; ``targets`` name the task's shift target stores, in spec order."""
 
     encoder: str
     task: str
-    target: str = ""
+    targets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -211,8 +212,13 @@ class Condition:
     groups: np.ndarray | None = None  # patient or lesion id per evaluated row (clean and shift), for the bootstrap
 
     @property
+    def groups_key(self) -> str:
+        """The prediction key of this condition's group ids (clean test rows or one shift target's rows)."""
+        return artifacts.CLEAN_GROUPS if self.condition == "clean" else artifacts.shift_groups_key(self.target)
+
+    @property
     def key(self) -> str:
-        return artifacts.condition_key(self.condition, self.corruption, self.severity)
+        return artifacts.condition_key(self.condition, self.corruption, self.severity, self.target)
 
     def blocks(self) -> Iterator[tuple[int, np.ndarray]]:
         if isinstance(self.features, np.ndarray):
@@ -226,7 +232,7 @@ class Condition:
 def evaluation_conditions(
     unit: ProbeUnit, cache_root: Path, store: FeatureStore, table: SampleTable, clean_test: np.ndarray
 ) -> Iterator[Condition]:
-    """The clean test split (from ``clean_test`` in memory), every corruption x severity and the
+    """The clean test split (from ``clean_test`` in memory), every corruption x severity and each
     shift target, in record order; the cache arrays are opened, not read."""
     test_labels = table.labels[table.indices("test")]
     clean = Condition("clean", "", 0, "", test_labels, clean_test, groups=table.groups[table.indices("test")])
@@ -237,16 +243,17 @@ def evaluation_conditions(
             _, corruption, severity_name = name.split("/")
             yield Condition("corrupt", corruption, int(severity_name), "", test_labels,
                             store.feature_array(unit.encoder, name))
-    if unit.target:
-        target_store = FeatureStore(store_path(cache_root, unit.target))
+    for target in unit.targets:  # each its own condition: own labels, rows and groups
+        target_store = FeatureStore(store_path(cache_root, target))
         target_table = target_store.read_table()
         if target_table.task.class_names != table.task.class_names:
             raise ValueError(
-                f"shift target {unit.target!r} labels {target_table.task.class_names} differ from "
-                f"{unit.task!r} labels {table.task.class_names}"
+                f"shift target {target!r} labels {target_table.task.class_names} differ from "
+                f"{unit.task!r} labels {table.task.class_names}; run `crs extract` again (it matches a "
+                "target's labels to its task's by name)"
             )
         target_rows = target_table.indices("test")
-        yield Condition("shift", "", 0, unit.target, target_table.labels[target_rows],
+        yield Condition("shift", "", 0, target, target_table.labels[target_rows],
                         target_store.feature_array(unit.encoder, "clean"), target_rows,
                         groups=target_table.groups[target_rows])
 
@@ -382,8 +389,7 @@ def run_unit(
                         if condition.condition == "clean":  # every fraction, for label efficiency's bootstrap
                             writer.add(artifacts.ALL_CLEAN_PROBS, probs.astype(np.float16))
                         if condition.groups is not None:  # the bootstrap resamples patients, not images
-                            group_key = artifacts.CLEAN_GROUPS if condition.condition == "clean" else artifacts.SHIFT_GROUPS
-                            writer.add(group_key, condition.groups.astype(str))
+                            writer.add(condition.groups_key, condition.groups.astype(str))
                 if condition.condition == "clean":  # free the clean test rows: no later condition reads them
                     del X_test
                     condition.features = np.empty((0, 0), dtype=np.float16)
@@ -440,10 +446,10 @@ def unit_sizes(units: list[ProbeUnit], cache_root: Path, settings: ProbeSettings
             per_task[unit.task] = task_sizes(store.read_table(), settings)
         task = per_task[unit.task]
         eval_rows = int(task["n_test"])  # type: ignore[call-overload]
-        if unit.target:
-            if unit.target not in targets:
-                targets[unit.target] = len(FeatureStore(store_path(cache_root, unit.target)).read_table().indices("test"))
-            eval_rows = max(eval_rows, targets[unit.target])
+        for target in unit.targets:
+            if target not in targets:
+                targets[target] = len(FeatureStore(store_path(cache_root, target)).read_table().indices("test"))
+            eval_rows = max(eval_rows, targets[target])
         dim = int(store.feature_array(unit.encoder, "clean").shape[1])
         sizes[unit] = UnitSize(eval_rows=eval_rows, dim=dim, n_Cs=len(settings.Cs), **task)  # type: ignore[arg-type]
     return sizes
@@ -463,9 +469,9 @@ def probe_settings(spec: Spec) -> ProbeSettings:
 
 
 def probe_units(spec: Spec) -> list[ProbeUnit]:
-    """Every (encoder, task) unit of the spec, with the task's shift target where it has one."""
+    """Every (encoder, task) unit of the spec, with the task's shift targets."""
     return [
-        ProbeUnit(encoder, entry.name, entry.shift_target.name if entry.shift_target else "")
+        ProbeUnit(encoder, entry.name, entry.shift_target_names)
         for entry in spec.datasets for encoder in spec.encoder_names
     ]
 

@@ -1,4 +1,4 @@
-"""Stage 1 for a whole spec: every data set and shift target, every encoder, once."""
+"""Stage 1 for a whole spec: every data set and each of its shift targets, every encoder, once."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from crs.cache.lock import WriterLock, layout_lock_path
 from crs.cache.store import FeatureStore, store_path
 from crs.corruptions.variants import resolve_variants
 from crs.data import Dataset, load_entry
-from crs.data.shift import adopt_source_geometry
+from crs.data.shift import shift_target_dataset
 from crs.encoders import create
 from crs.extract.runner import ExtractStats, extract_dataset
 from crs.spec import Spec
@@ -26,7 +26,7 @@ def create_encoders(spec: Spec, names: list[str] | None = None, device: str | No
 
 def extract_spec(spec: Spec, encoder_names: list[str] | None = None, progress: bool = True,
             shard: tuple[int, int] | None = None, wait: bool = False) -> ExtractStats:
-    """Stage 1 for every data set (and shift target) of the spec.
+    """Stage 1 for every data set of the spec and every one of its shift targets.
 
     ``shard=(i, n)`` fills only chunks ``k % n == i`` (``crs extract --shard i/n``); ``wait`` waits
     for another writer of the same (store, encoder, shard) instead of failing.
@@ -44,8 +44,8 @@ def extract_spec(spec: Spec, encoder_names: list[str] | None = None, progress: b
                             spec.extract.chunk_rows, spec.extract.device, progress, shard=shard, wait=wait)
         )
         _record_skipped(spec, dataset)
-        if entry.shift_target is not None:
-            target = adopt_source_geometry(load_entry(entry.shift_target, **bad_images), dataset)
+        for target_entry in entry.shift_targets:
+            target = shift_target_dataset(load_entry(target_entry, **bad_images), dataset)
             stats.merge(
                 extract_dataset(target, encoders, spec.cache, (), spec.extract.batch_size,
                                 spec.extract.chunk_rows, spec.extract.device, progress, shard=shard, wait=wait)

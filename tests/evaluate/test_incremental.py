@@ -73,7 +73,7 @@ def spec_with(folder: Path, encoders: tuple[str, ...]) -> Spec:
 def probe_incrementally(spec: Spec):
     """Stage 2 as ``crs.evaluate.stage.probe_spec`` runs it with the incremental call wired in."""
     settings = probe_settings(spec)
-    units = [ProbeUnit(encoder, entry.name, "") for entry in spec.datasets for encoder in spec.encoder_names]
+    units = [ProbeUnit(encoder, entry.name) for entry in spec.datasets for encoder in spec.encoder_names]
     folder = RunFolder(spec.output).ensure_writable()
     outcome = run_incremental(
         units, spec.cache, settings, folder,

@@ -40,7 +40,8 @@ def test_streamed_predictions_and_unit_costs_are_in_the_run_folder(old_protocol_
     assert arrays["clean_probs"].shape[0] == (clean.label_fraction == 1.0).sum()
     assert arrays["clean_all_probs"].shape[0] == len(clean)
     assert arrays["clean_all_probs"].dtype == np.float16 and arrays["clean_probs"].dtype == np.float32
-    assert "shift_probs" in arrays and any(key.startswith("corrupt__") for key in arrays)
+    assert "shift__cxr-b_probs" in arrays and any(key.startswith("corrupt__") for key in arrays)
+    assert "shift_probs" not in arrays  # one stem per target, named: shift__<target>
     # the patient or lesion of every clean test row and shift row, for the group-level bootstrap
     assert len(arrays["clean_groups"]) == len(arrays["clean_labels"])
-    assert len(arrays["shift_groups"]) == len(arrays["shift_labels"])
+    assert len(arrays["shift_groups__cxr-b"]) == len(arrays["shift__cxr-b_labels"])
