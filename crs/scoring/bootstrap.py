@@ -66,7 +66,7 @@ class BootstrapResult:
     """seed+case only: per task, its :class:`crs.scoring.resample.GroupBootstrap` of the test rows
     (``.counts([b])[0]``: replicate b's count of each test row; drawn on demand, never stored)."""
     shift_case_draws: Mapping[str, Any] | None = None
-    """seed+case only: per task with a shift target, the GroupBootstrap of its rows."""
+    """seed+case only: per task with shift targets, {target name: the GroupBootstrap of its rows}."""
     axis_error_replicates: Mapping[str, pd.DataFrame] | None = None
     """Per axis (crs.scoring.formula.AXES), one row per replicate and one error column per encoder,
     every axis (also one the CRS leaves out: all NaN); lets the report give each axis an interval

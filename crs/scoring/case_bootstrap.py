@@ -12,12 +12,13 @@ Each replicate draws
 * per task, one stratified group-level resample of its test rows (:func:`crs.scoring.resample.group_bootstrap`
   with entropy ``[seed, task_number, 0]``: whole patients or lesions, every image of a drawn group
   counted as often as the group), shared by every encoder and by the clean and corrupted
-  conditions (the same rows); the shift target's rows are resampled separately
-  (``[seed, task_number, 1]``), also shared by every encoder. Prediction files without group ids
-  fall back to the image level, with a logged warning;
+  conditions (the same rows); each shift target's rows are resampled separately
+  (``[seed, task_number, 1 + g]`` for the g-th target by name, so a task with one target keeps its
+  draw), also shared by every encoder. Prediction files without group ids fall back to the image
+  level, with a logged warning;
 
 and recomputes every measurement the CRS is made of per (encoder, task, seed): clean AUROC at each
-label fraction, AUROC under each corruption x severity and on the shift target, and the debiased
+label fraction, AUROC under each corruption x severity and on each shift target, and the debiased
 calibration error. The axis errors then come from the one mapping,
 :func:`crs.scoring.formula.axis_errors_from_metrics`, and the whole CRS (dominance included) from
 :meth:`crs.scoring.formula.PointEstimate.score`, with the point estimate's reference and floor.
@@ -65,7 +66,8 @@ PREDICTION_TOLERANCE = 0.005
 """Largest |CRS from stored predictions - CRS from run records| accepted without a warning."""
 
 TEST_STREAM, SHIFT_STREAM = 0, 1
-"""Last entropy word of a task's draws: its test rows, its shift target's rows."""
+"""Last entropy word of a task's draws: its test rows; its first shift target's rows (the g-th
+target by name: ``SHIFT_STREAM + g``)."""
 
 
 class CaseBootstrapError(ScoreInputError):
@@ -88,10 +90,20 @@ def default_workers() -> int:
 
 
 @dataclass(frozen=True)
+class ShiftLayout:
+    """One shift target of a task: its labels and its own group bootstrap of its rows."""
+
+    target: str
+    labels: np.ndarray
+    draws: GroupBootstrap
+
+
+@dataclass(frozen=True)
 class TaskLayout:
     """What every encoder's predictions of one task share: rows, labels, groups, seeds, conditions.
 
-    ``draws`` and ``shift_draws``: the task's group bootstraps (test rows; shift target's rows).
+    ``draws``: the group bootstrap of the task's test rows; ``shifts``: its shift targets, sorted by
+    name (the order of :class:`crs.scoring.measurements.TaskLayout` ``targets``), each with its own draws.
     """
 
     task: str
@@ -102,8 +114,11 @@ class TaskLayout:
     labels: np.ndarray
     corrupt_stems: tuple[str, ...]
     draws: GroupBootstrap
-    shift_labels: np.ndarray | None = None
-    shift_draws: GroupBootstrap | None = None
+    shifts: tuple[ShiftLayout, ...] = ()
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        return tuple(shift.target for shift in self.shifts)
 
     @property
     def corruptions(self) -> tuple[str, ...]:
@@ -154,10 +169,25 @@ def _groups_or_images(arrays: Mapping[str, np.ndarray], key: str, where: str) ->
     return None
 
 
+def unit_shift_keys(
+    arrays: Mapping[str, np.ndarray], targets: Sequence[str] | None, where: str
+) -> list[artifacts.ShiftKeys]:
+    """One unit's shift targets by name (an older file's one unnamed target named from the records)."""
+    try:
+        return artifacts.shift_keys(arrays, targets)
+    except artifacts.ShiftKeysError as error:
+        raise CaseBootstrapError(f"{where}: {error}") from None
+
+
 def task_layout(
-    folder: RunFolder, task: str, kind: str, first_encoder: str, task_number: int, seed: int, full_fraction: float
+    folder: RunFolder, task: str, kind: str, first_encoder: str, task_number: int, seed: int, full_fraction: float,
+    targets: Sequence[str] | None = None,
 ) -> TaskLayout:
-    """The task's rows, labels, seeds and conditions (from ``first_encoder``'s file) and its draws."""
+    """The task's rows, labels, seeds and conditions (from ``first_encoder``'s file) and its draws.
+
+    ``targets``: the task's shift targets in the run records (None: take the file's); the
+    predictions must hold the same ones.
+    """
     first = read_unit(folder, first_encoder, task)
     where = str(folder.predictions_path(first_encoder, task))
     seeds = tuple(int(s) for s in sorted(first[artifacts.FULL_SEEDS]))
@@ -169,31 +199,41 @@ def task_layout(
     labels = first[artifacts.labels_key(artifacts.CLEAN)]
     groups = _groups_or_images(first, artifacts.CLEAN_GROUPS, where)
     draws = group_bootstrap(groups, labels, kind, seed=[seed, task_number, TEST_STREAM])
-    shift_labels, shift_draws = None, None
-    if artifacts.probs_key(artifacts.SHIFT) in first:
-        shift_labels = first[artifacts.labels_key(artifacts.SHIFT)]
-        shift_groups = _groups_or_images(first, artifacts.SHIFT_GROUPS, where)
-        shift_draws = group_bootstrap(shift_groups, shift_labels, kind, seed=[seed, task_number, SHIFT_STREAM])
+    shifts = []
+    keys = unit_shift_keys(first, targets, where)
+    if targets is not None and [k.target for k in keys] != sorted(targets):
+        raise CaseBootstrapError(
+            f"task {task!r}: {where} holds shift targets {[k.target for k in keys]} but the run records "
+            f"{sorted(targets)}; rerun `crs probe`"
+        )
+    for g, found in enumerate(keys):  # sorted by name: target g draws from stream SHIFT_STREAM + g
+        shift_labels = first[found.labels]
+        shift_groups = _groups_or_images(first, found.groups, where)
+        shift_draws = group_bootstrap(shift_groups, shift_labels, kind, seed=[seed, task_number, SHIFT_STREAM + g])
+        shifts.append(ShiftLayout(found.target, shift_labels, shift_draws))
     return TaskLayout(
         task=task, kind=kind, task_number=task_number, seeds=seeds, fractions=fractions, labels=labels,
-        corrupt_stems=tuple(sorted(artifacts.corrupt_stems(first))), draws=draws,
-        shift_labels=shift_labels, shift_draws=shift_draws,
+        corrupt_stems=tuple(sorted(artifacts.corrupt_stems(first))), draws=draws, shifts=tuple(shifts),
     )  # fmt: skip
 
 
-def _check_unit(layout: TaskLayout, arrays: Mapping[str, np.ndarray], encoder: str, first_encoder: str) -> None:
+def _check_unit(
+    layout: TaskLayout, arrays: Mapping[str, np.ndarray], encoder: str, first_encoder: str,
+    shift_keys: Sequence[artifacts.ShiftKeys],
+) -> None:
     task = layout.task
-    same_conditions = tuple(sorted(artifacts.corrupt_stems(arrays))) == layout.corrupt_stems and (
-        artifacts.probs_key(artifacts.SHIFT) in arrays
-    ) == (layout.shift_labels is not None)
+    same_conditions = tuple(sorted(artifacts.corrupt_stems(arrays))) == layout.corrupt_stems and tuple(
+        k.target for k in shift_keys
+    ) == layout.targets
     if not same_conditions:
         raise CaseBootstrapError(
             f"task {task!r}: encoders {first_encoder!r} and {encoder!r} were evaluated on different conditions; "
             "rerun `crs probe` for every encoder"
         )
-    for condition, expected in ((artifacts.CLEAN, layout.labels), (artifacts.SHIFT, layout.shift_labels)):
-        key = artifacts.labels_key(condition)
-        if expected is not None and not _labels_equal(arrays[key], expected):
+    expected_labels = [(artifacts.labels_key(artifacts.CLEAN), layout.labels)]
+    expected_labels += [(k.labels, shift.labels) for k, shift in zip(shift_keys, layout.shifts, strict=True)]
+    for key, expected in expected_labels:
+        if not _labels_equal(arrays[key], expected):
             raise CaseBootstrapError(
                 f"task {task!r}: {key} of {encoder!r} differ from those of {first_encoder!r}; the test cases must be "
                 "the same for every encoder (rerun `crs probe`)"
@@ -259,7 +299,7 @@ class UnitMetrics:
     clean: np.ndarray  # (B, S)
     fraction: np.ndarray  # (B, F - 1, S)
     corrupt: np.ndarray  # (B, C, S)
-    shift: np.ndarray  # (B, G, S), G = 0 or 1
+    shift: np.ndarray  # (B, G, S), G shift targets sorted by name
     calibration: np.ndarray  # (B, S)
 
 
@@ -267,10 +307,15 @@ def unit_metrics(
     layout: TaskLayout,
     arrays: Mapping[str, np.ndarray],
     weights: ReplicateWeights,
-    shift_weights: ReplicateWeights | None,
+    shift_weights: Sequence[ReplicateWeights],
     workers: int = 1,
+    shift_keys: Sequence[artifacts.ShiftKeys] | None = None,
 ) -> UnitMetrics:
-    """Every measurement of one (encoder, task) under the task's replicate weights."""
+    """Every measurement of one (encoder, task) under the task's replicate weights.
+
+    ``shift_weights``: one per shift target of ``layout``, each under its own draws; ``shift_keys``
+    where this unit holds them (default: read from ``arrays`` with the layout's target names).
+    """
     task, seeds = layout.task, layout.seeds
     full_seeds = np.asarray(arrays[artifacts.FULL_SEEDS])
     full_rows = [int(np.flatnonzero(full_seeds == seed)[0]) for seed in seeds]
@@ -308,12 +353,15 @@ def unit_metrics(
     calibration = np.stack(
         [weighted_debiased_ece(layout.labels, probs, layout.kind, weights) for probs in distinct_clean], axis=1
     )[:, clean_index]
-    shift = np.zeros((n_boot, 0, len(seeds)))
-    if layout.shift_labels is not None and shift_weights is not None:
-        shift_distinct, shift_index = _distinct_rows(np.asarray(arrays[artifacts.probs_key(artifacts.SHIFT)])[full_rows])
-        shift = macro_auroc_columns(shift_distinct, layout.shift_labels, layout.kind, shift_weights, workers)[
-            :, None, shift_index
-        ]
+    if shift_keys is None:
+        shift_keys = unit_shift_keys(arrays, layout.targets, f"task {task!r}")
+    per_target = []
+    for keys, target, target_weights in zip(shift_keys, layout.shifts, shift_weights, strict=True):
+        shift_distinct, shift_index = _distinct_rows(np.asarray(arrays[keys.probs])[full_rows])
+        per_target.append(
+            macro_auroc_columns(shift_distinct, target.labels, layout.kind, target_weights, workers)[:, shift_index]
+        )
+    shift = np.stack(per_target, axis=1) if per_target else np.zeros((n_boot, 0, len(seeds)))
     return UnitMetrics(
         clean=aurocs[:, clean_at],
         fraction=aurocs[:, np.array(fraction_at, dtype=np.int64).reshape(-1, len(seeds))]
@@ -341,12 +389,14 @@ def task_metrics(
     Encoders are read one at a time; each file is dropped once its metrics are taken.
     """
     weights = replicate_weights(layout.draws, n_boot)
-    shift_weights = replicate_weights(layout.shift_draws, n_boot) if layout.shift_draws is not None else None
+    shift_weights = [replicate_weights(shift.draws, n_boot) for shift in layout.shifts]
     units = []
     for encoder in encoders:
         arrays = read_unit(folder, encoder, layout.task)
-        _check_unit(layout, arrays, encoder, encoders[0])
-        units.append(unit_metrics(layout, arrays, weights, shift_weights, workers))
+        where = str(folder.predictions_path(encoder, layout.task))
+        keys = unit_shift_keys(arrays, layout.targets if layout.shifts else None, where)
+        _check_unit(layout, arrays, encoder, encoders[0], keys)
+        units.append(unit_metrics(layout, arrays, weights, shift_weights, workers, keys))
         del arrays
 
     def stack(name: str) -> np.ndarray:
@@ -406,8 +456,9 @@ def paired_seed_case_bootstrap(
     tier rule and columns are those of :func:`crs.scoring.bootstrap.paired_seed_bootstrap`; the seed
     draws are identical to its draws for the same ``seed``, so the two can be compared replicate by
     replicate. Adds ``crs_from_predictions``: the CRS recomputed from the stored per-case predictions
-    with every seed and case once. ``case_draws`` / ``shift_case_draws`` hold each task's
-    :class:`crs.scoring.resample.GroupBootstrap` (``.counts([b])`` gives replicate b's row counts).
+    with every seed and case once. ``case_draws`` holds each task's
+    :class:`crs.scoring.resample.GroupBootstrap` (``.counts([b])`` gives replicate b's row counts),
+    ``shift_case_draws`` per task with shift targets, one per target name.
     """
     settings = point.settings
     encoders = point.encoders
@@ -419,14 +470,16 @@ def paired_seed_case_bootstrap(
 
     metrics, case_draws, shift_draws = [], {}, {}
     for number, task in enumerate(tasks):
-        layout = task_layout(folder, task, kinds[task], encoders[0], number, settings.seed, settings.full_fraction)
+        recorded = measurements.layouts[task].targets if task in measurements.layouts else None
+        layout = task_layout(folder, task, kinds[task], encoders[0], number, settings.seed, settings.full_fraction,
+                             recorded)  # fmt: skip
         if list(layout.seeds) != seeds:
             raise CaseBootstrapError(
                 f"task {task!r}: predictions have seeds {list(layout.seeds)} but the run records {seeds}"
             )
         case_draws[task] = layout.draws
-        if layout.shift_draws is not None:
-            shift_draws[task] = layout.shift_draws
+        if layout.shifts:
+            shift_draws[task] = {shift.target: shift.draws for shift in layout.shifts}
         metrics.append(centre_calibration(task_metrics(folder, layout, encoders, settings.n_boot, workers)))
 
     seed_counts = bootstrap.draw_seed_counts(len(seeds), settings.n_boot, settings.seed)

@@ -6,7 +6,7 @@ Our reading of the paper (DESIGN section 8, docs/crs.md):
    AUROC and calibration error (:func:`axis_errors_from_metrics`, the one mapping):
    discrimination 1 - clean AUROC; calibration the debiased calibration error; label efficiency
    1 - mean AUROC below the full label fraction; robustness 1 - mean AUROC over every corruption x
-   severity and the shift target (each half where both exist). Mean over seeds, then over
+   severity and the mean over the shift targets (each half where both exist). Mean over seeds, then over
    conditions, then over tasks (each task once);
 2. every error floored at the noise level of the reference's error on that axis (:func:`error_floor`);
 3. rho = e / e_reference and u = 1 / (1 + rho); the reference is a named encoder or the virtual
@@ -122,21 +122,37 @@ def _seed_mean(values: np.ndarray, seed_weights: np.ndarray | None, inner: int) 
     return total / weights.sum(axis=-1)
 
 
-def _task_parts(task: TaskMetrics, seed_weights: np.ndarray | None) -> dict[str, list[np.ndarray]]:
+def _mean_last(values: np.ndarray) -> np.ndarray:
+    return values.mean(axis=-1)
+
+
+def _independent_mean_se(values: np.ndarray) -> np.ndarray:
+    """Standard error of a mean of independent estimates from their standard errors (last axis)."""
+    if values.shape[-1] == 1:  # one estimate: its own standard error, bit for bit
+        return values[..., 0]
+    return np.sqrt(np.square(values).sum(axis=-1)) / values.shape[-1]
+
+
+def _task_parts(
+    task: TaskMetrics, seed_weights: np.ndarray | None, over_targets=_mean_last
+) -> dict[str, list[np.ndarray]]:
     """Per axis, the independent parts of its value on this task, each (..., E); [] = not measured.
 
     A part averages seeds and then conditions that share one test set; robustness has two parts
-    when the task has corruptions and a shift target (different test sets), each counting half.
+    when the task has corruptions and shift targets (different test sets), each counting half: the
+    mean over corruption x severity, and the mean over the shift targets (each target once).
+    ``over_targets`` reduces the shift targets' axis: the mean for values; for standard errors
+    :func:`_independent_mean_se` (each target is its own test set).
     """
 
-    def conditions(values: np.ndarray) -> list[np.ndarray]:
-        return [_seed_mean(values, seed_weights, 2).mean(axis=-1)] if values.shape[-2] else []
+    def conditions(values: np.ndarray, reduce=_mean_last) -> list[np.ndarray]:
+        return [reduce(_seed_mean(values, seed_weights, 2))] if values.shape[-2] else []
 
     return {
         "discrimination": [_seed_mean(task.clean_auroc, seed_weights, 1)],
         "calibration": [_seed_mean(task.calibration_error, seed_weights, 1)],
         "label_efficiency": conditions(task.fraction_auroc),
-        "robustness": conditions(task.corrupt_auroc) + conditions(task.shift_auroc),
+        "robustness": conditions(task.corrupt_auroc) + conditions(task.shift_auroc, over_targets),
     }
 
 
@@ -181,7 +197,7 @@ def axis_errors_from_metrics(
 
     Per task: discrimination = 1 - mean clean AUROC; calibration = mean calibration error; label
     efficiency = 1 - mean AUROC over the fractions below the full one; robustness = 1 - mean of
-    (mean corruption AUROC, mean shift AUROC), each half where both exist. Seeds are averaged
+    (mean corruption AUROC, mean shift AUROC over the task's shift targets), each half where both exist. Seeds are averaged
     first (weighted), then conditions. Then the mean over the tasks that measure the axis, each task
     once; an axis no task measures is NaN for every encoder. A NaN measurement gives a NaN error
     (never dropped from a mean), which the CRS refuses with the encoder's name.
@@ -202,7 +218,7 @@ def axis_standard_errors(task_errors: Sequence[TaskMetrics]) -> np.ndarray:
     ``task_errors`` holds, in :class:`TaskMetrics` form, the standard error of every measurement
     (``auroc_se`` and ``ece_se`` of the run records). A part (seeds and conditions on one test
     set) takes the mean of its standard errors, the bound for perfectly correlated estimates;
-    independent parts and tasks combine as a mean of independent estimates:
+    independent parts, shift targets and tasks combine as a mean of independent estimates:
     sqrt(sum se^2) / count. Mirrors :func:`axis_errors_from_metrics` part for part.
     """
     _check_tasks(task_errors)
@@ -210,7 +226,7 @@ def axis_standard_errors(task_errors: Sequence[TaskMetrics]) -> np.ndarray:
     def independent(parts: list[np.ndarray]) -> np.ndarray:
         return np.sqrt(np.sum(np.square(parts), axis=0)) / len(parts)
 
-    return _combine([_task_parts(task, None) for task in task_errors], independent)
+    return _combine([_task_parts(task, None, _independent_mean_se) for task in task_errors], independent)
 
 
 # --- the arithmetic ----------------------------------------------------------------------------------

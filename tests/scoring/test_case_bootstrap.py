@@ -3,6 +3,7 @@ the point estimate from the stored predictions, centring, intervals, the group-l
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from dataclasses import dataclass
 
@@ -29,7 +30,7 @@ class Cases:
     """Every encoder's predictions of one task, in memory (the oracle side of these tests).
 
     ``probs_by_fraction`` (E, F, S, N, K); ``corrupt_probs`` (E, C, S, N, K) named "<corruption>/<severity>";
-    ``shift_probs`` (E, S, M, K).
+    ``shifts``: per shift target (by name) its labels (M,) or (M, K) and probabilities (E, S, M, K).
     """
 
     task: str
@@ -42,12 +43,12 @@ class Cases:
     corruptions: tuple[str, ...]
     corrupt_probs: np.ndarray
     groups: np.ndarray | None = None
-    shift_labels: np.ndarray | None = None
-    shift_probs: np.ndarray | None = None
+    shifts: dict[str, tuple[np.ndarray, np.ndarray]] = dataclasses.field(default_factory=dict)
 
 
-def _write(folder: RunFolder, cases: Cases) -> None:
-    """Store the cases as stage 2 does (crs.evaluate.units), one file per encoder."""
+def _write(folder: RunFolder, cases: Cases, legacy_shift: bool = False) -> None:
+    """Store the cases as stage 2 does (crs.evaluate.units), one file per encoder; ``legacy_shift``: the
+    one shift target under the bare ``shift`` keys, as crs wrote before several targets."""
     n_fractions, n_seeds = len(cases.fractions), len(cases.seeds)
     for e, encoder in enumerate(cases.encoders):
         arrays = {
@@ -65,9 +66,10 @@ def _write(folder: RunFolder, cases: Cases) -> None:
             )
         if cases.groups is not None:
             arrays[artifacts.CLEAN_GROUPS] = cases.groups.astype(str)
-        if cases.shift_probs is not None:
-            arrays[artifacts.probs_key("shift")] = cases.shift_probs[e].astype(np.float32)
-            arrays[artifacts.labels_key("shift")] = cases.shift_labels
+        for target, (shift_labels, shift_probs) in cases.shifts.items():
+            stem = artifacts.SHIFT if legacy_shift else artifacts.condition_key(artifacts.SHIFT, target=target)
+            arrays[artifacts.probs_key(stem)] = shift_probs[e].astype(np.float32)
+            arrays[artifacts.labels_key(stem)] = shift_labels
         folder.write_predictions(encoder, cases.task, arrays)
 
 
@@ -100,22 +102,25 @@ def _read(folder: RunFolder, records: pd.DataFrame) -> dict[str, Cases]:
             corrupt_probs=np.stack([np.stack([unit[f"{stem}_probs"][full] for stem in stems])
                                     for unit, (_, full) in zip(units, stacked, strict=True)]),
             groups=first.get(artifacts.CLEAN_GROUPS),
-            shift_labels=first.get("shift_labels"),
-            shift_probs=np.stack([unit["shift_probs"][full] for unit, (_, full) in zip(units, stacked, strict=True)])
-            if "shift_probs" in first else None,
+            shifts={keys.target: (first[keys.labels], np.stack([unit[keys.probs][full] for unit, (_, full)
+                                                                  in zip(units, stacked, strict=True)]))
+                    for keys in artifacts.shift_keys(first)},
         )  # fmt: skip
     return out
 
 
 def _rows(cases: Cases, case_counts=None, shift_counts=None, seed_copies=None) -> list[dict]:
-    """Run records recomputed from per-case predictions, on the resample the counts describe (np.repeat: the oracle)."""
+    """Run records recomputed from per-case predictions, on the resample the counts describe (np.repeat: the oracle).
+
+    ``shift_counts``: per shift target, its rows' counts."""
 
     def take(array: np.ndarray, counts) -> np.ndarray:
         return array if counts is None else np.repeat(array, counts, axis=0)
 
     seed_copies = seed_copies or {seed: seed for seed in cases.seeds}
     y = take(cases.labels, case_counts)
-    y_shift = None if cases.shift_labels is None else take(cases.shift_labels, shift_counts)
+    shift_counts = shift_counts or {}
+    y_shift = {target: take(labels, shift_counts.get(target)) for target, (labels, _) in cases.shifts.items()}
     rows = []
     for e, encoder in enumerate(cases.encoders):
         for new_seed, stored_seed in seed_copies.items():
@@ -130,10 +135,10 @@ def _rows(cases: Cases, case_counts=None, shift_counts=None, seed_copies=None) -
                 probs = take(cases.corrupt_probs[e, c, s], case_counts)
                 rows.append({**base, "label_fraction": cases.fractions[-1], "condition": "corrupt",
                              "corruption": corruption, "severity": int(severity), **condition_metrics(y, probs, cases.kind)})  # fmt: skip
-            if cases.shift_probs is not None:
-                probs = take(cases.shift_probs[e, s], shift_counts)
+            for target, (_, shift_probs) in cases.shifts.items():
+                probs = take(shift_probs[e, s], shift_counts.get(target))
                 rows.append({**base, "label_fraction": cases.fractions[-1], "condition": "shift", "corruption": "",
-                             "severity": 0, **condition_metrics(y_shift, probs, cases.kind)})  # fmt: skip
+                             "severity": 0, "target": target, **condition_metrics(y_shift[target], probs, cases.kind)})  # fmt: skip
     return rows
 
 
@@ -243,6 +248,71 @@ def test_without_group_ids_the_images_are_resampled_with_a_warning(planted, capl
     assert result.case_draws["t"].n_groups == 60
 
 
+# --- several shift targets ---------------------------------------------------------------------------
+
+
+def _with_sites(cases: Cases, sizes: dict[str, int], seed: int = 3) -> Cases:
+    """``cases`` with shift targets of the given sizes, each predicted with less signal than the clean rows."""
+    rng = np.random.default_rng(seed)
+    shifts = {}
+    for t, (target, n) in enumerate(sorted(sizes.items())):
+        labels = np.resize(np.arange(3), n)
+        probs = np.empty((len(cases.encoders), len(cases.seeds), n, 3), dtype=np.float32)
+        for e, signal in enumerate((0.6, 1.0, 1.4)):
+            logits = rng.normal(0, 1, (n, 3)) + signal / (1 + t) * np.eye(3)[labels]
+            probs[e] = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)  # same for both seeds
+        shifts[target] = (labels, probs)
+    return dataclasses.replace(cases, shifts=shifts)
+
+
+def test_two_shift_targets_each_drawn_apart_match_the_oracle(tmp_path):
+    cases = {"t": _with_sites(_planted_cases()["t"], {"site-c": 30, "site-b": 45})}
+    folder = RunFolder(tmp_path)
+    _write(folder, cases["t"])
+    records = _records(cases)
+    point, result = _case_bootstrap(folder, records, "a", 6, seed=7)
+    draws = result.shift_case_draws["t"]
+    assert sorted(draws) == ["site-b", "site-c"]
+    assert draws["site-b"].counts([0]).shape == (1, 45) and draws["site-c"].counts([0]).shape == (1, 30)
+    assert result.table["crs_from_predictions"].to_dict() == pytest.approx(point.table["crs"].to_dict(), abs=1e-12)
+    kept = result.axis_error_replicates
+    for replicate in (0, 4):
+        seed_counts = result.seed_draws.iloc[replicate]
+        drawn = [int(seed) for seed, count in seed_counts.items() for _ in range(int(count))]
+        rows = _rows(cases["t"], case_counts=result.case_draws["t"].counts([replicate])[0],
+                     shift_counts={target: d.counts([replicate])[0] for target, d in draws.items()},
+                     seed_copies=dict(enumerate(drawn)))  # fmt: skip
+        errors = measure(pd.DataFrame(rows), point.settings).axis_errors()
+        assert kept["robustness"].iloc[replicate].to_numpy() == pytest.approx(errors["robustness"].to_numpy(), abs=1e-9)
+
+
+def test_an_older_folder_with_one_unnamed_shift_target_scores_the_same(tmp_path):
+    cases = {"t": _with_sites(_planted_cases()["t"], {"site-b": 40})}
+    records = _records(cases)
+    named, legacy = RunFolder(tmp_path / "named"), RunFolder(tmp_path / "legacy")
+    _write(named, cases["t"])
+    _write(legacy, cases["t"], legacy_shift=True)
+    assert "shift_probs" in legacy.read_predictions("a", "t") and "shift__site-b_probs" in named.read_predictions("a", "t")
+    _, from_named = _case_bootstrap(named, records, "a", 8, seed=1)
+    _, from_legacy = _case_bootstrap(legacy, records, "a", 8, seed=1)
+    assert np.array_equal(from_named.replicates.to_numpy(), from_legacy.replicates.to_numpy())
+    assert list(from_legacy.shift_case_draws["t"]) == ["site-b"]  # named from the records
+    # the records name two targets, the old file holds one unnamed: refused with the fix
+    two = pd.concat([records, records[records["condition"] == "shift"].assign(target="site-c")], ignore_index=True)
+    with pytest.raises(CaseBootstrapError, match=r"records name \['site-b', 'site-c'\].*crs probe"):
+        _case_bootstrap(legacy, two, "a", 4)
+
+
+def test_predictions_and_records_must_name_the_same_targets(tmp_path):
+    cases = {"t": _with_sites(_planted_cases()["t"], {"site-b": 40, "site-c": 30})}
+    folder = RunFolder(tmp_path)
+    _write(folder, cases["t"])
+    records = _records(cases)
+    renamed = records.assign(target=records["target"].replace({"site-c": "site-d"}))
+    with pytest.raises(CaseBootstrapError, match=r"shift targets \['site-b', 'site-c'\] but the run records \['site-b', 'site-d'\]"):
+        _case_bootstrap(folder, renamed, "a", 4)
+
+
 # --- on a real tiny pipeline run ----------------------------------------------------------------------
 
 
@@ -280,9 +350,10 @@ def test_each_replicate_uses_one_group_draw_for_every_encoder_and_condition(tiny
         copies = dict(enumerate(drawn))  # every drawn copy of a seed becomes its own seed
         rows = []
         for task, task_cases in cases.items():
-            shift = result.shift_case_draws.get(task)
+            shift = result.shift_case_draws.get(task, {})
             rows += _rows(task_cases, case_counts=result.case_draws[task].counts([replicate])[0],
-                          shift_counts=None if shift is None else shift.counts([replicate])[0], seed_copies=copies)  # fmt: skip
+                          shift_counts={target: draws.counts([replicate])[0] for target, draws in shift.items()},
+                          seed_copies=copies)  # fmt: skip
         errors = measure(pd.DataFrame(rows), point.settings).axis_errors()
         for axis in ("discrimination", "label_efficiency", "robustness"):
             assert kept[axis].iloc[replicate].to_numpy() == pytest.approx(errors[axis].to_numpy(), abs=1e-9)

@@ -195,6 +195,19 @@ def test_axis_standard_errors_by_hand():
     assert np.isnan(se[2]) and se[3] == pytest.approx(0.025)
 
 
+def test_two_shift_targets_count_as_one_half_of_robustness_by_hand():
+    # corruptions (.7, .7), (.5, .7) -> .65; shift targets b (.6, .8) -> .7 and c (.4, .4) -> .4:
+    #   their mean .55 is the shift half; robustness 1 - (.65 + .55) / 2 = .4 (not thirds: 1 - (.65 + .7 + .4) / 3)
+    two = _task([0.8, 0.9], [], [[0.7, 0.7], [0.5, 0.7]], [[0.6, 0.8], [0.4, 0.4]], [0.02, 0.04])
+    assert axis_errors_from_metrics([two])[0, 3] == pytest.approx(0.4)
+    # standard errors: each target is its own test set, so the shift half combines them as independent
+    #   estimates, sqrt(.03^2 + .04^2) / 2 = .025; with the corruption half .03: sqrt(.03^2 + .025^2) / 2
+    ses = _task([0.01, 0.01], [], [[0.03, 0.03]], [[0.03, 0.03], [0.04, 0.04]], [0.01, 0.01])
+    assert axis_standard_errors([ses])[0, 3] == pytest.approx(np.sqrt(0.03**2 + 0.025**2) / 2)
+    one = _task([0.01, 0.01], [], [[0.03, 0.03]], [[0.04, 0.04]], [0.01, 0.01])
+    assert axis_standard_errors([one])[0, 3] == np.sqrt(0.03**2 + 0.04**2) / 2  # one target: as before
+
+
 def test_error_floor_is_the_reference_standard_error():
     standard_errors = np.array([[0.01, 0.002], [0.03, 0.004], [0.02, 0.0]])
     assert error_floor(standard_errors, 1) == pytest.approx([0.03, 0.004])
