@@ -21,6 +21,7 @@ from crs.report.cards import build_cards
 from crs.report.grids import corruption_grids
 from crs.report.headline import headline, reversal_uncertainty
 from crs.report.provenance import encoder_provenance, exposure_flags, task_infos
+from crs.report.shifts import shift_table, shift_targets
 from crs.report.stability import Table, leave_one_out_table, reference_table, stability_text
 from crs.report.style import encoder_styles
 from crs.report.tables import (
@@ -112,6 +113,9 @@ def _settings(score, records: pd.DataFrame) -> list[tuple[str, str]]:
         ("seeds", ", ".join(str(s) for s in sorted(records["seed"].unique()))),
         ("run records", str(len(records))),
     ]
+    targets = shift_targets(records)
+    if targets:
+        rows.insert(2, ("shift targets", "; ".join(f"{task}: {', '.join(names)}" for task, names in targets.items())))
     rows += [(key.replace("_", " "), str(value)) for key, value in settings.items()]
     point = getattr(score, "point", None)
     if point is not None:
@@ -184,11 +188,14 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
     _add(labels, plots_runs.label_efficiency_curves(records, styles, folder / "label_efficiency.png"),
          "Clean macro AUROC against the share of training labels used (log scale), mean ± 1 SD over seeds. "
          "The label-efficiency axis is the mean AUROC over the fractions below 100 %.")
-    robustness = Section("robustness", "Robustness to acquisition corruptions")
+    robustness = Section("robustness", "Robustness to acquisition corruptions and other sites")
     modalities = {task: info.modality for task, info in infos.items()}
     _add(robustness, plots_runs.severity_curves(records, styles, folder / "severity.png", modalities),
          "Macro AUROC against corruption severity per corruption family (severity 0 = clean).",
          "No corrupted evaluations in these run records: severity curves skipped.")
+    sites = shift_table(records, order)
+    if sites is not None:
+        robustness.tables.append(sites)
     if draw_corruption_grids:
         corrupt = records[records["condition"] == "corrupt"]
         evaluated = {str(task): sorted(map(str, rows["corruption"].unique())) for task, rows in corrupt.groupby("task")}
@@ -198,9 +205,9 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
                                    "corruption evaluated (rows) at every severity (columns), as the encoders would see it.")
         robustness.notes.extend(grids.notes)
     calibration = Section("calibration", "Calibration on clean and shifted data")
-    shift_targets = {task: info.shift_target for task, info in infos.items() if info.shift_target}
     predictions = plots_runs.load_predictions(predictions_dir, order, tasks)
-    _add(calibration, plots_runs.reliability_diagrams(predictions, styles, folder / "reliability.png", shift_targets),
+    _add(calibration, plots_runs.reliability_diagrams(predictions, styles, folder / "reliability.png",
+                                                      shift_targets(records)),
          "Reliability diagrams: observed frequency against predicted probability; the diagonal is perfect calibration.",
          f"No predictions found under {predictions_dir}: reliability diagrams skipped.")
     sections = [axes, ranks, uncertainty, stable, labels, robustness, calibration]

@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from crs.corruptions import SEVERITIES, apply, suite
-from crs.data import load_dataset
+from crs.data import load_entry
 from crs.data.base import safe_join
 from crs.data.images import load_image
 from crs.report.style import report_style, save
@@ -91,7 +91,7 @@ def corruption_grids(spec, folder: Path, evaluated: dict[str, list[str]] | None 
     grids, notes, done = [], [], set()
     for entry in spec.datasets:
         try:
-            dataset = load_dataset(entry.loader, entry.root, **entry.options)
+            dataset = load_entry(entry)
         except Exception as error:  # images or CSVs absent on this machine
             notes.append(f"corruption grid for {entry.name} skipped: data set not readable here ({_first_line(error)})")
             continue
@@ -105,10 +105,13 @@ def corruption_grids(spec, folder: Path, evaluated: dict[str, list[str]] | None 
         known = suite(dataset.modality)
         rows = [name for name in evaluated.get(entry.name, []) if name in known] or known
         try:
-            image = load_image(safe_join(Path(dataset.root), str(dataset.paths[first])), dataset.image_size)
+            # the data set's own fit mode, as stage 1 decoded it (crs.data.images.dataset_image)
+            image = load_image(safe_join(Path(dataset.root), str(dataset.paths[first])), dataset.image_size,
+                               dataset.fit)
             path = draw_grid(image, dataset.modality, rows, str(dataset.ids[first]),
                              Path(folder) / f"corruption_grid_{dataset.modality}.png",
-                             f"{dataset.modality}: first test image of {entry.name} ({dataset.image_size} px)")
+                             f"{dataset.modality}: first test image of {entry.name} "
+                             f"({dataset.image_size} px, {dataset.fit})")
         except Exception as error:  # an unreadable image must not sink the report
             notes.append(f"corruption grid for {entry.name} skipped: {_first_line(error)}")
             continue

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from crs.corruptions import MODALITIES, corruption
+from crs.evaluate import artifacts
 from crs.report.reliability import reliability_curve
 from crs.report.style import REFERENCE_GREY, EncoderStyle, report_style, save
 
@@ -133,35 +134,54 @@ def severity_curves(records: pd.DataFrame, styles: dict[str, EncoderStyle], path
 
 
 def load_predictions(predictions_dir: Path | None, encoders: list[str], tasks: list[str]) -> dict:
-    """{(encoder, task): arrays} from ``<predictions_dir>/<encoder>__<task>.npz``; missing files are skipped."""
+    """{(encoder, task): arrays} from each unit's predictions file in ``predictions_dir``; missing files are skipped."""
     found: dict[tuple[str, str], dict[str, np.ndarray]] = {}
     if predictions_dir is None or not Path(predictions_dir).is_dir():
         return found
     for encoder in encoders:
         for task in tasks:
-            path = Path(predictions_dir) / f"{encoder}__{task}.npz"
+            path = artifacts.predictions_file(predictions_dir, encoder, task)
             if path.is_file():
                 with np.load(path) as data:
                     found[(encoder, task)] = {key: data[key] for key in data.files}
     return found
 
 
-def reliability_diagrams(predictions: dict, styles: dict[str, EncoderStyle], path: Path,
-                         shift_targets: dict[str, str] | None = None, n_bins: int = 10) -> Path | None:
-    """One panel per task on clean test images and one per shifted target; a line per encoder.
+def _condition_keys(arrays: dict, recorded_targets: tuple[str, ...]) -> dict[str, tuple[str, str]]:
+    """{panel: (probs key, labels key)} of one unit: ``clean`` and one ``shift:<target>`` per shift target.
 
-    Points are bin means over every seed's full-label probe; on the diagonal the probabilities
-    mean what they say. Marker area grows with the number of predictions in the bin.
+    An older predictions file's unnamed target takes the records' one target name; a file that
+    cannot be read so is drawn without its shift panels (the report never fails on a figure).
+    """
+    keys = {"clean": (artifacts.probs_key(artifacts.CLEAN), artifacts.labels_key(artifacts.CLEAN))}
+    try:
+        shifts = artifacts.shift_keys(arrays, recorded_targets)
+    except artifacts.ShiftKeysError:
+        shifts = []
+    keys.update({f"shift:{found.target}": (found.probs, found.labels) for found in shifts})
+    return {panel: pair for panel, pair in keys.items() if pair[0] in arrays}
+
+
+def reliability_diagrams(predictions: dict, styles: dict[str, EncoderStyle], path: Path,
+                         shift_targets: dict[str, tuple[str, ...]] | None = None, n_bins: int = 10) -> Path | None:
+    """One panel per task on clean test images and one per shift target of it; a line per encoder.
+
+    ``shift_targets``: each task's shift-target names in the run records (they name an older
+    predictions file's one unnamed target). Points are bin means over every seed's full-label
+    probe; on the diagonal the probabilities mean what they say. Marker area grows with the number
+    of predictions in the bin.
     """
     if not predictions:
         return None
     shift_targets = shift_targets or {}
     tasks = sorted({task for _, task in predictions})
+    unit_keys = {unit: _condition_keys(arrays, tuple(shift_targets.get(unit[1], ())))
+                 for unit, arrays in predictions.items()}
     panels_wanted = []
     for task in tasks:
         panels_wanted.append((task, "clean"))
-        if any("shift_probs" in arrays for (_, t), arrays in predictions.items() if t == task):
-            panels_wanted.append((task, "shift"))
+        found = {panel for (_, t), keys in unit_keys.items() if t == task for panel in keys if panel != "clean"}
+        panels_wanted += [(task, panel) for panel in sorted(found)]
     columns = 2 if len(panels_wanted) == 4 else min(len(panels_wanted), 3)
     rows = math.ceil(len(panels_wanted) / columns)
     with report_style():
@@ -170,11 +190,12 @@ def reliability_diagrams(predictions: dict, styles: dict[str, EncoderStyle], pat
             multilabel = False
             for encoder, style in styles.items():
                 arrays = predictions.get((encoder, task))
-                if arrays is None or f"{condition}_probs" not in arrays:
+                if arrays is None or condition not in unit_keys[(encoder, task)]:
                     continue
-                labels = arrays[f"{condition}_labels"]
+                probs_key, labels_key = unit_keys[(encoder, task)][condition]
+                labels = arrays[labels_key]
                 multilabel = labels.ndim == 2
-                curve = reliability_curve(arrays[f"{condition}_probs"], labels, n_bins)
+                curve = reliability_curve(arrays[probs_key], labels, n_bins)
                 sizes = 12 + 60 * curve.count / max(curve.count.max(), 1)
                 ax.plot(curve.confidence, curve.observed, color=style.colour, linewidth=1.4, label=encoder)
                 ax.scatter(curve.confidence, curve.observed, s=sizes, color=style.colour, marker=style.marker,
@@ -184,7 +205,7 @@ def reliability_diagrams(predictions: dict, styles: dict[str, EncoderStyle], pat
             ax.set_ylim(-0.03, 1.03)
             ax.set_xlabel("predicted probability" if multilabel else "confidence (top-class probability)")
             ax.set_ylabel("observed label frequency" if multilabel else "observed accuracy")
-            where = f"shifted site {shift_targets.get(task, '')}".strip() if condition == "shift" else "clean test"
+            where = f"shifted site {condition.partition(':')[2]}".strip() if condition != "clean" else "clean test"
             ax.set_title(f"{task}\n{where}", fontsize=10)
         for ax in list(panels.flat)[len(panels_wanted):]:
             ax.set_visible(False)

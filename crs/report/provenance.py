@@ -1,6 +1,6 @@
 """Where each encoder and each task came from: provenance for the cards, pretraining-exposure flags.
 
-An encoder whose pretraining data include a benchmark's own data set (or the shift target's) has
+An encoder whose pretraining data include a benchmark's own data set (or a shift target's) has
 seen that distribution, so its discrimination or its shift axis is not measured out of
 distribution. The registry's ``pretraining_data`` strings are free text; the flags match them
 against the data set names and modality words below, case-insensitively, and say what matched.
@@ -33,14 +33,25 @@ LOADER_MODALITY = {"isic2019": "dermoscopy", "aptos2019": "fundus", "chexpert": 
 
 
 @dataclass(frozen=True)
+class ShiftInfo:
+    """One shift target of a task: its name (the records' ``target``) and its loader."""
+
+    name: str
+    loader: str = ""
+
+
+@dataclass(frozen=True)
 class TaskInfo:
-    """What the report knows about one task: its modality and which data sets it and its shift target are."""
+    """What the report knows about one task: its modality and which data sets it and its shift targets are."""
 
     name: str
     modality: str = ""
     loader: str = ""
-    shift_target: str = ""
-    shift_loader: str = ""
+    shift_targets: tuple[ShiftInfo, ...] = ()
+
+    @property
+    def shift_target_names(self) -> tuple[str, ...]:
+        return tuple(target.name for target in self.shift_targets)
 
 
 @dataclass(frozen=True)
@@ -67,17 +78,20 @@ class ExposureFlag:
     task: str
     kind: str  # "test data set", "shift target", "same modality"
     matched: str
+    target: str = ""  # the shift target's name, for kind "shift target"
 
     def text(self) -> str:
         if self.kind == "shift target":
-            return f"pretraining includes {self.matched}: the shift on {self.task} is not out-of-distribution"
+            to = f" to {self.target}" if self.target else ""
+            return f"pretraining includes {self.matched}: the shift{to} on {self.task} is not out-of-distribution"
         if self.kind == "test data set":
             return f"pretraining includes {self.matched}: {self.task} test images may have been seen"
         return f"pretrained on {self.matched} images ({self.task} modality)"
 
     def short(self) -> str:
         marks = {"shift target": "saw shift target", "test data set": "saw test set", "same modality": "in-domain"}
-        return f"{marks[self.kind]} ({self.task}: {self.matched})"
+        where = f"{self.task} \u2192 {self.target}" if self.target else self.task
+        return f"{marks[self.kind]} ({where}: {self.matched})"
 
 
 def task_infos(tasks: list[str], spec=None, cache_root: Path | str | None = None) -> dict[str, TaskInfo]:
@@ -88,11 +102,11 @@ def task_infos(tasks: list[str], spec=None, cache_root: Path | str | None = None
     for task in tasks:
         entry = entries.get(task)
         loader = entry.loader if entry is not None else ""
-        shift = entry.shift_target if entry is not None else None
+        targets = entry.shift_targets if entry is not None else ()
         modality = _cached_modality(root, task) or (entry.options.get("modality", "") if entry else "")
         modality = modality or LOADER_MODALITY.get(loader, "")
         infos[task] = TaskInfo(
-            task, str(modality), loader, shift.name if shift else "", shift.loader if shift else ""
+            task, str(modality), loader, tuple(ShiftInfo(target.name, target.loader) for target in targets)
         )
     return infos
 
@@ -120,8 +134,9 @@ def exposure_flags(provenance: Provenance, tasks: dict[str, TaskInfo]) -> list[E
     flags = []
     seen = provenance.pretraining_data
     for info in tasks.values():
-        if info.shift_loader and (matched := _mentions(seen, DATASET_WORDS.get(info.shift_loader, ()))):
-            flags.append(ExposureFlag(provenance.encoder, info.name, "shift target", matched))
+        for target in info.shift_targets:
+            if target.loader and (matched := _mentions(seen, DATASET_WORDS.get(target.loader, ()))):
+                flags.append(ExposureFlag(provenance.encoder, info.name, "shift target", matched, target.name))
         if info.loader and (matched := _mentions(seen, DATASET_WORDS.get(info.loader, ()))):
             flags.append(ExposureFlag(provenance.encoder, info.name, "test data set", matched))
         elif info.modality and (matched := _mentions(seen, MODALITY_WORDS.get(info.modality, ()))):

@@ -12,7 +12,7 @@ from sklearn.calibration import calibration_curve
 from crs.report.cards import worst_label_efficiency, worst_robustness
 from crs.report.grids import montage
 from crs.report.plots import _front
-from crs.report.provenance import Provenance, TaskInfo, describe_weights, exposure_flags
+from crs.report.provenance import Provenance, ShiftInfo, TaskInfo, describe_weights, exposure_flags
 from crs.report.reliability import reliability_curve
 from crs.report.tables import axis_intervals, format_interval, rank_shift
 
@@ -121,14 +121,16 @@ def test_rank_shift_and_interval_text():
 
 
 def test_exposure_flags_name_the_data_set_and_the_kind_of_exposure():
-    chest = TaskInfo("cxr", modality="chest_xray", loader="chexpert", shift_target="mimic", shift_loader="mimic_cxr")
+    chest = TaskInfo("cxr", modality="chest_xray", loader="chexpert",
+                     shift_targets=(ShiftInfo("mimic", "mimic_cxr"), ShiftInfo("site-c", "folder")))
     derm = TaskInfo("derm", modality="dermoscopy", loader="isic2019")
     saw_both = Provenance("cxr-model", pretraining_data=("MIMIC-CXR", "CheXpert", "NIH ChestX-ray14"))
     flags = exposure_flags(saw_both, {"cxr": chest, "derm": derm})
     assert [(f.task, f.kind, f.matched) for f in flags] == [
         ("cxr", "shift target", "MIMIC-CXR"), ("cxr", "test data set", "CheXpert")
     ]
-    assert "not out-of-distribution" in flags[0].text()
+    assert "shift to mimic on cxr is not out-of-distribution" in flags[0].text()
+    assert "cxr \u2192 mimic" in flags[0].short()
     skin = Provenance("skin-model", pretraining_data=("2M dermatology images",))
     assert [(f.task, f.kind) for f in exposure_flags(skin, {"cxr": chest, "derm": derm})] == [("derm", "same modality")]
     assert exposure_flags(Provenance("imagenet", pretraining_data=("ImageNet-1k",)), {"cxr": chest, "derm": derm}) == []
@@ -139,7 +141,8 @@ def test_exposure_flags_for_registered_chest_encoders():
     from crs.encoders import all_specs
     from crs.report.provenance import encoder_provenance
 
-    chest = {"cxr": TaskInfo("cxr", modality="chest_xray", loader="chexpert", shift_loader="mimic_cxr")}
+    chest = {"cxr": TaskInfo("cxr", modality="chest_xray", loader="chexpert",
+                             shift_targets=(ShiftInfo("mimic", "mimic_cxr"),))}
     named = [spec.name for spec in all_specs() if any("MIMIC-CXR" in text for text in spec.pretraining_data)]
     assert named, "the registry has no encoder pretrained on MIMIC-CXR to check against"
     for name in named:
@@ -218,3 +221,29 @@ def test_stability_tables_read_the_scoring_tables():
     assert table.rows[2] == ("cohort median (this page)", "b", "2 of 3", "-0.33", "\u2014")
     rows = leave_one_out_table(stability).rows
     assert rows[0] == ("a", "b", "1 of 1", "1 (c)") and rows[1][3] == "the reference: not left out"
+
+
+def test_corruption_grid_decodes_with_each_data_sets_own_fit(tmp_path, monkeypatch):
+    """The grid shows the image as stage 1 decoded it: the data set's fit mode, not always padding."""
+    from pathlib import Path
+
+    from crs.data.images import load_image
+    from crs.report import grids
+    from crs.spec import DatasetEntry
+
+    seen = []
+
+    def recording_load(path, size, fit="pad"):
+        seen.append(fit)
+        return load_image(path, size, fit)
+
+    monkeypatch.setattr(grids, "load_image", recording_load)
+    data = tmp_path / "data"
+    spec = SimpleNamespace(datasets=[
+        DatasetEntry("derm", "synthetic", data, {"modality": "dermoscopy", "n_images": 20, "image_size": 16}),
+        DatasetEntry("cxr", "synthetic", data, {"modality": "chest_xray", "n_images": 20, "image_size": 16,
+                                                "fit": "squash"}),
+    ])
+    result = grids.corruption_grids(spec, Path(tmp_path / "figures"), {"derm": ["jpeg"], "cxr": ["jpeg"]})
+    assert seen == ["crop", "squash"]  # dermoscopy's default, and the spec's own choice
+    assert len(result.grids) == 2 and not result.notes
