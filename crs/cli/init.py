@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
 from crs.data.base import FIT_MODES, MODALITIES, TASK_KINDS
-from crs.data.inspect_folder import inspect_folder, inspect_shift_target, load_guess
-from crs.data.starter_spec import StarterChoices, check_command, data_set_name, describe, starter_spec_text
+from crs.data.inspect_folder import FolderGuess, inspect_folder, inspect_shift_target, load_guess
+from crs.data.starter_spec import (
+    ShiftChoice,
+    StarterChoices,
+    check_command,
+    data_set_name,
+    describe,
+    starter_spec_text,
+)
 from crs.encoders import available
 
 
@@ -28,10 +34,12 @@ from crs.encoders import available
 @click.option("--split-column", default=None, help="Column holding train/val/test.")
 @click.option("--fit", type=click.Choice(FIT_MODES), default=None,
               help="How non-square images become square [default: the modality's].")
-@click.option("--shift-target", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
-              help="Another site's folder (with a CSV) to evaluate the probes on; labels matched by name.")
+@click.option("--shift-target", "shift_targets", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              multiple=True,
+              help="Another site's folder (with a CSV) to evaluate the probes on; labels matched by name. "
+                   "Repeat for several sites: each is reported apart, robustness averages them.")
 @click.option("--shift-label-column", "shift_label_columns", multiple=True,
-              help="The shift target's label column(s), when its names differ from the source's.")
+              help="The shift targets' label column(s), when their names differ from the source's.")
 @click.option("--encoders", default=None, help="Comma-separated registry names [default: the modality's starter set].")
 @click.option("--weights", default=None, help='Weights for every encoder, e.g. "random" for a dry run without downloads.')
 @click.option("--input-size", type=int, default=None, help="Input size for every encoder (with --weights random).")
@@ -41,7 +49,7 @@ from crs.encoders import available
 @click.option("--force", is_flag=True, help="Overwrite an existing spec file.")
 def init(root: Path, spec_path: Path | None, name: str | None, csv: str | None, image_column: str | None,
          label_columns: tuple[str, ...], kind: str | None, modality: str | None, group_column: str | None,
-         split_column: str | None, fit: str | None, shift_target: Path | None, shift_label_columns: tuple[str, ...],
+         split_column: str | None, fit: str | None, shift_targets: tuple[Path, ...], shift_label_columns: tuple[str, ...],
          encoders: str | None, weights: str | None, input_size: int | None, image_size: int, device: str | None,
          quick: bool, force: bool) -> None:
     """Inspect ROOT (a folder of images, PNG/JPEG/DICOM, with a CSV) and write a spec for it; asks nothing."""
@@ -53,17 +61,10 @@ def init(root: Path, spec_path: Path | None, name: str | None, csv: str | None, 
     unknown = [e for e in chosen if e not in available()]
     if unknown:
         raise click.BadParameter(f"unknown encoder(s) {unknown}; see `crs encoders list`", param_hint="--encoders")
-    shift_name: str | None = None
-    shift_options: dict[str, Any] = {}
-    if shift_target is not None:
-        source_task = load_guess(guess).task
-        _, shift_options = inspect_shift_target(guess, source_task, shift_target,
-                                                label_columns=shift_label_columns or None)
-        shift_name = f"{name}-shift" if data_set_name(shift_target) == name else data_set_name(shift_target)
+    shifts = _shift_choices(guess, name, shift_targets, shift_label_columns) if shift_targets else ()
     choices = StarterChoices(
         name=name, encoders=chosen, quick=quick, weights=weights, input_size=input_size, image_size=image_size,
-        device=device, shift_name=shift_name, shift_options=shift_options,
-        shift_root=shift_target.resolve() if shift_target else None,
+        device=device, shift_targets=shifts,
     )
     spec_path = spec_path or Path(f"{name}.toml")
     if spec_path.exists() and not force:
@@ -76,10 +77,28 @@ def init(root: Path, spec_path: Path | None, name: str | None, csv: str | None, 
     for what, value, how in describe(guess):
         click.echo(f"  {what:<{width}}  {value}")
         click.echo(f"  {'':<{width}}  change: {how}")
-    if shift_name:
-        click.echo(f"  {'shift':<{width}}  {shift_target} as {shift_name!r}, labels matched by name, all images in test")
+    for shift in shifts:
+        click.echo(f"  {'shift':<{width}}  {shift.root} as {shift.name!r}, labels matched by name, all images in test")
     for warning in guess.warnings:
         click.echo(f"warning: {warning}", err=True)
     click.echo(f"wrote {spec_path}")
     click.echo(f"next: {check_command(guess)}")
     click.echo(f"then: crs run {spec_path}")
+
+
+def _shift_choices(guess: FolderGuess, name: str, roots: tuple[Path, ...], label_columns: tuple[str, ...]) -> tuple[ShiftChoice, ...]:
+    """Each ``--shift-target`` folder inspected against the source, under a name of its own."""
+    source_task = load_guess(guess).task
+    taken = {name}
+    shifts = []
+    for root in roots:
+        _, options = inspect_shift_target(guess, source_task, root, label_columns=label_columns or None)
+        base = data_set_name(root)
+        shift_name = f"{name}-shift" if base == name else base
+        number = 2
+        while shift_name in taken:  # two folders with one name (a/site, b/site): number them
+            shift_name = f"{base}-{number}"
+            number += 1
+        taken.add(shift_name)
+        shifts.append(ShiftChoice(shift_name, root.resolve(), options))
+    return tuple(shifts)

@@ -42,6 +42,15 @@ FULL = {
 
 
 @dataclass(frozen=True)
+class ShiftChoice:
+    """One shift target ``crs init`` found: its data-set name, folder and loader options (labels matched)."""
+
+    name: str
+    root: Path
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class StarterChoices:
     """What the written spec runs: names, encoders and protocol size; ``None`` means the default."""
 
@@ -55,9 +64,7 @@ class StarterChoices:
     device: str | None = None
     cache: str = "cache"
     output: str | None = None
-    shift_name: str | None = None
-    shift_options: dict[str, Any] = field(default_factory=dict)
-    shift_root: Path | None = None
+    shift_targets: tuple[ShiftChoice, ...] = ()
 
 
 def data_set_name(root: Path | str) -> str:
@@ -196,13 +203,24 @@ def starter_spec_text(guess: FolderGuess, choices: StarterChoices) -> str:
         f"root = {toml_value(guess.root)}",
         f"options = {toml_value({**guess.loader_options(), 'image_size': choices.image_size})}",
     ]
-    if choices.shift_name and choices.shift_root is not None:
-        target = {"name": choices.shift_name, "loader": "folder", "root": str(choices.shift_root),
-                  "options": {**choices.shift_options, "image_size": choices.image_size}}
+    targets = [
+        {"name": shift.name, "loader": "folder", "root": str(shift.root),
+         "options": {**shift.options, "image_size": choices.image_size}}
+        for shift in choices.shift_targets
+    ]
+    if len(targets) == 1:
         lines += [
             "# Shift target: another site, evaluated only (every image in test) with the probes trained above;",
             "# its labels were matched to this data set's by name.",
-            f"shift_target = {toml_value(target)}",
+            f"shift_target = {toml_value(targets[0])}",
+        ]
+    elif targets:
+        lines += [
+            "# Shift targets: other sites, each evaluated only (every image in test) with the probes trained above",
+            "# and reported apart; robustness averages them. Their labels were matched to this data set's by name.",
+            "shift_target = [",
+            *(f"    {toml_value(target)}," for target in targets),
+            "]",
         ]
     return "\n".join(lines) + "\n"
 

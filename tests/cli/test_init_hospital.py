@@ -148,3 +148,27 @@ def _readable_texts(folder: Path):
                 )
         else:
             yield str(path), path.read_bytes().decode("latin-1")
+
+
+def test_init_writes_one_shift_target_per_folder(tmp_path, monkeypatch):
+    """`--shift-target` repeated: each site inspected against the source, named apart, loaded as the spec's targets."""
+    from crs.spec import load_spec
+
+    site_a = _site(tmp_path / "site-a", 4, {"normal": "Normal", "pneumonia": "Pneumonia"}, seed=1)
+    site_b = _site(tmp_path / "site-b", 3, {"normal": "NORMAL", "pneumonia": "pneumonia"}, seed=2)
+    other_b = _site(tmp_path / "other" / "site-b", 3, {"normal": "normal", "pneumonia": "PNEUMONIA"}, seed=3)
+    monkeypatch.chdir(tmp_path)
+    spec_path = tmp_path / "sites.toml"
+    result = CliRunner().invoke(cli, [
+        "init", str(site_a), "--spec", str(spec_path), "--shift-target", str(site_b), "--shift-target", str(other_b),
+        "--encoders", "pixel_stats", "--weights", "random", "--quick", "--device", "cpu",
+    ])
+    assert result.exit_code == 0, result.output
+    assert f"{site_b} as 'site-b'" in result.output and f"{other_b} as 'site-b-2'" in result.output
+    spec = load_spec(spec_path)
+    (entry,) = spec.datasets
+    assert entry.shift_target_names == ("site-b", "site-b-2")
+    assert [t.root for t in entry.shift_targets] == [site_b.resolve(), other_b.resolve()]
+    for target in entry.shift_targets:
+        assert target.options["class_names"] == ["Normal", "Pneumonia"]
+        assert target.options["proportions"] == [0.0, 0.0, 1.0]
