@@ -1,19 +1,25 @@
-"""The run's audit: skipped images and the drawn label-fraction ids, for checking and repeating a run."""
+"""The run's audit: skipped images and the drawn label-fraction ids (training rows, and the validation
+rows that chose each probe's C), for checking and repeating a run."""
 
 from __future__ import annotations
 
 from typing import cast
 
 from crs.cache.store import FeatureStore, store_path
-from crs.evaluate.units import probe_settings, training_subsets
+from crs.evaluate.units import probe_settings, training_subsets, validation_subsets
 from crs.spec import Spec
 
 
 def audit_tables(spec: Spec) -> dict[str, object]:
-    """Skipped images and the drawn label-fraction ids per task and seed, for auditing and repeating a run."""
+    """Skipped images and the drawn label-fraction ids per task and seed, for auditing and repeating a run.
+
+    ``validation_fraction_ids`` (same layout as ``label_fraction_ids``) holds the validation rows that
+    chose each probe's C when ``validation = "fraction"``; with ``"full"`` it is empty (every validation row).
+    """
     settings = probe_settings(spec)
     skipped_images: dict[str, list[str]] = {}
     label_fraction_ids: dict[str, dict[str, dict[str, list[str]]]] = {}
+    validation_fraction_ids: dict[str, dict[str, dict[str, list[str]]]] = {}
     names = [entry.name for entry in spec.datasets]
     names += [entry.shift_target.name for entry in spec.datasets if entry.shift_target]
     for name in names:
@@ -22,10 +28,21 @@ def audit_tables(spec: Spec) -> dict[str, object]:
     for entry in spec.datasets:
         table = FeatureStore(store_path(spec.cache, entry.name)).read_table()
         train_ids = table.ids[table.indices("train")]
+        val_ids = table.ids[table.indices("val")]
+        subsets = training_subsets(table, settings)
+        val_subsets = validation_subsets(table, settings)
         drawn: dict[str, dict[str, list[str]]] = {}
-        for fraction, seed, rows in training_subsets(table, settings):
+        drawn_val: dict[str, dict[str, list[str]]] = {}
+        for number, (fraction, seed, rows) in enumerate(subsets):
             drawn.setdefault(str(seed), {})[str(fraction)] = train_ids[rows].tolist()
+            if val_subsets is not None:
+                drawn_val.setdefault(str(seed), {})[str(fraction)] = val_ids[val_subsets[number]].tolist()
         label_fraction_ids[entry.name] = drawn
-    return {"skipped_images": skipped_images, "label_fraction_ids": label_fraction_ids}
+        validation_fraction_ids[entry.name] = drawn_val
+    return {
+        "skipped_images": skipped_images,
+        "label_fraction_ids": label_fraction_ids,
+        "validation_fraction_ids": validation_fraction_ids,
+    }
 
 
