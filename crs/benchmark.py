@@ -140,7 +140,7 @@ class Benchmark:
         return extract_spec(self.spec, encoders, progress=progress, shard=shard, wait=wait)
 
     def probe(
-        self, *, jobs: int | None = None, cluster: str | None = None, progress: bool = True, full: bool = False
+        self, *, jobs: int | str | None = None, cluster: str | None = None, progress: bool = True, full: bool = False
     ) -> ProbeOutcome:
         """Stage 2: fit probes on the cache and write run records (needs only the cache).
 
@@ -211,7 +211,7 @@ class Benchmark:
             score, _ = self.stored_score(records)
         return write_report(score, records, self.spec.output, title=f"crs report: {self.spec.name}", spec=self.spec)
 
-    def run(self, *, jobs: int | None = None, cluster: str | None = None, progress: bool = True) -> RunOutcome:
+    def run(self, *, jobs: int | str | None = None, cluster: str | None = None, progress: bool = True) -> RunOutcome:
         """Extract, probe, score and report."""
         started = time.perf_counter()
         extracted = self.extract(progress=progress)

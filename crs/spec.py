@@ -255,8 +255,8 @@ class ProbeConfig:
                 raise SpecError(f"{where}: for the knn family Cs are neighbour counts (whole numbers >= 1), got {self.Cs}")
         if _scalar(where, "min_per_class", self.min_per_class, "int") < 1:
             raise SpecError(f"{where}: min_per_class must be at least 1, got {self.min_per_class}")
-        if self.jobs != "auto" and _scalar(where, "jobs", self.jobs, "int") == 0:
-            raise SpecError(f"{where}: jobs must be \"auto\" or a number of processes (-1 for every core), got 0")
+        if self.jobs != "auto" and _scalar(where, "jobs", self.jobs, "int") < 1:
+            raise SpecError(f"{where}: jobs must be \"auto\" or a number of worker processes (1 or more), got {self.jobs}")
 
     @property
     def grid(self) -> tuple[float, ...]:

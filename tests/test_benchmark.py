@@ -74,6 +74,12 @@ def test_provenance_and_audit_are_written(tiny_run):
     audit = json.loads((spec.output / artifacts.AUDIT_FILE).read_text())
     drawn = audit["label_fraction_ids"]["derm"]["0"]
     assert set(drawn["0.25"]) <= set(drawn["1.0"])
+    # by default (validation = "fraction") the rows that chose C are drawn nested too, from the validation split
+    assert spec.probe.validation == "fraction"
+    validation = audit["validation_fraction_ids"]["derm"]["0"]
+    assert set(validation["0.25"]) <= set(validation["1.0"])
+    assert len(validation["0.25"]) < len(validation["1.0"])
+    assert not set(validation["1.0"]) & set(drawn["1.0"])
 
 
 def test_score_has_four_axes_and_a_ranked_table(tiny_run):

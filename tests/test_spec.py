@@ -126,6 +126,7 @@ SAME_MISTAKE = [
     ({"probe": {"family": "knn", "Cs": [2.5]}}, lambda: ProbeConfig(family="knn", Cs=(2.5,))),
     ({"probe": {"seeds": "0"}}, lambda: ProbeConfig(seeds="0")),  # type: ignore[arg-type]
     ({"probe": {"jobs": 0}}, lambda: ProbeConfig(jobs=0)),
+    ({"probe": {"jobs": -1}}, lambda: ProbeConfig(jobs=-1)),
     ({"extract": {"severities": [0, 6]}}, lambda: ExtractConfig(severities=(0, 6))),
     ({"extract": {"corruptions": "some"}}, lambda: ExtractConfig(corruptions="some")),
     ({"extract": {"batch_size": 0}}, lambda: ExtractConfig(batch_size=0)),

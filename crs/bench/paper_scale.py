@@ -99,7 +99,7 @@ class PaperScaleConfig:
     Cs: tuple[float, ...] = (0.001, 0.01, 0.1, 1.0, 10.0)
     n_boot: int = 1000
     backend: str = "torch"
-    jobs: int | None = None  # None: the spec's default
+    jobs: int | str | None = None  # None: the spec's default
     in_process: bool = False  # run the stages in this process (quick runs and tests; peaks are upper bounds)
     seed: int = 0
     workdir: str | None = None
@@ -375,7 +375,7 @@ class StageCost:
     error: str = ""
 
 
-def run_stage(stage: str, spec: Path, jobs: int | None) -> dict[str, Any]:
+def run_stage(stage: str, spec: Path, jobs: int | str | None) -> dict[str, Any]:
     """In the stage's own process: run it, then report this process's and its waited-for workers' peaks."""
     bench = Benchmark(spec)
     if stage == "probe":
@@ -446,7 +446,7 @@ def measure_command(command: Sequence[str], env: dict[str, str] | None = None) -
     return Measured(wall, max(waited_cpu, sum(sampler.cpu.values())), sampler.peak, process.returncode, output)
 
 
-def measure_stage(stage: str, spec: Path, jobs: int | None) -> StageCost:
+def measure_stage(stage: str, spec: Path, jobs: int | str | None) -> StageCost:
     """Run one stage in a fresh process (``python -m crs.bench.paper_scale --stage ...``) and measure it."""
     report = spec.parent / f"stage-{stage}.json"
     command = [sys.executable, "-m", "crs.bench.paper_scale", "--stage", stage, "--spec", str(spec),
@@ -462,7 +462,7 @@ def measure_stage(stage: str, spec: Path, jobs: int | None) -> StageCost:
                      measured.returncode, error)
 
 
-def measure_in_process(stage: str, spec: Path, jobs: int | None, config: PaperScaleConfig | None = None) -> StageCost:
+def measure_in_process(stage: str, spec: Path, jobs: int | str | None, config: PaperScaleConfig | None = None) -> StageCost:
     """The same stage in this process (``--in-process``, quick runs): its peak includes whatever this
     process already held, so it bounds the stage's own peak from above."""
     sampler = _TreeSampler(os.getpid())

@@ -8,6 +8,7 @@ from crs.bench import corruptions as corruptions_bench
 from crs.bench import extract as extract_bench
 from crs.bench import paper_scale as paper_scale_bench
 from crs.bench import probes as probes_bench
+from crs.cli.stages import JobsType
 
 
 @click.group("bench")
@@ -56,7 +57,7 @@ def extract(as_json: bool, quick: bool, device: str) -> None:
               help="Corruptions per task (default: the modality's whole suite), each at every severity.")
 @click.option("--severities", default="1,2,3,4,5", show_default=True, help="Comma-separated severities.")
 @click.option("--n-boot", default=1000, show_default=True, type=click.IntRange(min=1), help="Score bootstrap replicates.")
-@click.option("--jobs", default=None, type=click.IntRange(min=1), help="Stage-2 workers [default: the spec's default].")
+@click.option("--jobs", default=None, type=JobsType(), help="Stage-2 workers, or 'auto' [default: the spec's default].")
 @click.option("--workdir", default=None, type=click.Path(file_okay=False),
               help="Folder for the generated cache and run [default: a new temporary folder].")
 @click.option("--keep", is_flag=True, help="Keep the work folder (cache, run folder, spec) instead of deleting it.")
@@ -64,7 +65,7 @@ def extract(as_json: bool, quick: bool, device: str) -> None:
               help="Run the stages in this process (quick runs: no start-up per stage; peaks are upper bounds).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def paper_scale(encoders: int, scale: float, dim: int, max_corruptions: int | None, severities: str, n_boot: int,
-                jobs: int | None, workdir: str | None, keep: bool, in_process: bool, as_json: bool) -> None:
+                jobs: int | str | None, workdir: str | None, keep: bool, in_process: bool, as_json: bool) -> None:
     """Stage 2 and scoring at the paper's sample counts: probe, score and report timed separately.
 
     Generates features with planted signal for ISIC 2019, APTOS 2019 and CheXpert (+ a MIMIC-CXR-sized

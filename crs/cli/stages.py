@@ -14,7 +14,28 @@ from crs.scoring.result import ScoreResult
 spec_argument = click.argument("spec_path", metavar="SPEC.toml", type=click.Path(dir_okay=False))
 cache_option = click.option("--cache", type=click.Path(file_okay=False), help="Cache root (overrides the spec).")
 out_option = click.option("--out", type=click.Path(file_okay=False), help="Output folder (overrides the spec).")
-jobs_option = click.option("--jobs", type=int, default=None, help="Worker processes for stage 2 (default: spec).")
+
+
+class JobsType(click.ParamType):
+    """``--jobs``: a positive number of worker processes, or ``auto`` (as many as memory and cores allow)."""
+
+    name = "N|auto"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int | str:
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+            return value
+        text = str(value).strip().lower()
+        if text == "auto":
+            return "auto"
+        if text.isdigit() and int(text) >= 1:
+            return int(text)
+        self.fail(f"{value!r} is neither 'auto' nor a positive number of worker processes", param, ctx)
+
+
+jobs_option = click.option(
+    "--jobs", type=JobsType(), default=None,
+    help="Worker processes for stage 2, or 'auto' (as many as memory and cores allow) [default: the spec's].",
+)
 cluster_option = click.option(
     "--cluster", default=None, help="Run stage 2 on Dask: tcp://HOST:PORT, or local:N for a local cluster."
 )
@@ -40,7 +61,7 @@ def _extract(bench: Benchmark, quiet: bool, shard: str | None = None, wait: bool
         click.echo("extract: every encoder was cached; no forward pass ran")
 
 
-def _probe(bench: Benchmark, jobs: int | None, cluster: str | None, quiet: bool, full: bool = False) -> None:
+def _probe(bench: Benchmark, jobs: int | str | None, cluster: str | None, quiet: bool, full: bool = False) -> None:
     started = time.perf_counter()
     outcome = bench.probe(jobs=jobs, cluster=cluster, progress=not quiet, full=full)
     click.echo(
@@ -69,7 +90,7 @@ def _report(bench: Benchmark, score: ScoreResult | None = None) -> Path:
     return path
 
 
-def _all_stages(bench: Benchmark, jobs: int | None, cluster: str | None, quiet: bool) -> None:
+def _all_stages(bench: Benchmark, jobs: int | str | None, cluster: str | None, quiet: bool) -> None:
     _extract(bench, quiet)
     _probe(bench, jobs, cluster, quiet)
     _report(bench, _score(bench))
@@ -97,7 +118,7 @@ def extract(spec_path: str, cache: str | None, out: str | None, quiet: bool, sha
 @cluster_option
 @quiet_option
 @click.option("--full", is_flag=True, help="Refit every unit instead of reusing unchanged ones.")
-def probe(spec_path: str, cache: str | None, out: str | None, jobs: int | None, cluster: str | None, quiet: bool,
+def probe(spec_path: str, cache: str | None, out: str | None, jobs: int | str | None, cluster: str | None, quiet: bool,
           full: bool) -> None:
     """Stage 2: fit probes on the cache and write run records (needs only the cache)."""
     _probe(Benchmark(spec_path, cache=cache, output=out), jobs, cluster, quiet, full)
@@ -130,7 +151,7 @@ def report(spec_path: str, cache: str | None, out: str | None) -> None:
 @cluster_option
 @quiet_option
 @skip_bad_option
-def run(spec_path: str, cache: str | None, out: str | None, jobs: int | None, cluster: str | None, quiet: bool,
+def run(spec_path: str, cache: str | None, out: str | None, jobs: int | str | None, cluster: str | None, quiet: bool,
         skip_bad: bool) -> None:
     """Extract, probe, score and report for one spec."""
     _all_stages(Benchmark(spec_path, cache=cache, output=out, skip_bad=skip_bad), jobs, cluster, quiet)
@@ -141,7 +162,7 @@ def run(spec_path: str, cache: str | None, out: str | None, jobs: int | None, cl
 @out_option
 @jobs_option
 @quiet_option
-def demo(cache: str | None, out: str | None, jobs: int | None, quiet: bool) -> None:
+def demo(cache: str | None, out: str | None, jobs: int | str | None, quiet: bool) -> None:
     """Run the whole pipeline on the built-in synthetic benchmark (no downloads)."""
     started = time.perf_counter()
     bench = Benchmark.demo(cache=cache, output=out)

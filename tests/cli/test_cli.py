@@ -200,3 +200,23 @@ def test_python_dash_m_crs_is_the_same_command_line():
 def test_stage_commands_live_in_their_own_module():
     for name in ("demo", "run", "extract", "probe", "score", "report"):
         assert cli.commands[name].callback.__module__ == "crs.cli.stages"
+
+
+@pytest.mark.parametrize(("given", "passed"), [("auto", "auto"), ("AUTO", "auto"), ("3", 3)])
+def test_jobs_option_takes_auto_or_a_count(runner, tmp_path, monkeypatch, given, passed):
+    seen = {}
+
+    def record_jobs(self, **kwargs):
+        seen.update(kwargs)
+        raise MemoryError("stop here")
+
+    monkeypatch.setattr(Benchmark, "probe", record_jobs)
+    runner.invoke(cli, ["probe", str(write_tiny_spec(tmp_path)), "-q", "--jobs", given])
+    assert seen["jobs"] == passed
+
+
+@pytest.mark.parametrize("given", ["0", "-1", "many"])
+def test_jobs_option_rejects_what_is_neither(runner, tmp_path, given):
+    result = runner.invoke(cli, ["probe", str(write_tiny_spec(tmp_path)), "-q", "--jobs", given])
+    assert result.exit_code == 2
+    assert "neither 'auto' nor a positive number of worker processes" in result.output
