@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from crs.axes import weighted_kernel
 from crs.axes._inputs import AxisInputError, binary_pair, check_kind, multiclass_pair, multilabel_pair
 from crs.axes.calibration import calibrated_ece_moments
 
@@ -79,8 +80,8 @@ def prepare_weights(
 ) -> ReplicateWeights:
     """Check (B, N) non-negative finite weights and lay them out in replicate blocks.
 
-    A block holds as many replicates as keep about three (cases x block) working arrays within
-    ``block_bytes`` (and at most 256); an already prepared :class:`ReplicateWeights` is returned as it is.
+    A block holds as many replicates as keep its (cases x block) working arrays (three on the numpy
+    path, the block alone with the compiled kernel) within ``block_bytes`` (and at most 256); an already prepared :class:`ReplicateWeights` is returned as it is.
     """
     if isinstance(weights, ReplicateWeights):
         return weights
@@ -100,8 +101,9 @@ def prepare_weights(
     totals = weights.sum(axis=1, dtype=np.float64)
     exact_uint16 = whole and (n_boot == 0 or float(totals.max()) <= _UINT16_TOTAL)
     dtype = np.dtype(np.uint16) if exact_uint16 else np.dtype(np.float64)
+    arrays = 1 if weighted_kernel.available() else 3  # the compiled kernel's only working array is the block
     block = int(
-        max(1, min(max(n_boot, 1), _MAX_BLOCK, block_bytes // max(3 * (n_cases + 1) * dtype.itemsize, 1)))
+        max(1, min(max(n_boot, 1), _MAX_BLOCK, block_bytes // max(arrays * (n_cases + 1) * dtype.itemsize, 1)))
     )
     blocks = []
     for start in range(0, n_boot, block):
@@ -239,15 +241,89 @@ def _block_auroc(
         return np.where(pairs > 0, numerator / np.where(pairs > 0, pairs, 1.0), np.nan)
 
 
+@dataclass(frozen=True)
+class _ScoreOrder:
+    """One column's scorable cases in score order, their side, and where each run of equal scores ends."""
+
+    order: np.ndarray
+    positive: np.ndarray
+    run_ends: np.ndarray
+
+
+def _score_order(scores: np.ndarray, positive: np.ndarray, negative: np.ndarray) -> _ScoreOrder:
+    """The order the kernel walks. Where positives outnumber negatives the sides swap and the order
+    reverses (AUROC is unchanged: P(s+ > s-) is P(-s- > -s+)), so the many cases take the kernel's
+    cheaper add-only path."""
+    rows = np.flatnonzero(positive | negative)
+    ranked = np.argsort(scores[rows])  # ties are walked as runs, so the order within a run does not matter
+    order = rows[ranked]
+    flip = positive.sum() > negative.sum()
+    if flip:
+        order = order[::-1]
+    ordered = scores[order]
+    run_ends = np.append(np.flatnonzero(ordered[1:] != ordered[:-1]) + 1, len(order)).astype(np.int64)
+    return _ScoreOrder(np.ascontiguousarray(order, dtype=np.int64), (negative if flip else positive)[order], run_ends)
+
+
+def _fused_block_auroc(found: _ScoreOrder, block: np.ndarray) -> np.ndarray:
+    """(b,) AUROC of one ordered column under one replicate block, by the compiled kernel; NaN where a side weighs 0."""
+    kernel = weighted_kernel.sorted_pass
+    assert kernel is not None
+    n_rep = block.shape[1]
+    exact = block.dtype == np.uint16  # replicate totals fit 16 bits: int32 sums are exact
+    accumulate = np.dtype(np.int32) if exact else np.dtype(np.float64)
+    below, run_positive, run_negative, total_positive = (np.empty(n_rep, dtype=accumulate) for _ in range(4))
+    twice = np.empty(n_rep, dtype=np.int64 if exact else np.float64)
+    kernel(block, found.order, found.positive, found.run_ends, below, run_positive, run_negative, twice, total_positive)
+    pairs = total_positive.astype(np.float64) * below.astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(pairs > 0, 0.5 * twice / np.where(pairs > 0, pairs, 1.0), np.nan)
+
+
+def _auroc_columns_fused(
+    columns: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], weights: ReplicateWeights, workers: int
+) -> np.ndarray:
+    """:func:`_auroc_columns` by the compiled one-pass kernel (:mod:`crs.axes.weighted_kernel`): the same values.
+
+    Each column is sorted once; per replicate block, ``workers`` threads share the columns (the kernel
+    releases the GIL).
+    """
+    out = np.full((weights.n_replicates, len(columns)), np.nan)
+    scorable = [c for c, (_, positive, negative) in enumerate(columns) if positive.any() and negative.any()]
+    pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 and len(scorable) > 1 else None
+    try:
+        mapper = pool.map if pool is not None else map
+        def order_of(c: int) -> _ScoreOrder:
+            return _score_order(*columns[c])
+
+        orders = dict(zip(scorable, mapper(order_of, scorable), strict=True))
+        for rows, block in zip(weights.rows(), weights.blocks, strict=True):
+
+            def one(c: int, block: np.ndarray = block) -> np.ndarray:
+                return _fused_block_auroc(orders[c], block)
+
+            for c, values in zip(scorable, mapper(one, scorable), strict=True):
+                out[rows, c] = values
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    return out
+
+
 def _auroc_columns(
     columns: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], weights: ReplicateWeights, workers: int
 ) -> np.ndarray:
     """(B, C) AUROC of (scores, positive, negative) columns.
 
+    With numba installed (and not switched off), :func:`_auroc_columns_fused` computes the same values
+    in one pass per column and block; the numpy path below is the fallback.
+
     Every column is sorted once; then, block by block, the looked-up side's weights are gathered
     once per distinct label column and each score column is summed. ``workers`` threads share the
     columns (numpy releases the GIL in its loops).
     """
+    if weighted_kernel.available():
+        return _auroc_columns_fused(columns, weights, workers)
     out = np.full((weights.n_replicates, len(columns)), np.nan)
     label_keys: dict[bytes, int] = {}
     side_of_column: list[int] = []
@@ -327,18 +403,20 @@ def weighted_auroc(
     labels = np.asarray(labels, dtype=np.float64)
     columns_2d = scores.ndim == 2
     score_columns = scores if columns_2d else scores[:, None]
-    if labels.ndim == 1:
-        labels = np.repeat(labels[:, None], score_columns.shape[1], axis=1)
-    if labels.shape != score_columns.shape:
+    if labels.shape not in (score_columns.shape, (len(score_columns),)):
         raise AxisInputError(
             f"labels {labels.shape} do not fit scores {scores.shape}: give (N,) or one column per score"
         )
     known = labels[~np.isnan(labels)]
     if not np.isin(known, (0.0, 1.0)).all():
         raise AxisInputError("labels must hold 0, 1 or NaN (ignored)")
-    columns = [
-        (score_columns[:, k], labels[:, k] == 1.0, labels[:, k] == 0.0) for k in range(score_columns.shape[1])
-    ]
+    if labels.ndim == 1:  # one label vector shared by every column: its sides are found once
+        sides = (labels == 1.0, labels == 0.0)
+        columns = [(score_columns[:, k], *sides) for k in range(score_columns.shape[1])]
+    else:
+        columns = [
+            (score_columns[:, k], labels[:, k] == 1.0, labels[:, k] == 0.0) for k in range(score_columns.shape[1])
+        ]
     out = _auroc_columns(columns, prepared, workers)
     return out if columns_2d else out[:, 0]
 

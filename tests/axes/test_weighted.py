@@ -3,7 +3,8 @@
 Oracles: scikit-learn's ``roc_auc_score(sample_weight=...)`` on random inputs with heavy ties
 (scores rounded to float16 and to coarse grids); crs.axes at unit weights; crs.axes on the
 expanded sample (case i repeated ``weights[b, i]`` times) for whole-number weights. Hand-derived
-values for the small cases are written next to them.
+values for the small cases are written next to them. Every test runs twice: through the compiled
+one-pass kernel (numba, :mod:`crs.axes.weighted_kernel`) and through the numpy path.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from crs import axes
-from crs.axes import AxisInputError
+from crs.axes import AxisInputError, weighted_kernel
 from crs.axes.weighted import (
     prepare_weights,
     weighted_auroc,
@@ -26,6 +27,16 @@ from crs.axes.weighted import (
 )
 
 EXACT = 1e-9
+
+
+@pytest.fixture(autouse=True, params=["compiled", "numpy"])
+def auroc_path(request, monkeypatch):
+    """Run each test through the compiled kernel and through the numpy path."""
+    if request.param == "compiled" and weighted_kernel.sorted_pass is None:
+        pytest.skip("numba is not installed (the `fast` extra)")
+    monkeypatch.setenv(weighted_kernel.DISABLE_ENV, "1" if request.param == "numpy" else "0")
+    assert weighted_kernel.available() == (request.param == "compiled")
+    return request.param
 
 
 def _sklearn_or_nan(y: np.ndarray, scores: np.ndarray, w: np.ndarray) -> float:
@@ -118,6 +129,20 @@ def test_block_size_and_threads_do_not_change_the_result():
     tiny_blocks = weighted_auroc(scores, y, weights, block_bytes=1, workers=2)
     assert len(prepare_weights(weights, block_bytes=1).blocks) == 40
     np.testing.assert_array_equal(one_block, tiny_blocks)
+
+
+def test_compiled_kernel_and_numpy_path_agree_exactly(monkeypatch):
+    rng = np.random.default_rng(5)
+    n = 3000
+    y = (rng.random((n, 4)) < [0.02, 0.3, 0.7, 0.95]).astype(np.float64)  # rare and majority positives
+    y[rng.random(y.shape) < 0.1] = np.nan  # ignored cases
+    scores = rng.random((n, 4)).astype(np.float16).astype(np.float32)  # float16 keys: many ties
+    for weights in (rng.multinomial(n, np.ones(n) / n, size=60), rng.exponential(1.0, size=(20, n))):
+        monkeypatch.setenv(weighted_kernel.DISABLE_ENV, "0")
+        compiled = weighted_auroc(scores, y, prepare_weights(weights), workers=2)
+        monkeypatch.setenv(weighted_kernel.DISABLE_ENV, "1")
+        numpy_path = weighted_auroc(scores, y, prepare_weights(weights))
+        np.testing.assert_allclose(compiled, numpy_path, rtol=0, atol=1e-12)
 
 
 # --- crs.axes at unit weights, and on the expanded sample ---------------------------------------------
