@@ -55,6 +55,9 @@ SELECTIONS = ("logloss", "auroc", "nll")
 serves calibration), macro one-vs-rest AUROC, or ``nll`` (another name for log-loss)."""
 VALIDATIONS = ("fraction", "full")
 """Validation split that chooses C: drawn at the training subset's label fraction, or the full split."""
+ROBUSTNESS_FRACTIONS = ("full", "all")
+"""Which probes are evaluated on the corrupted and shifted conditions: those of the full label
+fraction (the only ones the robustness axis and the report read; the default), or every probe."""
 
 
 def probe_grid(family: str, Cs: tuple[float, ...] | None = None) -> tuple[float, ...]:
@@ -232,6 +235,7 @@ class ProbeConfig:
     Cs: tuple[float, ...] | None = None
     selection: str = "logloss"
     validation: str = "fraction"
+    robustness_fractions: str = "full"
     min_per_class: int = DEFAULT_MIN_PER_CLASS
     jobs: int | str = "auto"
 
@@ -241,6 +245,7 @@ class ProbeConfig:
         _one_of(where, "family", self.family, PROBE_FAMILIES)
         _one_of(where, "selection", self.selection, SELECTIONS)
         _one_of(where, "validation", self.validation, VALIDATIONS)
+        _one_of(where, "robustness_fractions", self.robustness_fractions, ROBUSTNESS_FRACTIONS)
         _set(self, label_fractions=_items(where, "label_fractions", self.label_fractions, "float"))
         _set(self, seeds=_items(where, "seeds", self.seeds, "int"))
         if any(not 0 < f <= 1 for f in self.label_fractions):

@@ -17,7 +17,7 @@ from tiny import write_tiny_spec
 
 # Score tables whose values must not move when code moves; replicate tables are covered by their summaries.
 SCORE_TABLES = ("seed_axes", "axis_errors", "crs", "bootstrap", "rank_pairs")
-HOUSE_PROTOCOL = {"selection": "auroc", "validation": "full"}
+HOUSE_PROTOCOL = {"selection": "auroc", "validation": "full", "robustness_fractions": "all"}
 
 
 def run_reduced_benchmark(folder: Path) -> dict[str, pd.DataFrame]:

@@ -31,7 +31,7 @@ from crs.cache.store import FeatureStore, SampleTable, store_path
 from crs.data.base import VALIDATION_STREAM, nested_label_fractions
 from crs.evaluate import artifacts
 from crs.evaluate.memory import READ_ROWS, PeakRSS, UnitSize
-from crs.probes import ProbeSet, fit_probes
+from crs.probes import ProbeSet, distinct_probes, fit_probes
 from crs.probes.metrics import METRICS, evaluation_metrics
 from crs.spec import Spec
 
@@ -65,6 +65,7 @@ class ProbeSettings:
     selection: str = "logloss"
     min_per_class: int = 3
     validation: str = "fraction"
+    robustness_fractions: str = "full"
 
 
 @dataclass(frozen=True)
@@ -353,6 +354,8 @@ def run_unit(
         fractions = np.array([float(f) for f, _, _ in subsets])
         seeds = np.array([int(seed) for _, seed, _ in subsets], dtype=np.int64)
         full = np.flatnonzero(fractions == max(settings.label_fractions))
+        every_probe = np.arange(len(subsets))
+        robustness_probes = full if settings.robustness_fractions == "full" else every_probe
         keys = {"encoder": unit.encoder, "task": unit.task, "task_kind": kind, "label_fraction": fractions, "seed": seeds}
         probe_columns = {
             "n_train": np.array([len(rows) for _, _, rows in subsets], dtype=np.int64),
@@ -369,31 +372,39 @@ def run_unit(
         n_conditions = 0
         try:
             for condition in evaluation_conditions(unit, cache_root, store, table, X_test):
-                probs = predict_condition(probe_set, condition, table.task.n_outputs, clock)
+                # Which probes this condition evaluates (every probe on clean data; on corrupted and
+                # shifted data those of the full fraction unless asked), and of those the distinct ones:
+                # the full fraction's seeds train on the same rows, so they are one probe, predicted once.
+                evaluated = every_probe if condition.condition == "clean" else robustness_probes
+                distinct, copies = distinct_probes(probe_set, evaluated)
+                distinct_probs = predict_condition(probe_set.select(distinct), condition, table.task.n_outputs, clock)
                 with clock.phase("metrics"):
                     if not reference_columns:  # the columns the per-probe reference defines
-                        reference_columns = list(condition_metrics(condition.labels, probs[0], kind))
-                    metrics = probe_metrics(condition.labels, probs, kind, reference_columns)
+                        reference_columns = list(condition_metrics(condition.labels, distinct_probs[0], kind))
+                    metrics = probe_metrics(condition.labels, distinct_probs, kind, reference_columns)
                     frames.append(pd.DataFrame({
-                        **keys, "condition": condition.condition, "corruption": condition.corruption,
-                        "severity": int(condition.severity), "target": condition.target, **probe_columns,
-                        **metrics,
+                        **{name: value[evaluated] if isinstance(value, np.ndarray) else value for name, value in keys.items()},
+                        "condition": condition.condition, "corruption": condition.corruption,
+                        "severity": int(condition.severity), "target": condition.target,
+                        **{name: value[evaluated] for name, value in probe_columns.items()},
+                        **{name: value[copies] for name, value in metrics.items()},
                     }))
                 if writer is not None:
                     # Per-case predictions at the full label fraction (every seed) for reliability
                     # diagrams and the test-case level of the bootstrap. float32: float16 turns
                     # probabilities near 0 and 1 into ties and moves AUROC (measured 0.56 -> 0.49).
                     with clock.phase("save"):
-                        writer.add(artifacts.probs_key(condition.key), probs[full])
+                        at_full = copies[np.searchsorted(evaluated, full)]
+                        writer.add(artifacts.probs_key(condition.key), distinct_probs[at_full])
                         writer.add(artifacts.labels_key(condition.key), condition.labels)
                         if condition.condition == "clean":  # every fraction, for label efficiency's bootstrap
-                            writer.add(artifacts.ALL_CLEAN_PROBS, probs.astype(np.float16))
+                            writer.add(artifacts.ALL_CLEAN_PROBS, distinct_probs[copies].astype(np.float16))
                         if condition.groups is not None:  # the bootstrap resamples patients, not images
                             writer.add(condition.groups_key, condition.groups.astype(str))
                 if condition.condition == "clean":  # free the clean test rows: no later condition reads them
                     del X_test
                     condition.features = np.empty((0, 0), dtype=np.float16)
-                del probs
+                del distinct_probs
                 n_conditions += 1
             if writer is not None:
                 with clock.phase("save"):
@@ -465,6 +476,7 @@ def probe_settings(spec: Spec) -> ProbeSettings:
     return ProbeSettings(
         label_fractions=p.label_fractions, seeds=p.seeds, Cs=p.grid, backend=p.backend, family=p.family,
         selection=p.selection, min_per_class=p.min_per_class, validation=p.validation,
+        robustness_fractions=p.robustness_fractions,
     )
 
 

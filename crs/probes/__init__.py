@@ -13,7 +13,7 @@ import numpy as np
 
 from crs.probes import cuml, knn, ridge
 from crs.probes import sklearn as sklearn_engine
-from crs.probes.base import TASK_KINDS, LinearProbeSet, ProbeError, ProbeSet, prepare
+from crs.probes.base import TASK_KINDS, LinearProbeSet, ProbeError, ProbeSet, distinct_probes, prepare
 from crs.probes.selection import SELECTIONS, batched_auroc, batched_nll, macro_auroc
 from crs.spec import DEFAULT_CS, DEFAULT_KS, probe_grid
 from crs.spec import PROBE_BACKENDS as BACKENDS
@@ -29,6 +29,7 @@ __all__ = [
     "LinearProbeSet",
     "ProbeError",
     "ProbeSet",
+    "distinct_probes",
     "batched_auroc",
     "batched_nll",
     "fit_probes",

@@ -8,7 +8,8 @@ fit; they all hand back a :class:`ProbeSet` whose ``predict_proba`` is the one w
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -57,6 +58,39 @@ class ProbeSet:
     def predict_proba(self, X: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def probe_key(self, s: int) -> bytes:  # pragma: no cover - abstract
+        """Bytes equal for two subsets exactly when their probes predict the same (same fitted parameters)."""
+        raise NotImplementedError
+
+    def select(self, subsets: Sequence[int] | np.ndarray) -> ProbeSet:
+        """The probes of ``subsets`` only, in that order (a smaller set to predict with)."""
+        rows = np.asarray(subsets, dtype=np.int64)
+        chosen: dict[str, Any] = {
+            "selected_C": self.selected_C[rows], "val_score": self.val_score[rows],
+            "val_scores": self.val_scores[rows], "converged": self.converged[rows],
+        }  # fmt: skip
+        return replace(self, **chosen, **self._selected_parameters(rows))
+
+    def _selected_parameters(self, rows: np.ndarray) -> dict[str, Any]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+def distinct_probes(probe_set: ProbeSet, subsets: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which of ``subsets`` hold different probes: (the first subset of each distinct probe, and for
+    each of ``subsets`` the position of its probe among those). At the full label fraction every seed
+    trains on the same rows, so its probes are one probe: predicting it once is exact and 5x cheaper."""
+    subsets = np.asarray(subsets, dtype=np.int64)
+    first: dict[bytes, int] = {}
+    representative: list[int] = []
+    position = np.empty(len(subsets), dtype=np.int64)
+    for i, s in enumerate(subsets):
+        key = probe_set.probe_key(int(s))
+        if key not in first:
+            first[key] = len(representative)
+            representative.append(int(s))
+        position[i] = first[key]
+    return np.array(representative, dtype=np.int64), position
+
 
 @dataclass(frozen=True)
 class LinearProbeSet(ProbeSet):
@@ -88,6 +122,12 @@ class LinearProbeSet(ProbeSet):
 
     def predict_proba(self, X: np.ndarray) -> np.ndarray:
         return link_function(self.decision_function(X), self.link)
+
+    def probe_key(self, s: int) -> bytes:
+        return self.weights[s].tobytes() + self.bias[s].tobytes()
+
+    def _selected_parameters(self, rows: np.ndarray) -> dict[str, Any]:
+        return {"weights": self.weights[rows], "bias": self.bias[rows]}
 
 
 def max_last(values: np.ndarray) -> np.ndarray:

@@ -10,6 +10,7 @@ from ``Cs`` (default :data:`crs.spec.DEFAULT_KS`), each k clipped to the subset 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -69,6 +70,12 @@ class KNNProbeSet(ProbeSet):
             neighbours = neighbour_labels(train.astype(np.float32), query.astype(np.float32), k)
             out.append(_proba_for_ks(self.y_train[subset], neighbours, np.array([k]), self.kind, self.n_classes)[0])
         return np.stack(out)
+
+    def probe_key(self, s: int) -> bytes:
+        return np.asarray(self.subsets[s]).tobytes() + np.float64(self.selected_C[s]).tobytes()
+
+    def _selected_parameters(self, rows: np.ndarray) -> dict[str, Any]:
+        return {"subsets": tuple(self.subsets[int(r)] for r in rows), "means": self.means[rows], "stds": self.stds[rows]}
 
 
 def fit(problem: ProblemData, selection: str, **_options) -> KNNProbeSet:

@@ -74,11 +74,12 @@ class CaseBootstrapError(ScoreInputError):
     """Per-case predictions are missing or do not fit the run records; the message says the fix."""
 
 
-DEFAULT_WORKERS = 1
-"""Threads for the weighted AUROC unless asked: one. Measured side by side on one CheXpert-sized unit
-(38,000 rows, 91 columns, 1,000 replicates) on the 2-core development machine under load (load
-average about 5): 1 thread 26.4 s wall / 17.5 s CPU, 2 threads 34.5-37.6 s wall / 23.4-25.7 s CPU.
-What 2 threads gain on an idle machine was not measured; pass ``workers`` to try."""
+DEFAULT_WORKERS = 2
+"""Threads for the weighted AUROC unless asked (never more than the cores). Measured side by side on the
+paper-size synthetic run (15 encoders x 3 tasks, 1,000 replicates, compiled kernel;
+``python -m crs.bench.scoring --run-folder DIR --reuse --workers N``) on the 2-core development machine,
+load average about 2: 1 thread 174 s wall / 183 s CPU, 2 threads 122 s wall / 188 s CPU. (Under a load
+average of 5, with the numpy path, 2 threads had been slower than 1.)"""
 
 
 def default_workers() -> int:

@@ -350,7 +350,7 @@ def score_records(
     (``score_records(records, "resnet50", n_boot=200)``). ``settings.case_level`` adds the second
     bootstrap level (patients or lesions resampled within strata, :mod:`crs.scoring.case_bootstrap`);
     it reads the per-case predictions stage 2 wrote into ``run_folder`` (or ``predictions_dir``, its
-    ``predictions`` folder). ``workers``: threads of the weighted AUROC (default 1; see ``case_bootstrap.DEFAULT_WORKERS``).
+    ``predictions`` folder). ``workers``: threads of the weighted AUROC (default 2, at most the cores; see ``case_bootstrap.DEFAULT_WORKERS``).
     The point estimate is made once, from the run records, and handed to every later step.
     """
     if isinstance(settings, str):
