@@ -3,8 +3,10 @@
 tests/golden/house holds the stage-2 tables (run records, seed aggregates) written by
 tests/golden/make_house_golden.py on the commit in tests/golden/house/COMMIT, before any module
 moved (issue 13). tests/golden/score holds the score tables, written the same way on the commit in
-tests/golden/score/COMMIT, after the score was redefined on purpose (issue 14). Columns added
-later are allowed; every pinned column must keep its values.
+tests/golden/score/COMMIT, after the score was redefined on purpose (issue 14). Both were rewritten
+once more when identical probes began to be predicted once (docs/decisions/0025: float32 products
+of a different width, last-bit changes). Columns added later are allowed; every pinned column must
+keep its values.
 """
 
 from __future__ import annotations
