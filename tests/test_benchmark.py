@@ -41,9 +41,11 @@ def test_records_cover_every_probe_and_condition(tiny_run):
     probes = records.drop_duplicates(["encoder", "task", "label_fraction", "seed"])
     assert len(probes) == 2 * 3 * 2 * 2  # encoders x tasks x fractions x seeds
     per_probe = records.groupby(["encoder", "task", "label_fraction", "seed"]).size()
-    # clean + 4 corrupt variants, + 1 shift condition on the chest task
-    assert set(per_probe.xs("cxr", level="task")) == {6}
-    assert set(per_probe.xs("derm", level="task")) == {5}
+    # full fraction: clean + 4 corrupt variants, + 1 shift condition on the chest task; below it clean only
+    # (robustness_fractions = "full", the default)
+    assert set(per_probe.xs(("cxr", 1.0), level=("task", "label_fraction"))) == {6}
+    assert set(per_probe.xs(("derm", 1.0), level=("task", "label_fraction"))) == {5}
+    assert set(per_probe.xs(0.25, level="label_fraction")) == {1}
     clean = records[records["condition"] == "clean"]
     assert clean["auroc"].between(0, 1).all()
     assert clean["ece"].between(0, 1).all()

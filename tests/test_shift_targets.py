@@ -81,9 +81,10 @@ def test_each_target_has_its_own_store_records_and_predictions(two_sites):
     sizes = {name: len(FeatureStore(store_path(spec.cache, name)).read_table().indices("test")) for name in TARGETS}
     assert sizes == {"cxr-b": 60, "cxr-c": 50}
     shift = records[records["condition"] == "shift"]
-    # every probe (encoder x fraction x seed) has one row per target
+    # every full-fraction probe (encoder x seed) has one row per target (robustness_fractions = "full")
     per_probe = shift.groupby(["encoder", "label_fraction", "seed"])["target"].apply(lambda names: tuple(sorted(names)))
-    assert len(per_probe) == 2 * 2 * 2 and set(per_probe) == {TARGETS}
+    assert len(per_probe) == 2 * 1 * 2 and set(per_probe) == {TARGETS}
+    assert set(shift["label_fraction"]) == {1.0}
     for encoder in spec.encoder_names:
         arrays = bench.folder.read_predictions(encoder, "cxr")
         keys = artifacts.shift_keys(arrays)
