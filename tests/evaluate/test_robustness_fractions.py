@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from crs.probes import distinct_probes, fit_probes
+
 from tiny import write_tiny_spec
 
 METRICS = ("auroc", "ece", "brier", "nll")
