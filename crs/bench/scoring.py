@@ -17,20 +17,25 @@ Measured: wall and CPU seconds of the scoring (the synthetic predictions are mad
 clock and reported apart), the process's peak RSS, and the number of (replicate x row x column)
 AUROC terms. Run ``python -m crs.bench.scoring`` (``--quick`` for a small size).
 
-Measured once at paper size on the 2-core development machine while other jobs held it (load
-average 5.6-5.8, this process got 47 % of one core): scoring 392 s CPU, 829 s wall, peak RSS
-0.55 GiB; 3.09e11 AUROC terms, about 1.2 CPU ns each; synthetic predictions 26 s apart. The wall
-time on an idle machine, and what the second worker thread gains there, were not measured.
+Measured at paper size on the 2-core development machine (2026-12-03, load average 1-2.5 from
+one niced neighbour), ``python -m crs.bench.scoring --run-folder DIR [--reuse] --workers N``:
 
-The real path, ``python -m crs.bench.scoring --run-folder DIR``: the same synthetic predictions
-written as stage 2 stores them (:func:`write_synthetic_run`, with group ids; 4.2 GB of npz at paper
-size) and scored by :func:`crs.scoring.result.score_records` with the case-level bootstrap (group
-draws, rank sets, reversals, stability) in a fresh process. Measured once at paper size (15
-encoders x 3 tasks, 1,000 replicates, 2 worker threads) on the 2-core development machine under
-other helpers' load (load average 3.2 at the start, 6.9 at the end; the process got 0.59 of a core):
-scoring 807 s wall, 480 s CPU, peak RSS 1.09 GiB (under the 4 GiB bound; the 5-minute bound is not
-met here: 480 s CPU is above 300 s even before the load); writing the run folder 475 s apart.
-Leading tier 5 encoders; 33 reversals, 15 robust; noise alone reorders 9.5 CRS pairs on average.
+=====================================  ============  ===========  ==========
+scoring through ``score_records``       wall s        CPU s        peak RSS
+=====================================  ============  ===========  ==========
+numpy weighted AUROC, 2 threads         283           411          1.13 GiB
+compiled kernel (numba), 2 threads      151           205          1.29 GiB
++ introsort and shared label sides, 2   122           188          1.24 GiB
+the same, 1 thread                      174           183          1.21 GiB
++ one encoder per thread, 2 threads     **105**       186          1.89 GiB
+=====================================  ============  ===========  ==========
+
+Every run: leading tier of 5 encoders, 33 reversals of which 15 robust, noise alone reordering 9.5 CRS
+pairs on average (the same replicates, so the same figures). Writing the run folder (4.7 GB of npz)
+took 83 s apart. Profile of the 1-thread run (cProfile): the kernel 114 s for 3.09e11 terms (0.37
+ns a term), sorting 28.7 s before introsort (6x faster a sort after it, timed on one 38,000-row column),
+the weighted ECE 20 s. Earlier, under
+a load average of 3-7, the numpy path took 807 s wall / 480 s CPU.
 """
 
 from __future__ import annotations
