@@ -75,7 +75,7 @@ def test_h5_round_trip_gives_identical_run_records(cache, tmp_path):
     assert "clean 60x120" in result.output and "corrupt/gaussian_noise/2" in result.output
     original = run_unit(ProbeUnit("pixel_stats", "fundus"), cache, SETTINGS).records
     imported = run_unit(ProbeUnit("pixel_copy", "fundus"), cache, SETTINGS).records
-    assert len(original) == 2 * 2 * 2  # 2 fractions x 2 seeds x (clean + 1 corruption)
+    assert len(original) == 2 * 2 + 2  # clean: 2 fractions x 2 seeds; 1 corruption: the full fraction x 2 seeds
     pd.testing.assert_frame_equal(original.drop(columns="encoder"), imported.drop(columns="encoder"))
     store, _ = stored(cache)
     fields = store.encoder_group("pixel_copy", store.current_fingerprint("pixel_copy")).attrs["fields"]
