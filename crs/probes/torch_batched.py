@@ -506,6 +506,7 @@ def fit(
     max_iter: int = 2000,
     share_basis: bool = True,
     family: str = "logistic",
+    warm_groups: bool = True,
 ):
     """Fit every (unique subset, C) as batched problems grouped by subset size; choose C per subset.
 
@@ -518,6 +519,9 @@ def fit(
     solution, so the probes kept meet the tight tolerance and the others cost little.
     ``share_basis``: subsets with more rows than features are rotated into the eigenbasis of the
     unit's largest subset (one D x D eigendecomposition per unit instead of one per subset).
+    ``warm_groups``: with a shared basis, each label fraction's path starts from the previous (smaller,
+    nested) fraction's solution at the first C instead of zero (:func:`warm_start`; same optimum,
+    fewer L-BFGS steps).
     ``random_state`` and ``n_jobs`` are accepted for interface parity (the solver is deterministic;
     threads are the caller's torch setting).
     """
@@ -545,17 +549,23 @@ def fit(
     Cs = torch.as_tensor(problem.Cs, dtype=torch_dtype, device=torch_device)
     with torch.no_grad():
         shared_V = shared_basis(problem, torch_device, torch_dtype) if share_basis else None
+        previous_first_C = None  # the previous group's path solutions at the first C, in the shared basis
         for size in np.unique(sizes):
             members = np.flatnonzero(sizes == size).tolist()
             bases = build_group(problem, members, torch_device, torch_dtype, shared_V)
             S, R = len(members), bases.problem.Z.shape[2]
+            in_shared_basis = warm_groups and shared_V is not None and size > D
             if path == "batched":
                 W0 = torch.zeros(S, nC, R, K, dtype=torch_dtype, device=torch_device)
                 W_path, _ = lbfgs(bases.problem, Cs, W0, path_options)
                 w, b = fold(bases, W_path, problem)
                 scores[members] = _val_scores(problem, val_centered, w, b, selection, members)
             else:
-                W_path = _warm_path(problem, bases, members, Cs, path_options, selection, patience, val_centered, scores)
+                first_C_start = warm_start(previous_first_C, bases.problem) if in_shared_basis else None
+                W_path = _warm_path(
+                    problem, bases, members, Cs, path_options, selection, patience, val_centered, scores, first_C_start
+                )
+                previous_first_C = W_path[:, 0].clone() if in_shared_basis else None
             # Refine each subset's selected C to the final tolerance, warm from its path solution.
             best = selected[members] = select_C(scores[members])
             rows = torch.as_tensor(best, device=torch_device)
@@ -569,13 +579,33 @@ def fit(
     return assemble_linear(problem, "torch", family, selection, scores, weights, bias, converged, best=selected)
 
 
-def _warm_path(problem, bases, members, Cs, options, selection, patience, val_centered, scores) -> torch.Tensor:
-    """C ascending, each fit warm-started from the previous C; a subset stops after ``patience``
-    falls of its validation score. Fills the validation scores of the C reached; returns the rotated
-    path solutions (S, nC, R, K) (zeros where not reached)."""
+def warm_start(previous: torch.Tensor | None, problem: GroupProblem) -> torch.Tensor | None:
+    """A start (S, 1, R, K) for a group's first C: the previous (smaller, nested) label fraction's
+    solutions at that C, when both groups live in the shared basis (same R). Member s takes the
+    previous group's member s (the same seed) or, when the counts differ (the full fraction's one
+    subset), their mean; outputs the group cannot fit (an absent class, a constant label) start at 0.
+    The optimum is the problem's own; only the number of L-BFGS steps to reach it changes."""
+    if previous is None or previous.shape[1] != problem.Z.shape[2]:
+        return None
+    S = problem.Z.shape[0]
+    start = previous if previous.shape[0] == S else previous.mean(dim=0, keepdim=True).expand(S, -1, -1)
+    if problem.multilabel:
+        live = problem.label_rows > 0
+    else:
+        assert problem.class_mask is not None
+        live = torch.isfinite(problem.class_mask)
+    return (start * live[:, None, :].to(start.dtype))[:, None].clone()
+
+
+def _warm_path(
+    problem, bases, members, Cs, options, selection, patience, val_centered, scores, start: torch.Tensor | None = None
+) -> torch.Tensor:
+    """C ascending, each fit warm-started from the previous C (the first from ``start``, else 0); a
+    subset stops after ``patience`` falls of its validation score. Fills the validation scores of
+    the C reached; returns the rotated path solutions (S, nC, R, K) (zeros where not reached)."""
     S, R, K = len(members), bases.problem.Z.shape[2], problem.n_classes
     W_path = torch.zeros(S, len(Cs), R, K, dtype=bases.problem.Z.dtype, device=bases.problem.Z.device)
-    W = torch.zeros(S, 1, R, K, dtype=W_path.dtype, device=W_path.device)
+    W = start if start is not None else torch.zeros(S, 1, R, K, dtype=W_path.dtype, device=W_path.device)
     best = np.full(S, -np.inf)
     falls = np.zeros(S, dtype=int)
     running = np.arange(S)

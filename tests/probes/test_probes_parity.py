@@ -124,3 +124,35 @@ def test_shared_basis_reaches_the_same_probes_and_is_refused_for_a_rank_deficien
     X_dup = np.concatenate([X, X[:, :1] * 2.0], axis=1)  # a feature that is twice another: rank 24 of 25
     data = prepare(X_dup[:400], y[:400], X_dup[400:550], y[400:550], subsets, "multiclass", (1.0,), 4)
     assert shared_basis(data, torch.device("cpu"), torch.float32) is None
+
+
+@pytest.mark.parametrize("kind", ["multiclass", "multilabel"])
+def test_warm_started_label_fractions_reach_the_same_probes_in_fewer_steps(kind, monkeypatch):
+    """Each fraction's path starting from the smaller nested fraction's solution (shared basis) is
+    only a different starting point: the probes equal those fitted from zero, and L-BFGS evaluates
+    the objective fewer times."""
+    import crs.probes.torch_batched as torch_batched
+
+    X, y = learnable(kind, n=1400, seed=6)
+    rng = np.random.default_rng(0)
+    order = rng.permutation(1000)
+    subsets = [np.sort(order[:n]) for n in (100, 250, 500, 1000)]  # nested fractions, all with > D rows
+    common = dict(backend="torch", Cs=(1e-2, 1e-1, 1.0), n_classes=4, tol=1e-7, path_tol=1e-7)
+    evaluations = {}
+    fitted = {}
+    for warm in (False, True):
+        count = [0]
+        original = torch_batched.GroupProblem.value_and_grad
+
+        def counting(self, W, lam, original=original, count=count):
+            count[0] += 1
+            return original(self, W, lam)
+
+        monkeypatch.setattr(torch_batched.GroupProblem, "value_and_grad", counting)
+        fitted[warm] = fit_probes(X[:1000], y[:1000], X[1000:1200], y[1000:1200], subsets, kind,
+                                  warm_groups=warm, **common)
+        evaluations[warm] = count[0]
+        monkeypatch.setattr(torch_batched.GroupProblem, "value_and_grad", original)
+    np.testing.assert_array_equal(fitted[True].selected_C, fitted[False].selected_C)
+    np.testing.assert_allclose(fitted[True].predict_proba(X[1200:]), fitted[False].predict_proba(X[1200:]), atol=1e-4)
+    assert evaluations[True] < evaluations[False], evaluations
