@@ -523,9 +523,10 @@ def per_unit(folder: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     costs = pd.read_csv(path)
+    workers = int(costs["worker_pid"].nunique()) if "worker_pid" in costs else 1
     rows = []
     for task, group in costs.groupby("task", sort=False):
-        row: dict[str, Any] = {"task": str(task), "units": int(len(group))}
+        row: dict[str, Any] = {"task": str(task), "units": int(len(group)), "workers": workers}
         for column in ("wall_s", "cpu_s"):
             if column in group:
                 row[f"mean_{column}"] = float(group[column].mean())
@@ -539,18 +540,22 @@ def fifteen_encoders(stages: Sequence[StageCost], startup: StageCost, encoders: 
                      units: Sequence[dict[str, Any]] = ()) -> dict[str, float]:
     """Each stage's wall seconds for 15 encoders: (measured - start-up) / N x 15 + start-up.
 
-    With per-unit costs (``probe_costs.csv``) also ``probe_from_units``: 15 units per task at the
-    task's mean unit wall time, divided by the parallelism this run reached (the sum of its unit
-    times over the probe stage's wall time less start-up). Not added into ``total``.
+    With per-unit costs (``probe_costs.csv``) also ``probe_from_units``: per-unit cost x units, i.e.
+    15 units per task at the task's mean unit wall time shared by the run's W workers (distinct
+    worker processes in the file), plus start-up and the probe stage's fixed part (its wall time
+    beyond start-up and its units' time / W: worker start, records, audit, measured once, not per
+    encoder); and ``total_from_units``: that plus the other stages as above.
     """
     base = startup.wall_s
     totals = {s.stage: base + max(s.wall_s - base, 0.0) / encoders * PAPER_ENCODERS for s in stages}
     totals["total"] = sum(totals.values())
     probe = next((s for s in stages if s.stage == "probe"), None)
     if probe is not None and units and all("mean_wall_s" in u for u in units):
+        workers = max(int(u.get("workers", 1)) for u in units)
         unit_seconds = sum(u["mean_wall_s"] * u["units"] for u in units)
-        parallel = max(unit_seconds / max(probe.wall_s - base, 1e-9), 1.0)
-        totals["probe_from_units"] = base + sum(u["mean_wall_s"] * PAPER_ENCODERS for u in units) / parallel
+        fixed = max(probe.wall_s - base - unit_seconds / workers, 0.0)
+        totals["probe_from_units"] = base + fixed + sum(u["mean_wall_s"] * PAPER_ENCODERS for u in units) / workers
+        totals["total_from_units"] = totals["total"] - totals["probe"] + totals["probe_from_units"]
     return totals
 
 
@@ -653,10 +658,14 @@ def format_result(result: PaperScaleResult) -> str:
         lines.append("  per unit: no probe_costs.csv in the run folder (crs probe of this version does not write it)")
     totals = dict(result.total_15)
     from_units = totals.pop("probe_from_units", None)
+    total_from_units = totals.pop("total_from_units", None)
     lines.append(f"  {PAPER_ENCODERS} encoders (measured per-encoder cost x {PAPER_ENCODERS}): " + ", ".join(
         f"{stage} {seconds / 60:.1f} min" for stage, seconds in totals.items()))
-    if from_units is not None:
-        lines.append(f"  probe for {PAPER_ENCODERS} encoders from the per-unit costs: {from_units / 60:.1f} min")
+    if from_units is not None and total_from_units is not None:
+        workers = max(int(u.get("workers", 1)) for u in result.units)
+        lines.append(f"  {PAPER_ENCODERS} encoders by per-unit cost x units ({PAPER_ENCODERS} units per task on {workers} "
+                     f"worker(s), plus the probe stage's fixed part): probe {from_units / 60:.1f} min, "
+                     f"total {total_from_units / 60:.1f} min")
     return "\n".join(lines)
 
 

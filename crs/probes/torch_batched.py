@@ -13,7 +13,8 @@ standardised features, intercept unpenalised); what changes is how it is solved:
 * C path (``path="warm"``, default on CPU): C values in ascending order, each warm-started from the
   previous solution, and a subset's path stops once validation score has fallen ``patience`` times
   in a row (the large-C fits are the slowest and are rarely selected). ``path="batched"`` (default
-  on GPU) solves every C at once from zero.
+  on GPU) solves every C at once from zero. With a shared basis, a label fraction's path starts
+  from the next smaller (nested) fraction's solution at the first C (``warm_groups``).
 * Identical subsets (the 100 % fraction drawn by every seed) are fitted once (see ``prepare``).
 
 Convergence: a problem stops when the infinity norm of the gradient of the mean-form objective

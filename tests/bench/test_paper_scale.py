@@ -103,7 +103,8 @@ def test_cli_runs_every_stage_and_deletes_its_work_folder(tmp_path):
         assert stage["returncode"] == 0 and stage["wall_s"] > 0 and stage["peak_tree_rss_bytes"] > 0
     assert outcome["prepare"]["imports"] == 20 and outcome["sizes"]["chexpert"]["conditions"] == 2
     totals = outcome["total_15"]
-    assert {"probe", "score", "report", "total"} <= set(totals) <= {"probe", "score", "report", "total", "probe_from_units"}
+    assert {"probe", "score", "report", "total"} <= set(totals) <= {"probe", "score", "report", "total", "probe_from_units",
+                                                                 "total_from_units"}
     assert totals["total"] == pytest.approx(totals["probe"] + totals["score"] + totals["report"])
     assert not work.exists()
 
@@ -120,6 +121,14 @@ def test_fifteen_encoder_totals_scale_the_measured_cost_per_encoder():
     assert totals["probe"] == pytest.approx(152.0) and totals["score"] == pytest.approx(2 + 2 / 2 * 15)
     assert totals["total"] == pytest.approx(152.0 + 17.0)
     assert totals["probe_from_units"] == pytest.approx(152.0)
+    assert totals["total_from_units"] == pytest.approx(152.0 + 17.0)
+    # two workers: the units' 20 s took 10 s of the stage's 13 s beyond start-up, so 3 s are fixed;
+    # 15 encoders: 2 + 3 + 15 x (4 + 6) / 2 = 80 s
+    two = [dict(unit, workers=2) for unit in units]
+    stages = [StageCost("probe", 15.0, 20.0, 0, 0, 0), StageCost("score", 4.0, 3.0, 0, 0, 0)]
+    totals = fifteen_encoders(stages, startup, 2, two)
+    assert totals["probe_from_units"] == pytest.approx(80.0)
+    assert totals["total_from_units"] == pytest.approx(80.0 + 17.0)
 
 
 def test_per_unit_figures_come_from_probe_costs_csv(tmp_path):
@@ -127,9 +136,9 @@ def test_per_unit_figures_come_from_probe_costs_csv(tmp_path):
 
     assert per_unit(tmp_path) == []  # crs probe without per-unit costs: nothing to read
     (tmp_path / "probe_costs.csv").write_text(
-        "encoder,task,wall_s,cpu_s,peak_rss_bytes\nenc00,isic2019,10,9,100\nenc01,isic2019,14,12,300\n"
-        "enc00,chexpert,100,90,2000\n")
+        "encoder,task,wall_s,cpu_s,peak_rss_bytes,worker_pid\nenc00,isic2019,10,9,100,7\nenc01,isic2019,14,12,300,8\n"
+        "enc00,chexpert,100,90,2000,7\n")
     rows = {row["task"]: row for row in per_unit(tmp_path)}
-    assert rows["isic2019"] == {"task": "isic2019", "units": 2, "mean_wall_s": 12.0, "mean_cpu_s": 10.5,
+    assert rows["isic2019"] == {"task": "isic2019", "units": 2, "workers": 2, "mean_wall_s": 12.0, "mean_cpu_s": 10.5,
                                 "max_peak_rss_bytes": 300}
     assert rows["chexpert"]["units"] == 1 and rows["chexpert"]["max_peak_rss_bytes"] == 2000
