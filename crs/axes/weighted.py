@@ -493,6 +493,28 @@ def _bin_index(confidence: np.ndarray, n_bins: int) -> np.ndarray:
     return np.clip(np.searchsorted(edges, confidence, side="right") - 1, 0, n_bins - 1)
 
 
+def _known_columns(known: np.ndarray | None, confidence_2d: np.ndarray) -> np.ndarray:
+    """Which (case, column) entries count: all, or ``known`` broadcast to the columns."""
+    if known is None:
+        return np.ones(confidence_2d.shape, dtype=bool)
+    return np.broadcast_to(np.asarray(known, dtype=bool).reshape(confidence_2d.shape[0], -1), confidence_2d.shape)
+
+
+def _per_bin_sums(
+    confidence_2d: np.ndarray, known_2d: np.ndarray, values: np.ndarray, n_bins: int, prepared: ReplicateWeights
+):
+    """Per replicate block: (rows, weighted sum of ``values`` per confidence bin (b, C, bins), weighted
+    count of the known cases (b, C)). One (N x C bins) design, one matrix product per block."""
+    n_cases, n_columns = confidence_2d.shape
+    bins = _bin_index(np.where(known_2d, confidence_2d, 0.0), n_bins)
+    design = np.zeros((n_cases, n_columns * n_bins))
+    design[np.arange(n_cases)[:, None], np.arange(n_columns)[None, :] * n_bins + bins] = values
+    known_float = known_2d.astype(np.float64)
+    for rows, block in zip(prepared.rows(), prepared.blocks, strict=True):
+        block_float = block[:-1].T.astype(np.float64)  # (b, N)
+        yield rows, (block_float @ design).reshape(-1, n_columns, n_bins), block_float @ known_float
+
+
 def weighted_binned_ece(
     confidence: np.ndarray,
     correct: np.ndarray,
@@ -522,24 +544,10 @@ def weighted_binned_ece(
         raise AxisInputError(
             f"confidence {confidence.shape} and correct {correct.shape} must match and have {prepared.n_cases} cases"
         )
-    known_2d = (
-        np.ones(confidence_2d.shape, dtype=bool)
-        if known is None
-        else np.broadcast_to(
-            np.asarray(known, dtype=bool).reshape(confidence_2d.shape[0], -1), confidence_2d.shape
-        )
-    )
-    n_cases, n_columns = confidence_2d.shape
-    bins = _bin_index(np.where(known_2d, confidence_2d, 0.0), n_bins)
+    out = np.empty((prepared.n_replicates, confidence_2d.shape[1]))
+    known_2d = _known_columns(known, confidence_2d)
     residual = np.where(known_2d, correct_2d - confidence_2d, 0.0)
-    design = np.zeros((n_cases, n_columns * n_bins))
-    design[np.arange(n_cases)[:, None], np.arange(n_columns)[None, :] * n_bins + bins] = residual
-    known_float = known_2d.astype(np.float64)
-    out = np.empty((prepared.n_replicates, n_columns))
-    for rows, block in zip(prepared.rows(), prepared.blocks, strict=True):
-        block_float = block[:-1].T.astype(np.float64)  # (b, N)
-        gaps = (block_float @ design).reshape(-1, n_columns, n_bins)
-        total = block_float @ known_float
+    for rows, gaps, total in _per_bin_sums(confidence_2d, known_2d, residual, n_bins, prepared):
         with np.errstate(invalid="ignore", divide="ignore"):
             out[rows] = np.where(
                 total > 0, np.abs(gaps).sum(axis=-1) / np.where(total > 0, total, 1.0), np.nan
@@ -600,24 +608,11 @@ def weighted_calibrated_ece(
     confidence_2d = confidence if columns_2d else confidence[:, None]
     if confidence_2d.shape[0] != prepared.n_cases:
         raise AxisInputError(f"confidence {confidence.shape} must have {prepared.n_cases} cases")
-    known_2d = (
-        np.ones(confidence_2d.shape, dtype=bool)
-        if known is None
-        else np.broadcast_to(
-            np.asarray(known, dtype=bool).reshape(confidence_2d.shape[0], -1), confidence_2d.shape
-        )
-    )
-    n_cases, n_columns = confidence_2d.shape
-    bins = _bin_index(np.where(known_2d, confidence_2d, 0.0), n_bins)
+    out = np.empty((prepared.n_replicates, confidence_2d.shape[1]))
+    known_2d = _known_columns(known, confidence_2d)
     variance = np.where(known_2d, confidence_2d * (1.0 - confidence_2d), 0.0)
-    design = np.zeros((n_cases, n_columns * n_bins))
-    design[np.arange(n_cases)[:, None], np.arange(n_columns)[None, :] * n_bins + bins] = variance
-    known_float = known_2d.astype(np.float64)
-    out = np.empty((prepared.n_replicates, n_columns))
-    for rows, block in zip(prepared.rows(), prepared.blocks, strict=True):
-        block_float = block[:-1].T.astype(np.float64)  # (b, N)
-        per_bin = (block_float @ design).reshape(-1, n_columns, n_bins)
-        out[rows] = calibrated_ece_moments(per_bin, block_float @ known_float)[0]
+    for rows, per_bin, total in _per_bin_sums(confidence_2d, known_2d, variance, n_bins, prepared):
+        out[rows] = calibrated_ece_moments(per_bin, total)[0]
     return out if columns_2d else out[:, 0]
 
 
