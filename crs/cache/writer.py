@@ -24,6 +24,7 @@ import numpy as np
 import zarr
 from zarr.core.array_spec import ArrayConfigParams
 
+from crs.cache.direct import chunk_file
 from crs.cache.store import FEATURE_DTYPE, CacheError, child_array
 from crs.spec import for_setting
 
@@ -48,15 +49,6 @@ def is_marker_array(name: str) -> bool:
 def chunk_checksum(stored: np.ndarray) -> bytes:
     """sha256 of a chunk as stored: float16, little-endian, C order (see :data:`CHECKSUM_RULE`)."""
     return hashlib.sha256(np.ascontiguousarray(stored, dtype="<f2").tobytes()).digest()
-
-
-def chunk_file(array: zarr.Array, chunk: int) -> Path | None:
-    """The file holding row chunk ``chunk`` of a 2-D (or flag chunk of a 1-D) array on a local store."""
-    root = getattr(array.store, "root", None)
-    if root is None:
-        return None
-    coords = (chunk,) + (0,) * (len(array.shape) - 1)
-    return Path(root) / array.path / array.metadata.encode_chunk_key(coords)
 
 
 def fsync_file(path: Path | None) -> None:
