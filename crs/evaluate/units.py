@@ -27,6 +27,7 @@ import pandas as pd
 import zarr
 
 from crs import axes
+from crs.cache.direct import read_block
 from crs.cache.store import FeatureStore, SampleTable, store_path
 from crs.data.base import VALIDATION_STREAM, nested_label_fractions
 from crs.evaluate import artifacts
@@ -169,7 +170,7 @@ def read_rows(array: zarr.Array, row_sets: list[np.ndarray]) -> list[np.ndarray]
     dtype, reading ``array`` one block at a time (blocks without a wanted row are skipped)."""
     outs = [np.empty((len(rows), array.shape[1]), dtype=array.dtype) for rows in row_sets]
     for start, stop, spans in _blocks(array, row_sets):
-        data = np.asarray(array[start:stop])
+        data = read_block(array, start, stop)
         for out, rows, (lo, hi) in zip(outs, row_sets, spans, strict=True):
             out[lo:hi] = data[rows[lo:hi] - start]
     return outs
@@ -181,10 +182,10 @@ def iter_rows(array: zarr.Array, rows: np.ndarray | None = None) -> Iterator[tup
     if rows is None:
         step = block_rows(array)
         for start in range(0, array.shape[0], step):
-            yield start, np.asarray(array[start : start + step])
+            yield start, read_block(array, start, start + step)
         return
     for start, stop, ((lo, hi),) in _blocks(array, [rows]):
-        yield lo, np.asarray(array[start:stop])[rows[lo:hi] - start]
+        yield lo, read_block(array, start, stop)[rows[lo:hi] - start]
 
 
 def _blocks(array: zarr.Array, row_sets: list[np.ndarray]):
@@ -309,7 +310,8 @@ def predict_condition(probe_set: ProbeSet, condition: Condition, n_outputs: int,
         with clock.phase("predict"):
             if rows.dtype == np.float16 and (buffer.shape[1:] != rows.shape[1:] or len(buffer) < len(rows)):
                 buffer = np.empty(rows.shape, dtype=np.float32)
-            probs[:, start : start + len(rows)] = probe_set.predict_proba(float32_rows(rows, buffer))
+            converted = rows.dtype == np.float16  # then float32_rows writes our buffer: it may be overwritten
+            probs[:, start : start + len(rows)] = probe_set.predict_proba(float32_rows(rows, buffer), scratch=converted)
 
 
 def probe_metrics(y: np.ndarray, probs: np.ndarray, kind: str, reference_columns: list[str]) -> dict[str, np.ndarray]:
