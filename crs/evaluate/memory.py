@@ -79,16 +79,25 @@ def fit_bytes(size: UnitSize, backend: str = "torch", family: str = "logistic") 
     D, K = size.dim, size.n_outputs
     features = 2 * D * (size.n_train + size.n_val + size.n_test)
     if backend == "torch" and family == "logistic":
+        largest = max((max(rows) for rows in size.groups), default=0)
+        # the shared projection: every training row of the subsets larger than D, D + 1 float32
+        # columns (bounded by the training split), and its basis V
+        shared = 4 * (D + 1) * size.n_train + 4 * D * D if largest > D else 0
         group = 0
         for rows in size.groups:
             total = sum(rows)
-            rank = sum(min(D, n) for n in rows)
-            # group tensor Z (D + 1 float32 columns per row), the bases V (D x rank), L-BFGS buffers
-            group = max(group, 4 * (D + 1) * total + 4 * D * rank + 24 * total * K * size.n_Cs)
+            buffers = 24 * total * K * size.n_Cs  # L-BFGS logits, residuals and history
+            if min(rows) > D and shared:
+                # rows gathered from the shared projection; the largest subset alone uses it as is
+                tensor = 0 if len(rows) == 1 and rows[0] == largest else 4 * (D + 1) * total
+            else:
+                # own bases: group tensor Z (D + 1 float32 columns per row) and V (D x rank)
+                tensor = 4 * (D + 1) * total + 4 * D * sum(min(D, n) for n in rows)
+            group = max(group, tensor + buffers)
         validation = 4 * D * size.n_val + 12 * sum(size.val_rows) * K
         # one block of rows being projected: gathered float16, centered float32, the product
         projection = 10 * D * PROJECTION_ROWS
-        return features + group + validation + projection
+        return features + shared + group + validation + projection
     # scikit-learn reference (and, roughly, ridge and knn): one subset standardised in float64 at a
     # time, every C's validation probabilities and weights kept until C is chosen
     largest = max((max(rows) for rows in size.groups), default=0)

@@ -60,7 +60,7 @@ class KNNProbeSet(ProbeSet):
     means: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     stds: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
 
-    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+    def predict_proba(self, X: np.ndarray, scratch: bool = False) -> np.ndarray:
         X = check_features(X, "X", dim=self.X_train.shape[1])
         out = []
         for s, subset in enumerate(self.subsets):

@@ -34,9 +34,11 @@ import torch
 from crs.probes.base import (
     ProbeError,
     ProblemData,
+    as_float,
     constant_label_bias,
     fold_standardisation,
     link_function,
+    subset_moments,
     subset_standardiser,
 )
 from crs.probes.selection import (
@@ -95,6 +97,27 @@ class GroupProblem:
     variance: torch.Tensor  # (S, r+1): variance along each rotated direction, 1 for the intercept
     label_rows: torch.Tensor  # (S, K): rows per label (n for multiclass)
     multilabel: bool
+    penalty_basis: torch.Tensor | None = None  # (D, D) the shared basis V, or None: the penalty is ||W||^2
+    penalty_scale: torch.Tensor | None = None  # (S, D): (std_s / std_shared)^2 per subset, with penalty_basis
+
+    def penalty_product(self, W: torch.Tensor) -> torch.Tensor:
+        """A W for the weight rows W (S, Cb, r, K): the identity, or in the shared basis
+        A_s = V^T diag(q_s) V (see :class:`SharedBasis`), as two D x D products."""
+        if self.penalty_basis is None:
+            return W
+        assert self.penalty_scale is not None
+        V = self.penalty_basis
+        S, Cb, D, K = W.shape
+        columns = W.permute(2, 0, 1, 3).reshape(D, S * Cb * K)  # every subset's columns: one GEMM each way
+        scaled = (V @ columns).view(D, S, Cb, K) * self.penalty_scale.T[:, :, None, None]
+        return (V.T @ scaled.reshape(D, S * Cb * K)).view(D, S, Cb, K).permute(1, 2, 0, 3)
+
+    def penalty_diagonal(self) -> torch.Tensor:
+        """diag(A_s) per subset and weight coordinate: (S, r) (ones without a shared basis)."""
+        if self.penalty_basis is None:
+            return torch.ones_like(self.variance[:, :-1])
+        assert self.penalty_scale is not None
+        return self.penalty_scale @ self.penalty_basis.square()
 
     def penalty(self, Cs: torch.Tensor) -> torch.Tensor:
         """1 / (C n) per (subset, C, output): (S, Cb, 1, K). ``Cs`` is (Cb,) shared by the subsets,
@@ -105,9 +128,9 @@ class GroupProblem:
     def preconditioner(self, Cs: torch.Tensor) -> torch.Tensor:
         """1 / sqrt(diagonal curvature) per (subset, C, coordinate, output): (S, Cb, r+1, K)."""
         lam = self.penalty(Cs)
-        is_weight = torch.ones_like(self.variance)
-        is_weight[:, -1] = 0
-        curvature = CURVATURE * self.variance[:, None, :, None] + lam * is_weight[:, None, :, None]
+        penalised = torch.zeros_like(self.variance)
+        penalised[:, :-1] = self.penalty_diagonal()
+        curvature = CURVATURE * self.variance[:, None, :, None] + lam * penalised[:, None, :, None]
         return curvature.rsqrt()
 
     def value_and_grad(self, W: torch.Tensor, lam: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -133,8 +156,9 @@ class GroupProblem:
         grad = batched_matmul(residual.reshape(S, n, Cb * K).transpose(1, 2), self.Z).view(S, Cb, K, R)
         grad = grad.permute(0, 1, 3, 2).contiguous()
         weights_part = W[:, :, :-1, :]
-        f = f + 0.5 * (lam * weights_part.square()).sum(dim=(2, 3))
-        grad[:, :, :-1, :] += lam * weights_part
+        penalised = self.penalty_product(weights_part)
+        f = f + 0.5 * (lam * weights_part * penalised).sum(dim=(2, 3))
+        grad[:, :, :-1, :] += lam * penalised
         return f, grad
 
 
@@ -255,8 +279,9 @@ def centered_blocks(data: ProblemData, subset: np.ndarray, dtype: torch.dtype, b
     """(start, rows minus the unit's center) over blocks of the subset, in ``dtype`` (numpy)."""
     np_dtype = _numpy_dtype(dtype)
     center = data.center.astype(np_dtype)
+    buffer = np.empty((min(block, len(subset)), data.X_train.shape[1]), dtype=np_dtype)  # reused: consumers use each block at once
     for start in range(0, len(subset), block):
-        rows = data.X_train[subset[start : start + block]].astype(np_dtype, copy=False)
+        rows = as_float(data.X_train[subset[start : start + block]], np_dtype, buffer)
         rows -= center
         yield start, rows
 
@@ -264,7 +289,7 @@ def centered_blocks(data: ProblemData, subset: np.ndarray, dtype: torch.dtype, b
 def centered_rows(data: ProblemData, subset: np.ndarray, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
     """The subset's rows minus the unit's center, one (n, D) tensor in ``dtype`` (for n <= D only:
     larger subsets are handled in blocks)."""
-    rows = data.X_train[subset].astype(_numpy_dtype(dtype), copy=False)
+    rows = as_float(data.X_train[subset], _numpy_dtype(dtype))
     rows -= data.center.astype(rows.dtype)
     return torch.from_numpy(rows).to(device)
 
@@ -354,7 +379,7 @@ def column_variance(Z: torch.Tensor) -> torch.Tensor:
 class GroupBases:
     problem: GroupProblem
     V: torch.Tensor  # (S, D, r)
-    mean: np.ndarray  # (S, D) relative to center
+    mean: np.ndarray  # (S, D) the standardisation Z refers to (relative to center): the subset's own, or the shared one
     std: np.ndarray  # (S, D)
     constant_bias: np.ndarray  # (S, K): NaN, or the logit of a constant label's prevalence
 
@@ -379,42 +404,100 @@ def group_targets(data: ProblemData, subset: np.ndarray) -> dict:
             "label_rows": np.full(K, len(y)), "constant": constant}
 
 
-def shared_basis(data: ProblemData, device: torch.device, dtype: torch.dtype) -> torch.Tensor | None:
-    """Eigenbasis (D, D) of the unit's largest standardised subset, if it has more rows than
-    features and full rank; else None (then a subset's own basis may hold directions this one
-    dropped, so each subset keeps its own)."""
-    largest = max(data.unique_subsets, key=len)
-    if len(largest) <= data.X_train.shape[1]:
+@dataclass
+class SharedBasis:
+    """Every training row any large subset uses, standardised with the largest subset's mean and std
+    and rotated into that subset's eigenbasis V once: ``Z = ((X - center - mean) / std) V`` with a
+    ones column, rows ``rows`` (sorted).
+
+    A subset s with its own mean m_s and std s_s has standardised rows ((X - center) - m_s) / s_s =
+    (Z V^T) * (std / s_s) + (mean - m_s) / s_s, so its problem in these coordinates is its own
+    exactly: logits Z u + b' with u = V^T diag(std / s_s) w (the shift goes into the unpenalised
+    intercept) and penalty ||w||^2 = u^T A_s u, A_s = V^T diag((s_s / std)^2) V. The group tensor of
+    a subset is then a gather of rows of Z instead of an n x D x D projection per subset.
+    """
+
+    V: torch.Tensor  # (D, D)
+    mean: np.ndarray  # (D,) relative to the unit's center
+    std: np.ndarray  # (D,)
+    rows: np.ndarray  # (M,) training rows projected, sorted
+    Z: torch.Tensor  # (M, D + 1): projected rows and a ones column
+
+    def positions(self, subset: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(np.searchsorted(self.rows, subset), device=self.Z.device)
+
+
+def shared_basis(
+    data: ProblemData, device: torch.device, dtype: torch.dtype, means: np.ndarray | None = None,
+    stds: np.ndarray | None = None,
+) -> SharedBasis | None:
+    """The eigenbasis (D, D) of the unit's largest standardised subset, if it has more rows than
+    features and full rank, with the rows of every subset larger than D projected into it; else None
+    (then a subset's own basis may hold directions this one dropped, so each subset keeps its own).
+    ``means``, ``stds``: every unique subset's moments (:func:`subset_moments`), if already known."""
+    dim = data.X_train.shape[1]
+    largest_index = max(range(len(data.unique_subsets)), key=lambda u: len(data.unique_subsets[u]))
+    largest = data.unique_subsets[largest_index]
+    if len(largest) <= dim:
         return None
-    mean, std = subset_standardiser(data.X_train, data.center, largest)
+    if means is None or stds is None:
+        mean, std = subset_standardiser(data.X_train, data.center, largest)
+    else:
+        mean, std = means[largest_index], stds[largest_index]
     basis = subset_basis(data, largest, mean, std, device, dtype)
-    return basis.V if basis.V.shape[1] == data.X_train.shape[1] else None
+    if basis.V.shape[1] != dim:
+        return None
+    rows = np.unique(np.concatenate([s for s in data.unique_subsets if len(s) > dim]))
+    Z = torch.empty(len(rows), dim + 1, dtype=dtype, device=device)
+    project_into(Z[:, :dim], data, rows, basis, device, dtype)
+    Z[:, dim] = 1.0
+    return SharedBasis(basis.V, mean, std, rows, Z)
 
 
 def build_group(
-    data: ProblemData, members: list[int], device: torch.device, dtype: torch.dtype, shared_V: torch.Tensor | None = None
+    data: ProblemData, members: list[int], device: torch.device, dtype: torch.dtype,
+    shared: SharedBasis | None = None, moments: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> GroupBases:
     """Standardise, rotate and pad the subsets ``members`` (all the same size) into one problem.
 
-    ``shared_V`` (D, D), from :func:`shared_basis`: subsets with more rows than features use this
-    orthonormal basis instead of their own eigenbasis. The optimum is the same (the L2 penalty is
-    rotation-invariant), the diagonal preconditioner (each column's variance, measured) nearly as
-    good, and a D x D eigendecomposition per subset is saved.
+    ``shared`` (:func:`shared_basis`): subsets with more rows than features take their rows of the
+    shared projection (a gather, no product) and the penalty A_s that keeps each subset's own
+    problem (see :class:`SharedBasis`); the optimum is the same, the diagonal preconditioner (each
+    column's variance, measured, and diag(A_s)) nearly as good. The largest subset, when it is every
+    projected row, uses the shared tensor itself. ``moments``: every unique subset's (means, stds).
 
-    Two passes keep memory at the group tensor plus a block of rows: the bases first (each needs
-    only a D x D or n x n Gram), then each subset's Z projected block by block into its slice.
+    Otherwise two passes keep memory at the group tensor plus a block of rows: the bases first (each
+    needs only a D x D or n x n Gram), then each subset's Z projected block by block into its slice.
     """
-    bases = []
-    for index in members:
-        subset = data.unique_subsets[index]
-        mean, std = subset_standardiser(data.X_train, data.center, subset)
-        if shared_V is not None and len(subset) > data.X_train.shape[1]:
-            bases.append(SubsetBasis(mean, std, shared_V, None, None))
-        else:
-            bases.append(subset_basis(data, subset, mean, std, device, dtype))
     S, n, D = len(members), len(data.unique_subsets[members[0]]), data.X_train.shape[1]
+    if moments is None:
+        pairs = [subset_standardiser(data.X_train, data.center, data.unique_subsets[i]) for i in members]
+        means, stds = np.stack([m for m, _ in pairs]), np.stack([s for _, s in pairs])
+    else:
+        means, stds = moments[0][members], moments[1][members]
+    if shared is not None and n > D:
+        if S == 1 and n == len(shared.rows):
+            Z_all = shared.Z[None]  # the whole projection: no copy
+        else:
+            Z_all = torch.empty(S, n, D + 1, dtype=dtype, device=device)
+            for i, index in enumerate(members):
+                torch.index_select(shared.Z, 0, shared.positions(data.unique_subsets[index]), out=Z_all[i])
+                # centred on the subset's own mean ((m_s - mean) / std) V: the intercept stays decoupled
+                # from the weights, as in the subset's own basis (the shift is the intercept's)
+                offset = torch.as_tensor((means[i] - shared.mean) / shared.std, dtype=dtype, device=device) @ shared.V
+                Z_all[i, :, :D] -= offset
+            means = means.copy()
+        if Z_all.data_ptr() == shared.Z.data_ptr():
+            means = shared.mean[None].copy()
+        scale = torch.as_tensor(np.square(stds / shared.std), dtype=dtype, device=device)
+        variance = torch.ones(S, D + 1, dtype=dtype, device=device)
+        for i in range(S):
+            variance[i, :D] = column_variance(Z_all[i, :, :D])
+        V_all = shared.V[None].expand(S, D, D)
+        stds = np.repeat(shared.std[None], S, axis=0)
+        return _group_bases(data, members, Z_all, V_all, variance, means, stds, dtype, device, shared.V, scale)
+    bases = [subset_basis(data, data.unique_subsets[i], means[k], stds[k], device, dtype) for k, i in enumerate(members)]
     r = max(basis.V.shape[1] for basis in bases)
-    means, stds = np.stack([b.mean for b in bases]), np.stack([b.std for b in bases])
     Z_all = torch.zeros(S, n, r + 1, dtype=dtype, device=device)
     V_all = torch.zeros(S, D, r, dtype=dtype, device=device)
     var_all = torch.ones(S, r + 1, dtype=dtype, device=device)
@@ -428,21 +511,30 @@ def build_group(
         var_all[i, :rank] = column_variance(Z_all[i, :, :rank]) if basis.variance is None else basis.variance
         bases[i] = None  # type: ignore[call-overload]  # its V now lives in V_all
     Z_all[:, :, r] = 1.0
+    return _group_bases(data, members, Z_all, V_all, var_all, means, stds, dtype, device)
+
+
+def _group_bases(
+    data: ProblemData, members: list[int], Z: torch.Tensor, V: torch.Tensor, variance: torch.Tensor,
+    means: np.ndarray, stds: np.ndarray, dtype: torch.dtype, device: torch.device,
+    penalty_basis: torch.Tensor | None = None, penalty_scale: torch.Tensor | None = None,
+) -> GroupBases:
+    """The group's problem (targets, weights, masks from its subsets' labels) around its tensors."""
     parts = [group_targets(data, data.unique_subsets[index]) for index in members]
     stack = lambda key: torch.as_tensor(np.stack([p[key] for p in parts]), dtype=dtype, device=device)  # noqa: E731
     multilabel = data.kind == "multilabel"
     problem = GroupProblem(
-        Z=Z_all,
+        Z=Z,
         targets=stack("targets"),
         row_weights=stack("row_weights") if multilabel else None,
         class_mask=stack("class_mask") if not multilabel else None,
-        variance=var_all,
+        variance=variance,
         label_rows=stack("label_rows"),
         multilabel=multilabel,
+        penalty_basis=penalty_basis,
+        penalty_scale=penalty_scale,
     )
-    return GroupBases(
-        problem, V_all, means, stds, np.stack([p["constant"] for p in parts])
-    )
+    return GroupBases(problem, V, means, stds, np.stack([p["constant"] for p in parts]))
 
 
 def fold(
@@ -541,21 +633,24 @@ def fit(
     weights = np.zeros((U, D, K))  # only the chosen fit of each subset is kept
     bias = np.zeros((U, K))
     val_centered = np.empty(problem.X_val.shape, dtype=np.float32)  # in blocks: no float64 copy
+    center32 = problem.center.astype(np.float32)
     for start in range(0, len(val_centered), PROJECTION_ROWS):
-        val_centered[start : start + PROJECTION_ROWS] = problem.X_val[start : start + PROJECTION_ROWS] - problem.center
+        block = as_float(problem.X_val[start : start + PROJECTION_ROWS], np.float32)
+        np.subtract(block, center32, out=val_centered[start : start + PROJECTION_ROWS])
     scores = np.full((U, nC), np.nan)
     converged = np.ones(U, dtype=bool)
     selected = np.zeros(U, dtype=np.int64)
     sizes = np.array([len(s) for s in problem.unique_subsets])
     Cs = torch.as_tensor(problem.Cs, dtype=torch_dtype, device=torch_device)
     with torch.no_grad():
-        shared_V = shared_basis(problem, torch_device, torch_dtype) if share_basis else None
+        moments = subset_moments(problem.X_train, problem.center, problem.unique_subsets)
+        shared = shared_basis(problem, torch_device, torch_dtype, *moments) if share_basis else None
         previous_first_C = None  # the previous group's path solutions at the first C, in the shared basis
         for size in np.unique(sizes):
             members = np.flatnonzero(sizes == size).tolist()
-            bases = build_group(problem, members, torch_device, torch_dtype, shared_V)
+            bases = build_group(problem, members, torch_device, torch_dtype, shared, moments)
             S, R = len(members), bases.problem.Z.shape[2]
-            in_shared_basis = warm_groups and shared_V is not None and size > D
+            in_shared_basis = warm_groups and shared is not None and size > D
             if path == "batched":
                 W0 = torch.zeros(S, nC, R, K, dtype=torch_dtype, device=torch_device)
                 W_path, _ = lbfgs(bases.problem, Cs, W0, path_options)
@@ -577,6 +672,7 @@ def fit(
             scores[members, best] = _val_scores(problem, val_centered, w, b, selection, members)[:, 0]
             converged[members] = ok[:, 0].cpu().numpy()
             del bases, W_path, W0, W  # free this group's tensors before the next group is built
+        del shared
     return assemble_linear(problem, "torch", family, selection, scores, weights, bias, converged, best=selected)
 
 

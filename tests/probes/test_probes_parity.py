@@ -120,39 +120,73 @@ def test_shared_basis_reaches_the_same_probes_and_is_refused_for_a_rank_deficien
     np.testing.assert_allclose(shared.predict_proba(X[550:]), own.predict_proba(X[550:]), atol=2e-4)
 
     data = prepare(X[:400], y[:400], X[400:550], y[400:550], subsets, "multiclass", (1.0,), 4)
-    assert shared_basis(data, torch.device("cpu"), torch.float32).shape == (24, 24)
+    basis = shared_basis(data, torch.device("cpu"), torch.float32)
+    assert basis is not None and basis.V.shape == (24, 24)
+    # the projection of every row, made once, is the largest subset's standardised rows rotated
+    standardised = (X[:400].astype(np.float64) - data.center - basis.mean) / basis.std
+    np.testing.assert_allclose(basis.Z[:, :24].numpy(), standardised @ basis.V.double().numpy(), atol=1e-4)
+    assert (basis.Z[:, 24] == 1).all()
     X_dup = np.concatenate([X, X[:, :1] * 2.0], axis=1)  # a feature that is twice another: rank 24 of 25
     data = prepare(X_dup[:400], y[:400], X_dup[400:550], y[400:550], subsets, "multiclass", (1.0,), 4)
     assert shared_basis(data, torch.device("cpu"), torch.float32) is None
+
+
+def test_subset_moments_equal_each_subsets_two_pass_standardiser():
+    from crs.probes.base import subset_moments
+
+    rng = np.random.default_rng(5)
+    X = (rng.normal(size=(3000, 7)) * rng.uniform(0.01, 50, 7) + rng.normal(size=7) * 100).astype(np.float16)
+    X[:, 3] = 2.5  # a constant feature: std floored
+    center = X.astype(np.float64).mean(axis=0)
+    subsets = [np.sort(rng.choice(3000, n, replace=False)) for n in (5, 300, 2999)] + [np.arange(3000)]
+    means, stds = subset_moments(X, center, subsets, block=512)
+    for u, subset in enumerate(subsets):
+        mean, std = subset_standardiser(X, center, subset)
+        np.testing.assert_allclose(means[u], mean, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(stds[u], std, rtol=1e-9)
+    assert (stds[:, 3] == 1e-6).all()
 
 
 @pytest.mark.parametrize("kind", ["multiclass", "multilabel"])
 def test_warm_started_label_fractions_reach_the_same_probes_in_fewer_steps(kind, monkeypatch):
     """Each fraction's path starting from the smaller nested fraction's solution (shared basis) is
     only a different starting point: the probes equal those fitted from zero, and L-BFGS evaluates
-    the objective fewer times."""
+    the objective fewer times at the first C of the fractions it starts (the later C of a path start
+    warm either way, so only those solves differ by construction)."""
     import crs.probes.torch_batched as torch_batched
 
     X, y = learnable(kind, n=1400, seed=6)
     rng = np.random.default_rng(0)
     order = rng.permutation(1000)
     subsets = [np.sort(order[:n]) for n in (100, 250, 500, 1000)]  # nested fractions, all with > D rows
-    common = dict(backend="torch", Cs=(1e-2, 1e-1, 1.0), n_classes=4, tol=1e-7, path_tol=1e-7)
+    Cs = (1e-2, 1e-1, 1.0)
+    common = dict(backend="torch", Cs=Cs, n_classes=4, tol=1e-7, path_tol=1e-7)
     evaluations = {}
     fitted = {}
+    original = torch_batched.lbfgs
     for warm in (False, True):
         count = [0]
-        original = torch_batched.GroupProblem.value_and_grad
 
-        def counting(self, W, lam, original=original, count=count):
-            count[0] += 1
-            return original(self, W, lam)
+        def counting(problem, Cs_solved, W0, options, frozen=None, count=count):
+            first_C_of_a_later_fraction = problem.Z.shape[1] > 100 and Cs_solved.numel() == 1 and (
+                abs(float(Cs_solved.flatten()[0]) - Cs[0]) < 1e-9) and W0.shape[1] == 1
+            evaluate = problem.value_and_grad
 
-        monkeypatch.setattr(torch_batched.GroupProblem, "value_and_grad", counting)
+            def counted(W, lam):
+                count[0] += first_C_of_a_later_fraction
+                return evaluate(W, lam)
+
+            problem.value_and_grad = counted
+            try:
+                return original(problem, Cs_solved, W0, options, frozen)
+            finally:
+                del problem.value_and_grad
+
+        monkeypatch.setattr(torch_batched, "lbfgs", counting)
         fitted[warm] = fit_probes(X[:1000], y[:1000], X[1000:1200], y[1000:1200], subsets, kind,
                                   warm_groups=warm, **common)
         evaluations[warm] = count[0]
-        monkeypatch.setattr(torch_batched.GroupProblem, "value_and_grad", original)
+    monkeypatch.setattr(torch_batched, "lbfgs", original)
     np.testing.assert_array_equal(fitted[True].selected_C, fitted[False].selected_C)
     np.testing.assert_allclose(fitted[True].predict_proba(X[1200:]), fitted[False].predict_proba(X[1200:]), atol=1e-4)
-    assert evaluations[True] < evaluations[False], evaluations
+    assert 0 < evaluations[True] < evaluations[False], evaluations
