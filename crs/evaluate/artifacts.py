@@ -23,7 +23,7 @@ A unit's predictions file is written one condition at a time by the worker that 
 run's records are written (:meth:`RunFolder.commit_predictions`), so no process holds every
 condition's predictions at once and a crashed run never leaves a new predictions file beside old
 records. Probabilities are stored uncompressed (deflate saves ~10 % on them at ~45 ns a byte),
-labels and small arrays deflated.
+labels and small arrays deflated (level 1).
 """
 
 from __future__ import annotations
@@ -50,6 +50,8 @@ SCORE_SUMMARY_FILE = "summary.json"
 SCORE_TEXT_FILE = "score.txt"
 UNIT_COSTS_FILE = "probe_costs.csv"
 PARTIAL_SUFFIX = ".partial"
+DEFLATE_LEVEL = 1
+"""zlib level of the deflated (non-probability) arrays of a predictions file."""
 
 CLEAN = "clean"
 SHIFT = "shift"
@@ -183,6 +185,9 @@ class PredictionWriter:
         raw = key.endswith("_probs")
         info = zipfile.ZipInfo(f"{key}.npy", date_time=(1980, 1, 1, 0, 0, 0))
         info.compress_type = zipfile.ZIP_STORED if raw else zipfile.ZIP_DEFLATED
+        # deflate level 1: labels and group ids shrink to 11-18 % instead of 7-14 % at the default
+        # level 6, five times faster (a CheXpert unit deflated 66 label arrays in 1.8 CPU s at 6)
+        setattr(info, "_compresslevel", DEFLATE_LEVEL)  # noqa: B010  # ZipInfo's level (named so in Python 3.11 to 3.13)
         with self._zip.open(info, "w", force_zip64=True) as handle:
             np.lib.format.write_array(handle, array, allow_pickle=False)
 
