@@ -104,6 +104,7 @@ class PaperScaleConfig:
     seed: int = 0
     workdir: str | None = None
     keep: bool = False
+    reuse: bool = False  # measure the stages on the cache a kept work folder already holds (no prepare)
 
     def encoder_names(self) -> list[str]:
         return [f"enc{k:02d}" for k in range(self.encoders)]
@@ -563,7 +564,9 @@ def run(config: PaperScaleConfig, json_out: bool = False, echo=print) -> PaperSc
     """Generate, import, measure each stage, print, and delete the work folder unless ``config.keep``."""
     work = Path(config.workdir) if config.workdir else Path(tempfile.mkdtemp(prefix="crs-paper-scale-"))
     work.mkdir(parents=True, exist_ok=True)
-    need = disk_estimate(config)
+    if config.reuse:
+        config = reused_config(config, work)
+    need = 0 if config.reuse else disk_estimate(config)
     free = shutil.disk_usage(work).free
     if need > free:
         raise OSError(f"paper-scale needs about {need / 2**30:.1f} GiB in {work} but {free / 2**30:.1f} GiB are free; "
@@ -575,7 +578,7 @@ def run(config: PaperScaleConfig, json_out: bool = False, echo=print) -> PaperSc
         if not json_out:
             echo(f"paper-scale: {config.encoders} encoder(s), scale {config.scale}, D = {config.dim}, "
                  f"about {need / 2**30:.1f} GiB of cache in {work}")
-        prepared = measure_prepare(config, work)
+        prepared = reused_prepare(work) if config.reuse else measure_prepare(config, work)
         spec = work / "spec.toml"
         if config.in_process:
             startup = StageCost("startup", 0.0, 0.0, 0, 0, 0)
@@ -604,6 +607,24 @@ def run(config: PaperScaleConfig, json_out: bool = False, echo=print) -> PaperSc
     else:
         echo(format_result(result))
     return result
+
+
+def reused_config(config: PaperScaleConfig, work: Path) -> PaperScaleConfig:
+    """The configuration a kept work folder was prepared with, with this run's stage options
+    (jobs, in-process, keep); the folder's earlier run output is removed so every stage starts afresh."""
+    saved = work / "config.json"
+    if not (saved.exists() and (work / "prepare.json").exists() and (work / "spec.toml").exists()):
+        raise FileNotFoundError(f"{work} holds no prepared paper-scale cache (config.json, prepare.json, spec.toml); "
+                                "run once with a work folder and keep it first")
+    prepared = config_from_json(saved.read_text())
+    shutil.rmtree(work / "out", ignore_errors=True)
+    return dataclasses.replace(prepared, jobs=config.jobs, in_process=config.in_process, keep=True, reuse=True,
+                               workdir=str(work))
+
+
+def reused_prepare(work: Path) -> dict[str, Any]:
+    """The preparation figures stored by the run that made the work folder (not measured again)."""
+    return {**json.loads((work / "prepare.json").read_text()), "reused": True}
 
 
 def measure_prepare(config: PaperScaleConfig, work: Path) -> dict[str, Any]:
@@ -639,9 +660,13 @@ def format_result(result: PaperScaleResult) -> str:
                      f"{size['conditions']} corrupted conditions" +
                      (f", shift target {size['shift_images']} images" if size["shift_images"] else ""))
     p = result.prepare
-    lines.append(f"  prepare (generate + import): wall {p['wall_s']:.1f} s, of which import {p['import_s']:.1f} s "
-                 f"for {p['imports']} files, {p['imported_bytes'] / 2**30:.2f} GiB float16; peak RSS "
-                 f"{_gib(p['peak_tree_rss_bytes'])}")
+    if p.get("reused"):
+        lines.append(f"  prepare: reused the work folder's cache ({p['imports']} files, "
+                     f"{p['imported_bytes'] / 2**30:.2f} GiB float16), not measured in this run")
+    else:
+        lines.append(f"  prepare (generate + import): wall {p['wall_s']:.1f} s, of which import {p['import_s']:.1f} s "
+                     f"for {p['imports']} files, {p['imported_bytes'] / 2**30:.2f} GiB float16; peak RSS "
+                     f"{_gib(p['peak_tree_rss_bytes'])}")
     if config["in_process"]:
         lines.append("  stages ran in this process: each peak includes what the process held before the stage")
     else:

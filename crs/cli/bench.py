@@ -61,11 +61,14 @@ def extract(as_json: bool, quick: bool, device: str) -> None:
 @click.option("--workdir", default=None, type=click.Path(file_okay=False),
               help="Folder for the generated cache and run [default: a new temporary folder].")
 @click.option("--keep", is_flag=True, help="Keep the work folder (cache, run folder, spec) instead of deleting it.")
+@click.option("--reuse", is_flag=True,
+              help="Measure the stages again on a work folder a --keep run prepared (--workdir); no generation or import.")
 @click.option("--in-process", is_flag=True,
               help="Run the stages in this process (quick runs: no start-up per stage; peaks are upper bounds).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def paper_scale(encoders: int, scale: float, dim: int, max_corruptions: int | None, severities: str, n_boot: int,
-                jobs: int | str | None, workdir: str | None, keep: bool, in_process: bool, as_json: bool) -> None:
+                jobs: int | str | None, workdir: str | None, keep: bool, reuse: bool, in_process: bool,
+                as_json: bool) -> None:
     """Stage 2 and scoring at the paper's sample counts: probe, score and report timed separately.
 
     Generates features with planted signal for ISIC 2019, APTOS 2019 and CheXpert (+ a MIMIC-CXR-sized
@@ -77,9 +80,11 @@ def paper_scale(encoders: int, scale: float, dim: int, max_corruptions: int | No
     except ValueError:
         raise click.BadParameter(f"{severities!r} is not a comma-separated list of severities",
                                  param_hint="--severities") from None
+    if reuse and workdir is None:
+        raise click.UsageError("--reuse measures a work folder a --keep run prepared: name it with --workdir")
     config = paper_scale_bench.PaperScaleConfig(encoders=encoders, scale=scale, dim=dim, severities=levels,
                                                 max_corruptions=max_corruptions, n_boot=n_boot, jobs=jobs,
-                                                workdir=workdir, keep=keep,
+                                                workdir=workdir, keep=keep or reuse, reuse=reuse,
                                                 in_process=in_process)
     paper_scale_bench.run(config, json_out=as_json, echo=click.echo)
 
