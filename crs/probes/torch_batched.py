@@ -63,6 +63,12 @@ class SolverOptions:
     max_backtracks: int = 30
 
 
+EVALUATION_ROWS = 8192
+"""Rows per block of an objective evaluation on the CPU (see :meth:`GroupProblem.value_and_grad`).
+Two CheXpert-sized fits at once, as two workers run them: 31.4-35.4 CPU s each with blocks of 8,192
+rows against 33.2-40.0 s in one pass (two pairs each, noisy); alone no difference was measurable."""
+
+
 def resolve_device(device: str) -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -134,13 +140,38 @@ class GroupProblem:
         return curvature.rsqrt()
 
     def value_and_grad(self, W: torch.Tensor, lam: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mean-form objective and its gradient for W (S, Cb, r+1, K); returns f (S, Cb)."""
+        """Mean-form objective and its gradient for W (S, Cb, r+1, K); returns f (S, Cb).
+
+        The data term runs over blocks of ``EVALUATION_ROWS`` rows, each block's logits and its
+        share of the gradient back to back, so each block of Z is read from memory once and then
+        from cache (the products are skinny: memory traffic, shared by the workers, bounds them)."""
         S, Cb, R, K = W.shape
         n = self.Z.shape[1]
-        logits = batched_matmul(self.Z, W.permute(0, 2, 1, 3).reshape(S, R, Cb * K)).view(S, n, Cb, K)
+        columns = W.permute(0, 2, 1, 3).reshape(S, R, Cb * K)
+        f = torch.zeros(S, Cb, dtype=W.dtype, device=W.device)
+        grad_t = torch.zeros(S, Cb * K, R, dtype=W.dtype, device=W.device)
+        step = EVALUATION_ROWS if EVALUATION_ROWS and W.device.type == "cpu" else n
+        for start in range(0, n, step):
+            rows = slice(start, min(start + step, n))
+            f += self._data_block(rows, columns, n, grad_t)
+        grad = grad_t.view(S, Cb, K, R).permute(0, 1, 3, 2).contiguous()
+        weights_part = W[:, :, :-1, :]
+        penalised = self.penalty_product(weights_part)
+        f = f + 0.5 * (lam * weights_part * penalised).sum(dim=(2, 3))
+        grad[:, :, :-1, :] += lam * penalised
+        return f, grad
+
+    def _data_block(self, rows: slice, columns: torch.Tensor, n: int, grad_t: torch.Tensor) -> torch.Tensor:
+        """The loss of rows ``rows`` (S, Cb), its gradient added to ``grad_t`` (S, Cb K, R)."""
+        S, R, CbK = columns.shape
+        K = self.targets.shape[2]
+        Cb = CbK // K
+        Z = self.Z[:, rows]
+        b = Z.shape[1]
+        logits = batched_matmul(Z, columns).view(S, b, Cb, K)
         if self.row_weights is not None:  # multilabel
-            y = self.targets[:, :, None, :]
-            weights = self.row_weights[:, :, None, :]
+            y = self.targets[:, rows, None, :]
+            weights = self.row_weights[:, rows, None, :]
             loss = torch.nn.functional.softplus(logits) - y * logits
             f = (loss * weights).sum(dim=(1, 3))
             residual = (torch.sigmoid(logits) - y) * weights
@@ -148,18 +179,13 @@ class GroupProblem:
             assert self.class_mask is not None  # multiclass and ordinal groups carry one
             logits = logits + self.class_mask[:, None, None, :]
             log_norm = torch.logsumexp(logits, dim=3, keepdim=True)
-            y = self.targets[:, :, None, :]
+            y = self.targets[:, rows, None, :]
             picked = (torch.where(y > 0, logits, torch.zeros_like(logits)) * y).sum(dim=3, keepdim=True)
             f = (log_norm - picked).sum(dim=(1, 3)) / n
             residual = (torch.exp(logits - log_norm) - y) / n
         # residual^T Z rather than Z^T residual: the long axis stays contiguous (20-25 % faster here).
-        grad = batched_matmul(residual.reshape(S, n, Cb * K).transpose(1, 2), self.Z).view(S, Cb, K, R)
-        grad = grad.permute(0, 1, 3, 2).contiguous()
-        weights_part = W[:, :, :-1, :]
-        penalised = self.penalty_product(weights_part)
-        f = f + 0.5 * (lam * weights_part * penalised).sum(dim=(2, 3))
-        grad[:, :, :-1, :] += lam * penalised
-        return f, grad
+        grad_t.baddbmm_(residual.reshape(S, b, CbK).transpose(1, 2), Z)
+        return f
 
 
 def lbfgs(

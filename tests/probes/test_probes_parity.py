@@ -190,3 +190,38 @@ def test_warm_started_label_fractions_reach_the_same_probes_in_fewer_steps(kind,
     np.testing.assert_array_equal(fitted[True].selected_C, fitted[False].selected_C)
     np.testing.assert_allclose(fitted[True].predict_proba(X[1200:]), fitted[False].predict_proba(X[1200:]), atol=1e-4)
     assert 0 < evaluations[True] < evaluations[False], evaluations
+
+
+@pytest.mark.parametrize("multilabel", [False, True])
+def test_objective_in_row_blocks_equals_one_pass(multilabel, monkeypatch):
+    """The objective and gradient summed over blocks of rows (each block's logits and gradient back to
+    back) equal the one-pass ones: only the order of the float sums differs."""
+    import torch
+
+    import crs.probes.torch_batched as torch_batched
+
+    rng = np.random.default_rng(7)
+    S, n, R, K, Cb = 3, 101, 9, 4, 2
+    Z = torch.as_tensor(rng.normal(size=(S, n, R)), dtype=torch.float64)
+    Z[:, :, -1] = 1.0
+    if multilabel:
+        y = (rng.random((S, n, K)) < 0.3).astype(float)
+        valid = rng.random((S, n, K)) < 0.9
+        extra = {"row_weights": torch.as_tensor(valid / valid.sum(axis=1, keepdims=True)), "class_mask": None}
+        targets = torch.as_tensor(np.where(valid, y, 0.0))
+    else:
+        labels = rng.integers(0, K, size=(S, n))
+        targets = torch.as_tensor(np.eye(K)[labels])
+        extra = {"row_weights": None, "class_mask": torch.zeros(S, K, dtype=torch.float64)}
+    problem = torch_batched.GroupProblem(Z=Z, targets=targets, variance=torch.ones(S, R, dtype=torch.float64),
+                                         label_rows=torch.full((S, K), float(n), dtype=torch.float64),
+                                         multilabel=multilabel, **extra)
+    W = torch.as_tensor(rng.normal(size=(S, Cb, R, K)) * 0.3)
+    lam = problem.penalty(torch.tensor([0.1, 1.0], dtype=torch.float64))
+    monkeypatch.setattr(torch_batched, "EVALUATION_ROWS", 10**9)
+    f_one, g_one = problem.value_and_grad(W, lam)
+    monkeypatch.setattr(torch_batched, "EVALUATION_ROWS", 16)  # 7 blocks, the last one partial
+    f_blocks, g_blocks = problem.value_and_grad(W, lam)
+    torch.testing.assert_close(f_blocks, f_one, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(g_blocks, g_one, rtol=1e-12, atol=1e-12)
+    assert float(g_one.abs().max()) > 1e-3  # a gradient that can disagree
