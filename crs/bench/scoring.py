@@ -446,13 +446,15 @@ def write_synthetic_run(size: ScoringSize, root: str, seed: int = 0) -> RunFolde
                     rows.append({**base, **clean, "auroc": float(aurocs[n_lower + c]), "label_fraction": full,
                                  "seed": s, "condition": "corrupt", "corruption": name, "severity": severity})  # fmt: skip
             if shift_probs is not None and truth.shift_labels is not None and truth.shift_groups is not None:
-                arrays[artifacts.probs_key(artifacts.SHIFT)] = np.repeat(shift_probs[None], size.n_seeds, axis=0)
-                arrays[artifacts.labels_key(artifacts.SHIFT)] = truth.shift_labels
-                arrays[artifacts.SHIFT_GROUPS] = truth.shift_groups.astype(str)
+                target = f"{task.name}_shift"
+                stem = artifacts.condition_key(artifacts.SHIFT, target=target)
+                arrays[artifacts.probs_key(stem)] = np.repeat(shift_probs[None], size.n_seeds, axis=0)
+                arrays[artifacts.labels_key(stem)] = truth.shift_labels
+                arrays[artifacts.shift_groups_key(target)] = truth.shift_groups.astype(str)
                 shifted = condition_metrics(truth.shift_labels, shift_probs, task.kind)
                 for s in seeds:
                     rows.append({**base, **shifted, "label_fraction": full, "seed": s, "condition": "shift",
-                                 "corruption": "", "severity": 0, "target": f"{task.name}_shift"})  # fmt: skip
+                                 "corruption": "", "severity": 0, "target": target})  # fmt: skip
             folder.write_predictions(encoder, task.name, arrays)
             del probs, shift_probs, arrays, columns
     folder.write_records(pd.DataFrame(rows), {"source": "crs.bench.scoring synthetic run"})

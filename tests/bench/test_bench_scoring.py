@@ -23,6 +23,10 @@ def test_quick_run_folder_bench_scores_through_score_records(tmp_path):
     result = run_through_score_records(size, str(tmp_path / "run"), workers=2)
     folder = RunFolder(tmp_path / "run")
     assert folder.records_path.exists() and folder.has_predictions("encoder_00", "chexpert")
-    assert "clean_groups" in folder.read_predictions("encoder_00", "chexpert")
+    arrays = folder.read_predictions("encoder_00", "chexpert")
+    assert "clean_groups" in arrays
+    # the shift target under today's per-target keys, named as the records name it
+    assert "shift__chexpert_shift_probs" in arrays and "shift_groups__chexpert_shift" in arrays
+    assert "shift_probs" not in arrays
     assert 0 < result.peak_rss_gib < 3 and result.score_wall_s > 0 and result.leading_tier
     assert 0 <= result.n_robust <= 3  # 3 encoders: 3 pairs
