@@ -11,7 +11,10 @@ through zarr as before, so the result is always the array's own rows.
 
 from __future__ import annotations
 
+import mmap
+import os
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -65,9 +68,24 @@ def read_block(array: zarr.Array, start: int, stop: int) -> np.ndarray:
         target = out[first - start : last - start].data.cast("B")
         offset = (first - chunk * chunk_rows) * row_bytes
         path = chunk_file(array, chunk)
-        if path is None or _read_into(path, offset, target) != len(target):
+        if path is None or _read_chunk(path, offset, target) != len(target):
             out[first - start : last - start] = np.asarray(array[first:last])  # unwritten or short chunk
     return out
+
+
+def direct_reads() -> bool:
+    """Whether chunk files are read with O_DIRECT (unless ``CRS_DIRECT_READS=0``; Linux and the like)."""
+    return bool(getattr(os, "O_DIRECT", 0)) and os.environ.get("CRS_DIRECT_READS", "1") != "0"
+
+
+def _read_chunk(path: Path, offset: int, target: memoryview) -> int:
+    """Bytes of ``path`` from ``offset`` read into ``target``: O_DIRECT for reads of at least
+    ``DIRECT_MIN_BYTES`` where the file system takes it, else through the page cache."""
+    if len(target) >= DIRECT_MIN_BYTES and direct_reads():
+        read = _read_direct(path, offset, target)
+        if read is not None:
+            return read
+    return _read_into(path, offset, target)
 
 
 def _read_into(path: Path, offset: int, target: memoryview) -> int:
@@ -84,3 +102,54 @@ def _read_into(path: Path, offset: int, target: memoryview) -> int:
             return filled
     except FileNotFoundError:
         return -1
+
+
+ALIGNMENT = 4096
+"""O_DIRECT reads start, end and land on multiples of this (the largest logical block size in use)."""
+DIRECT_MIN_BYTES = 1 << 20
+"""Smaller reads go through the page cache (their system-call cost is small either way)."""
+_scratch = threading.local()
+
+
+def _aligned_buffer(size: int) -> mmap.mmap:
+    """A page-aligned scratch buffer of at least ``size`` bytes, kept per thread and reused."""
+    buffer = getattr(_scratch, "buffer", None)
+    if buffer is None or len(buffer) < size:
+        buffer = mmap.mmap(-1, size)
+        _scratch.buffer = buffer
+    return buffer
+
+
+def _read_direct(path: Path, offset: int, target: memoryview) -> int | None:
+    """Bytes of ``path`` from ``offset`` read into ``target`` with O_DIRECT, through an aligned
+    scratch buffer (-1: no file; None: the file system refuses O_DIRECT, read it another way).
+
+    A cold cache (the paper's 15 encoders hold about 100 GB, more than any workstation's page
+    cache) is read from disk either way; without the page cache the kernel neither fills nor copies
+    it: reading one CheXpert unit's 65 conditions (5.2 GB) cold took 0.6 s of system CPU and 6.5 s
+    instead of 4.5 s and 10.8 s here."""
+    begin = offset - offset % ALIGNMENT
+    length = -(-(offset + len(target) - begin) // ALIGNMENT) * ALIGNMENT
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    except FileNotFoundError:
+        return -1
+    except OSError:
+        return None
+    try:
+        view = memoryview(_aligned_buffer(length))[:length]
+        filled = 0
+        while filled < length:
+            read = os.preadv(descriptor, [view[filled:]], begin + filled)
+            if read <= 0:
+                break
+            filled += read
+            if filled % ALIGNMENT:  # a short read ends at the end of the file
+                break
+    except OSError:
+        return None
+    finally:
+        os.close(descriptor)
+    got = max(0, min(filled - (offset - begin), len(target)))
+    target[:got] = view[offset - begin : offset - begin + got]
+    return got

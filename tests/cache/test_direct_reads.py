@@ -60,3 +60,38 @@ def test_unwritten_chunk_reads_as_zarr_fills_it(tmp_path):
     block = read_block(array, 40, 120)
     np.testing.assert_array_equal(block[:10], 1)
     np.testing.assert_array_equal(block[10:], 0)
+
+
+@pytest.mark.parametrize("start,stop", SPANS)
+def test_o_direct_reads_equal_the_written_rows(written, start, stop, monkeypatch):
+    """Every read through O_DIRECT (the aligned scratch buffer, offsets inside a chunk, the short
+    last chunk), where this file system takes it, and through the page cache where it does not."""
+    import crs.cache.direct as direct
+
+    array, values = written
+    monkeypatch.setattr(direct, "DIRECT_MIN_BYTES", 0)
+    used = []
+    real_read_direct = direct._read_direct
+    monkeypatch.setattr(direct, "_read_direct", lambda *a: used.append(1) or real_read_direct(*a))
+    np.testing.assert_array_equal(read_block(array, start, stop), values[start:stop])
+    assert used or stop <= start or not direct.direct_reads()
+
+
+def test_a_file_system_refusing_o_direct_falls_back_to_the_page_cache(written, monkeypatch):
+    import os
+
+    import crs.cache.direct as direct
+
+    array, values = written
+    monkeypatch.setattr(direct, "DIRECT_MIN_BYTES", 0)
+    real_open = os.open
+
+    def refusing(path, flags, *args):
+        if flags & getattr(os, "O_DIRECT", 0):
+            raise OSError(22, "Invalid argument")
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(direct.os, "open", refusing)
+    np.testing.assert_array_equal(read_block(array, 30, 700), values[30:700])
+    monkeypatch.setenv("CRS_DIRECT_READS", "0")
+    assert not direct.direct_reads()
