@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import sys
+import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -267,8 +268,8 @@ def evaluation_conditions(
 @dataclass
 class _Clock:
     """CPU seconds per phase of one unit (this process, every thread). CPU rather than wall seconds:
-    on a shared machine wall time measures the neighbours. The evaluation conditions are read one
-    block ahead on a reader thread, so part of their reading lands in ``predict`` and ``metrics``;
+    on a shared machine wall time measures the neighbours. The evaluation conditions are read ahead
+    on a reader thread (:class:`ConditionReader`), so part of their reading lands in the other phases;
     ``read`` is the CPU spent while prediction waits for rows (and the clean rows' read)."""
 
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(("read", "fit", "predict", "metrics", "save"), 0.0))
@@ -298,23 +299,87 @@ def float32_rows(rows: np.ndarray, buffer: np.ndarray) -> np.ndarray:
     return out
 
 
+READ_AHEAD_BLOCKS = 4
+"""Row blocks a unit's reader thread may hold ahead of prediction (4 x 8 MB at D = 1,024)."""
+
+
+class ConditionReader:
+    """Reads every evaluation condition's row blocks on a thread of its own, in order, up to
+    ``depth`` blocks ahead of the caller, across condition boundaries, so the disk reads of a cold
+    cache overlap prediction, metrics and saving instead of idling the worker's core.
+
+    Use :meth:`conditions` for the conditions in order and, inside that loop, :meth:`blocks` for the
+    current condition's (start, rows) blocks; an error on the reader thread is raised there.
+    :meth:`close` stops the thread (also when the caller stops early)."""
+
+    def __init__(self, conditions: Iterator[Condition], depth: int = READ_AHEAD_BLOCKS) -> None:
+        self._queue: queue.Queue = queue.Queue(maxsize=max(1, depth))
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._read, args=(conditions,), name="crs-read", daemon=True)
+        self._thread.start()
+
+    def _read(self, conditions: Iterator[Condition]) -> None:
+        try:
+            for condition in conditions:
+                self._put(("condition", condition))
+                for block in condition.blocks():
+                    if not self._put(("block", block)):
+                        return
+                self._put(("end", None))
+            self._put(("done", None))
+        except BaseException as error:  # handed to the caller's thread
+            self._put(("error", error))
+
+    def _put(self, item: tuple) -> bool:
+        while not self._stopped.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _get(self) -> tuple:
+        kind, value = self._queue.get()
+        if kind == "error":
+            raise value
+        return kind, value
+
+    def conditions(self) -> Iterator[Condition]:
+        while True:
+            kind, value = self._get()
+            if kind == "done":
+                return
+            assert kind == "condition", kind
+            yield value
+
+    def blocks(self) -> Iterator[tuple[int, np.ndarray]]:
+        while True:
+            kind, value = self._get()
+            if kind == "end":
+                return
+            assert kind == "block", kind
+            yield value
+
+    def close(self) -> None:
+        self._stopped.set()
+        self._thread.join()
+
+
 def predict_condition(
-    probe_set: ProbeSet, condition: Condition, n_outputs: int, clock: _Clock, reader: ThreadPoolExecutor | None = None
+    probe_set: ProbeSet, condition: Condition, n_outputs: int, clock: _Clock,
+    blocks: Iterator[tuple[int, np.ndarray]] | None = None,
 ) -> np.ndarray:
     """Probabilities (P, N, K) float32 of every probe of ``probe_set`` on one condition, predicted
-    block by block as the rows are read. With ``reader`` (one thread), the next block is read while
-    this one is predicted: a cold cache is read from disk, and the wait would otherwise idle the core."""
+    block by block as the rows arrive (from ``blocks``, a :class:`ConditionReader`'s, or read here)."""
     probs = np.empty((probe_set.n_subsets, len(condition.labels), n_outputs), dtype=np.float32)
     buffer = np.empty((0, 0), dtype=np.float32)
-    blocks = condition.blocks()
-    pending = reader.submit(next, blocks, None) if reader is not None else None
+    blocks = condition.blocks() if blocks is None else blocks
     while True:
         with clock.phase("read"):
-            item = pending.result() if pending is not None else next(blocks, None)
+            item = next(blocks, None)
         if item is None:
             return probs
-        if reader is not None:
-            pending = reader.submit(next, blocks, None)  # one block ahead, advanced by that thread only
         start, rows = item
         with clock.phase("predict"):
             if rows.dtype == np.float16 and (buffer.shape[1:] != rows.shape[1:] or len(buffer) < len(rows)):
@@ -378,19 +443,20 @@ def run_unit(
             artifacts.SUBSET_FRACTION: fractions, artifacts.SUBSET_SEED: seeds, artifacts.FULL_SEEDS: seeds[full],
         }
         writer = folder.open_predictions(unit.encoder, unit.task) if folder is not None else None
-        reader = ThreadPoolExecutor(1, thread_name_prefix="crs-read")
+        reader = ConditionReader(evaluation_conditions(unit, cache_root, store, table, X_test))
+        del X_test  # the reader's clean condition holds the clean test rows until they are evaluated
         frames: list[pd.DataFrame] = []
         reference_columns: list[str] = []
         n_conditions = 0
         try:
-            for condition in evaluation_conditions(unit, cache_root, store, table, X_test):
+            for condition in reader.conditions():
                 # Which probes this condition evaluates (every probe on clean data; on corrupted and
                 # shifted data those of the full fraction unless asked), and of those the distinct ones:
                 # the full fraction's seeds train on the same rows, so they are one probe, predicted once.
                 evaluated = every_probe if condition.condition == "clean" else robustness_probes
                 distinct, copies = distinct_probes(probe_set, evaluated)
                 distinct_probs = predict_condition(
-                    probe_set.select(distinct), condition, table.task.n_outputs, clock, reader
+                    probe_set.select(distinct), condition, table.task.n_outputs, clock, reader.blocks()
                 )
                 with clock.phase("metrics"):
                     if not reference_columns:  # the columns the per-probe reference defines
@@ -416,7 +482,6 @@ def run_unit(
                         if condition.groups is not None:  # the bootstrap resamples patients, not images
                             writer.add(condition.groups_key, condition.groups.astype(str))
                 if condition.condition == "clean":  # free the clean test rows: no later condition reads them
-                    del X_test
                     condition.features = np.empty((0, 0), dtype=np.float16)
                 del distinct_probs
                 n_conditions += 1
@@ -425,7 +490,7 @@ def run_unit(
                     for key, array in predictions.items():
                         writer.add(key, array)
         finally:
-            reader.shutdown(wait=True)
+            reader.close()
             if writer is not None:
                 writer.close()
         records = pd.concat(frames, ignore_index=True)
