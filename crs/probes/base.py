@@ -382,7 +382,7 @@ def as_float(rows: np.ndarray, dtype: np.dtype | type, buffer: np.ndarray | None
     usable = buffer is not None and buffer.dtype == dtype and buffer.shape[1:] == shape[1:] and len(buffer) >= len(rows)
     out = buffer[: len(rows)] if usable else np.empty(shape, dtype=dtype)  # type: ignore[index]
     torch = sys.modules.get("torch")  # only if already imported: no 0.5 GiB import for other backends
-    if rows.dtype == np.float16 and torch is not None and rows.flags.c_contiguous:
+    if rows.dtype == np.float16 and torch is not None and rows.flags.c_contiguous and rows.flags.writeable:
         torch.from_numpy(out).copy_(torch.from_numpy(rows))
     else:
         np.copyto(out, rows, casting="unsafe")
