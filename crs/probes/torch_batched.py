@@ -482,46 +482,20 @@ def shared_basis(
 
 def build_group(
     data: ProblemData, members: list[int], device: torch.device, dtype: torch.dtype,
-    shared: SharedBasis | None = None, moments: tuple[np.ndarray, np.ndarray] | None = None,
+    moments: tuple[np.ndarray, np.ndarray], shared: SharedBasis | None = None,
 ) -> GroupBases:
     """Standardise, rotate and pad the subsets ``members`` (all the same size) into one problem.
 
-    ``shared`` (:func:`shared_basis`): subsets with more rows than features take their rows of the
-    shared projection (a gather, no product) and the penalty A_s that keeps each subset's own
-    problem (see :class:`SharedBasis`); the optimum is the same, the diagonal preconditioner (each
-    column's variance, measured, and diag(A_s)) nearly as good. The largest subset, when it is every
-    projected row, uses the shared tensor itself. ``moments``: every unique subset's (means, stds).
-
-    Otherwise two passes keep memory at the group tensor plus a block of rows: the bases first (each
-    needs only a D x D or n x n Gram), then each subset's Z projected block by block into its slice.
+    ``moments``: every unique subset's (means, stds) (:func:`subset_moments`). ``shared``
+    (:func:`shared_basis`): subsets with more rows than features take their rows of the shared
+    projection (:func:`_shared_group`). Otherwise two passes keep memory at the group tensor plus a
+    block of rows: the bases first (each needs only a D x D or n x n Gram), then each subset's Z
+    projected block by block into its slice.
     """
     S, n, D = len(members), len(data.unique_subsets[members[0]]), data.X_train.shape[1]
-    if moments is None:
-        pairs = [subset_standardiser(data.X_train, data.center, data.unique_subsets[i]) for i in members]
-        means, stds = np.stack([m for m, _ in pairs]), np.stack([s for _, s in pairs])
-    else:
-        means, stds = moments[0][members], moments[1][members]
+    means, stds = moments[0][members], moments[1][members]
     if shared is not None and n > D:
-        if S == 1 and n == len(shared.rows):
-            Z_all = shared.Z[None]  # the whole projection: no copy
-        else:
-            Z_all = torch.empty(S, n, D + 1, dtype=dtype, device=device)
-            for i, index in enumerate(members):
-                torch.index_select(shared.Z, 0, shared.positions(data.unique_subsets[index]), out=Z_all[i])
-                # centred on the subset's own mean ((m_s - mean) / std) V: the intercept stays decoupled
-                # from the weights, as in the subset's own basis (the shift is the intercept's)
-                offset = torch.as_tensor((means[i] - shared.mean) / shared.std, dtype=dtype, device=device) @ shared.V
-                Z_all[i, :, :D] -= offset
-            means = means.copy()
-        if Z_all.data_ptr() == shared.Z.data_ptr():
-            means = shared.mean[None].copy()
-        scale = torch.as_tensor(np.square(stds / shared.std), dtype=dtype, device=device)
-        variance = torch.ones(S, D + 1, dtype=dtype, device=device)
-        for i in range(S):
-            variance[i, :D] = column_variance(Z_all[i, :, :D])
-        V_all = shared.V[None].expand(S, D, D)
-        stds = np.repeat(shared.std[None], S, axis=0)
-        return _group_bases(data, members, Z_all, V_all, variance, means, stds, dtype, device, shared.V, scale)
+        return _shared_group(data, members, device, dtype, means, stds, shared)
     bases = [subset_basis(data, data.unique_subsets[i], means[k], stds[k], device, dtype) for k, i in enumerate(members)]
     r = max(basis.V.shape[1] for basis in bases)
     Z_all = torch.zeros(S, n, r + 1, dtype=dtype, device=device)
@@ -538,6 +512,34 @@ def build_group(
         bases[i] = None  # type: ignore[call-overload]  # its V now lives in V_all
     Z_all[:, :, r] = 1.0
     return _group_bases(data, members, Z_all, V_all, var_all, means, stds, dtype, device)
+
+
+def _shared_group(
+    data: ProblemData, members: list[int], device: torch.device, dtype: torch.dtype,
+    means: np.ndarray, stds: np.ndarray, shared: SharedBasis,
+) -> GroupBases:
+    """The group's rows gathered from the shared projection, each subset centred on its own mean
+    ((m_s - mean) / std) V, so the intercept stays decoupled from the weights as in the subset's own
+    basis, with the penalty A_s that keeps each subset's own problem (see :class:`SharedBasis`). The
+    optimum is the same; the diagonal preconditioner (each column's variance, measured, and
+    diag(A_s)) nearly as good. The full fraction's one subset is every projected row: it uses the
+    shared tensor itself (its own mean is the shared one, so nothing is centred)."""
+    S, n, D = len(members), len(data.unique_subsets[members[0]]), data.X_train.shape[1]
+    if S == 1 and n == len(shared.rows):
+        Z = shared.Z[None]
+    else:
+        Z = torch.empty(S, n, D + 1, dtype=dtype, device=device)
+        for i, index in enumerate(members):
+            torch.index_select(shared.Z, 0, shared.positions(data.unique_subsets[index]), out=Z[i])
+            offset = torch.as_tensor((means[i] - shared.mean) / shared.std, dtype=dtype, device=device) @ shared.V
+            Z[i, :, :D] -= offset
+    scale = torch.as_tensor(np.square(stds / shared.std), dtype=dtype, device=device)
+    variance = torch.ones(S, D + 1, dtype=dtype, device=device)
+    for i in range(S):
+        variance[i, :D] = column_variance(Z[i, :, :D])
+    V = shared.V[None].expand(S, D, D)
+    return _group_bases(data, members, Z, V, variance, means, np.repeat(shared.std[None], S, axis=0), dtype, device,
+                        shared.V, scale)
 
 
 def _group_bases(
@@ -674,7 +676,7 @@ def fit(
         previous_first_C = None  # the previous group's path solutions at the first C, in the shared basis
         for size in np.unique(sizes):
             members = np.flatnonzero(sizes == size).tolist()
-            bases = build_group(problem, members, torch_device, torch_dtype, shared, moments)
+            bases = build_group(problem, members, torch_device, torch_dtype, moments, shared)
             S, R = len(members), bases.problem.Z.shape[2]
             in_shared_basis = warm_groups and shared is not None and size > D
             if path == "batched":
