@@ -24,3 +24,16 @@ def tiny_run(tmp_path_factory):
     records = bench.probe(progress=False).records
     score = bench.score()
     return spec, stats, records, score
+
+
+@pytest.fixture(params=["compiled", "numpy"])
+def numba_path(request, monkeypatch):
+    """Run a test through the numba-compiled kernels and through their numpy paths (the switch is
+    ``CRS_NO_NUMBA``); the compiled run is skipped where numba (the `fast` extra) is not installed."""
+    from crs.axes import weighted_kernel
+
+    if request.param == "compiled" and weighted_kernel.numba is None:
+        pytest.skip("numba is not installed (the `fast` extra)")
+    monkeypatch.setenv(weighted_kernel.DISABLE_ENV, "1" if request.param == "numpy" else "0")
+    assert weighted_kernel.available() == (request.param == "compiled")
+    return request.param

@@ -14,8 +14,13 @@ every metric of the run records (``condition_metrics``' columns: AUROC, ECE, Bri
   ``log_loss``, ``brier_score_loss``; ``crs.axes`` for ECE, which scikit-learn lacks) once per
   (probe, evaluation set), also over joblib processes.
 * crs: ``fit_probes(backend="torch")`` in this process on one thread, then per evaluation set one
-  ``predict_proba`` for all probes and one call of ``crs.probes.metrics.evaluation_metrics``: what
-  ``crs probe`` runs per condition.
+  ``predict_proba`` for the distinct probes (the full fraction's seeds are one probe) and one call
+  of ``crs.evaluate.units.probe_metrics``: what ``crs probe`` runs per condition when every
+  fraction is evaluated on every condition (``robustness_fractions = "all"``; the default evaluates
+  the corrupted sets with the full fraction's probe alone, a smaller job). With numba installed
+  (the ``fast`` extra) the AUROC and its standard error go through the compiled kernel
+  (``crs.probes.auroc_kernel``); ``CRS_NO_NUMBA=1`` measures the numpy path. A warm-up run on a
+  small unit comes first, untimed, as the baseline's worker start-up is.
 
 Reported: wall-clock and CPU-second speed-ups, the largest |AUROC difference| at the selected C
 (every probe, every evaluation set), the largest |ECE difference|, the largest difference in
@@ -49,14 +54,14 @@ from crs.evaluate.units import (
     ProbeSettings,
     ProbeUnit,
     condition_metrics,
+    probe_metrics,
     read_rows,
     run_unit,
     training_subsets,
     unit_sizes,
     validation_subsets,
 )
-from crs.probes import fit_probes
-from crs.probes.metrics import METRICS, evaluation_metrics
+from crs.probes import distinct_probes, fit_probes
 
 
 @dataclass(frozen=True)
@@ -314,9 +319,8 @@ class PeakRSS:
 def run_crs(unit: Unit, device: str = "cpu") -> dict:
     import torch
 
-    # the columns of the run records (crs.evaluate.units.probe_metrics asks for the same), found
-    # before the clock starts
-    names = [name for name in record_metric_names(unit) if name in METRICS]
+    # the columns of the run records, found before the clock starts
+    names = record_metric_names(unit)
     with PeakRSS() as memory:
         start = time.perf_counter()
         cpu_start = time.process_time()
@@ -329,13 +333,18 @@ def run_crs(unit: Unit, device: str = "cpu") -> dict:
             torch.cuda.synchronize()
         fit_seconds = time.perf_counter() - start
         fit_cpu = time.process_time() - cpu_start
+        # as crs probe evaluates a condition (robustness_fractions = "all"): the distinct probes
+        # predicted once (the full fraction's seeds are one probe), every metric column, then copied
+        distinct, copies = distinct_probes(probe_set, np.arange(probe_set.n_subsets))
+        predicting = probe_set.select(distinct)
         columns, generation_s, generation_cpu = [], 0.0, 0.0
         for i in range(unit.n_conditions + 1):
             t0, c0 = time.perf_counter(), time.process_time()
             X = unit.condition(i)  # stands in for reading the condition from the cache; not counted
             generation_s += time.perf_counter() - t0
             generation_cpu += time.process_time() - c0
-            columns.append(evaluation_metrics(unit.y_test, probe_set.predict_proba(X), unit.kind, metrics=names))
+            metrics = probe_metrics(unit.y_test, predicting.predict_proba(X), unit.kind, names)
+            columns.append({name: values[copies] for name, values in metrics.items()})
             del X
         auroc = np.stack([c["auroc"] for c in columns], axis=1)
         ece = np.stack([c["ece"] for c in columns], axis=1)
@@ -557,6 +566,9 @@ def compare(unit: Unit, n_jobs: int | None = None, device: str = "cpu", quick: b
     torch.set_num_threads(1)
     try:
         with threadpool_limits(limits=1):
+            # warm-up on the small unit (not timed): torch's and BLAS's first use, and compiling or
+            # loading the numba kernels, as the baseline's worker start-up and imports are not timed
+            run_crs(synthetic_unit(QUICK, unit.kind), device=device)
             ours = run_crs(unit, device=device)
     finally:
         torch.set_num_threads(threads)

@@ -92,14 +92,13 @@ def _binned_ece(confidence: np.ndarray, correct: np.ndarray, n_bins: int) -> tup
     return (gap * share).sum(axis=1), mean, variance
 
 
-def auroc_standard_error(auroc: np.ndarray, influence: np.ndarray) -> np.ndarray:
-    """Standard error of the macro AUROC per probe: per case, the influences ``(P, K, N)`` averaged
-    over the scorable columns (AUROC not NaN), then the square root of the sum of their squares."""
-    scorable = ~np.isnan(auroc)
-    total = np.where(scorable[..., None], influence, 0.0).sum(axis=1)
+def auroc_standard_error(auroc: np.ndarray, case_totals: np.ndarray) -> np.ndarray:
+    """Standard error of the macro AUROC per probe: per case, the influences summed over the
+    scorable columns (``case_totals`` (P, N), from :func:`batched_auroc_influence`) divided by their
+    number (AUROC not NaN), then the square root of the sum of their squares."""
+    scorable = (~np.isnan(auroc)).sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        per_case = total / scorable.sum(axis=1)[:, None]
-        return np.where(scorable.any(axis=1), np.sqrt(np.square(per_case).sum(axis=1)), np.nan)
+        return np.where(scorable > 0, np.sqrt(np.einsum("pn,pn->p", case_totals, case_totals)) / scorable, np.nan)
 
 
 def _clip(probs: np.ndarray) -> np.ndarray:
@@ -124,10 +123,10 @@ def _multiclass(y: np.ndarray, probs: np.ndarray, n_bins: int, influence: bool) 
     for k in range(K):
         squares += np.square(columns[:, k].astype(np.float64) - (y == k))
     picked = np.take_along_axis(columns, np.broadcast_to(y[None, None, :], (P, 1, N)), axis=1)[:, 0]
-    auroc, placements = batched_auroc_influence(y, columns.transpose(0, 2, 1), influence)
+    auroc, case_totals = batched_auroc_influence(y, columns.transpose(0, 2, 1), influence)
     return {
         "auroc": _nanmean(auroc),
-        "auroc_se": auroc_standard_error(auroc, placements) if placements is not None else np.full(P, np.nan),
+        "auroc_se": auroc_standard_error(auroc, case_totals) if case_totals is not None else np.full(P, np.nan),
         "ece": ece,
         "ece_debiased": ece - calibrated_mean,
         "ece_se": np.sqrt(calibrated_variance),
@@ -152,14 +151,14 @@ def _multilabel(y: np.ndarray, probs: np.ndarray, n_bins: int, influence: bool) 
         clipped = _clip(p)
         # y log p + (1 - y) log(1 - p) with y in {0, 1} is log of the chosen one: one log, same value
         nll[:, label] = -np.mean(np.log(np.where(target == 1.0, clipped, 1.0 - clipped)), axis=1)
-    auroc, placements = batched_auroc_influence(y, probs, influence)
+    auroc, case_totals = batched_auroc_influence(y, probs, influence)
     # labels taken as independent: mean of the label means, sqrt(sum of label variances) / labels
     labels = (~np.isnan(calibrated_mean)).sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         ece_se = np.sqrt(np.nansum(calibrated_variance, axis=1)) / labels
     return {
         "auroc": _nanmean(auroc),
-        "auroc_se": auroc_standard_error(auroc, placements) if placements is not None else np.full(P, np.nan),
+        "auroc_se": auroc_standard_error(auroc, case_totals) if case_totals is not None else np.full(P, np.nan),
         "ece": _nanmean(ece), "ece_debiased": _nanmean(ece) - _nanmean(calibrated_mean),
         "ece_se": np.where(labels > 0, ece_se, np.nan),
         "brier": _nanmean(brier), "nll": _nanmean(nll),
@@ -223,7 +222,7 @@ def evaluation_metrics(
 
     ``y``: int ``(N,)`` class indices (multiclass, ordinal) or float ``(N, K)`` with NaN = ignore
     (multilabel). kappa and ordinal AUROC are NaN except for ordinal tasks. The AUROC standard
-    error (per-case placements) is computed only when asked for.
+    error (per-case influences) is computed only when asked for.
     """
     unknown = sorted(set(metrics) - set(METRICS))
     if unknown:

@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 
+from crs.probes import auroc_kernel
 from crs.probes.base import LinearProbeSet, ProbeError
 from crs.spec import SELECTIONS
 
@@ -49,87 +50,109 @@ def batched_auroc(y: np.ndarray, scores: np.ndarray) -> np.ndarray:
 def batched_auroc_influence(
     y: np.ndarray, scores: np.ndarray, influence: bool = True
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """:func:`batched_auroc` and, with ``influence``, each case's influence on each column's AUROC
-    ``(..., K, N)`` (DeLong's placement values: (V10 - A) / n_pos at a positive, (V01 - A) / n_neg
-    at a negative, 0 where the label is unknown, NaN in an unscorable column), from the same sort."""
+    """:func:`batched_auroc` and, with ``influence``, per case the sum of its influences on the
+    scorable columns' AUROCs ``(..., N)`` (DeLong's placement values: (V10 - A) / n_pos at a
+    positive, (V01 - A) / n_neg at a negative; a case whose label is unknown, or a column with no
+    positive or no negative, adds nothing), from the same sort. The macro AUROC's standard error
+    needs only these sums (:func:`crs.probes.metrics.auroc_standard_error`), so the per-column
+    influences are never held in case order."""
     scores = np.asarray(scores)
     if scores.ndim < 2 or scores.shape[-2] != len(y):
         raise ProbeError(f"scores must be (..., N={len(y)}, K), got shape {scores.shape}")
     targets = label_matrix(y, scores.shape[-1])
     batch, n, k = scores.shape[:-2], scores.shape[-2], scores.shape[-1]
     out = np.full(batch + (k,), np.nan)
-    placements = np.zeros(batch + (k, n)) if influence else None
+    totals = np.zeros(batch + (n,)) if influence else None
     complete = ~np.isnan(targets).any(axis=0)
     if complete.all():  # no copy of the scores (multiclass, complete labels)
         out[...], values = _auroc_columns(targets, scores, influence)
-        if placements is not None:
-            placements[...] = values
+        if totals is not None and values is not None:
+            totals = values
     elif complete.any():
         cols = np.flatnonzero(complete)
         out[..., cols], values = _auroc_columns(targets[:, cols], scores[..., cols], influence)
-        if placements is not None:
-            placements[..., cols, :] = values
+        if totals is not None and values is not None:
+            totals += values
     for col in np.flatnonzero(~complete):
         rows = np.flatnonzero(~np.isnan(targets[:, col]))
         column = scores[..., col][..., rows]  # (..., n_rows): only this column's known rows are copied
         area, values = _auroc_columns(targets[rows][:, [col]], column[..., None], influence)
         out[..., col] = area[..., 0]
-        if placements is not None and values is not None:
-            placements[..., col, rows] = values[..., 0, :]
-    return out, placements
+        if totals is not None and values is not None:
+            totals[..., rows] += values
+    return out, totals
 
 
 INDEX_BITS = 31
 """Low bits of a float32 sort key that carry the case's position (so at most 2**31 cases)."""
 
 
+def _sorted_keys(targets: np.ndarray, columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row of float32 ``columns`` (..., k, N) sorted once as 64-bit keys: the score as an
+    order-preserving integer (high word), then the label bit and the case's position (low word), one
+    SIMD sort, about 4x faster than ``rankdata``'s argsort along a strided axis. ``targets`` (k, N)
+    are the columns' complete 0/1 labels. Returns the sorted (low, high) words, (rows, N) uint32
+    each, rows = the columns in order. The label bit sorts the negatives of a tie group first."""
+    k, n = targets.shape
+    rows = columns.size // n
+    bits = np.ascontiguousarray(columns + np.float32(0.0)).view(np.uint32).reshape(rows, n)  # + 0.0: -0.0 -> +0.0
+    flip = (bits.view(np.int32) >> 31).view(np.uint32)
+    flip |= np.uint32(1 << 31)
+    flip ^= bits  # order-preserving integer key of each score
+    # low word: the label bit, then the case's position (one (k, N) pattern shared by the batch)
+    tail = (targets.astype(np.uint32) << np.uint32(INDEX_BITS)) | np.arange(n, dtype=np.uint32)
+    # 64-bit keys as (low, high) 32-bit words: written and read without 64-bit shifts (5x faster)
+    words = np.empty((rows // k, k, n, 2), dtype=np.uint32)
+    high_word, low_word = (1, 0) if sys.byteorder == "little" else (0, 1)
+    words[..., high_word] = flip.reshape(rows // k, k, n)
+    words[..., low_word] = tail
+    keys = words.view(np.uint64).reshape(rows, n)
+    keys.sort(axis=-1)
+    sorted_words = keys.view(np.uint32).reshape(rows, n, 2)
+    return sorted_words[..., low_word], sorted_words[..., high_word]
+
+
 def _auroc_columns(
     targets: np.ndarray, scores: np.ndarray, influence: bool = False
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Mann-Whitney AUROC of complete 0/1 ``targets`` (N, k) against ``scores`` (..., N, k), and
-    with ``influence`` each case's placement influence ``(..., k, N)`` in case order.
+    with ``influence`` per case the sum of its placement influences over the scorable columns
+    ``(..., N)``.
 
-    Each column is sorted once (float32 scores as order-preserving integer keys, then the label bit,
-    then the case's position: one SIMD sort of 64-bit keys, about 4x faster than ``rankdata``'s
-    argsort along a strided axis). The rank sum of the positives counts every (negative, positive)
-    pair with the negative below; ties count half, as ``roc_auc_score`` does: the label bit sorts
-    the negatives of a tie group first, so half the group's positives x negatives is taken off,
-    from the tied elements alone. The float64 path (argsort) counts per tie group.
+    float32 scores are sorted as packed keys (:func:`_sorted_keys`); with numba the compiled kernel
+    (:mod:`crs.probes.auroc_kernel`) turns them into both in two walks of each sorted row. Otherwise,
+    in numpy: the rank sum of the positives counts every (negative, positive) pair with the negative
+    below; ties count half, as ``roc_auc_score`` does: the label bit sorts the negatives of a tie
+    group first, so half the group's positives x negatives is taken off, from the tied elements
+    alone. The float64 path (argsort) counts per tie group.
     """
     n, k = targets.shape
     batch = scores.shape[:-2]
-    rows = int(np.prod(batch, dtype=np.int64)) * k
-    labels = np.broadcast_to(np.moveaxis(targets, 0, -1).astype(bool), batch + (k, n))
+    items = int(np.prod(batch, dtype=np.int64))
+    rows = items * k
     columns = np.moveaxis(scores, -2, -1)  # (..., k, N)
     order: np.ndarray | None = None
+    labels_by_row = np.moveaxis(targets, 0, -1)  # (k, N)
+    if n == 0:  # no case: no column is scorable
+        return np.full(batch + (k,), np.nan), np.zeros(batch + (0,)) if influence else None
     if columns.dtype == np.float32:
-        bits = np.ascontiguousarray(columns + np.float32(0.0)).view(np.uint32)  # + 0.0: -0.0 -> +0.0
-        flip = (bits.view(np.int32) >> 31).view(np.uint32)
-        flip |= np.uint32(1 << 31)
-        flip ^= bits  # order-preserving integer key of each score
-        # low word: the label bit, then the case's position (one (k, N) pattern shared by the batch)
-        tail = (np.moveaxis(targets, 0, -1).astype(np.uint32) << np.uint32(INDEX_BITS)) | np.arange(n, dtype=np.uint32)
-        # 64-bit keys as (low, high) 32-bit words: written and read without 64-bit shifts (5x faster)
-        words = np.empty(batch + (k, n, 2), dtype=np.uint32)
-        if sys.byteorder == "little":
-            words[..., 1], words[..., 0] = flip, tail
-        else:  # pragma: no cover - big-endian hosts
-            words[..., 0], words[..., 1] = flip, tail
-        keys = words.view(np.uint64).reshape(rows, n)
-        keys.sort(axis=-1)
-        sorted_words = keys.view(np.uint32).reshape(rows, n, 2)
-        low, high = (sorted_words[..., 0], sorted_words[..., 1]) if sys.byteorder == "little" else (
-            sorted_words[..., 1], sorted_words[..., 0])
+        low, high = _sorted_keys(labels_by_row, columns)
+        if auroc_kernel.available() and auroc_kernel.sorted_rows is not None:
+            area = np.empty(rows)
+            totals = np.zeros((items, n) if influence else (0, 0))
+            auroc_kernel.sorted_rows(low, high, k, influence, area, totals)
+            return area.reshape(batch + (k,)), totals.reshape(batch + (n,)) if influence else None
         label_values = (low >> np.uint32(INDEX_BITS)).astype(np.float64)
         tied = high[:, 1:] == high[:, :-1]
         if influence:
             order = (low & np.uint32((1 << INDEX_BITS) - 1)).astype(np.int64)
-        del keys, words, sorted_words, low, high
+        del low, high
     else:
         columns = columns.reshape(rows, n)
         order = np.argsort(columns, axis=-1, kind="stable")
         values = np.take_along_axis(columns, order, axis=-1)
-        label_values = np.take_along_axis(labels.reshape(rows, n), order, axis=-1).astype(np.float64)
+        labels = np.broadcast_to(labels_by_row.astype(bool), batch + (k, n)).reshape(rows, n)
+        label_values = np.take_along_axis(labels, order, axis=-1).astype(np.float64)
         tied = values[:, 1:] == values[:, :-1]
     positives = np.broadcast_to(targets.sum(axis=0), batch + (k,)).reshape(rows)
     negatives = n - positives
@@ -144,13 +167,14 @@ def _auroc_columns(
     with np.errstate(invalid="ignore", divide="ignore"):
         auroc = numerator / (positives * negatives)
     auroc = np.where((positives > 0) & (negatives > 0), auroc, np.nan)
-    placements = None
-    if influence and order is not None:
-        sorted_influence = _placement_influence(label_values, tied, auroc, positives, negatives)
-        placements = np.empty_like(sorted_influence)
-        np.put_along_axis(placements, order, sorted_influence, axis=1)
-        placements = placements.reshape(batch + (k, n))
-    return auroc.reshape(batch + (k,)), placements
+    if not influence or order is None:
+        return auroc.reshape(batch + (k,)), None
+    sorted_influence = _placement_influence(label_values, tied, auroc, positives, negatives)
+    sorted_influence[np.isnan(auroc)] = 0.0  # an unscorable column adds nothing
+    # every row's influences added into its batch item's per-case totals, in case order
+    flat = order + (np.arange(rows, dtype=np.int64) // k * n)[:, None]
+    case_totals = np.bincount(flat.ravel(), weights=sorted_influence.ravel(), minlength=items * n)
+    return auroc.reshape(batch + (k,)), case_totals.reshape(batch + (n,))
 
 
 def _placement_influence(

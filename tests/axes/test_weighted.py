@@ -29,14 +29,10 @@ from crs.axes.weighted import (
 EXACT = 1e-9
 
 
-@pytest.fixture(autouse=True, params=["compiled", "numpy"])
-def auroc_path(request, monkeypatch):
+@pytest.fixture(autouse=True)
+def auroc_path(numba_path):
     """Run each test through the compiled kernel and through the numpy path."""
-    if request.param == "compiled" and weighted_kernel.sorted_pass is None:
-        pytest.skip("numba is not installed (the `fast` extra)")
-    monkeypatch.setenv(weighted_kernel.DISABLE_ENV, "1" if request.param == "numpy" else "0")
-    assert weighted_kernel.available() == (request.param == "compiled")
-    return request.param
+    return numba_path
 
 
 def _sklearn_or_nan(y: np.ndarray, scores: np.ndarray, w: np.ndarray) -> float:

@@ -10,6 +10,8 @@ from crs import axes
 from crs.probes import ProbeError
 from crs.probes.metrics import METRICS, evaluation_metrics
 
+pytestmark = pytest.mark.usefixtures("numba_path")  # every test through the compiled AUROC kernel and numpy
+
 
 def reference(y, probs, kind):
     """The per-probe path: one crs.axes call per probe and metric."""
@@ -227,3 +229,31 @@ def test_probes_with_equal_probabilities_are_scored_once_and_agree():
     each = {name: np.array([evaluation_metrics(y, p[None], "multiclass")[name][0] for p in probs]) for name in got}
     for name in got:
         np.testing.assert_array_equal(got[name], each[name], err_msg=name)
+
+
+@pytest.mark.parametrize("batch", [(), (3,), (2, 3)])
+def test_compiled_auroc_kernel_equals_the_numpy_path(batch, monkeypatch):
+    """The compiled kernel and the numpy path on float32 scores with ties, unscorable columns and
+    unknown labels: the same AUROC bit for bit (both count half pairs exactly), influences to 1e-12."""
+    from crs.axes import weighted_kernel
+    from crs.probes import auroc_kernel
+    from crs.probes.selection import batched_auroc_influence
+
+    if auroc_kernel.sorted_rows is None:
+        pytest.skip("numba is not installed (the `fast` extra)")
+    rng = np.random.default_rng(12)
+    y = rng.integers(0, 5, 400)
+    y[y == 4] = 0  # class 4 absent: its column has no positive
+    scores = np.round(rng.random(batch + (400, 5)), 2).astype(np.float32)
+    ym = (rng.random((400, 4)) < 0.3).astype(np.float64)
+    ym[rng.random(ym.shape) < 0.2] = np.nan
+    ym[:, 3] = 1.0  # no negative
+    scores_m = rng.random(batch + (400, 4)).astype(np.float32)
+    for labels, values in ((y, scores), (ym, scores_m)):
+        results = {}
+        for path in ("1", "0"):
+            monkeypatch.setenv(weighted_kernel.DISABLE_ENV, path)
+            results[path] = batched_auroc_influence(labels, values)
+        np.testing.assert_array_equal(results["1"][0], results["0"][0])
+        np.testing.assert_allclose(results["0"][1], results["1"][1], rtol=1e-12, atol=1e-15)
+        assert results["0"][1].shape == batch + (400,)

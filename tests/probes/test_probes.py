@@ -29,6 +29,7 @@ def learnable(kind: str, n: int = 500, dim: int = 16, k: int = 4, seed: int = 0)
 # --- batched metrics -------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("numba_path")
 def test_batched_auroc_matches_sklearn_with_ties():
     rng = np.random.default_rng(1)
     y = rng.integers(0, 3, 200)
@@ -41,6 +42,7 @@ def test_batched_auroc_matches_sklearn_with_ties():
     assert macro[2] == pytest.approx(np.mean([roc_auc_score(y == k, scores[2, :, k]) for k in range(3)]))
 
 
+@pytest.mark.usefixtures("numba_path")
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_batched_auroc_float32_keys_handle_ties_signs_and_signed_zeros(dtype):
     """The sort-key path (float32) and the argsort path (float64) on scores with many exact ties,
@@ -57,6 +59,7 @@ def test_batched_auroc_float32_keys_handle_ties_signs_and_signed_zeros(dtype):
             assert got[i, k] == pytest.approx(roc_auc_score(y == k, scores[i, :, k]), abs=1e-12)
 
 
+@pytest.mark.usefixtures("numba_path")
 def test_batched_auroc_multilabel_ignores_nan_rows_and_marks_undefined_columns():
     rng = np.random.default_rng(2)
     y = (rng.random((150, 3)) < 0.4).astype(np.float32)
