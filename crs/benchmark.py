@@ -13,19 +13,21 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from crs.cache.verify import Problem, RepairAction, repair, verify_cache
 from crs.evaluate.artifacts import RunFolder, RunFolderError
-from crs.evaluate.stage import ProbeOutcome, probe_spec
-from crs.extract.runner import ExtractStats
-from crs.extract.stage import extract_spec
-from crs.report import write_report
 from crs.scoring.formula import ScoreInputError
 from crs.scoring.result import ScoreResult, read_score, score_records
 from crs.scoring.settings import ScoreSettings
 from crs.spec import Spec, SpecError, load_spec, spec_from_dict
+
+if TYPE_CHECKING:  # the stages' modules are imported when a stage runs: extraction and probing load
+    # torch, torchvision and the encoder libraries (seconds), which scoring and reporting never need
+    from crs.evaluate.stage import ProbeOutcome
+    from crs.extract.runner import ExtractStats
 
 __all__ = ["DEMO_SPEC", "Benchmark", "CacheRepair", "RunOutcome"]
 
@@ -137,6 +139,8 @@ class Benchmark:
         ``shard=(i, n)`` fills only row chunks ``k % n == i``; ``wait`` waits for another writer of
         the same (store, encoder, shard) instead of failing.
         """
+        from crs.extract.stage import extract_spec
+
         return extract_spec(self.spec, encoders, progress=progress, shard=shard, wait=wait)
 
     def probe(
@@ -147,6 +151,8 @@ class Benchmark:
         ``jobs`` overrides the spec's worker count; ``cluster`` sends units to Dask
         (``tcp://host:port`` or ``local:N``); ``full`` refits units whose inputs did not change.
         """
+        from crs.evaluate.stage import probe_spec
+
         return probe_spec(self.spec, jobs=jobs, cluster=cluster, progress=progress, full=full)
 
     def verify_cache(self, *, check_data: bool = True) -> dict[str, list[Problem]]:
@@ -206,6 +212,8 @@ class Benchmark:
 
         Without ``score`` it reads the stored one (:meth:`stored_score`), recomputing only when needed.
         """
+        from crs.report import write_report
+
         records = self.records()
         if score is None:
             score, _ = self.stored_score(records)

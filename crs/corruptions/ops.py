@@ -18,10 +18,9 @@ from dataclasses import replace
 import numpy as np
 import torch
 import torch.nn.functional as F
-import torchvision.transforms.v2.functional as TF
-from torchvision.io import ImageReadMode, decode_jpeg, encode_jpeg
 
 from crs.corruptions.context import Context
+from crs.corruptions.lazy import functional as _functional
 from crs.corruptions.levels import alias_table, sample, sample_impulse
 from crs.corruptions.resample import box_resample
 from crs.corruptions.seeding import bit_generator, generator, per_image
@@ -290,17 +289,17 @@ def zoom_blur(x: torch.Tensor, zooms: tuple[float, ...], context: Context) -> to
 # ---------------------------------------------------------------------------------- photometric
 def brightness(x: torch.Tensor, factor: float, context: Context) -> torch.Tensor:
     """x * factor, clipped (PIL ImageEnhance.Brightness, as MedMNIST-C brightness_up/down)."""
-    return TF.adjust_brightness(x, factor).clamp_(0, 1)
+    return _functional().adjust_brightness(x, factor).clamp_(0, 1)
 
 
 def contrast(x: torch.Tensor, factor: float, context: Context) -> torch.Tensor:
     """Blend with the image's mean grey: mean + factor (x - mean) (PIL ImageEnhance.Contrast)."""
-    return TF.adjust_contrast(x, factor).clamp_(0, 1)
+    return _functional().adjust_contrast(x, factor).clamp_(0, 1)
 
 
 def gamma(x: torch.Tensor, exponent: float, context: Context) -> torch.Tensor:
     """x ** exponent (torchvision adjust_gamma, as MedMNIST-C gamma_corr_up/down)."""
-    return TF.adjust_gamma(x, exponent).clamp_(0, 1)
+    return _functional().adjust_gamma(x, exponent).clamp_(0, 1)
 
 
 def colour_temperature(x: torch.Tensor, shift: float, context: Context) -> torch.Tensor:
@@ -354,6 +353,8 @@ def jpeg(x: torch.Tensor, quality: int, context: Context) -> torch.Tensor:
 
 
 def _jpeg(x: torch.Tensor, quality: int, context: Context) -> torch.Tensor:
+    from torchvision.io import ImageReadMode, decode_jpeg, encode_jpeg  # on first use: crs.corruptions.lazy
+
     if context.grayscale:
         grey = x.mean(dim=1, keepdim=True)
         as_uint8 = (grey * 255).round_().clamp_(0, 255).to(torch.int32).to(torch.uint8).cpu()
@@ -378,6 +379,8 @@ def jpeg_uint8(source: torch.Tensor, quality: int, context: Context) -> torch.Te
     """
     if context.grayscale and source.shape[1] != 1:
         return None
+    from torchvision.io import ImageReadMode, decode_jpeg, encode_jpeg  # on first use: crs.corruptions.lazy
+
     mode = ImageReadMode.GRAY if source.shape[1] == 1 else ImageReadMode.RGB
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)

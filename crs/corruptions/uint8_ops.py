@@ -13,9 +13,9 @@ resampler) lives in the leaf modules ``context`` and ``resample``, so this modul
 from __future__ import annotations
 
 import torch
-import torchvision.transforms.v2.functional as TF
 
 from crs.corruptions.context import Context
+from crs.corruptions.lazy import functional as _functional
 from crs.corruptions.resample import box_resample
 
 
@@ -37,7 +37,7 @@ def contrast_uint8(source: torch.Tensor, factor: float, context: Context) -> tor
     """
     batch = source.shape[0]
     x = source.to(torch.float32).div_(255)  # api._to_float: same values, same layout
-    grey = x if x.shape[1] == 1 else TF.rgb_to_grayscale(x)
+    grey = x if x.shape[1] == 1 else _functional().rgb_to_grayscale(x)
     mean = grey.mean(dim=(-3, -2, -1)).view(batch, 1)
     del x, grey
     levels = torch.arange(256, dtype=torch.float32, device=source.device).div_(255).expand(batch, 256)

@@ -18,7 +18,6 @@ from PIL import Image
 
 from crs.report import plots, plots_runs
 from crs.report.cards import build_cards
-from crs.report.grids import corruption_grids
 from crs.report.headline import headline, reversal_uncertainty
 from crs.report.provenance import encoder_provenance, exposure_flags, task_infos
 from crs.report.shifts import shift_table, shift_targets
@@ -197,6 +196,8 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
     if sites is not None:
         robustness.tables.append(sites)
     if draw_corruption_grids:
+        from crs.report.grids import corruption_grids  # torch and the image loaders: only for the grids
+
         corrupt = records[records["condition"] == "corrupt"]
         evaluated = {str(task): sorted(map(str, rows["corruption"].unique())) for task, rows in corrupt.groupby("task")}
         grids = corruption_grids(spec, folder, evaluated)

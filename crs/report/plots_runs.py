@@ -13,7 +13,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from crs.corruptions import MODALITIES, corruption
 from crs.evaluate import artifacts
 from crs.report.reliability import reliability_curve
 from crs.report.style import REFERENCE_GREY, EncoderStyle, report_style, save
@@ -63,6 +62,8 @@ def label_efficiency_curves(records: pd.DataFrame, styles: dict[str, EncoderStyl
 
 def corruption_family(name: str, modality: str = "") -> str:
     """The corruption's family from the suite definitions ('other' when no suite knows it)."""
+    from crs.corruptions import MODALITIES, corruption  # imports torch: only when a report has corrupted runs
+
     for candidate in ([modality] if modality else []) + list(MODALITIES):
         try:
             return corruption(candidate, name).family
