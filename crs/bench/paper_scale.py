@@ -51,7 +51,6 @@ import psutil
 
 from crs.benchmark import Benchmark
 from crs.cache.imports import import_features, write_table_from_spec
-from crs.corruptions import suite
 
 ISIC_CLASSES = ("MEL", "NV", "BCC", "AK", "BKL", "DF", "VASC", "SCC")
 CHEXPERT_LABELS = ("Atelectasis", "Cardiomegaly", "Consolidation", "Edema", "Pleural Effusion")
@@ -123,6 +122,8 @@ class TaskSize:
 
 def task_size(task: PaperTask, config: PaperScaleConfig) -> TaskSize:
     """Row counts at ``config.scale`` (never below what the label-fraction floors need) and the conditions."""
+    from crs.corruptions import suite  # imports torch: not in the stage processes, which never call this
+
     floor = 40 * len(task.classes)
     n = max(round(task.n_images * config.scale), floor)
     n_test = max(round((task.n_test or 0.2 * task.n_images) * config.scale), floor // 4)

@@ -1,25 +1,32 @@
 """The ``crs`` root group: one-line errors, logging, and the registration of every command.
 
 The commands live one group per module: stages.py (demo, run, extract, probe, score, report),
-cache.py and verify.py, datasets.py, encoders.py, corruptions.py, bench.py.
+cache.py and verify.py, datasets.py, encoders.py, corruptions.py, bench.py, init.py; the last four
+are imported when asked for (:data:`LAZY_COMMANDS`).
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 from concurrent.futures import BrokenExecutor
 
 import click
 
-from crs.cli.bench import bench
 from crs.cli.cache import cache, import_features
-from crs.cli.corruptions import corruptions
 from crs.cli.datasets import datasets
-from crs.cli.encoders import encoders_group
-from crs.cli.init import init
 from crs.cli.stages import STAGE_COMMANDS
 from crs.spec import SETTING_ATTRIBUTE
+
+LAZY_COMMANDS = {
+    "bench": "crs.cli.bench:bench",
+    "corruptions": "crs.cli.corruptions:corruptions",
+    "encoders": "crs.cli.encoders:encoders_group",
+    "init": "crs.cli.init:init",
+}
+"""Commands whose modules import torch, torchvision or the encoder libraries (seconds): imported when
+the command is asked for, so ``crs score`` and ``crs report`` start without them."""
 
 # Errors a user can fix: printed as one line and a non-zero exit, never a traceback.
 USER_ERRORS: tuple[type[BaseException], ...] = (
@@ -48,7 +55,17 @@ def error_line(error: BaseException) -> str:
 
 
 class FriendlyGroup(click.Group):
-    """A click group that turns user errors into ``crs: error: <message>`` and exit code 2."""
+    """A click group that turns user errors into ``crs: error: <message>`` and exit code 2, and
+    imports the modules of :data:`LAZY_COMMANDS` only when one of them runs (or help lists them)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(LAZY_COMMANDS))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in LAZY_COMMANDS and cmd_name not in self.commands:
+            module, attribute = LAZY_COMMANDS[cmd_name].split(":")
+            self.add_command(getattr(importlib.import_module(module), attribute), cmd_name)
+        return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context):
         try:
@@ -86,9 +103,8 @@ def cli(ctx: click.Context, debug: bool, verbose: int) -> None:
         logging.getLogger("crs").setLevel(level)
 
 
-for command in (*STAGE_COMMANDS, encoders_group, datasets, corruptions, cache, import_features, bench):
+for command in (*STAGE_COMMANDS, datasets, cache, import_features):
     cli.add_command(command)
-cli.add_command(init)
 
 
 def main() -> None:
