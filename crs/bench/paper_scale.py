@@ -30,6 +30,7 @@ run folder, spec), which is otherwise deleted. Full size needs about 6.6 GB of d
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import os
 import resource
@@ -375,10 +376,26 @@ class StageCost:
     peak_process_rss_bytes: int  # the largest single process (ru_maxrss of the stage process or a worker)
     returncode: int
     error: str = ""
+    import_s: float = 0.0  # wall seconds the stage process spent importing STAGE_MODULES[stage]: fixed, not per encoder
+
+
+STAGE_MODULES = {
+    "probe": ("crs.evaluate.stage", "crs.probes.torch_batched"),
+    "score": ("crs.scoring.result", "crs.scoring.case_bootstrap"),
+    "report": ("crs.report", "crs.corruptions", "matplotlib.pyplot"),
+}
+"""The modules each stage imports when it runs (crs.benchmark imports them lazily). The stage process
+imports them first and times it: a per-process cost that does not grow with the encoders, so the
+15-encoder figures do not scale it. A module missing here is scaled with the work (pessimistic)."""
 
 
 def run_stage(stage: str, spec: Path, jobs: int | str | None) -> dict[str, Any]:
-    """In the stage's own process: run it, then report this process's and its waited-for workers' peaks."""
+    """In the stage's own process: import its modules (timed), run it, then report the import time and
+    this process's and its waited-for workers' peaks."""
+    started = time.perf_counter()
+    for module in STAGE_MODULES.get(stage, ()):
+        importlib.import_module(module)
+    import_s = time.perf_counter() - started
     bench = Benchmark(spec)
     if stage == "probe":
         bench.probe(jobs=jobs, progress=False)
@@ -390,7 +407,7 @@ def run_stage(stage: str, spec: Path, jobs: int | str | None) -> dict[str, Any]:
         raise ValueError(f"unknown stage {stage!r}")
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-    return {"self_maxrss": own, "children_maxrss": workers}
+    return {"self_maxrss": own, "children_maxrss": workers, "import_s": import_s}
 
 
 class _TreeSampler(threading.Thread):
@@ -461,7 +478,7 @@ def measure_stage(stage: str, spec: Path, jobs: int | str | None) -> StageCost:
     output = measured.output.strip()
     error = "" if measured.returncode == 0 else (output.splitlines()[-1] if output else "failed")
     return StageCost(stage, measured.wall_s, measured.cpu_s, measured.peak_tree_rss_bytes, single,
-                     measured.returncode, error)
+                     measured.returncode, error, float(peaks.get("import_s", 0.0)))
 
 
 def measure_in_process(stage: str, spec: Path, jobs: int | str | None, config: PaperScaleConfig | None = None) -> StageCost:
@@ -540,7 +557,8 @@ def per_unit(folder: Path) -> list[dict[str, Any]]:
 
 def fifteen_encoders(stages: Sequence[StageCost], startup: StageCost, encoders: int,
                      units: Sequence[dict[str, Any]] = ()) -> dict[str, float]:
-    """Each stage's wall seconds for 15 encoders: (measured - start-up) / N x 15 + start-up.
+    """Each stage's wall seconds for 15 encoders: (measured - fixed) / N x 15 + fixed, fixed = start-up
+    (python and crs.benchmark) + the stage's own imports (``import_s``).
 
     With per-unit costs (``probe_costs.csv``) also ``probe_from_units``: per-unit cost x units, i.e.
     15 units per task at the task's mean unit wall time shared by the run's W workers (distinct
@@ -549,7 +567,8 @@ def fifteen_encoders(stages: Sequence[StageCost], startup: StageCost, encoders: 
     encoder); and ``total_from_units``: that plus the other stages as above.
     """
     base = startup.wall_s
-    totals = {s.stage: base + max(s.wall_s - base, 0.0) / encoders * PAPER_ENCODERS for s in stages}
+    totals = {s.stage: base + s.import_s + max(s.wall_s - base - s.import_s, 0.0) / encoders * PAPER_ENCODERS
+              for s in stages}
     totals["total"] = sum(totals.values())
     probe = next((s for s in stages if s.stage == "probe"), None)
     if probe is not None and units and all("mean_wall_s" in u for u in units):
@@ -648,7 +667,8 @@ def _gib(n: int) -> str:
 
 def _stage_line(cost: StageCost) -> str:
     text = (f"  {cost.stage:<7} wall {cost.wall_s:8.1f} s  CPU {cost.cpu_s:8.1f} s  peak RSS (tree) "
-            f"{_gib(cost.peak_tree_rss_bytes)}  largest process {_gib(cost.peak_process_rss_bytes)}")
+            f"{_gib(cost.peak_tree_rss_bytes)}  largest process {_gib(cost.peak_process_rss_bytes)}"
+            f"  (imports {cost.import_s:.1f} s)")
     return text + (f"  FAILED: {cost.error}" if cost.returncode else "")
 
 

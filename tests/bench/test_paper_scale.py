@@ -129,6 +129,9 @@ def test_fifteen_encoder_totals_scale_the_measured_cost_per_encoder():
     totals = fifteen_encoders(stages, startup, 2, two)
     assert totals["probe_from_units"] == pytest.approx(80.0)
     assert totals["total_from_units"] == pytest.approx(80.0 + 17.0)
+    # a stage's own imports (1 s of score's 4) are fixed too: 2 + 1 + (4 - 3) / 2 x 15 = 10.5 s
+    totals = fifteen_encoders([StageCost("score", 4.0, 3.0, 0, 0, 0, import_s=1.0)], startup, 2)
+    assert totals["score"] == pytest.approx(10.5)
 
 
 def test_per_unit_figures_come_from_probe_costs_csv(tmp_path):
