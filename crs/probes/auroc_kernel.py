@@ -23,6 +23,21 @@ from crs.axes.weighted_kernel import available, numba
 __all__ = ["available", "sorted_rows"]
 
 
+def _tie_run_python(low, high, r, start):  # pragma: no cover - compiled; plain Python works, slowly
+    """The run of equal scores from ``start`` in row ``r``: its end (exclusive) and its positives."""
+    n = high.shape[1]
+    end = start + 1
+    while end < n and high[r, end] == high[r, start]:
+        end += 1
+    positives = 0
+    for q in range(start, end):
+        positives += np.int64(low[r, q] >> 31)
+    return end, positives
+
+
+_tie_run = numba.njit(nogil=True, cache=True, inline="always")(_tie_run_python) if numba is not None else _tie_run_python
+
+
 def _sorted_rows(low, high, columns, influence, auroc, totals):  # pragma: no cover - compiled; plain Python works, slowly
     """AUROC of each sorted row of keys into ``auroc`` (rows,), and with ``influence`` each case's
     DeLong influence added into ``totals[row // columns, case]``.
@@ -41,12 +56,7 @@ def _sorted_rows(low, high, columns, influence, auroc, totals):  # pragma: no co
         p = 0
         while p < n:
             if p + 1 < n and high[r, p + 1] == high[r, p]:  # a run of equal scores
-                end = p + 2
-                while end < n and high[r, end] == high[r, p]:
-                    end += 1
-                run_positive = 0
-                for q in range(p, end):
-                    run_positive += np.int64(low[r, q] >> 31)
+                end, run_positive = _tie_run(low, high, r, p)
                 run_negative = end - p - run_positive
                 twice_pairs += run_positive * (2 * negatives + run_negative)
                 negatives += run_negative
@@ -72,12 +82,7 @@ def _sorted_rows(low, high, columns, influence, auroc, totals):  # pragma: no co
         p = 0
         while p < n:
             if p + 1 < n and high[r, p + 1] == high[r, p]:  # a run: its own cases count one half
-                end = p + 2
-                while end < n and high[r, end] == high[r, p]:
-                    end += 1
-                run_positive = 0
-                for q in range(p, end):
-                    run_positive += np.int64(low[r, q] >> 31)
+                end, run_positive = _tie_run(low, high, r, p)
                 run_negative = end - p - run_positive
                 at_positive = ((below + 0.5 * run_negative) * inverse_negatives - area) * inverse_positives
                 at_negative = ((above - 0.5 * run_positive) * inverse_positives - area) * inverse_negatives
