@@ -62,13 +62,12 @@ def batched_auroc_influence(
     targets = label_matrix(y, scores.shape[-1])
     batch, n, k = scores.shape[:-2], scores.shape[-2], scores.shape[-1]
     out = np.full(batch + (k,), np.nan)
-    totals = np.zeros(batch + (n,)) if influence else None
     complete = ~np.isnan(targets).any(axis=0)
     if complete.all():  # no copy of the scores (multiclass, complete labels)
-        out[...], values = _auroc_columns(targets, scores, influence)
-        if totals is not None and values is not None:
-            totals = values
-    elif complete.any():
+        out[...], totals = _auroc_columns(targets, scores, influence)
+        return out, totals
+    totals = np.zeros(batch + (n,)) if influence else None
+    if complete.any():
         cols = np.flatnonzero(complete)
         out[..., cols], values = _auroc_columns(targets[:, cols], scores[..., cols], influence)
         if totals is not None and values is not None:
