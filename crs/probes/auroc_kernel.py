@@ -7,8 +7,9 @@ sorted keys into AUROC and per-case influences: unpack the label and the case, a
 positives, the tie groups, the influence formulas, a scatter back into case order and a sum over the
 columns. This kernel walks each sorted row twice instead, in the L1 cache: once to count the
 (negative, positive) pairs (ties one half), once to add each case's influence into its per-case
-total; both walks keep running counts, with no division per case. The AUROC is bit for bit the numpy path's (both are an exact count of half pairs over the
-same product); the influences agree to rounding (tested to 1e-12).
+total; both walks keep running counts, with no division per case. The AUROC is bit for bit the
+numpy path's (both are an exact count of half pairs over the same product); the influences agree
+to rounding (tested to 1e-12).
 
 numba is optional (the ``fast`` extra), as for :mod:`crs.axes.weighted_kernel`, whose switch
 (``CRS_NO_NUMBA=1``) turns this kernel off too.
