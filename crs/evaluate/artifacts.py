@@ -11,7 +11,10 @@ Layout of ``<output>/``::
 
 Prediction keys: ``<condition>_probs`` and ``<condition>_labels`` with condition ``clean``,
 ``shift__<target>`` (one per shift target) or ``corrupt__<corruption>__<severity>``;
-``clean_all_probs`` (every probe, float16), ``subset_fraction``, ``subset_seed`` (one per probe)
+``clean_all_probs`` (every probe, float16), ``<condition>_keys`` and ``clean_all_keys`` (float32
+rank keys in each probability column's order, which AUROCs are computed on: see
+:class:`crs.probes.base.PredictedScores`; a folder written before them ranks the probabilities),
+``subset_fraction``, ``subset_seed`` (one per probe)
 and ``full_seeds`` (the seeds of the full-fraction rows); ``clean_groups`` and
 ``shift_groups__<target>``: the patient or lesion id of each test row and of each shift target's
 rows, for the group-level bootstrap. Run folders written before several shift targets hold one
@@ -57,6 +60,7 @@ CLEAN = "clean"
 SHIFT = "shift"
 """Condition name of every shift target in the records; alone, the stem of an older folder's one target."""
 ALL_CLEAN_PROBS = "clean_all_probs"
+ALL_CLEAN_KEYS = "clean_all_keys"
 SUBSET_FRACTION = "subset_fraction"
 SUBSET_SEED = "subset_seed"
 FULL_SEEDS = "full_seeds"
@@ -66,6 +70,7 @@ SHIFT_GROUPS = "shift_groups"
 _CORRUPT_PREFIX = "corrupt__"
 _SHIFT_PREFIX = "shift__"
 _PROBS_SUFFIX = "_probs"
+_KEYS_SUFFIX = "_keys"
 
 
 class RunFolderError(FileNotFoundError):
@@ -126,6 +131,23 @@ def shift_keys(arrays: Mapping[str, Any], targets: Sequence[str] | None = None) 
 
 def probs_key(stem: str) -> str:
     return f"{stem}{_PROBS_SUFFIX}"
+
+
+def keys_key(stem: str) -> str:
+    """The rank keys stored beside ``<stem>_probs`` (AUROCs rank these; see the module docstring)."""
+    return f"{stem}{_KEYS_SUFFIX}"
+
+
+def auroc_scores(arrays: Mapping[str, Any], probs_name: str) -> np.ndarray:
+    """What an AUROC ranks for the probabilities stored under ``probs_name``: their rank keys when
+    the folder has them (order-exact, see :class:`crs.probes.base.PredictedScores`), else the
+    probabilities themselves (a folder written before the keys)."""
+    stem = probs_name[: -len(_PROBS_SUFFIX)] if probs_name.endswith(_PROBS_SUFFIX) else None
+    if probs_name == ALL_CLEAN_PROBS:
+        key = ALL_CLEAN_KEYS
+    else:
+        key = keys_key(stem) if stem is not None else None
+    return np.asarray(arrays[key] if key is not None and key in arrays else arrays[probs_name])
 
 
 def labels_key(stem: str) -> str:

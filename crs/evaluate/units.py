@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import zarr
+from threadpoolctl import threadpool_limits
 
 from crs import axes
 from crs.cache.direct import read_block
@@ -34,7 +36,7 @@ from crs.data.base import VALIDATION_STREAM, nested_label_fractions
 from crs.evaluate import artifacts
 from crs.evaluate.memory import READ_ROWS, PeakRSS, UnitSize
 from crs.probes import ProbeSet, distinct_probes, fit_probes
-from crs.probes.base import as_float
+from crs.probes.base import LinearProbeSet, PredictedScores, as_float
 from crs.probes.metrics import METRICS, evaluation_metrics
 from crs.spec import Spec
 
@@ -356,30 +358,47 @@ class ConditionReader:
 
 def predict_condition(
     probe_set: ProbeSet, condition: Condition, n_outputs: int, clock: _Clock,
-    blocks: Iterator[tuple[int, np.ndarray]] | None = None,
-) -> np.ndarray:
-    """Probabilities (P, N, K) float32 of every probe of ``probe_set`` on one condition, predicted
-    block by block as the rows arrive (from ``blocks``, a :class:`ConditionReader`'s, or read here)."""
-    probs = np.empty((probe_set.n_subsets, len(condition.labels), n_outputs), dtype=np.float32)
-    buffer = np.empty((0, 0), dtype=np.float32)
+    blocks: Iterator[tuple[int, np.ndarray]] | None = None, ordinal: bool = False,
+) -> PredictedScores:
+    """Probabilities (P, N, K) float64 and rank keys of every probe of ``probe_set`` on one condition
+    (:class:`crs.probes.base.PredictedScores`), predicted block by block as the rows arrive (from
+    ``blocks``, a :class:`ConditionReader`'s, or read here). Probe sets without float64 rank keys
+    (k-NN, ridge's one-vs-rest link) give their probabilities and no keys."""
+    N, P = len(condition.labels), probe_set.n_subsets
+    keyed = isinstance(probe_set, LinearProbeSet) and probe_set.link in ("softmax", "sigmoid")
+    probs = np.empty((P, N, n_outputs))
+    ovr = np.empty((P, N, n_outputs), dtype=np.float32) if keyed else None
+    exceed = np.empty((P, N, n_outputs - 1), dtype=np.float32) if keyed and ordinal else None
     blocks = condition.blocks() if blocks is None else blocks
+    reference = None  # the condition's first row: keys are the rows' exact differences from it
     while True:
         with clock.phase("read"):
             item = next(blocks, None)
         if item is None:
-            return probs
+            return PredictedScores(probs, ovr, exceed)  # type: ignore[arg-type]
         start, rows = item
+        stop = start + len(rows)
         with clock.phase("predict"):
-            if rows.dtype == np.float16 and (buffer.shape[1:] != rows.shape[1:] or len(buffer) < len(rows)):
-                buffer = np.empty(rows.shape, dtype=np.float32)
-            converted = rows.dtype == np.float16  # then float32_rows writes our buffer: it may be overwritten
-            probs[:, start : start + len(rows)] = probe_set.predict_proba(float32_rows(rows, buffer), scratch=converted)
+            if keyed:
+                if reference is None and len(rows):
+                    reference = rows[0].astype(np.float64)
+                scores = probe_set.predict_scores(rows, ordinal, reference)  # type: ignore[attr-defined]
+                probs[:, start:stop], ovr[:, start:stop] = scores.probs, scores.ovr_keys  # type: ignore[index]
+                if exceed is not None:
+                    exceed[:, start:stop] = scores.exceed_keys
+            else:
+                probs[:, start:stop] = probe_set.predict_proba(rows)
 
 
-def probe_metrics(y: np.ndarray, probs: np.ndarray, kind: str, reference_columns: list[str]) -> dict[str, np.ndarray]:
-    """Every column of :func:`condition_metrics` for each probe of ``probs`` (P, N, K): the batched
-    metrics, and per probe only the columns the batched path does not have (none today)."""
-    batched = evaluation_metrics(y, probs, kind, metrics=[name for name in reference_columns if name in METRICS])
+def probe_metrics(y: np.ndarray, scores: PredictedScores, kind: str, reference_columns: list[str]) -> dict[str, np.ndarray]:
+    """Every column of :func:`condition_metrics` for each probe of ``scores`` (P, N, K): the batched
+    metrics (AUROCs ranked on the rank keys), and per probe only the columns the batched path does
+    not have (none today)."""
+    probs = scores.probs
+    batched = evaluation_metrics(
+        y, probs, kind, metrics=[name for name in reference_columns if name in METRICS],
+        ovr_keys=scores.ovr_keys, exceed_keys=scores.exceed_keys,
+    )
     extra = [name for name in reference_columns if name not in batched]
     if extra:
         rows = [condition_metrics(y, p, kind) for p in probs]
@@ -387,14 +406,46 @@ def probe_metrics(y: np.ndarray, probs: np.ndarray, kind: str, reference_columns
     return {name: batched[name] for name in reference_columns}
 
 
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """BLAS and torch limited to one thread for the block, restored after.
+
+    A unit's arithmetic must not depend on where it runs: in the calling process (one worker,
+    whose thread count is the process's) or in a worker process (one thread each), torch and BLAS
+    split products differently across threads and round differently (one worker against two moved
+    records by up to 2.7e-3 in AUROC before). Pinned to one thread everywhere, a unit's records are
+    bit-identical whatever the worker count; one BLAS thread per worker is also the fastest on
+    these cores (docs/performance.md)."""
+    torch = sys.modules.get("torch")
+    previous = torch.get_num_threads() if torch is not None else None
+    with threadpool_limits(limits=1):
+        if torch is not None:
+            torch.set_num_threads(1)
+        try:
+            yield
+        finally:
+            if torch is not None and previous is not None:
+                torch.set_num_threads(previous)
+
+
 def run_unit(
     unit: ProbeUnit, cache_root: Path, settings: ProbeSettings, folder: artifacts.RunFolder | None = None
 ) -> UnitResult:
-    """Fit and evaluate every probe of one (encoder, task) unit from the cache alone.
+    """Fit and evaluate every probe of one (encoder, task) unit from the cache alone, on one thread
+    (:func:`one_thread`).
 
     With ``folder``, the unit's per-case predictions are written, one condition at a time, to its
     partial predictions file there (the stage commits it with the run's records).
     """
+    if settings.backend == "torch":
+        import torch  # noqa: F401  # loaded before the limit, so the limit covers torch's threads too
+    with one_thread():
+        return _run_unit(unit, cache_root, settings, folder)
+
+
+def _run_unit(
+    unit: ProbeUnit, cache_root: Path, settings: ProbeSettings, folder: artifacts.RunFolder | None = None
+) -> UnitResult:
     clock = _Clock()
     wall_start, cpu_start = time.perf_counter(), time.process_time()
     with PeakRSS() as memory:
@@ -443,13 +494,15 @@ def run_unit(
                 # the full fraction's seeds train on the same rows, so they are one probe, predicted once.
                 evaluated = every_probe if condition.condition == "clean" else robustness_probes
                 distinct, copies = distinct_probes(probe_set, evaluated)
-                distinct_probs = predict_condition(
-                    probe_set.select(distinct), condition, table.task.n_outputs, clock, reader.blocks()
+                distinct_scores = predict_condition(
+                    probe_set.select(distinct), condition, table.task.n_outputs, clock, reader.blocks(),
+                    ordinal=kind == "ordinal",
                 )
+                distinct_probs = distinct_scores.probs
                 with clock.phase("metrics"):
                     if not reference_columns:  # the columns the per-probe reference defines
                         reference_columns = list(condition_metrics(condition.labels, distinct_probs[0], kind))
-                    metrics = probe_metrics(condition.labels, distinct_probs, kind, reference_columns)
+                    metrics = probe_metrics(condition.labels, distinct_scores, kind, reference_columns)
                     frames.append(pd.DataFrame({
                         **{name: value[evaluated] if isinstance(value, np.ndarray) else value for name, value in keys.items()},
                         "condition": condition.condition, "corruption": condition.corruption,
@@ -463,15 +516,20 @@ def run_unit(
                     # probabilities near 0 and 1 into ties and moves AUROC (measured 0.56 -> 0.49).
                     with clock.phase("save"):
                         at_full = copies[np.searchsorted(evaluated, full)]
-                        writer.add(artifacts.probs_key(condition.key), distinct_probs[at_full])
+                        writer.add(artifacts.probs_key(condition.key), distinct_probs[at_full].astype(np.float32))
                         writer.add(artifacts.labels_key(condition.key), condition.labels)
+                        rank_keys = distinct_scores.ovr_keys
+                        if rank_keys is not None:  # what the bootstrap's AUROCs rank (order-exact)
+                            writer.add(artifacts.keys_key(condition.key), rank_keys[at_full])
                         if condition.condition == "clean":  # every fraction, for label efficiency's bootstrap
                             writer.add(artifacts.ALL_CLEAN_PROBS, distinct_probs[copies].astype(np.float16))
+                            if rank_keys is not None:
+                                writer.add(artifacts.ALL_CLEAN_KEYS, rank_keys[copies])
                         if condition.groups is not None:  # the bootstrap resamples patients, not images
                             writer.add(condition.groups_key, condition.groups.astype(str))
                 if condition.condition == "clean":  # free the clean test rows: no later condition reads them
                     condition.features = np.empty((0, 0), dtype=np.float16)
-                del distinct_probs
+                del distinct_probs, distinct_scores
                 n_conditions += 1
             if writer is not None:
                 with clock.phase("save"):

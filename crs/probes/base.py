@@ -109,6 +109,32 @@ class LinearProbeSet(ProbeSet):
     weights: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0)))
     bias: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
 
+    def predict_scores(self, X: np.ndarray, ordinal: bool = False, reference: np.ndarray | None = None) -> PredictedScores:
+        """Probabilities and rank keys of every probe on ``X`` from float64 logits (see
+        :class:`PredictedScores`): what stage 2 evaluates, the same to ~1e-15 on every machine.
+
+        ``reference`` (D,): a row the decision values are taken relative to (default: the training
+        center). Stage 2 passes a condition's first row, so that on a condition whose rows all sit
+        far from the center in one direction (a strong corruption) the keys hold the rows'
+        differences, computed exactly, instead of a large shared value plus last-bit noise."""
+        X = check_features(X, "X", dim=self.weights.shape[1], finite=False)
+        n_subsets, dim, k = self.weights.shape
+        origin = self.center if reference is None else np.asarray(reference, dtype=np.float64)
+        centered = as_float(X, np.float64)
+        centered -= origin
+        stacked = self.weights.transpose(1, 0, 2).reshape(dim, n_subsets * k)
+        with np.errstate(invalid="ignore", over="ignore"):
+            decision = centered @ stacked
+        if not np.isfinite(decision).all():
+            raise ProbeError("X contains NaN or inf features (its logits are not finite); re-extract or drop those rows")
+        decision = decision.reshape(len(X), n_subsets, k).transpose(1, 0, 2)
+        bias = self.bias
+        if reference is not None:  # the logits at the reference row join the bias
+            shift = ((origin - self.center) @ stacked).reshape(n_subsets, k)
+            with np.errstate(invalid="ignore"):
+                bias = np.where(np.isneginf(bias), -np.inf, bias + shift)
+        return rank_scores(decision, bias, self.link, ordinal)
+
     def decision_function(self, X: np.ndarray, scratch: bool = False) -> np.ndarray:
         """Logits ``(n_subsets, N, K)``, one float32 matrix product for all subsets. ``scratch``: X is
         the caller's float32 buffer, centred in place (one pass over the rows fewer)."""
@@ -137,6 +163,72 @@ class LinearProbeSet(ProbeSet):
 
     def _selected_parameters(self, rows: np.ndarray) -> dict[str, Any]:
         return {"weights": self.weights[rows], "bias": self.bias[rows]}
+
+
+@dataclass(frozen=True)
+class PredictedScores:
+    """What a stack of probes predicts on N cases, for the metrics.
+
+    ``probs`` (P, N, K) float64. ``ovr_keys`` (P, N, K) float32: per column a score in the same
+    order as the column's probability, computed so that last-bit noise cannot reorder cases:
+    the log-odds of the column relative to its log-odds at the reference row (the sigmoid link's
+    decision value without its bias; for softmax log(p_k / (1 - p_k)) minus its value there).
+    Log-odds keep their precision at both ends (log p_k of a near-certain class is -1e-20 and
+    rounds to 0), and relative to the reference a probe that barely moves keeps its order in
+    float32 instead of collapsing into ties of 0.1250000. ``exceed_keys`` (P, N, K - 1), for
+    ordinal tasks: the same for P(grade >= t), t = 1..K-1. A key of a column the probe cannot
+    move (a class it cannot predict, or the only class it can) is 0."""
+
+    probs: np.ndarray
+    ovr_keys: np.ndarray
+    exceed_keys: np.ndarray | None = None
+
+
+def _log_share(decision: np.ndarray, log_prior: np.ndarray, members: np.ndarray) -> np.ndarray:
+    """log(sum_{j in members} prior_j e^{d_j} / sum_{j in members} prior_j) per (P, N), stable, with
+    absolute error ~1e-16 x the largest |d| (``log_prior`` (P, K), -inf for classes the probe
+    cannot predict; NaN where no member can be predicted)."""
+    logs = decision[..., members] + log_prior[:, None, members]
+    top = np.max(logs, axis=-1, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        total = np.log(np.exp(logs - top).sum(axis=-1)) + top[..., 0]
+        prior_top = np.max(log_prior[:, members], axis=-1, keepdims=True)
+        prior_top = np.where(np.isfinite(prior_top), prior_top, 0.0)
+        prior_total = np.log(np.exp(log_prior[:, members] - prior_top).sum(axis=-1)) + prior_top[:, 0]
+        return np.where(np.isfinite(prior_total)[:, None], total - prior_total[:, None], np.nan)
+
+
+def _relative_log_odds(decision: np.ndarray, log_prior: np.ndarray, inside: np.ndarray) -> np.ndarray:
+    """log-odds of the classes ``inside`` against the rest, minus their value where d = 0; 0 where
+    either side holds no class the probe can predict."""
+    K = decision.shape[-1]
+    outside = np.setdiff1d(np.arange(K), inside)
+    key = _log_share(decision, log_prior, inside) - _log_share(decision, log_prior, outside)
+    return np.where(np.isnan(key), 0.0, key)
+
+
+def rank_scores(decision: np.ndarray, bias: np.ndarray, link: str, ordinal: bool = False) -> PredictedScores:
+    """:class:`PredictedScores` from decision values (P, N, K, float64, bias excluded) and the
+    biases (P, K): the logits are ``decision + bias``."""
+    if link == "sigmoid":
+        probs = link_function(decision + bias[:, None, :], "sigmoid")
+        return PredictedScores(probs, decision.astype(np.float32))
+    if link != "softmax":
+        raise ProbeError(f"rank keys are defined for the softmax and sigmoid links, not {link!r}")
+    logits = decision + bias[:, None, :]
+    probs = link_function(logits, "softmax")
+    finite = np.isfinite(bias)
+    safe = np.where(finite, bias, 0.0)
+    top = np.max(np.where(finite, safe, -np.inf), axis=-1, keepdims=True)
+    log_prior = np.where(finite, safe - top, -np.inf)  # the prior's normaliser cancels in the shares
+    K = decision.shape[-1]
+    ovr = np.stack([_relative_log_odds(decision, log_prior, np.array([k])) for k in range(K)], axis=-1)
+    exceed = None
+    if ordinal and K > 1:
+        exceed = np.stack([_relative_log_odds(decision, log_prior, np.arange(t, K)) for t in range(1, K)], axis=-1)
+        exceed = exceed.astype(np.float32)
+    return PredictedScores(probs, ovr.astype(np.float32), exceed)
 
 
 def max_last(values: np.ndarray) -> np.ndarray:

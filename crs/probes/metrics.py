@@ -106,7 +106,9 @@ def _clip(probs: np.ndarray) -> np.ndarray:
     return np.clip(probs, eps, 1.0 - eps)
 
 
-def _multiclass(y: np.ndarray, probs: np.ndarray, n_bins: int, influence: bool) -> dict[str, np.ndarray]:
+def _multiclass(
+    y: np.ndarray, probs: np.ndarray, n_bins: int, influence: bool, keys: np.ndarray | None = None
+) -> dict[str, np.ndarray]:
     P, N, K = probs.shape
     if N == 0:
         return {name: np.full(P, np.nan) for name in ("auroc", "auroc_se", "ece", "ece_debiased", "ece_se", "brier", "nll")}
@@ -123,7 +125,8 @@ def _multiclass(y: np.ndarray, probs: np.ndarray, n_bins: int, influence: bool) 
     for k in range(K):
         squares += np.square(columns[:, k].astype(np.float64) - (y == k))
     picked = np.take_along_axis(columns, np.broadcast_to(y[None, None, :], (P, 1, N)), axis=1)[:, 0]
-    auroc, case_totals = batched_auroc_influence(y, columns.transpose(0, 2, 1), influence)
+    ranked = columns.transpose(0, 2, 1) if keys is None else keys
+    auroc, case_totals = batched_auroc_influence(y, ranked, influence)
     return {
         "auroc": _nanmean(auroc),
         "auroc_se": auroc_standard_error(auroc, case_totals) if case_totals is not None else np.full(P, np.nan),
@@ -135,7 +138,9 @@ def _multiclass(y: np.ndarray, probs: np.ndarray, n_bins: int, influence: bool) 
     }
 
 
-def _multilabel(y: np.ndarray, probs: np.ndarray, n_bins: int, influence: bool) -> dict[str, np.ndarray]:
+def _multilabel(
+    y: np.ndarray, probs: np.ndarray, n_bins: int, influence: bool, keys: np.ndarray | None = None
+) -> dict[str, np.ndarray]:
     P, _, L = probs.shape
     ece, calibrated_mean, calibrated_variance, brier, nll = (np.full((P, L), np.nan) for _ in range(5))
     for label in range(L):
@@ -151,7 +156,7 @@ def _multilabel(y: np.ndarray, probs: np.ndarray, n_bins: int, influence: bool) 
         clipped = _clip(p)
         # y log p + (1 - y) log(1 - p) with y in {0, 1} is log of the chosen one: one log, same value
         nll[:, label] = -np.mean(np.log(np.where(target == 1.0, clipped, 1.0 - clipped)), axis=1)
-    auroc, case_totals = batched_auroc_influence(y, probs, influence)
+    auroc, case_totals = batched_auroc_influence(y, probs if keys is None else keys, influence)
     # labels taken as independent: mean of the label means, sqrt(sum of label variances) / labels
     labels = (~np.isnan(calibrated_mean)).sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -181,14 +186,18 @@ def quadratic_kappa(y: np.ndarray, probs: np.ndarray) -> np.ndarray:
     return np.where((total > 0) & (disagreement != 0), kappa, np.nan)
 
 
-def ordinal_auroc(y: np.ndarray, probs: np.ndarray) -> np.ndarray:
-    """Mean over thresholds k of the AUROC of ``y >= k`` scored by P(grade >= k), per probe: ``(P,)``."""
+def ordinal_auroc(y: np.ndarray, probs: np.ndarray, exceed_keys: np.ndarray | None = None) -> np.ndarray:
+    """Mean over thresholds k of the AUROC of ``y >= k`` scored by P(grade >= k), per probe: ``(P,)``
+    (or by ``exceed_keys`` (P, N, K - 1), scores in the same order: :class:`crs.probes.base.PredictedScores`)."""
     K = probs.shape[2]
     if K < 2:
         return np.full(probs.shape[0], np.nan)
-    p = probs.astype(np.float64)
-    # p[..., k:].sum() per threshold, as the reference sums them (same order, so the same ties)
-    exceed = np.stack([p[..., k:].sum(axis=2) for k in range(1, K)], axis=2)
+    if exceed_keys is not None:
+        exceed = exceed_keys
+    else:
+        p = probs.astype(np.float64)
+        # p[..., k:].sum() per threshold, as the reference sums them (same order, so the same ties)
+        exceed = np.stack([p[..., k:].sum(axis=2) for k in range(1, K)], axis=2)
     targets = np.stack([(y >= k) for k in range(1, K)], axis=1).astype(np.float64)
     return _nanmean(batched_auroc(targets, exceed))
 
@@ -215,14 +224,17 @@ def distinct_probes(probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def evaluation_metrics(
-    y: np.ndarray, probs: np.ndarray, kind: str, n_bins: int = ECE_BINS, metrics: Sequence[str] = METRICS
+    y: np.ndarray, probs: np.ndarray, kind: str, n_bins: int = ECE_BINS, metrics: Sequence[str] = METRICS,
+    ovr_keys: np.ndarray | None = None, exceed_keys: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """The ``metrics`` (default: all of :data:`METRICS`) of each probe of ``probs`` (P, N, K) on labels
     ``y``: ``(P,)`` each.
 
     ``y``: int ``(N,)`` class indices (multiclass, ordinal) or float ``(N, K)`` with NaN = ignore
     (multilabel). kappa and ordinal AUROC are NaN except for ordinal tasks. The AUROC standard
-    error (per-case influences) is computed only when asked for.
+    error (per-case influences) is computed only when asked for. ``ovr_keys`` and ``exceed_keys``
+    (:class:`crs.probes.base.PredictedScores`): rank AUROC and ordinal AUROC on these scores, in the
+    probabilities' order but free of the ties float32 rounding makes (default: the probabilities).
     """
     unknown = sorted(set(metrics) - set(METRICS))
     if unknown:
@@ -230,15 +242,17 @@ def evaluation_metrics(
     y = check_condition_labels(y, probs, kind)
     keep, inverse = distinct_probes(probs)
     if len(keep) < len(probs):
-        scored = evaluation_metrics(y, probs[keep], kind, n_bins, metrics)
+        subset = lambda keys: None if keys is None else keys[keep]  # noqa: E731
+        scored = evaluation_metrics(y, probs[keep], kind, n_bins, metrics, subset(ovr_keys), subset(exceed_keys))
         return {name: values[inverse] for name, values in scored.items()}
     influence = "auroc_se" in metrics
-    out = _multilabel(y, probs, n_bins, influence) if kind == "multilabel" else _multiclass(y, probs, n_bins, influence)
+    metric_of = _multilabel if kind == "multilabel" else _multiclass
+    out = metric_of(y, probs, n_bins, influence, ovr_keys)
     nan = np.full(probs.shape[0], np.nan)
     out["kappa"], out["ordinal_auroc"] = nan, nan.copy()
     if kind == "ordinal" and len(y):
         if "kappa" in metrics:
             out["kappa"] = quadratic_kappa(y, probs)
         if "ordinal_auroc" in metrics:
-            out["ordinal_auroc"] = ordinal_auroc(y, probs)
+            out["ordinal_auroc"] = ordinal_auroc(y, probs, exceed_keys)
     return {name: out[name] for name in metrics}

@@ -307,14 +307,27 @@ def subset_validation_scores(problem, proba_of, unique_ids, selection: str) -> n
     return np.stack(scores)
 
 
-def select_C(scores: np.ndarray) -> np.ndarray:
-    """Index of the best C per row of ``scores`` ``(n_subsets, n_Cs)``, Cs in ascending order.
+SELECTION_RTOL = 1e-5
+"""Validation scores within this relative distance of the best count as tied (the tie goes to the
+smaller C). The path's scores come from fits stopped at a loose tolerance: next to the best C they
+moved by up to ~1e-6 relative between BLAS kernels on the demo (far from it, at the largest C, up
+to 7e-3), while the best and second-best C were never closer than 3.9e-4; a tolerance between the
+two keeps the machine's rounding from flipping a near-tie (docs/reproducibility.md)."""
 
-    Ties go to the smaller C (the first maximum), the more regularised probe; NaN (a C the path
-    never reached) never wins.
+
+def select_C(scores: np.ndarray, rtol: float = SELECTION_RTOL) -> np.ndarray:
+    """Index of the best C per row of ``scores`` ``(n_subsets, n_Cs)`` (larger is better), Cs in
+    ascending order.
+
+    A C whose score is within ``rtol`` (relative, :data:`SELECTION_RTOL`) of the row's best counts as
+    tied with it, and ties go to the smaller C (the first), the more regularised probe; NaN (a C the
+    path never reached) never wins.
     """
     filled = np.where(np.isnan(scores), -np.inf, scores)
-    return np.argmax(filled, axis=1)
+    best = filled.max(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        tied = filled >= best - rtol * np.abs(best)
+    return np.argmax(tied, axis=1)
 
 
 def assemble_linear(

@@ -20,9 +20,11 @@ from crs.probes.base import (
     constant_label_bias,
     fold_standardisation,
     link_function,
+    subset_moments,
     subset_standardiser,
 )
-from crs.probes.selection import assemble_linear, subset_validation_scores
+from crs.probes.polish import polish, validation_score
+from crs.probes.selection import assemble_linear, select_C, subset_validation_scores
 
 MAX_ITER = 5000
 TOL = 1e-4
@@ -121,4 +123,22 @@ def fit(
     weights = np.stack([np.stack(f["weights"]) for f in fits])
     bias = np.stack([np.stack(f["bias"]) for f in fits])
     converged = np.array([f["converged"] for f in fits])
-    return assemble_linear(problem, backend, family, selection, scores, weights, bias, converged)
+    best, weights, bias, converged = polish_selected(problem, selection, scores, weights, bias)
+    return assemble_linear(problem, backend, family, selection, scores, weights, bias, converged, best=best)
+
+
+def polish_selected(problem: ProblemData, selection: str, scores: np.ndarray, weights: np.ndarray, bias: np.ndarray):
+    """Choose C per unique subset and polish each chosen probe in float64 (:mod:`crs.probes.polish`),
+    so a record does not depend on where the backend's solver stopped. Updates ``scores`` at the
+    chosen C to the polished probe's; returns (best, weights (U, D, K), bias (U, K), converged)."""
+    best = select_C(scores)
+    means, stds = subset_moments(problem.X_train, problem.center, problem.unique_subsets)
+    U = len(best)
+    chosen_weights, chosen_bias = np.empty((U,) + weights.shape[2:]), np.empty((U,) + bias.shape[2:])
+    converged = np.zeros(U, dtype=bool)
+    for u in range(U):
+        chosen_weights[u], chosen_bias[u], converged[u] = polish(
+            problem, u, float(problem.Cs[best[u]]), weights[u, best[u]], bias[u, best[u]], means[u], stds[u]
+        )
+        scores[u, best[u]] = validation_score(problem, u, chosen_weights[u], chosen_bias[u], selection)
+    return best, chosen_weights, chosen_bias, converged

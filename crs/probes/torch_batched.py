@@ -41,6 +41,7 @@ from crs.probes.base import (
     subset_moments,
     subset_standardiser,
 )
+from crs.probes.polish import Preconditioner, polish, validation_score
 from crs.probes.selection import (
     assemble_linear,
     lower_is_better,
@@ -696,12 +697,29 @@ def fit(
             W0 = W_path[torch.arange(S, device=torch_device), rows][:, None]
             W, ok = lbfgs(bases.problem, Cs[rows][:, None], W0, final_options)
             w, b = fold(bases, W, problem)
-            weights[members], bias[members] = w[:, 0], b[:, 0]
-            scores[members, best] = _val_scores(problem, val_centered, w, b, selection, members)[:, 0]
-            converged[members] = ok[:, 0].cpu().numpy()
+            for k, index in enumerate(members):  # the records' probes: float64 on the exact problem
+                weights[index], bias[index], converged[index] = polish(
+                    problem, index, float(problem.Cs[best[k]]), w[k, 0], b[k, 0], moments[0][index],
+                    moments[1][index], *_full_rank_start(bases, W, k, moments[1][index]),
+                )
+                scores[index, best[k]] = validation_score(problem, index, weights[index], bias[index], selection)
             del bases, W_path, W0, W  # free this group's tensors before the next group is built
         del shared
     return assemble_linear(problem, "torch", family, selection, scores, weights, bias, converged, best=selected)
+
+
+def _full_rank_start(bases: GroupBases, W: torch.Tensor, k: int, std: np.ndarray) -> tuple[Preconditioner | None, np.ndarray | None]:
+    """Member k's basis and solution as the polish's preconditioner and start, when the basis spans
+    every direction (then its float32 rounding cannot move the optimum); else (None, None) and the
+    polish builds its own float64 basis. In the basis's coordinates the standardised weights are
+    diag(std / basis std) V u (the shared basis's subsets carry the shared std; the others their own)."""
+    V = bases.V[k]
+    if V.shape[1] != V.shape[0] or not bool((V.abs().amax(dim=0) > 0).all()):  # padded: lower rank
+        return None, None
+    basis = (std / bases.std[k])[:, None] * V.double().cpu().numpy()
+    variance = bases.problem.variance[k, :-1].double().cpu().numpy()
+    preconditioner = Preconditioner(basis, variance, np.square(basis).sum(axis=0))
+    return preconditioner, W[k, 0].double().cpu().numpy()
 
 
 def warm_start(previous: torch.Tensor | None, problem: GroupProblem) -> torch.Tensor | None:

@@ -330,9 +330,10 @@ def unit_metrics(
         columns.extend(distinct)
         return start + index
 
+    # AUROCs rank the stored rank keys (order-exact) where the folder has them; calibration reads probabilities
     clean_full = np.asarray(arrays[artifacts.probs_key(artifacts.CLEAN)])[full_rows]
-    clean_at = add(clean_full)
-    all_probs = arrays[artifacts.ALL_CLEAN_PROBS]
+    clean_at = add(artifacts.auroc_scores(arrays, artifacts.probs_key(artifacts.CLEAN))[full_rows])
+    all_probs = artifacts.auroc_scores(arrays, artifacts.ALL_CLEAN_PROBS)
     fraction_at = []
     for fraction in layout.fractions[:-1]:
         rows = []
@@ -348,7 +349,7 @@ def unit_metrics(
             rows.append(len(columns))
             columns.append(np.asarray(all_probs[found[0]], dtype=np.float32))
         fraction_at.append(rows)
-    corrupt_at = [add(np.asarray(arrays[artifacts.probs_key(stem)])[full_rows]) for stem in layout.corrupt_stems]
+    corrupt_at = [add(artifacts.auroc_scores(arrays, artifacts.probs_key(stem))[full_rows]) for stem in layout.corrupt_stems]
 
     aurocs = macro_auroc_columns(columns, layout.labels, layout.kind, weights, workers)  # (B, M)
     n_boot = weights.n_replicates
@@ -360,7 +361,7 @@ def unit_metrics(
         shift_keys = unit_shift_keys(arrays, layout.targets, f"task {task!r}")
     per_target = []
     for keys, target, target_weights in zip(shift_keys, layout.shifts, shift_weights, strict=True):
-        shift_distinct, shift_index = _distinct_rows(np.asarray(arrays[keys.probs])[full_rows])
+        shift_distinct, shift_index = _distinct_rows(artifacts.auroc_scores(arrays, keys.probs)[full_rows])
         per_target.append(
             macro_auroc_columns(shift_distinct, target.labels, layout.kind, target_weights, workers)[:, shift_index]
         )

@@ -26,6 +26,13 @@ def learnable(kind: str, n: int = 500, dim: int = 16, k: int = 4, seed: int = 0)
     return X, y
 
 
+def optimum(C: float) -> LogisticRegression:
+    """scikit-learn fitted to the float64 optimum (its default tol 1e-4 stops ~1e-4 short in
+    probability; the backends polish every selected probe to the optimum). Fit it on float64 rows:
+    on float32 rows scikit-learn solves in float32."""
+    return LogisticRegression(C=C, max_iter=100_000, tol=1e-12)
+
+
 # --- batched metrics -------------------------------------------------------------------------
 
 
@@ -101,10 +108,11 @@ def test_sklearn_backend_equals_direct_loop(kind):
     proba = probe_set.predict_proba(X_test)
     assert proba.shape == (2, 100, 4)
     np.testing.assert_allclose(proba.sum(-1), 1, atol=1e-5)
+    X_train, X_val, X_test = (a.astype(np.float64) for a in (X_train, X_val, X_test))  # sklearn fits float32 in float32
     for s, subset in enumerate(subsets):
         scaler = StandardScaler().fit(X_train[subset])
         models = [
-            LogisticRegression(C=C, max_iter=5000).fit(scaler.transform(X_train[subset]), y_train[subset])
+            optimum(C).fit(scaler.transform(X_train[subset]), y_train[subset])
             for C in Cs
         ]
         val = [roc_auc_score(y_val, m.predict_proba(scaler.transform(X_val)), multi_class="ovr") for m in models]
@@ -112,7 +120,7 @@ def test_sklearn_backend_equals_direct_loop(kind):
         assert probe_set.selected_C[s] == Cs[best]
         assert probe_set.val_score[s] == pytest.approx(val[best], abs=1e-9)
         expected = models[best].predict_proba(scaler.transform(X_test))
-        np.testing.assert_allclose(proba[s], expected, atol=2e-5)
+        np.testing.assert_allclose(proba[s], expected, atol=1e-6)
 
 
 def test_absent_class_gets_a_column_with_zero_probability():
@@ -131,10 +139,11 @@ def test_two_present_classes_give_the_multinomial_optimum():
     X, y = learnable("multiclass", k=3)
     keep = np.flatnonzero(y[:300] != 2)
     probe_set = fit_probes(X[:300], y[:300], X[300:], y[300:], [keep], "multiclass", Cs=(0.05,))
+    X = X.astype(np.float64)
     scaler = StandardScaler().fit(X[keep])
-    binary = LogisticRegression(C=0.1, max_iter=5000).fit(scaler.transform(X[keep]), y[keep])
+    binary = optimum(0.1).fit(scaler.transform(X[keep]), y[keep])
     proba = probe_set.predict_proba(X[300:])[0]
-    np.testing.assert_allclose(proba[:, 1], binary.predict_proba(scaler.transform(X[300:]))[:, 1], atol=2e-5)
+    np.testing.assert_allclose(proba[:, 1], binary.predict_proba(scaler.transform(X[300:]))[:, 1], atol=1e-6)
 
 
 def test_multilabel_fits_one_binary_model_per_label_and_constant_label_predicts_prevalence():
@@ -143,10 +152,11 @@ def test_multilabel_fits_one_binary_model_per_label_and_constant_label_predicts_
     subset = np.arange(300)
     probe_set = fit_probes(X[:300], y[:300], X[300:400], y[300:400], [subset], "multilabel", Cs=(0.1,))
     proba = probe_set.predict_proba(X[400:])[0]
+    X = X.astype(np.float64)
     scaler = StandardScaler().fit(X[:300])
     rows = ~np.isnan(y[:300, 0])
-    model = LogisticRegression(C=0.1, max_iter=5000).fit(scaler.transform(X[:300][rows]), y[:300][rows, 0])
-    np.testing.assert_allclose(proba[:, 0], model.predict_proba(scaler.transform(X[400:]))[:, 1], atol=2e-5)
+    model = optimum(0.1).fit(scaler.transform(X[:300][rows]), y[:300][rows, 0])
+    np.testing.assert_allclose(proba[:, 0], model.predict_proba(scaler.transform(X[400:]))[:, 1], atol=1e-6)
     np.testing.assert_allclose(proba[:, 2], probes.base.PREVALENCE_CLIP, rtol=1e-3)
 
 
@@ -164,9 +174,10 @@ def test_logloss_selection_picks_the_lowest_validation_log_loss(selection):
     X, y = learnable("multiclass", seed=4)
     Cs = (1e-3, 1e-2, 1e-1, 1.0, 10.0)
     probe_set = fit_probes(X[:200], y[:200], X[200:300], y[200:300], [np.arange(200)], "multiclass", Cs=Cs, selection=selection)
+    X = X.astype(np.float64)
     scaler = StandardScaler().fit(X[:200])
     losses = [
-        log_loss(y[200:300], LogisticRegression(C=C, max_iter=5000).fit(scaler.transform(X[:200]), y[:200]).predict_proba(scaler.transform(X[200:300])), labels=range(4))
+        log_loss(y[200:300], optimum(C).fit(scaler.transform(X[:200]), y[:200]).predict_proba(scaler.transform(X[200:300])), labels=range(4))
         for C in Cs
     ]
     assert probe_set.selected_C[0] == Cs[int(np.argmin(losses))]

@@ -3,6 +3,8 @@ the point estimate from the stored predictions, centring, intervals, the group-l
 
 from __future__ import annotations
 
+import shutil
+
 import dataclasses
 import warnings
 from dataclasses import dataclass
@@ -317,10 +319,32 @@ def test_predictions_and_records_must_name_the_same_targets(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def tiny_cases(tiny_run):
+def tiny_cases(tiny_run, tmp_path_factory):
+    """The tiny run's folder as a folder written before rank keys (the bootstrap then ranks the
+    stored probabilities, as the oracle here does), its records, and its predictions in memory."""
     spec, _, records, _ = tiny_run
-    folder = RunFolder(spec.output)
+    copy = tmp_path_factory.mktemp("without_keys") / "out"
+    shutil.copytree(spec.output, copy)
+    folder = RunFolder(copy)
+    for path in sorted((copy / "predictions").glob("*.npz")):
+        encoder, task = path.stem.split("__")
+        arrays = folder.read_predictions(encoder, task)
+        folder.write_predictions(encoder, task, {k: v for k, v in arrays.items() if not k.endswith("_keys")})
     return folder, records, _read(folder, records)
+
+
+def test_run_records_and_the_bootstrap_rank_the_same_keys(tiny_run):
+    # With rank keys stored, the case-level bootstrap's row 0 (every case once) reproduces the run
+    # records' CRS: AUROCs rank the same float32 keys; calibration reads float32 copies of the float64
+    # probabilities (a difference of ~1e-7).
+    spec, _, records, _ = tiny_run
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = score_records(records, "pixel_stats", n_boot=30, n_weight_samples=10,
+                               run_folder=RunFolder(spec.output), case_level=True)  # fmt: skip
+    assert result.bootstrap.table["crs_from_predictions"].to_dict() == pytest.approx(
+        result.crs["crs"].to_dict(), abs=1e-5
+    )
 
 
 def test_tiny_run_predictions_reproduce_the_score_records_point_estimate(tiny_cases):

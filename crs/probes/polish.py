@@ -1,0 +1,264 @@
+"""Polish each selected probe in float64 on the exact problem, so rounding no longer moves it.
+
+Every backend solves its C path in its own precision (the torch backend in float32, on a basis
+from a float32 eigendecomposition) and stops at a tolerance where the last bits of the machine's
+arithmetic (BLAS kernel, thread count) still move the solution: one worker against two changed
+records by up to 2.7e-3 in AUROC with the same C (docs/reproducibility.md). The probe a record
+reports is therefore polished here, after C is chosen:
+
+* the objective is the backend's own (mean log-loss + ||w||^2 / (2 C n) on the subset's
+  standardised features, intercept free), evaluated in float64 from the stored features (float16
+  in the cache, exact in float64), so it is the same function to ~1e-16 on every machine;
+* any invertible change of variables leaves its optimum where it is, so the solver may be
+  preconditioned by a machine-dependent basis (the backend's float32 eigenbasis) without moving
+  the answer: only the path to it differs;
+* L-BFGS stops when the gradient's infinity norm is below ``POLISH_TOL`` (1e-10, 1e5 times tighter
+  than the path), where the solution is fixed to far below what any record column resolves.
+
+When the subset has no more rows than features the optimum lies in the row space of the
+standardised subset; that space is spanned exactly by a float64 basis computed here (a float32
+basis spans it only to ~1e-7, which would move the optimum by as much).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from crs.probes.base import ProblemData, as_float, constant_label_bias, fold_standardisation
+
+POLISH_TOL = 1e-10
+"""Infinity norm of the objective's gradient (in the basis coordinates) at which a polished probe
+stops. The float64 gradient itself is accurate to ~1e-14 here; at 1e-10 the probe's logits agree
+across machines to ~1e-9 of their spread (tests/probes/test_polish.py measures it)."""
+POLISH_MAX_ITER = 500
+BLOCK_ROWS = 8192
+"""Rows per block when the objective runs over the subset (bounds the float64 scratch memory)."""
+NULL_TOL = 1e-12
+"""Row-space directions with variance below NULL_TOL x the largest are dropped (exactly null ones
+have variance ~1e-16 x the largest in float64)."""
+HISTORY = 10
+
+
+@dataclass
+class ExactProblem:
+    """One subset's L2 logistic problem in float64, in coordinates w = basis @ u (plus intercept).
+
+    ``rows`` are the subset's stored features; the objective standardises them on the fly as
+    ``(rows - offset) / std`` folded into the weights, so no standardised copy is made."""
+
+    rows: np.ndarray  # (n, D) stored features (any float dtype)
+    offset: np.ndarray  # (D,) center + the subset's mean, float64
+    std: np.ndarray  # (D,) float64
+    basis: np.ndarray  # (D, r) float64
+    curvature: np.ndarray  # (r + 1, K): diagonal curvature estimate, for the preconditioner only
+    targets: np.ndarray  # (n, K) one-hot or 0/1 (ignored entries 0)
+    row_weights: np.ndarray | None  # multilabel (n, K): 1 / rows per label on valid entries
+    class_mask: np.ndarray | None  # multiclass (K,): 0 present, -inf absent
+    lam: np.ndarray  # (K,) 1 / (C n_k)
+
+    def _blocks(self):
+        for start in range(0, len(self.rows), BLOCK_ROWS):
+            yield start, as_float(self.rows[start : start + BLOCK_ROWS], np.float64)
+
+    def value_and_grad(self, u: np.ndarray) -> tuple[float, np.ndarray]:
+        """Objective and gradient at u (r + 1, K) (last row: the intercept)."""
+        weights = self.basis @ u[:-1]  # (D, K) on standardised features
+        scaled = weights / self.std[:, None]  # on raw features
+        intercept = u[-1] - self.offset @ scaled
+        n = len(self.rows)
+        value = 0.0
+        raw_grad = np.zeros_like(scaled)
+        residual_sum = np.zeros(u.shape[1])
+        for start, block in self._blocks():
+            logits = block @ scaled + intercept
+            stop = start + len(block)
+            y = self.targets[start:stop]
+            if self.row_weights is not None:
+                weight = self.row_weights[start:stop]
+                value += float((weight * (np.logaddexp(0.0, logits) - y * logits)).sum())
+                residual = (_sigmoid(logits) - y) * weight
+            else:
+                assert self.class_mask is not None
+                logits = logits + self.class_mask
+                top = logits.max(axis=1, keepdims=True)
+                log_norm = top + np.log(np.exp(logits - top).sum(axis=1, keepdims=True))
+                picked = np.where(y > 0, logits, 0.0).sum(axis=1, keepdims=True)
+                value += float((log_norm - picked).sum()) / n
+                residual = (np.exp(logits - log_norm) - y) / n
+            raw_grad += block.T @ residual
+            residual_sum += residual.sum(axis=0)
+        # d/d(weights) of the data term: (X - offset)^T R / std, from the raw products
+        data_grad = (raw_grad - np.outer(self.offset, residual_sum)) / self.std[:, None]
+        value += 0.5 * float((self.lam * weights * weights).sum())
+        grad = np.empty_like(u)
+        grad[:-1] = self.basis.T @ (data_grad + self.lam * weights)
+        grad[-1] = residual_sum
+        return value, grad
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0, e) / (1.0 + e)
+
+
+def minimise(problem: ExactProblem, u0: np.ndarray, tol: float = POLISH_TOL, max_iter: int = POLISH_MAX_ITER):
+    """L-BFGS in diagonally preconditioned coordinates; returns (u, converged).
+
+    The step is accepted on Armijo's condition or, as the objective is convex along the line, on a
+    still non-positive slope at the trial point (near the optimum f no longer resolves the step)."""
+    scale = 1.0 / np.sqrt(problem.curvature)
+    x = u0 / scale
+    f, g_u = problem.value_and_grad(x * scale)
+    g = g_u * scale
+    s_hist: list[np.ndarray] = []
+    y_hist: list[np.ndarray] = []
+    for _ in range(max_iter):
+        if np.abs(g_u).max() <= tol:
+            return x * scale, True
+        q = g.copy()
+        alphas = []
+        for s_k, y_k in zip(reversed(s_hist), reversed(y_hist), strict=True):
+            alpha = (s_k * q).sum() / (s_k * y_k).sum()
+            q -= alpha * y_k
+            alphas.append(alpha)
+        if s_hist:
+            q *= (s_hist[-1] * y_hist[-1]).sum() / (y_hist[-1] * y_hist[-1]).sum()
+        for s_k, y_k, alpha in zip(s_hist, y_hist, reversed(alphas), strict=True):
+            beta = (y_k * q).sum() / (s_k * y_k).sum()
+            q += s_k * (alpha - beta)
+        direction = -q
+        slope = float((g * direction).sum())
+        if slope >= 0:  # not a descent direction: restart from the gradient
+            s_hist.clear(), y_hist.clear()
+            direction, slope = -g, -float((g * g).sum())
+        step = 1.0 if s_hist else min(1.0, 1.0 / max(np.abs(g).sum(), 1e-300))
+        for _ in range(40):
+            trial = x + step * direction
+            f_trial, g_trial_u = problem.value_and_grad(trial * scale)
+            g_trial = g_trial_u * scale
+            if f_trial <= f + 1e-4 * step * slope or float((g_trial * direction).sum()) <= 0:
+                break
+            step *= 0.5
+        else:
+            return x * scale, False
+        s_k, y_k = trial - x, g_trial - g
+        if (s_k * y_k).sum() > 1e-300:
+            s_hist.append(s_k), y_hist.append(y_k)
+            if len(s_hist) > HISTORY:
+                s_hist.pop(0), y_hist.pop(0)
+        x, f, g, g_u = trial, f_trial, g_trial, g_trial_u
+    return x * scale, bool(np.abs(g_u).max() <= tol)
+
+
+def _targets(data: ProblemData, subset: np.ndarray) -> dict:
+    """Targets, row weights, class mask, rows per output and constant-label biases of one subset
+    (the same conventions as every backend: absent classes -inf, constant labels their prevalence)."""
+    K = data.n_classes
+    y = data.y_train[subset]
+    constant = np.full(K, np.nan)
+    if data.kind == "multilabel":
+        valid = ~np.isnan(y)
+        for label in range(K):
+            values = y[valid[:, label], label]
+            if len(values) == 0 or values.min() == values.max():
+                valid[:, label] = False
+                constant[label] = constant_label_bias(values.mean() if len(values) else 0.5)
+        rows = valid.sum(axis=0)
+        return {"targets": np.where(valid, y, 0.0), "row_weights": valid / np.maximum(rows, 1),
+                "class_mask": None, "label_rows": rows, "constant": constant}
+    present = np.bincount(y, minlength=K) > 0
+    return {"targets": np.eye(K)[y], "row_weights": None, "class_mask": np.where(present, 0.0, -np.inf),
+            "label_rows": np.full(K, len(y)), "constant": constant}
+
+
+def row_space_basis(rows: np.ndarray, offset: np.ndarray, std: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """An orthonormal float64 basis (D, r) of the standardised rows' span, and the variance of the
+    standardised rows along each of its columns (r,): from the n x n Gram (n <= D)."""
+    standardised = (as_float(rows, np.float64) - offset) / std
+    n = len(standardised)
+    variance, U = np.linalg.eigh(standardised @ standardised.T / n)
+    keep = variance > NULL_TOL * max(variance.max(), 1e-300)
+    variance, U = variance[keep], U[:, keep]
+    return standardised.T @ U / np.sqrt(n * variance), variance
+
+
+def feature_basis(rows: np.ndarray, offset: np.ndarray, std: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The eigenbasis (D, D) of the standardised rows' covariance in float64, and its eigenvalues."""
+    standardised = (as_float(rows, np.float64) - offset) / std
+    variance, V = np.linalg.eigh(standardised.T @ standardised / len(standardised))
+    return V, np.maximum(variance, 0.0)
+
+
+@dataclass(frozen=True)
+class Preconditioner:
+    """A backend's own basis for one subset (to reuse its eigendecomposition): w_std = basis @ u,
+    with the training variance along each column and diag(basis^T basis) (the penalty's diagonal).
+    Used only when it spans every direction (basis of full rank D); its rounding does not matter."""
+
+    basis: np.ndarray  # (D, D)
+    variance: np.ndarray  # (D,)
+    penalty_diagonal: np.ndarray  # (D,)
+
+
+def polish(
+    data: ProblemData, unique: int, C: float, weights: np.ndarray, bias: np.ndarray,
+    mean: np.ndarray, std: np.ndarray, preconditioner: Preconditioner | None = None,
+    start: np.ndarray | None = None, tol: float = POLISH_TOL,
+) -> tuple[np.ndarray, np.ndarray, bool]:
+    """The float64 optimum near a backend's probe of unique subset ``unique`` at ``C``.
+
+    ``weights`` (D, K), ``bias`` (K,): the backend's probe folded onto ``X - center`` (the start);
+    ``mean``, ``std``: the subset's standardiser (relative to the center). ``preconditioner``: a
+    full-rank basis of the backend's (subsets with more rows than features only), with ``start``
+    the backend's solution in its coordinates ((D + 1, K), intercept last). Returns the polished
+    probe folded onto ``X - center`` (float64) and whether it met ``tol``.
+    """
+    subset = data.unique_subsets[unique]
+    rows = data.X_train[subset]
+    offset = data.center + mean
+    parts = _targets(data, subset)
+    D, K = weights.shape
+    live = np.isfinite(bias) & np.isnan(parts["constant"])  # outputs the data determines
+    standardised_weights = np.where(live[None, :], weights * std[:, None], 0.0)
+    standardised_bias = np.where(live, bias + mean @ np.where(live[None, :], weights, 0.0), 0.0)
+    if preconditioner is not None and start is not None:
+        basis, variance, penalty_diagonal = preconditioner.basis, preconditioner.variance, preconditioner.penalty_diagonal
+        u0 = np.where(live[None, :], start, 0.0)
+    else:
+        basis, variance = (row_space_basis if len(subset) <= D else feature_basis)(rows, offset, std)
+        penalty_diagonal = np.ones(basis.shape[1])
+        u0 = np.vstack([basis.T @ standardised_weights, standardised_bias[None, :]])
+    lam = 1.0 / (C * np.maximum(parts["label_rows"], 1))
+    curvature = np.empty((basis.shape[1] + 1, K))
+    curvature[:-1] = 0.25 * variance[:, None] + lam[None, :] * penalty_diagonal[:, None]
+    curvature[-1] = 0.25
+    curvature = np.maximum(curvature, 1e-12 * curvature.max())
+    problem = ExactProblem(
+        rows=rows, offset=offset, std=std, basis=basis, curvature=curvature, targets=parts["targets"],
+        row_weights=parts["row_weights"], class_mask=parts["class_mask"], lam=lam,
+    )
+    u, converged = minimise(problem, u0, tol)
+    polished_weights = basis @ u[:-1]
+    polished_bias = u[-1].copy()
+    if parts["class_mask"] is not None:
+        polished_bias = polished_bias + parts["class_mask"]
+    constant = ~np.isnan(parts["constant"])
+    polished_bias = np.where(constant, parts["constant"], polished_bias)
+    polished_weights[:, constant] = 0.0
+    folded, folded_bias = fold_standardisation(polished_weights, polished_bias, mean, std)
+    return folded, folded_bias, converged
+
+
+def validation_score(data: ProblemData, unique: int, weights: np.ndarray, bias: np.ndarray, selection: str) -> float:
+    """The selection criterion (larger is better) of a polished probe on its validation rows, with
+    float64 logits (the path's scores only choose C; the record reports this one)."""
+    from crs.probes.base import link_function
+    from crs.probes.selection import validation_scores
+
+    rows = data.validation_rows(unique)
+    X = data.X_val if rows is None else data.X_val[rows]
+    labels = data.y_val if rows is None else data.y_val[rows]
+    logits = (as_float(X, np.float64) - data.center) @ weights + bias
+    return float(validation_scores(labels, link_function(logits[None], data.link), selection)[0])
