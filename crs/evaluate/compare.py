@@ -1,0 +1,149 @@
+"""Compare two run folders under the reproducibility contract (docs/reproducibility.md).
+
+A reviewer re-runs a published spec (``crs reproduce``) or holds two runs side by side (``crs
+compare``); every run record, seed aggregate and score table is compared column by column with the
+tolerance the contract states for it, and the verdict says whether the contract holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from crs.evaluate.artifacts import RunFolder, RunFolderError
+
+ABSOLUTE_TOLERANCE = 1e-6
+"""Every float column of the records and score tables agrees to this, absolute (the contract)."""
+BINNED_COLUMNS = ("ece", "ece_debiased", "ece_se", "mce")
+"""Binned calibration errors jump when a probability crosses a bin edge: they may exceed the
+tolerance in at most :data:`BINNED_SHARE` of the rows."""
+BINNED_SHARE = 0.005
+SCORE_TABLES = (
+    "seed_axes", "axis_errors", "crs", "bootstrap", "rank_pairs", "reversals", "rank_sets",
+)
+"""Score tables compared when both folders hold them (the replicate tables are summarised by these)."""
+
+
+@dataclass(frozen=True)
+class ColumnCheck:
+    """One column of one table: how far apart the two runs are and whether the contract holds."""
+
+    table: str
+    column: str
+    max_difference: float  # NaN for exact (non-float) columns that differ, 0 when equal
+    rows_over: int
+    rows: int
+    allowed_share: float
+    example: str  # the first differing row's keys, or ""
+
+    @property
+    def holds(self) -> bool:
+        return self.rows_over <= self.allowed_share * self.rows
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Every column compared; ``problems`` names what could not be compared at all."""
+
+    checks: tuple[ColumnCheck, ...]
+    problems: tuple[str, ...]
+
+    @property
+    def holds(self) -> bool:
+        return not self.problems and all(check.holds for check in self.checks)
+
+    def table(self, differing_only: bool = True) -> pd.DataFrame:
+        rows = [
+            {"table": c.table, "column": c.column, "max_difference": c.max_difference, "rows_over": c.rows_over,
+             "rows": c.rows, "allowed_share": c.allowed_share, "holds": c.holds, "example": c.example}
+            for c in self.checks if not differing_only or c.rows_over or c.max_difference > 0
+        ]
+        return pd.DataFrame(rows, columns=["table", "column", "max_difference", "rows_over", "rows",
+                                           "allowed_share", "holds", "example"])
+
+    def verdict(self) -> str:
+        broken = [c for c in self.checks if not c.holds]
+        compared = len({c.table for c in self.checks})
+        if self.holds:
+            worst = max((c.max_difference for c in self.checks if np.isfinite(c.max_difference)), default=0.0)
+            return (f"reproduced: {compared} tables, {len(self.checks)} columns agree within the contract "
+                    f"(largest difference {worst:.2g}; tolerance {ABSOLUTE_TOLERANCE:g})")
+        parts = [f"{c.table}.{c.column} ({c.rows_over} of {c.rows} rows)" for c in broken] + list(self.problems)
+        return f"NOT reproduced: {'; '.join(parts)}"
+
+
+def _key_columns(table: pd.DataFrame) -> list[str]:
+    return [c for c in table.columns if not pd.api.types.is_float_dtype(table[c])]
+
+
+def _text(column: pd.Series) -> pd.Series:
+    """A column as text with missing values spelled out (NaN never equals NaN)."""
+    return column.astype(object).where(column.notna(), "<missing>").astype(str)
+
+
+def _describe(row: pd.Series, keys: list[str]) -> str:
+    return ", ".join(f"{k}={row[k]}" for k in keys[:8])
+
+
+def compare_tables(name: str, published: pd.DataFrame, rerun: pd.DataFrame) -> tuple[list[ColumnCheck], list[str]]:
+    """Column checks of one table. Rows are matched by their non-float columns (sorted on them);
+    a float column agrees within :data:`ABSOLUTE_TOLERANCE` (binned calibration columns in all but
+    :data:`BINNED_SHARE` of the rows), every other column exactly."""
+    problems = []
+    missing = sorted(set(published.columns) - set(rerun.columns))
+    if missing:
+        problems.append(f"{name}: columns {missing} missing from the re-run")
+    if len(published) != len(rerun):
+        return [], problems + [f"{name}: {len(published)} rows published, {len(rerun)} re-run"]
+    keys = [c for c in _key_columns(published) if c in rerun.columns]
+    order = lambda t: t.sort_values(keys, kind="stable").reset_index(drop=True) if keys else t.reset_index(drop=True)  # noqa: E731
+    as_text = lambda t: t.assign(**{k: _text(t[k]) for k in keys})  # noqa: E731
+    a, b = order(as_text(published)), order(as_text(rerun))
+    checks = []
+    for column in published.columns:
+        if column not in rerun.columns:
+            continue
+        if pd.api.types.is_float_dtype(published[column]):
+            x, y = a[column].to_numpy(dtype=float), b[column].to_numpy(dtype=float)
+            both_nan = np.isnan(x) & np.isnan(y)
+            difference = np.where(both_nan, 0.0, np.abs(x - y))
+            difference = np.where(np.isnan(difference), np.inf, difference)  # NaN on one side only
+            over = difference > ABSOLUTE_TOLERANCE
+            share = BINNED_SHARE if column in BINNED_COLUMNS else 0.0
+            worst = float(difference.max()) if len(difference) else 0.0
+        else:
+            over = (_text(a[column]) != _text(b[column])).to_numpy()
+            share, worst = 0.0, (np.nan if over.any() else 0.0)
+        example = _describe(a.loc[int(np.flatnonzero(over)[0])], keys) if over.any() else ""
+        checks.append(ColumnCheck(name, column, worst, int(over.sum()), len(a), share, example))
+    return checks, problems
+
+
+def compare_run_folders(published: RunFolder, rerun: RunFolder, score: bool = True) -> Comparison:
+    """Every record, seed aggregate and (with ``score``) score table of ``published`` against ``rerun``."""
+    checks: list[ColumnCheck] = []
+    problems: list[str] = []
+    pairs = [("records", published.read_records, rerun.read_records),
+             ("records_seed_aggregated", published.read_aggregate, rerun.read_aggregate)]
+    if score:
+        for table in SCORE_TABLES:
+            pairs.append((f"score_{table}", lambda t=table: published.read_score_table(t),
+                          lambda t=table: rerun.read_score_table(t)))
+    for name, read_published, read_rerun in pairs:
+        try:
+            left = read_published()
+        except RunFolderError:
+            if name.startswith("score_"):
+                continue  # an optional table the published folder does not hold
+            raise
+        try:
+            right = read_rerun()
+        except RunFolderError as error:
+            problems.append(f"{name}: {error}")
+            continue
+        table_checks, table_problems = compare_tables(name, left, right)
+        checks += table_checks
+        problems += table_problems
+    return Comparison(tuple(checks), tuple(problems))
