@@ -145,7 +145,7 @@ class ScoreResult:
             "placement": _placement_records(self.placement),
             "leaderboards": [
                 {"task": task, "encoders": [str(e) for e in board.crs.index], **{
-                    key: value for key, value in board.summary().items() if key not in ("settings", "leaderboards")}}
+                    key: value for key, value in board.summary().items() if key not in ("settings", "leaderboards", "placement")}}
                 for task, board in self.leaderboards.items()
             ],
             "stability": _plain_tree(self.stability.summary()),
