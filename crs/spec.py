@@ -403,7 +403,8 @@ def _check_coverage(encoders: tuple[EncoderEntry, ...], datasets: tuple[DatasetE
             "encoder run on every data set (leave out its 'datasets')"
         )
     if reference != MEDIAN_REFERENCE and reference not in everywhere:
-        missing = [name for name in names if name not in next(e.datasets for e in encoders if e.name == reference)]
+        runs_on = next(e.datasets or () for e in encoders if e.name == reference)
+        missing = [name for name in names if name not in runs_on]
         raise SpecError(
             f"score: reference_encoder {reference!r} does not run on data sets {missing}; the reference must run "
             f"on every data set: drop its 'datasets', or name one of {everywhere} or {MEDIAN_REFERENCE!r}"
