@@ -92,6 +92,8 @@ def test_the_report_shows_each_leaderboard_and_who_is_ranked_where(specialist_ru
     who = per_task.split("### Who is ranked where\n", 1)[1].split("\n### ", 1)[0]
     assert "| retfound | fundus | not ranked | fundus: " in who
     assert "fundus only: ranked in the fundus leaderboard, not overall" in who
+    fundus_rank = int(score.leaderboards["fundus"].crs.loc["retfound", "rank"])
+    assert f"### {fundus_rank}. retfound, fundus leaderboard (" in markdown  # its card, with its fundus rank
     html = (output / "report.html").read_text()
     assert 'href="#tasks"' in html and "<h3>Leaderboard: fundus</h3>" in html and "Who is ranked where" in html
     # summary.json carries the same leaderboards and placement

@@ -19,7 +19,13 @@ from PIL import Image
 from crs.report import plots, plots_runs
 from crs.report.cards import build_cards
 from crs.report.headline import headline, reversal_uncertainty
-from crs.report.leaderboards import has_task_leaderboards, overall_sentence, placement_table, task_tables
+from crs.report.leaderboards import (
+    has_task_leaderboards,
+    overall_sentence,
+    placement_table,
+    specialist_cards,
+    task_tables,
+)
 from crs.report.provenance import encoder_provenance, exposure_flags, task_infos
 from crs.report.shifts import shift_table, shift_targets
 from crs.report.stability import Table, leave_one_out_table, reference_table, stability_text
@@ -230,7 +236,10 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
             tables=[placement_table(score), *task_tables(score, {n: [f.short() for f in flags[n]] for n in everyone})])
         sections.insert(0, per_task)
 
-    cards = build_cards(score, records, board, provenance, flags)
+    # the overall cards compare with the overall encoders only (the median reference's values among them)
+    cards = build_cards(score, records[records["encoder"].astype(str).isin(order)], board, provenance, flags)
+    if has_task_leaderboards(score):
+        cards += specialist_cards(score, records, provenance, flags)
     summary = score.reversals.summary()
     uncertainty_summary = reversal_uncertainty(score)
     reversal_note = (f"AUROC vs CRS: {summary['n_reversed']} of {summary['n_pairs']} pairs reversed"
@@ -283,7 +292,7 @@ def _markdown(title, head, text, reversal_note, sections, cards, settings, out_d
     for card in cards:
         p = card.provenance
         lines += [
-            f"### {card.rank}. {card.encoder} ({card.tier})", "",
+            f"### {card.rank}. {card.encoder}{f', {card.scope}' if card.scope else ''} ({card.tier})", "",
             f"CRS {card.crs}, P(rank 1) {percent(card.p_rank1)}.", "",
             f"**Weakest: {card.worst_axis}.** {card.encoder} {card.worst_sentence}.", "",
             markdown_table(pd.DataFrame([(label, f"{value} {interval}".strip(), f"{u:.2f}" if np.isfinite(u) else "n/a")

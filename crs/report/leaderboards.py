@@ -7,8 +7,12 @@ run on every task, and a specialist (RETFound on fundus) is ranked in its own ta
 
 from __future__ import annotations
 
-import numpy as np
+import dataclasses
 
+import numpy as np
+import pandas as pd
+
+from crs.report.cards import Card, build_cards
 from crs.report.stability import Table
 from crs.report.tables import leaderboard, leaderboard_text, percent
 
@@ -68,3 +72,19 @@ def task_tables(score, flags: dict[str, list[str]] | None = None) -> list[Table]
         rows = tuple(tuple(str(v) for v in row) for row in text.itertuples(index=False))
         tables.append(Table(caption, tuple(text.columns), rows, title=f"Leaderboard: {task}"))
     return tables
+
+
+def specialist_cards(score, records: pd.DataFrame, provenance, flags) -> list[Card]:
+    """A reliability card for each encoder not ranked overall, one per task leaderboard it is ranked in,
+    with that leaderboard's rank, tier and reference (``Card.scope`` names the leaderboard)."""
+    cards = []
+    short = {name: [flag.short() for flag in found] for name, found in flags.items()}
+    for name in not_overall(score):
+        for task, board in score.leaderboards.items():
+            if name not in board.crs.index:
+                continue
+            rows = leaderboard(board, short)
+            mine = records[(records["task"].astype(str) == task) & records["encoder"].astype(str).isin(board.crs.index)]
+            (card,) = build_cards(board, mine, rows[rows["encoder"] == name], provenance, flags)
+            cards.append(dataclasses.replace(card, scope=f"{task} leaderboard"))
+    return cards
