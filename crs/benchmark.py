@@ -177,13 +177,19 @@ class Benchmark:
         return self.folder.read_records(self.spec.encoder_names)
 
     def score(self, records: pd.DataFrame | None = None) -> ScoreResult:
-        """Axes, CRS, bootstrap tiers, reversals and sensitivity; stored under ``<output>/score``."""
+        """Axes, CRS, bootstrap tiers, reversals and sensitivity; stored under ``<output>/score``.
+
+        When the spec lets some encoders run on some data sets only, the result is the overall
+        leaderboard (encoders on every data set) with one leaderboard per task beside it
+        (``ScoreResult.leaderboards``, docs/decisions/0038).
+        """
         records = self.records() if records is None else records
         missing = sorted(set(self.spec.encoder_names) - set(records["encoder"]))
         if missing:
             raise ValueError(f"encoders {missing} have no run records; run `crs probe` after adding them")
         settings = ScoreSettings.from_config(self.spec.score)
-        result = score_records(records, settings, run_folder=self.folder)
+        coverage = None if self.spec.complete_coverage else self.spec.coverage
+        result = score_records(records, settings, run_folder=self.folder, coverage=coverage)
         self.folder.write_score(result.tables(), result.summary(), result.format())
         return result
 
@@ -202,9 +208,15 @@ class Benchmark:
             except (ScoreInputError, RunFolderError, KeyError, ValueError) as error:
                 reason = f"the stored score cannot be read ({error})"
             else:
-                if sorted(stored.crs.index.astype(str)) == sorted(self.spec.encoder_names):
+                ranked = set(stored.crs.index.astype(str))
+                if stored.placement is not None:  # specialists are ranked in their tasks' leaderboards only
+                    ranked |= set(stored.placement.index.astype(str))
+                boards = {task: sorted(board.crs.index.astype(str)) for task, board in stored.leaderboards.items()}
+                declared = {} if self.spec.complete_coverage else {
+                    task: sorted(encoders) for task, encoders in self.spec.coverage.items()}
+                if sorted(ranked) == sorted(self.spec.encoder_names) and boards == declared:
                     return stored, f"stored score read from {folder.score_dir}"
-                reason = "the stored score covers other encoders than the spec"
+                reason = "the stored score covers other encoders or tasks than the spec"
         return self.score(records), f"score recomputed: {reason}"
 
     def report(self, score: ScoreResult | None = None) -> Path:

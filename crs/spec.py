@@ -184,9 +184,14 @@ class DatasetEntry:
 
 @dataclass(frozen=True)
 class EncoderEntry:
+    """One encoder of the spec. ``datasets``: the data sets it runs on (a specialist on its own
+    modality, e.g. RETFound on fundus only); None, the default, means every data set of the spec.
+    Its probes are evaluated on those data sets' shift targets too (docs/decisions/0038)."""
+
     name: str
     weights: str | None = None
     input_size: int | None = None
+    datasets: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         where = _label("encoder", self.name)
@@ -196,6 +201,11 @@ class EncoderEntry:
             _scalar(where, "weights", self.weights, "str")
         if self.input_size is not None and _scalar(where, "input_size", self.input_size, "int") < 8:
             raise SpecError(f"{where}: input_size must be at least 8 pixels, got {self.input_size}")
+        if self.datasets is not None:
+            _set(self, datasets=_items(where, "datasets", self.datasets, "str"))
+            repeated = sorted({name for name in self.datasets if self.datasets.count(name) > 1})
+            if repeated:
+                raise SpecError(f"{where}: data sets {repeated} are named more than once in its 'datasets'; name each once")
 
 
 @dataclass(frozen=True)
@@ -342,11 +352,63 @@ class Spec:
             raise SpecError(
                 f"score: reference_encoder {reference!r} is not among the encoders {names} (or {MEDIAN_REFERENCE!r})"
             )
+        _check_coverage(self.encoders, self.datasets, reference)
         _set(self, score=replace(self.score, reference_encoder=reference))
 
     @property
     def encoder_names(self) -> list[str]:
         return [entry.name for entry in self.encoders]
+
+    def encoders_on(self, dataset: str) -> list[str]:
+        """The encoders that run on ``dataset`` (a data set of the spec), in the spec's encoder order."""
+        if dataset not in (entry.name for entry in self.datasets):
+            raise SpecError(f"spec: no data set named {dataset!r}; it names {[entry.name for entry in self.datasets]}")
+        return [entry.name for entry in self.encoders if entry.datasets is None or dataset in entry.datasets]
+
+    @property
+    def coverage(self) -> dict[str, tuple[str, ...]]:
+        """Data set (task) -> the encoders that run on it, in spec order: the (encoder, task) pairs stage 1
+        extracts, stage 2 probes and the score ranks (docs/decisions/0038)."""
+        return {entry.name: tuple(self.encoders_on(entry.name)) for entry in self.datasets}
+
+    @property
+    def complete_coverage(self) -> bool:
+        """True when every encoder runs on every data set: one leaderboard, no per-task ones."""
+        return all(len(chosen) == len(self.encoders) for chosen in self.coverage.values())
+
+
+def _check_coverage(encoders: tuple[EncoderEntry, ...], datasets: tuple[DatasetEntry, ...], reference: str) -> None:
+    """An encoder's ``datasets`` name data sets of the spec; the reference, and at least one encoder, run on
+    every data set (the overall leaderboard is over the encoders that run on every data set)."""
+    if all(entry.datasets is None for entry in encoders):
+        return
+    names = [entry.name for entry in datasets]
+    targets = {target.name: entry.name for entry in datasets for target in entry.shift_targets}
+    for encoder in encoders:
+        for name in encoder.datasets or ():
+            if name in targets:
+                raise SpecError(
+                    f"encoder {encoder.name!r}: {name!r} in its 'datasets' is a shift target of data set "
+                    f"{targets[name]!r}; name {targets[name]!r} (its probes are evaluated on its shift targets)"
+                )
+            if name not in names:
+                raise SpecError(
+                    f"encoder {encoder.name!r}: {name!r} in its 'datasets' is not a data set of the spec {names}; "
+                    "fix the name or add the [[datasets]] table"
+                )
+    everywhere = [e.name for e in encoders if e.datasets is None or set(names) <= set(e.datasets)]
+    if not everywhere:
+        raise SpecError(
+            "spec: no encoder runs on every data set, so there is no overall leaderboard; let at least one "
+            "encoder run on every data set (leave out its 'datasets')"
+        )
+    if reference != MEDIAN_REFERENCE and reference not in everywhere:
+        runs_on = next(e.datasets or () for e in encoders if e.name == reference)
+        missing = [name for name in names if name not in runs_on]
+        raise SpecError(
+            f"score: reference_encoder {reference!r} does not run on data sets {missing}; the reference must run "
+            f"on every data set: drop its 'datasets', or name one of {everywhere} or {MEDIAN_REFERENCE!r}"
+        )
 
 
 def _check_dataset_names(datasets: tuple[DatasetEntry, ...]) -> None:
@@ -424,7 +486,8 @@ def _encoders(value: Any, defaults: dict[str, Any]) -> tuple[EncoderEntry, ...]:
         where = f"encoders[{i}]"
         if not isinstance(item, str | dict):
             raise SpecError(f"{where}: must be a name or a table, got {item!r}")
-        table = _table(where, {"name": item} if isinstance(item, str) else item, {"name", "weights", "input_size"})
+        table = _table(where, {"name": item} if isinstance(item, str) else item,
+                       {"name", "weights", "input_size", "datasets"})
         merged = {**defaults, **table}
         _require(where, merged, "name")
         entries.append(EncoderEntry(**merged))

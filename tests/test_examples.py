@@ -62,3 +62,21 @@ def test_add_encoder_example_builds_and_embeds_with_its_own_encoder():
     assert done.returncode == 0, done.stderr
     assert "features (4, 32) torch.float32" in done.stdout
     assert "my_small_convnet" in done.stdout
+
+
+def test_specialists_example_declares_one_specialist_per_modality():
+    # The example's spec is validated with every shipped spec (tests/test_spec.py); its layout (a
+    # specialist on one data set, general encoders on all) runs end to end in tests/test_specialists.py
+    # on the tiny data, which keeps this suite fast: the example's ViT-L towers take minutes on CPU.
+    from crs.encoders import get_spec
+    from crs.evaluate.units import probe_units
+    from crs.spec import load_spec
+
+    spec = load_spec(EXAMPLES / "specialists.toml")
+    general = ["resnet18", "efficientnet_b0", "vit_tiny", "pixel_stats"]
+    assert spec.coverage == {
+        "synthetic-derm": (*general, "panderm"), "synthetic-fundus": (*general, "retfound"),
+        "synthetic-cxr": (*general, "chexzero"),
+    }
+    assert all(get_spec(name).group == "specialty" for name in ("panderm", "retfound", "chexzero"))
+    assert len(probe_units(spec)) == 3 * 5  # not 3 x 7: no specialist is probed off its modality

@@ -278,3 +278,69 @@ def test_shift_targets_built_in_python(tmp_path):
         DatasetEntry("cxr", "synthetic", tmp_path, shift_targets=(DatasetEntry("nested", "x", tmp_path, shift_targets=(site_b,)),))
     with pytest.raises(SpecError, match="dataset 'cxr': a shift target must be a data set table"):
         DatasetEntry("cxr", "synthetic", tmp_path, shift_targets=("site-b",))  # type: ignore[arg-type]
+
+
+# --- encoders that run on some data sets only (docs/decisions/0038) --------------------------------------
+
+THREE_SETS = [{"name": n, "loader": "synthetic", "root": "data"} for n in ("derm", "fundus", "cxr")]
+THREE_SETS[2] = {**THREE_SETS[2], "shift_target": {"name": "cxr-b", "loader": "synthetic", "root": "data"}}
+
+
+def _specialists(**changes):
+    return _minimal(encoders=["pixel_stats", "resnet18", {"name": "retfound", "datasets": ["fundus"]}],
+                    datasets=THREE_SETS, **changes)
+
+
+def test_an_encoder_runs_on_the_data_sets_it_names_and_the_others_on_all(tmp_path):
+    spec = parse_spec(_specialists(), base=tmp_path)
+    assert spec.coverage == {"derm": ("pixel_stats", "resnet18"), "fundus": ("pixel_stats", "resnet18", "retfound"),
+                             "cxr": ("pixel_stats", "resnet18")}
+    assert spec.encoders_on("fundus") == ["pixel_stats", "resnet18", "retfound"]
+    assert not spec.complete_coverage and parse_spec(_minimal(), base=tmp_path).complete_coverage
+    again = spec_from_dict(spec_to_dict(spec))  # the run records' embedded copy keeps the declaration
+    assert again.coverage == spec.coverage and again.encoders[2].datasets == ("fundus",)
+    # stage 2 plans only the declared (encoder, task) pairs, each with its task's shift targets
+    from crs.evaluate.units import probe_units
+
+    units = [(u.encoder, u.task, u.targets) for u in probe_units(spec)]
+    assert units == [("pixel_stats", "derm", ()), ("resnet18", "derm", ()), ("pixel_stats", "fundus", ()),
+                     ("resnet18", "fundus", ()), ("retfound", "fundus", ()), ("pixel_stats", "cxr", ("cxr-b",)),
+                     ("resnet18", "cxr", ("cxr-b",))]
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"encoders": ["pixel_stats", {"name": "retfound", "datasets": ["eye"]}]},
+     "encoder 'retfound': 'eye' in its 'datasets' is not a data set of the spec ['derm', 'fundus', 'cxr']"),
+    ({"encoders": ["pixel_stats", {"name": "retfound", "datasets": ["cxr-b"]}]},
+     "encoder 'retfound': 'cxr-b' in its 'datasets' is a shift target of data set 'cxr'; name 'cxr'"),
+    ({"encoders": [{"name": "panderm", "datasets": ["derm"]}, {"name": "retfound", "datasets": ["fundus"]}]},
+     "no encoder runs on every data set, so there is no overall leaderboard"),
+    ({"encoders": ["pixel_stats", {"name": "retfound", "datasets": ["fundus", "fundus"]}]},
+     "encoder 'retfound': data sets ['fundus'] are named more than once"),
+    ({"encoders": ["pixel_stats", {"name": "retfound", "datasets": []}]},
+     "encoder 'retfound': field 'datasets' must be a non-empty list of str"),
+    ({"encoders": ["pixel_stats", {"name": "retfound", "datasets": ["fundus"]}],
+      "score": {"reference_encoder": "retfound"}},
+     "score: reference_encoder 'retfound' does not run on data sets ['derm', 'cxr']; the reference must run on every "
+     "data set"),
+    ({"encoders": ["pixel_stats"], "encoder_defaults": {"datasets": ["derm"]}},
+     "encoder_defaults: unknown field(s) ['datasets']"),
+])
+def test_bad_encoder_data_sets_name_the_encoder_and_the_fix(tmp_path, change, message):
+    data = _minimal(datasets=THREE_SETS)
+    data.update(change)
+    with pytest.raises(SpecError) as error:
+        parse_spec(data, base=tmp_path)
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_the_same_data_set_mistake_in_python_gives_the_toml_message(tmp_path):
+    datasets = tuple(DatasetEntry(n, "synthetic", tmp_path / "data") for n in ("derm", "fundus"))
+    with pytest.raises(SpecError) as from_toml:
+        parse_spec(_minimal(encoders=["pixel_stats", {"name": "retfound", "datasets": ["eye"]}],
+                            datasets=[{"name": n, "loader": "synthetic", "root": "data"} for n in ("derm", "fundus")]),
+                   base=tmp_path)
+    with pytest.raises(SpecError) as from_python:
+        _python_spec(encoders=(EncoderEntry("pixel_stats"), EncoderEntry("retfound", datasets=("eye",))),
+                     datasets=datasets)
+    assert str(from_python.value) == str(from_toml.value)

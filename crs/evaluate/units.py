@@ -607,10 +607,10 @@ def probe_settings(spec: Spec) -> ProbeSettings:
 
 
 def probe_units(spec: Spec) -> list[ProbeUnit]:
-    """Every (encoder, task) unit of the spec, with the task's shift targets."""
+    """Every (encoder, task) unit the spec declares (:meth:`Spec.encoders_on`), with the task's shift targets."""
     return [
         ProbeUnit(encoder, entry.name, entry.shift_target_names)
-        for entry in spec.datasets for encoder in spec.encoder_names
+        for entry in spec.datasets for encoder in spec.encoders_on(entry.name)
     ]
 
 

@@ -1,4 +1,4 @@
-"""Stage 1 for a whole spec: every data set and each of its shift targets, every encoder, once."""
+"""Stage 1 for a whole spec: every data set and each of its shift targets, each encoder that runs on it, once."""
 
 from __future__ import annotations
 
@@ -16,11 +16,14 @@ from crs.spec import Spec
 log = logging.getLogger("crs")
 
 
+def _chosen(spec: Spec, names: list[str] | None) -> list:
+    return [e for e in spec.encoders if names is None or e.name in names]
+
+
 def create_encoders(spec: Spec, names: list[str] | None = None, device: str | None = None) -> list:
-    chosen = [e for e in spec.encoders if names is None or e.name in names]
     return [
         create(e.name, weights=e.weights, device=device or spec.extract.device, input_size=e.input_size)
-        for e in chosen
+        for e in _chosen(spec, names)
     ]
 
 
@@ -31,10 +34,15 @@ def extract_spec(spec: Spec, encoder_names: list[str] | None = None, progress: b
     ``shard=(i, n)`` fills only chunks ``k % n == i`` (``crs extract --shard i/n``); ``wait`` waits
     for another writer of the same (store, encoder, shard) instead of failing.
     """
-    encoders = create_encoders(spec, encoder_names)
+    all_encoders = create_encoders(spec, encoder_names)
     stats = ExtractStats()
     bad_images = {"skip_bad": True} if spec.extract.skip_bad else {}
     for entry in spec.datasets:
+        declared = spec.encoders_on(entry.name)  # a specialist is extracted on its own data sets only
+        encoders = [encoder for encoder, e in zip(all_encoders, _chosen(spec, encoder_names), strict=True)
+                    if e.name in declared]
+        if not encoders:
+            continue
         dataset = load_entry(entry, **bad_images)
         if dataset.skipped:
             log.warning("%s: skipped %d bad images (listed in the run records)", entry.name, len(dataset.skipped))

@@ -19,6 +19,13 @@ from PIL import Image
 from crs.report import plots, plots_runs
 from crs.report.cards import build_cards
 from crs.report.headline import headline, reversal_uncertainty
+from crs.report.leaderboards import (
+    has_task_leaderboards,
+    overall_sentence,
+    placement_table,
+    specialist_cards,
+    task_tables,
+)
 from crs.report.provenance import encoder_provenance, exposure_flags, task_infos
 from crs.report.shifts import shift_table, shift_targets
 from crs.report.stability import Table, leave_one_out_table, reference_table, stability_text
@@ -141,11 +148,17 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
     cache_root = cache_root if cache_root is not None else getattr(spec, "cache", None)
 
     order = score.crs.sort_values(["rank", "auroc_rank"]).index.astype(str).tolist()
-    styles = encoder_styles(order)
+    # encoders ranked only in their tasks' leaderboards (specialists) follow, with their own colours
+    everyone = list(order)
+    if has_task_leaderboards(score):
+        everyone += [str(name) for name in score.placement.index if str(name) not in order]
+    styles = encoder_styles(everyone)
     tasks = sorted(str(t) for t in records["task"].unique())
     infos = task_infos(tasks, spec, cache_root)
-    provenance = {name: encoder_provenance(name, tasks, cache_root) for name in order}
-    flags = {name: exposure_flags(provenance[name], infos) for name in order}
+    runs_on = {name: sorted(map(str, records.loc[records["encoder"].astype(str) == name, "task"].unique()))
+               for name in everyone}
+    provenance = {name: encoder_provenance(name, runs_on[name] or tasks, cache_root) for name in everyone}
+    flags = {name: exposure_flags(provenance[name], infos) for name in everyone}
     board = leaderboard(score, {name: [f.short() for f in flags[name]] for name in order})
     text = leaderboard_text(board)
 
@@ -192,7 +205,7 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
     _add(robustness, plots_runs.severity_curves(records, styles, folder / "severity.png", modalities),
          "Macro AUROC against corruption severity per corruption family (severity 0 = clean).",
          "No corrupted evaluations in these run records: severity curves skipped.")
-    sites = shift_table(records, order)
+    sites = shift_table(records, everyone)
     if sites is not None:
         robustness.tables.append(sites)
     if draw_corruption_grids:
@@ -206,14 +219,27 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
                                    "corruption evaluated (rows) at every severity (columns), as the encoders would see it.")
         robustness.notes.extend(grids.notes)
     calibration = Section("calibration", "Calibration on clean and shifted data")
-    predictions = plots_runs.load_predictions(predictions_dir, order, tasks)
+    predictions = plots_runs.load_predictions(predictions_dir, everyone, tasks)
     _add(calibration, plots_runs.reliability_diagrams(predictions, styles, folder / "reliability.png",
                                                       shift_targets(records)),
          "Reliability diagrams: observed frequency against predicted probability; the diagonal is perfect calibration.",
          f"No predictions found under {predictions_dir}: reliability diagrams skipped.")
     sections = [axes, ranks, uncertainty, stable, labels, robustness, calibration]
+    if has_task_leaderboards(score):
+        per_task = Section(
+            "tasks", "Leaderboards per task",
+            "Some encoders run on some data sets only (the spec's `datasets` on an encoder). The leaderboard above "
+            "is the overall one, over the encoders that run on every task; here each task has its own leaderboard, "
+            "a CRS on that task alone over every encoder that runs on it, with its own reference "
+            f"({'the median of that leaderboard' if score.reference == 'median' else score.reference}), bootstrap "
+            "tier, reversals and stability. Ranks in different leaderboards are not comparable.",
+            tables=[placement_table(score), *task_tables(score, {n: [f.short() for f in flags[n]] for n in everyone})])
+        sections.insert(0, per_task)
 
-    cards = build_cards(score, records, board, provenance, flags)
+    # the overall cards compare with the overall encoders only (the median reference's values among them)
+    cards = build_cards(score, records[records["encoder"].astype(str).isin(order)], board, provenance, flags)
+    if has_task_leaderboards(score):
+        cards += specialist_cards(score, records, provenance, flags)
     summary = score.reversals.summary()
     uncertainty_summary = reversal_uncertainty(score)
     reversal_note = (f"AUROC vs CRS: {summary['n_reversed']} of {summary['n_pairs']} pairs reversed"
@@ -222,7 +248,7 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
                         if score.reversals.reversed_pairs else "")
                      + f", Kendall tau {summary['kendall_tau']:.2f}, mean |rank displacement| "
                      f"{summary['mean_abs_displacement']:.2f}.")
-    head = headline(score, board)
+    head = " ".join(filter(None, [headline(score, board), overall_sentence(score)]))
     settings = _settings(score, records)
     page = _render_html(
         title=title, headline=head, board=_board_rows(board, text, styles, flags), reference=score.reference,
@@ -257,6 +283,7 @@ def _markdown(title, head, text, reversal_note, sections, cards, settings, out_d
         if section.text:
             lines += [section.text, ""]
         for table in section.tables:
+            lines += [f"### {table.title}", ""] if table.title else []
             lines += [markdown_table(table.frame()), "", f"*{table.caption}*", ""]
         for figure in section.figures:
             lines += [f"![{figure.caption}]({figure.path.relative_to(out_dir).as_posix()})", "", f"*{figure.caption}*", ""]
@@ -265,7 +292,7 @@ def _markdown(title, head, text, reversal_note, sections, cards, settings, out_d
     for card in cards:
         p = card.provenance
         lines += [
-            f"### {card.rank}. {card.encoder} ({card.tier})", "",
+            f"### {card.rank}. {card.encoder}{f', {card.scope}' if card.scope else ''} ({card.tier})", "",
             f"CRS {card.crs}, P(rank 1) {percent(card.p_rank1)}.", "",
             f"**Weakest: {card.worst_axis}.** {card.encoder} {card.worst_sentence}.", "",
             markdown_table(pd.DataFrame([(label, f"{value} {interval}".strip(), f"{u:.2f}" if np.isfinite(u) else "n/a")

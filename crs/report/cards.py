@@ -32,6 +32,8 @@ class Card:
     worst_sentence: str
     provenance: Provenance
     flags: tuple[ExposureFlag, ...]
+    scope: str = ""
+    """Where rank and tier hold: "" for the page's leaderboard, "fundus leaderboard" for a specialist's task."""
 
 
 def split_interval(text: str) -> tuple[str, str]:

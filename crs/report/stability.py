@@ -18,11 +18,12 @@ MEDIAN = "median"
 
 @dataclass(frozen=True)
 class Table:
-    """A small display table: caption, column names, rows of strings."""
+    """A small display table: caption, column names, rows of strings; a title shown above it, if any."""
 
     caption: str
     columns: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
+    title: str = ""
 
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame(list(self.rows), columns=list(self.columns))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ from crs.axes import effective_robustness, seed_axes
 from crs.evaluate.artifacts import PREDICTIONS_DIR, RunFolder
 from crs.scoring.bootstrap import BootstrapResult, paired_seed_bootstrap, zero_width
 from crs.scoring.case_bootstrap import paired_seed_case_bootstrap, task_kinds
+from crs.scoring.coverage import Coverage, declared_records, every_task_encoders, is_complete, placement
 from crs.scoring.formula import AXES, PointEstimate, ScoreInputError, point_estimate, rank_descending
 from crs.scoring.measurements import Measurements, measure
 from crs.scoring.rankings import RankReversals, rank_reversals
@@ -39,6 +42,12 @@ class ScoreResult:
     (:class:`crs.scoring.reversals.Reversals`: per-pair probabilities, robust reversals, interval of
     the count, noise baseline), None when the bootstrap could not give them (the report then says
     it has only the point count).
+
+    When the spec declares encoders that run on some tasks only (docs/decisions/0038), everything
+    above is the **overall** leaderboard, over the encoders that run on every task;
+    ``leaderboards[task]`` is that task's own full result (CRS, tiers, reversals, stability) over the
+    encoders declared on it, and ``placement`` says per encoder where it is ranked and why
+    (:func:`crs.scoring.coverage.placement`). Both are empty when every encoder runs on every task.
     """
 
     settings: ScoreSettings
@@ -50,6 +59,8 @@ class ScoreResult:
     reversals: RankReversals
     stability: Stability
     reversal_uncertainty: Reversals | None = None
+    leaderboards: Mapping[str, ScoreResult] = field(default_factory=dict)
+    placement: pd.DataFrame | None = None
 
     @property
     def reference(self) -> str:
@@ -92,12 +103,27 @@ class ScoreResult:
             out["reversal_pairs"] = found.pairs
             out["reversal_counts"] = pd.DataFrame({"reversed_pairs": found.replicate_counts})
             out["reversal_noise"] = found.noise
+        if self.placement is not None:
+            out["placement"] = self.placement
         return out
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """Named flat tables, ready for ``to_parquet`` / ``to_csv`` / ``to_markdown``
-        (:meth:`from_stored` rebuilds the result from them and :meth:`summary`)."""
-        return {name: _flat(table) for name, table in self._indexed_tables().items()}
+        (:meth:`from_stored` rebuilds the result from them and :meth:`summary`). A per-task
+        leaderboard's tables follow, named ``task<i>_<table>`` (i: its place in ``summary()["leaderboards"]``)."""
+        out = {name: _flat(table) for name, table in self._indexed_tables().items()}
+        for i, board in enumerate(self.leaderboards.values()):
+            out.update({f"{_board_prefix(i)}{name}": table for name, table in board.tables().items()})
+        return out
+
+    def leaderboard_of(self, task: str) -> ScoreResult:
+        """The leaderboard of ``task`` (its encoders' CRS on that task alone); the overall result itself
+        when every encoder runs on every task and there are no per-task leaderboards."""
+        if not self.leaderboards:
+            return self
+        if task not in self.leaderboards:
+            raise KeyError(f"no leaderboard for task {task!r}; tasks: {sorted(self.leaderboards)}")
+        return self.leaderboards[task]
 
     def summary(self) -> dict:
         """JSON-serialisable headline: leader, tier, reversals, stability."""
@@ -116,6 +142,12 @@ class ScoreResult:
             ],
             "rank_reversals": self.reversals.summary(),
             "reversal_uncertainty": _plain_tree(self.reversal_uncertainty),
+            "placement": _placement_records(self.placement),
+            "leaderboards": [
+                {"task": task, "encoders": [str(e) for e in board.crs.index], **{
+                    key: value for key, value in board.summary().items() if key not in ("settings", "leaderboards", "placement")}}
+                for task, board in self.leaderboards.items()
+            ],
             "stability": _plain_tree(self.stability.summary()),
             "weight_sensitivity": self.stability.weights.summary(),
             "stored": {
@@ -174,8 +206,23 @@ class ScoreResult:
             f"{stable['leave_one_out_max_pairs_reversed']} pairs of the others",
             f"weight sensitivity ({weights['n_samples']} Dirichlet draws): {weights['top']} stays first in "
             f"{weights['share_top_stays_first']:.1%}, mean Kendall tau to default {weights['mean_kendall_tau']:.3f}",
+            *self._leaderboard_lines(),
         ]
         return "\n".join(lines)
+
+    def _leaderboard_lines(self) -> list[str]:
+        """Per-task leaderboards and who is ranked where (only when some encoder runs on some tasks only)."""
+        if not self.leaderboards or self.placement is None:
+            return []
+        lines = ["", "The table above is the overall leaderboard: the encoders that run on every task "
+                 f"({', '.join(map(str, self.crs.index))}). Per task:"]
+        for task, board in self.leaderboards.items():
+            order = board.crs.sort_values(["rank", "auroc_rank"])
+            ranked = ", ".join(f"{int(row['rank'])}. {name} {row['crs']:.3f}" for name, row in order.iterrows())
+            lines.append(f"  {task}: {ranked}; leading tier {', '.join(board.bootstrap.leading_tier)}")
+        lines.append("who is ranked where:")
+        lines += [f"  {name}: {row['why']}" for name, row in self.placement.iterrows()]
+        return lines
 
     def _interval_lines(self) -> list[str]:
         interval = self.interval_summary()
@@ -222,11 +269,34 @@ def read_score(folder: RunFolder) -> ScoreResult:
     settings and the predictions) are not stored.
     """
     summary = folder.read_score_summary()
-    stored = summary.get("stored")
-    if stored is None:
+    if summary.get("stored") is None:
         raise ScoreInputError(f"{folder.score_dir} was written by an older crs; run `crs score` to rewrite it")
-    tables = {name: _restore(folder.read_score_table(name), names) for name, names in stored["table_index"].items()}
-    return ScoreResult.from_stored(tables, summary)
+    return _read_stored(folder, summary, summary, "")
+
+
+def _read_stored(folder: RunFolder, summary: dict, top: dict, prefix: str) -> ScoreResult:
+    """One stored result (the overall one, or a per-task leaderboard under ``prefix``) and its leaderboards."""
+    tables = {name: _restore(folder.read_score_table(prefix + name), names)
+              for name, names in summary["stored"]["table_index"].items()}
+    result = ScoreResult.from_stored(tables, {**summary, "settings": top["settings"]})
+    boards = {
+        str(entry["task"]): _read_stored(folder, entry, top, _board_prefix(i))
+        for i, entry in enumerate(summary.get("leaderboards") or [])
+    }
+    if boards:
+        result = dataclasses.replace(result, leaderboards=boards)
+    return result
+
+
+def _board_prefix(i: int) -> str:
+    return f"task{i}_"
+
+
+def _placement_records(table: pd.DataFrame | None) -> list[dict] | None:
+    if table is None:
+        return None
+    return [{key: (None if isinstance(value, float) and not np.isfinite(value) else _plain(value))
+             for key, value in row.items()} for row in table.reset_index().to_dict(orient="records")]
 
 
 def _from_stored(cls, tables: dict[str, pd.DataFrame], summary: dict) -> ScoreResult:
@@ -281,7 +351,7 @@ def _from_stored(cls, tables: dict[str, pd.DataFrame], summary: dict) -> ScoreRe
         reported=tables["reported"], bootstrap=boot, reversals=reversals,
         stability=Stability(tables["stability_references"], tables["stability_reference_ranks"],
                             tables["stability_leave_one_out"], sensitivity),
-        reversal_uncertainty=uncertainty,
+        reversal_uncertainty=uncertainty, placement=tables.get("placement"),
     )  # fmt: skip
 
 
@@ -341,6 +411,7 @@ def score_records(
     predictions_dir: str | Path | None = None,
     run_folder: RunFolder | str | Path | None = None,
     workers: int | None = None,
+    coverage: Coverage | None = None,
     **changes: Any,
 ) -> ScoreResult:
     """Run records -> measurements -> CRS point estimate -> bootstrap tier, reversals, stability.
@@ -352,6 +423,11 @@ def score_records(
     it reads the per-case predictions stage 2 wrote into ``run_folder`` (or ``predictions_dir``, its
     ``predictions`` folder). ``workers``: threads of the weighted AUROC (default 2, at most the cores; see ``case_bootstrap.DEFAULT_WORKERS``).
     The point estimate is made once, from the run records, and handed to every later step.
+
+    ``coverage`` (task -> encoders declared on it, ``Spec.coverage``): when some encoder runs on some
+    tasks only, the result is the overall leaderboard over the encoders declared on every task, with
+    one full leaderboard per task in ``leaderboards`` (docs/decisions/0038). A declared pair without
+    records is an error; without ``coverage`` every encoder must have every task, as before.
     """
     if isinstance(settings, str):
         settings = ScoreSettings(reference=settings, **changes)
@@ -359,12 +435,41 @@ def score_records(
         settings = ScoreSettings(**changes)
     elif changes:
         settings = settings.replace(**changes)
+    folder = None
+    if settings.case_level:
+        folder = _run_folder(run_folder, predictions_dir)
+    if coverage is None or is_complete(coverage):
+        return _score_cohort(records, settings, folder, workers)
+    records = declared_records(records, coverage)
+    overall = every_task_encoders(coverage)
+    if not settings.median_reference and settings.reference not in overall:
+        raise ScoreInputError(
+            f"reference {settings.reference!r} does not run on every task; name one of {overall} or 'median'"
+        )
+    task_column = records["task"].astype(str)
+    encoder_column = records["encoder"].astype(str)
+    leaderboards = {
+        task: _score_cohort(records[(task_column == task) & encoder_column.isin(list(encoders))], settings, folder,
+                            workers)
+        for task, encoders in coverage.items()
+    }
+    result = _score_cohort(records[encoder_column.isin(overall)], settings, folder, workers)
+    where = placement(
+        coverage, {str(name): int(rank) for name, rank in result.crs["rank"].items()},
+        {task: {str(name): int(rank) for name, rank in board.crs["rank"].items()} for task, board in leaderboards.items()},
+    )
+    return dataclasses.replace(result, leaderboards=leaderboards, placement=where)
+
+
+def _score_cohort(
+    records: pd.DataFrame, settings: ScoreSettings, folder: RunFolder | None, workers: int | None
+) -> ScoreResult:
+    """One leaderboard: every encoder in ``records`` must have every task in them."""
     measurements: Measurements = measure(records, settings)
     point = point_estimate(measurements.axis_errors(), measurements.axis_standard_errors(), settings)
     per_seed = seed_axes(records, full_fraction=settings.full_fraction, retention_floor=settings.retention_floor)
 
-    if settings.case_level:
-        folder = _run_folder(run_folder, predictions_dir)
+    if folder is not None:
         boot = paired_seed_case_bootstrap(measurements, folder, point, task_kinds(records), workers)
     else:
         boot = paired_seed_bootstrap(measurements, point)
