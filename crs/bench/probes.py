@@ -14,7 +14,7 @@ every metric of the run records (``condition_metrics``' columns: AUROC, ECE, Bri
   ``log_loss``, ``brier_score_loss``; ``crs.axes`` for ECE, which scikit-learn lacks) once per
   (probe, evaluation set), also over joblib processes.
 * crs: ``fit_probes(backend="torch")`` in this process on one thread, then per evaluation set one
-  ``predict_proba`` for the distinct probes (the full fraction's seeds are one probe) and one call
+  ``predict_scores`` for the distinct probes (the full fraction's seeds are one probe) and one call
   of ``crs.evaluate.units.probe_metrics``: what ``crs probe`` runs per condition when every
   fraction is evaluated on every condition (``robustness_fractions = "all"``; the default evaluates
   the corrupted sets with the full fraction's probe alone, a smaller job). With numba installed
@@ -343,7 +343,8 @@ def run_crs(unit: Unit, device: str = "cpu") -> dict:
             X = unit.condition(i)  # stands in for reading the condition from the cache; not counted
             generation_s += time.perf_counter() - t0
             generation_cpu += time.process_time() - c0
-            metrics = probe_metrics(unit.y_test, predicting.predict_proba(X), unit.kind, names)
+            scores = predicting.predict_scores(X, unit.kind == "ordinal", X[0].astype(np.float64))  # as predict_condition
+            metrics = probe_metrics(unit.y_test, scores, unit.kind, names)
             columns.append({name: values[copies] for name, values in metrics.items()})
             del X
         auroc = np.stack([c["auroc"] for c in columns], axis=1)
