@@ -4,6 +4,7 @@ from crs.axes._inputs import KINDS, AxisInputError
 from crs.axes.calibration import (
     brier,
     calibrated_ece_moments,
+    calibration_error_moments,
     classwise_ece,
     debiased_ece,
     ece,
@@ -34,6 +35,7 @@ __all__ = [
     "binary_auroc",
     "brier",
     "calibrated_ece_moments",
+    "calibration_error_moments",
     "classwise_ece",
     "debiased_ece",
     "ece",

@@ -28,7 +28,7 @@ import numpy as np
 
 from crs.axes import weighted_kernel
 from crs.axes._inputs import AxisInputError, binary_pair, check_kind, multiclass_pair, multilabel_pair
-from crs.axes.calibration import calibrated_ece_moments
+from crs.axes.calibration import calibrated_ece_moments, calibration_error_moments
 
 DEFAULT_BLOCK_BYTES = 32 * 2**20
 """Working memory of one replicate block of one score column (a few cache-sized arrays)."""
@@ -616,6 +616,53 @@ def weighted_calibrated_ece(
     return out if columns_2d else out[:, 0]
 
 
+def weighted_calibration_error(
+    confidence: np.ndarray,
+    correct: np.ndarray,
+    weights: np.ndarray | ReplicateWeights,
+    known: np.ndarray | None = None,
+    n_bins: int = N_BINS,
+    *,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The debiased calibration error of every column under every replicate's weights: (B,) or (B, K).
+
+    Per bin the weighted count, residual sum and residual square sum (one matrix product per
+    block over a design holding all three), then
+    :func:`crs.axes.calibration_error_moments`. Frequency weights: with whole-number weights it
+    equals the unweighted value on the repeated arrays (the bins are equal-width, so a repeated case
+    stays in its bin). Returns (error, standard error).
+    """
+    if n_bins < 1:
+        raise AxisInputError(f"n_bins must be a positive integer, got {n_bins}")
+    prepared = prepare_weights(weights, block_bytes)
+    confidence = np.asarray(confidence, dtype=np.float64)
+    correct = np.asarray(correct, dtype=np.float64)
+    columns_2d = confidence.ndim == 2
+    confidence_2d = confidence if columns_2d else confidence[:, None]
+    correct_2d = correct if columns_2d else correct[:, None]
+    if confidence_2d.shape != correct_2d.shape or confidence_2d.shape[0] != prepared.n_cases:
+        raise AxisInputError(
+            f"confidence {confidence.shape} and correct {correct.shape} must match and have {prepared.n_cases} cases"
+        )
+    n_columns = confidence_2d.shape[1]
+    error = np.empty((prepared.n_replicates, n_columns))
+    standard_error = np.empty((prepared.n_replicates, n_columns))
+    known_2d = _known_columns(known, confidence_2d)
+    residual = np.where(known_2d, correct_2d - confidence_2d, 0.0)
+    # residual, its square and the known cases side by side: one (N x 3C bins) design, one product a block
+    tripled = np.concatenate([confidence_2d] * 3, axis=1)
+    tripled_known = np.concatenate([known_2d] * 3, axis=1)
+    values = np.concatenate([residual, residual * residual, known_2d.astype(np.float64)], axis=1)
+    for rows, sums, _ in _per_bin_sums(tripled, tripled_known, values, n_bins, prepared):
+        error[rows], standard_error[rows] = calibration_error_moments(
+            sums[:, 2 * n_columns :], sums[:, :n_columns], sums[:, n_columns : 2 * n_columns]
+        )
+    if columns_2d:
+        return error, standard_error
+    return error[:, 0], standard_error[:, 0]
+
+
 def weighted_debiased_ece(
     y: np.ndarray,
     probs: np.ndarray,
@@ -625,7 +672,7 @@ def weighted_debiased_ece(
     *,
     block_bytes: int = DEFAULT_BLOCK_BYTES,
 ) -> np.ndarray:
-    """:func:`crs.axes.debiased_ece` (B,) under every replicate: the weighted ECE minus a calibrated probe's expected ECE.
+    """:func:`crs.axes.debiased_ece` (B,) under every replicate: the per-bin debiased root-mean-square error.
 
     multiclass/ordinal: top label; binary: positive-class probability; multilabel: per label over its
     known cases, then the mean over the labels a replicate can score.
@@ -634,18 +681,11 @@ def weighted_debiased_ece(
     prepared = prepare_weights(weights, block_bytes)
     if kind == "binary":
         y_b, p_b = binary_pair(y, probs)
-        return weighted_binned_ece(p_b, y_b, prepared, None, n_bins) - weighted_calibrated_ece(
-            p_b, prepared, None, n_bins
-        )
+        return weighted_calibration_error(p_b, y_b, prepared, None, n_bins)[0]
     if kind == "multilabel":
         y_m, p_m = multilabel_pair(y, probs)
         known = ~np.isnan(y_m)
-        per_label = weighted_binned_ece(p_m, np.nan_to_num(y_m), prepared, known, n_bins)
-        per_label -= weighted_calibrated_ece(p_m, prepared, known, n_bins)
-        return nanmean_classes(per_label)
+        return nanmean_classes(weighted_calibration_error(p_m, np.nan_to_num(y_m), prepared, known, n_bins)[0])
     y_c, p_c = multiclass_pair(y, probs)
     correct = (p_c.argmax(axis=1) == y_c).astype(np.float64)
-    confidence = p_c.max(axis=1)
-    return weighted_binned_ece(confidence, correct, prepared, None, n_bins) - weighted_calibrated_ece(
-        confidence, prepared, None, n_bins
-    )
+    return weighted_calibration_error(p_c.max(axis=1), correct, prepared, None, n_bins)[0]

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from crs.axes.calibration import calibration_error_moments
 from crs.probes.base import ProbeError
 from crs.probes.selection import batched_auroc, batched_auroc_influence
 
@@ -25,9 +26,9 @@ ECE_BINS = 15
 
 METRICS = ("auroc", "auroc_se", "ece", "ece_debiased", "ece_se", "brier", "nll", "kappa", "ordinal_auroc")
 """Per-condition metrics. ``auroc_se``: the large-sample DeLong standard error of the macro AUROC
-(per case, the placement influences averaged over the scorable classes); ``ece_debiased``: the ECE
-minus the mean ECE of a calibrated probe with the same probabilities, ``ece_se`` that ECE's standard
-deviation (closed forms: the ``crs.axes`` reference's ``calibrated_ece_moments``)."""
+(per case, the placement influences averaged over the scorable classes); ``ece_debiased``: the scored
+calibration error, the root-mean-square binned error debiased per bin, and ``ece_se`` its standard
+error (decision 0035; the ``crs.axes`` reference's ``calibration_error_moments`` on the same sums)."""
 KINDS = ("multiclass", "ordinal", "multilabel")
 
 
@@ -69,7 +70,8 @@ def bin_index(confidence: np.ndarray, n_bins: int) -> np.ndarray:
 
 def _binned_ece(confidence: np.ndarray, correct: np.ndarray, n_bins: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Binned ECE per row of ``confidence`` / ``correct`` (P, n) (the reference's bins and sums),
-    and the mean and variance of the ECE a calibrated probe with these confidences would score."""
+    and the debiased calibration error and its standard error (the reference's
+    :func:`crs.axes.calibration_error_moments` on the same per-bin sums)."""
     P, n = confidence.shape
     if n == 0:
         nan = np.full(P, np.nan)
@@ -81,15 +83,14 @@ def _binned_ece(confidence: np.ndarray, correct: np.ndarray, n_bins: int) -> tup
     count = np.bincount(index, minlength=size).astype(np.float64).reshape(P, n_bins)
     confidence_sum = np.bincount(index, weights=flat, minlength=size).reshape(P, n_bins)
     correct_sum = np.bincount(index, weights=correct.ravel(), minlength=size).reshape(P, n_bins)
-    bin_variance = np.bincount(index, weights=flat * (1.0 - flat), minlength=size).reshape(P, n_bins)
+    residual = correct.ravel() - flat
+    residual_square_sum = np.bincount(index, weights=residual * residual, minlength=size).reshape(P, n_bins)
     gap = np.zeros((P, n_bins))
     filled = count > 0
     gap[filled] = np.abs(correct_sum[filled] - confidence_sum[filled]) / count[filled]
     share = count / count.sum(axis=1, keepdims=True)
-    # bin b's residual sum has mean 0 and variance V_b: E|S_b| = sqrt(2 V_b / pi), Var|S_b| = (1 - 2 / pi) V_b
-    mean = np.sqrt(2.0 * bin_variance / np.pi).sum(axis=1) / n
-    variance = (1.0 - 2.0 / np.pi) * bin_variance.sum(axis=1) / n**2
-    return (gap * share).sum(axis=1), mean, variance
+    error, standard_error = calibration_error_moments(count, correct_sum - confidence_sum, residual_square_sum)
+    return (gap * share).sum(axis=1), error, standard_error
 
 
 def auroc_standard_error(auroc: np.ndarray, case_totals: np.ndarray) -> np.ndarray:
@@ -118,7 +119,7 @@ def _multiclass(
     predicted = np.full((P, N), K - 1)
     for k in range(K - 2, -1, -1):  # the first class at the maximum, as argmax
         predicted = np.where(columns[:, k] == confidence, k, predicted)
-    ece, calibrated_mean, calibrated_variance = _binned_ece(
+    ece, calibration_error, calibration_se = _binned_ece(
         confidence.astype(np.float64), (predicted == y).astype(np.float64), n_bins
     )
     squares = np.zeros((P, N))
@@ -131,8 +132,8 @@ def _multiclass(
         "auroc": _nanmean(auroc),
         "auroc_se": auroc_standard_error(auroc, case_totals) if case_totals is not None else np.full(P, np.nan),
         "ece": ece,
-        "ece_debiased": ece - calibrated_mean,
-        "ece_se": np.sqrt(calibrated_variance),
+        "ece_debiased": calibration_error,
+        "ece_se": calibration_se,
         "brier": squares.mean(axis=1),
         "nll": -np.mean(np.log(_clip(picked.astype(np.float64))), axis=1),
     }
@@ -142,14 +143,14 @@ def _multilabel(
     y: np.ndarray, probs: np.ndarray, n_bins: int, influence: bool, keys: np.ndarray | None = None
 ) -> dict[str, np.ndarray]:
     P, _, L = probs.shape
-    ece, calibrated_mean, calibrated_variance, brier, nll = (np.full((P, L), np.nan) for _ in range(5))
+    ece, calibration_error, calibration_se, brier, nll = (np.full((P, L), np.nan) for _ in range(5))
     for label in range(L):
         known = ~np.isnan(y[:, label])
         if not known.any():
             continue
         target = y[known, label]
         p = probs[:, known, label].astype(np.float64)
-        ece[:, label], calibrated_mean[:, label], calibrated_variance[:, label] = _binned_ece(
+        ece[:, label], calibration_error[:, label], calibration_se[:, label] = _binned_ece(
             p, np.broadcast_to(target, p.shape), n_bins
         )
         brier[:, label] = np.mean((p - target) ** 2, axis=1)
@@ -158,13 +159,13 @@ def _multilabel(
         nll[:, label] = -np.mean(np.log(np.where(target == 1.0, clipped, 1.0 - clipped)), axis=1)
     auroc, case_totals = batched_auroc_influence(y, probs if keys is None else keys, influence)
     # labels taken as independent: mean of the label means, sqrt(sum of label variances) / labels
-    labels = (~np.isnan(calibrated_mean)).sum(axis=1)
+    labels = (~np.isnan(calibration_error)).sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        ece_se = np.sqrt(np.nansum(calibrated_variance, axis=1)) / labels
+        ece_se = np.sqrt(np.nansum(calibration_se**2, axis=1)) / labels
     return {
         "auroc": _nanmean(auroc),
         "auroc_se": auroc_standard_error(auroc, case_totals) if case_totals is not None else np.full(P, np.nan),
-        "ece": _nanmean(ece), "ece_debiased": _nanmean(ece) - _nanmean(calibrated_mean),
+        "ece": _nanmean(ece), "ece_debiased": _nanmean(calibration_error),
         "ece_se": np.where(labels > 0, ece_se, np.nan),
         "brier": _nanmean(brier), "nll": _nanmean(nll),
     }

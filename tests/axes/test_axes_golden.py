@@ -163,23 +163,45 @@ def test_seed_axes_by_hand():
     assert math.isnan(no_shift["shift_auroc"])
 
 
-def test_debiased_ece_and_its_noise_by_hand():
-    # binary, 2 bins: p = .2 (label 0) in bin 0, p = .8 (label 1) in bin 1 -> ECE = .5 * .2 + .5 * .2 = .2.
-    # A calibrated probe: per bin V = .2 * .8 = .16; E|S| = sqrt(2 V / pi) = .31915 per bin; mean ECE =
-    # (2 x .31915) / 2 = .31915; debiased = .2 - .31915 = -.11915 (two cases: noise dwarfs the signal).
-    # SD = sqrt((1 - 2 / pi) x .32) / 2 = .17051
-    null_mean = np.sqrt(2 * 0.16 / np.pi)
-    assert axes.debiased_ece([0, 1], [0.2, 0.8], "binary", n_bins=2) == pytest.approx(0.2 - null_mean)
-    assert axes.ece_standard_error([0, 1], [0.2, 0.8], "binary", n_bins=2) == pytest.approx(
-        np.sqrt((1 - 2 / np.pi) * 0.32) / 2
+def test_calibrated_ece_moments_by_hand():
+    # two bins with V = .2 x .8 = .16 each (one case each): E|S| = sqrt(2 V / pi) = .31915 per bin, mean
+    # ECE = (2 x .31915) / 2 = .31915; SD = sqrt((1 - 2 / pi) x .32) / 2 = .17051
+    mean, sd = axes.calibrated_ece_moments(np.array([0.16, 0.16]), 2.0)
+    assert mean == pytest.approx(np.sqrt(2 * 0.16 / np.pi))
+    assert sd == pytest.approx(np.sqrt((1 - 2 / np.pi) * 0.32) / 2)
+
+
+def test_debiased_calibration_error_and_its_standard_error_by_hand():
+    # binary, 2 bins. Bin 0: p = .2 four times, labels 0 1 1 1: residuals -.2 .8 .8 .8, mean gap d = .55,
+    # sample variance s^2 = (1.96 - 4 x .55^2) / 3 = .25, noise s^2 / 4 = .0625, g^2 = .3025 - .0625 = .24.
+    # Bin 1: p = .8 four times, labels all 1: residuals .2, d = .2, s^2 = 0, g^2 = .04.
+    # T = .5 x .24 + .5 x .04 = .14, error sqrt(.14) = .37417 (the plain ECE is .5 x .55 + .5 x .2 = .375).
+    y = np.array([0, 1, 1, 1, 1, 1, 1, 1])
+    p = np.array([0.2] * 4 + [0.8] * 4)
+    assert axes.ece(y, p, "binary", n_bins=2) == pytest.approx(0.375)
+    assert axes.debiased_ece(y, p, "binary", n_bins=2) == pytest.approx(np.sqrt(0.14))
+    # Var T = sum share^2 (4 g^2 noise + 2 noise^2) = .25 (4 x .24 x .0625 + 2 x .0625^2) = .016953 (the
+    # shares' term (sum share g^4 - T^2) / n is negative after its noise correction, so 0); the SE is
+    # the SD of sqrt(max(X, 0)), X ~ N(.14, .016953), here by scipy's adaptive quadrature
+    from scipy import integrate, stats
+
+    sd_t = np.sqrt(0.25 * (4 * 0.24 * 0.0625 + 2 * 0.0625**2))
+
+    def moment(k):
+        return integrate.quad(lambda z: max(0.14 + sd_t * z, 0.0) ** (k / 2) * stats.norm.pdf(z), -12, 12, points=[-0.14 / sd_t])[0]
+
+    assert axes.ece_standard_error(y, p, "binary", n_bins=2) == pytest.approx(np.sqrt(moment(2) - moment(1) ** 2), rel=2e-3)
+    # within noise of calibrated: T < 0 gives 0, never a negative error. Bin 0 labels 0 0 0 1 around p = .2
+    y_calibrated = np.array([0, 0, 0, 1, 1, 1, 1, 0])
+    assert axes.debiased_ece(y_calibrated, p, "binary", n_bins=2) == 0.0
+    # top label sees (max p, arg-max right): the same numbers as the binary problem on that pair
+    probs = np.array([[0.9, 0.1], [0.6, 0.4], [0.3, 0.7], [0.2, 0.8], [0.55, 0.45], [0.35, 0.65]])
+    labels = np.array([0, 1, 1, 0, 0, 1])
+    confidence = probs.max(axis=1)
+    correct = (probs.argmax(axis=1) == labels).astype(float)
+    assert axes.debiased_ece(labels, probs, "multiclass", n_bins=3) == pytest.approx(
+        axes.debiased_ece(correct, confidence, "binary", n_bins=3)
     )
-    # top label: the arg-max is right with probability max(p); (.9, .1) and (.6, .4) -> V = .09, .24
-    # in bins 13 and 9 of 15
-    probs = np.array([[0.9, 0.1], [0.6, 0.4]])
-    expected = (np.sqrt(2 * 0.09 / np.pi) + np.sqrt(2 * 0.24 / np.pi)) / 2
-    assert axes.ece(np.array([0, 1]), probs, "multiclass") - axes.debiased_ece(
-        np.array([0, 1]), probs, "multiclass"
-    ) == pytest.approx(expected)
 
 
 def test_auroc_standard_error_by_hand():

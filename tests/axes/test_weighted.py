@@ -236,6 +236,23 @@ def test_debiased_ece_at_unit_weights_and_on_the_repeated_sample_equals_crs_axes
         assert got[b] == pytest.approx(expected, abs=EXACT, nan_ok=True)
 
 
+@pytest.mark.parametrize("case", range(3))
+def test_calibration_error_and_its_standard_error_on_repeated_samples_equal_crs_axes(case):
+    # frequency weights: the weighted per-bin sums (count, residual, residual^2) are the repeated sample's
+    from crs.axes.weighted import weighted_calibration_error
+
+    rng = np.random.default_rng(400 + case)
+    n = int(rng.integers(30, 300))
+    confidence = rng.uniform(size=n)
+    outcome = (rng.uniform(size=n) < confidence**1.7).astype(float)
+    counts = np.vstack([np.ones(n, int), rng.integers(0, 4, size=(4, n))])
+    error, standard_error = weighted_calibration_error(confidence, outcome, prepare_weights(counts, block_bytes=2048))
+    for b, repeat in enumerate(counts):
+        y, p = np.repeat(outcome, repeat), np.repeat(confidence, repeat)
+        assert error[b] == pytest.approx(axes.debiased_ece(y, p, "binary"), abs=EXACT)
+        assert standard_error[b] == pytest.approx(axes.ece_standard_error(y, p, "binary"), abs=EXACT)
+
+
 def test_calibrated_ece_is_the_closed_form_per_bin():
     # two cases in bin 0 (c = 0.05) and one in the last bin (c = 1): V = 2 x 0.0475 and 0
     confidence = np.array([0.05, 0.05, 1.0])

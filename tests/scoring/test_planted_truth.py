@@ -27,7 +27,9 @@ SEVERITIES = (1, 2, 3)
 # its probe is over-confident and corruption noise swamps its signal; "steady" has a
 # slightly weaker signal in a compact, well-regularised and corruption-tolerant space.
 ENCODERS = {
-    "reference": (12, 0.55, 0.1, 0.25),
+    # C = 0.3: calibrated to within the noise of 600 test cases (at C = 0.1 its population error is
+    # 0.029 against steady's 0.054, which 600 cases do not resolve: decision 0035's error measured 0.056)
+    "reference": (12, 0.55, 0.3, 0.25),
     "fragile": (30, 0.9, 1e4, 1.2),
     "steady": (12, 0.65, 0.1, 0.05),
 }
