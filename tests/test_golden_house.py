@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 from crs.evaluate.compare import compare_tables
+
 from golden_tables import run_reduced_benchmark
 
 GOLDEN = Path(__file__).resolve().parent / "golden"

@@ -207,7 +207,7 @@ def simulate(
             truths = {name: population_value(name, shape, level, truth_size) for name in estimators}
             for n in sizes:
                 rng = np.random.default_rng([seed, SHAPES.index(shape), list(LEVELS).index(level), n])
-                values = {name: [] for name in estimators}
+                values: dict[str, list] = {name: [] for name in estimators}
                 errors = []
                 for start in range(0, repetitions, chunk):
                     rows = min(chunk, repetitions - start)

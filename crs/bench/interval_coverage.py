@@ -121,7 +121,8 @@ def simulate(configuration: str, data_sets: int = 200, n_boot: int = 200, seed: 
     y_big, _, probs_big = draw_test_set(truth_patients, tau, extra, rng)
     truth = point_metrics(y_big, probs_big)
     factor = np.sqrt(n_patients / (n_patients - 1))
-    points, boot_sd, boot_sd_inflated, hits = [], [], [], {}
+    points, boot_sd, boot_sd_inflated = [], [], []
+    hits: dict[str, list] = {}
 
     def hit(name: str, value) -> None:
         hits.setdefault(name, []).append(np.atleast_1d(value).astype(np.float64))

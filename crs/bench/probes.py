@@ -343,7 +343,7 @@ def run_crs(unit: Unit, device: str = "cpu") -> dict:
             X = unit.condition(i)  # stands in for reading the condition from the cache; not counted
             generation_s += time.perf_counter() - t0
             generation_cpu += time.process_time() - c0
-            scores = predicting.predict_scores(X, unit.kind == "ordinal", X[0].astype(np.float64))  # as predict_condition
+            scores = predicting.predict_scores(X, unit.kind == "ordinal", X[0].astype(np.float64))  # type: ignore[attr-defined]  # as predict_condition
             metrics = probe_metrics(unit.y_test, scores, unit.kind, names)
             columns.append({name: values[copies] for name, values in metrics.items()})
             del X

@@ -142,11 +142,11 @@ def auroc_scores(arrays: Mapping[str, Any], probs_name: str) -> np.ndarray:
     """What an AUROC ranks for the probabilities stored under ``probs_name``: their rank keys when
     the folder has them (order-exact, see :class:`crs.probes.base.PredictedScores`), else the
     probabilities themselves (a folder written before the keys)."""
-    stem = probs_name[: -len(_PROBS_SUFFIX)] if probs_name.endswith(_PROBS_SUFFIX) else None
+    key: str | None = None
     if probs_name == ALL_CLEAN_PROBS:
         key = ALL_CLEAN_KEYS
-    else:
-        key = keys_key(stem) if stem is not None else None
+    elif probs_name.endswith(_PROBS_SUFFIX):
+        key = keys_key(probs_name[: -len(_PROBS_SUFFIX)])
     return np.asarray(arrays[key] if key is not None and key in arrays else arrays[probs_name])
 
 

@@ -7,7 +7,9 @@ tolerance the contract states for it, and the verdict says whether the contract 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -125,12 +127,14 @@ def compare_run_folders(published: RunFolder, rerun: RunFolder, score: bool = Tr
     """Every record, seed aggregate and (with ``score``) score table of ``published`` against ``rerun``."""
     checks: list[ColumnCheck] = []
     problems: list[str] = []
-    pairs = [("records", published.read_records, rerun.read_records),
-             ("records_seed_aggregated", published.read_aggregate, rerun.read_aggregate)]
+    pairs: list[tuple[str, Callable[[], pd.DataFrame], Callable[[], pd.DataFrame]]] = [
+        ("records", published.read_records, rerun.read_records),
+        ("records_seed_aggregated", published.read_aggregate, rerun.read_aggregate),
+    ]
     if score:
         for table in SCORE_TABLES:
-            pairs.append((f"score_{table}", lambda t=table: published.read_score_table(t),
-                          lambda t=table: rerun.read_score_table(t)))
+            pairs.append((f"score_{table}", partial(published.read_score_table, table),
+                          partial(rerun.read_score_table, table)))
     for name, read_published, read_rerun in pairs:
         try:
             left = read_published()

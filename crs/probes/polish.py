@@ -131,7 +131,8 @@ def minimise(problem: ExactProblem, u0: np.ndarray, tol: float = POLISH_TOL, max
         direction = -q
         slope = float((g * direction).sum())
         if slope >= 0:  # not a descent direction: restart from the gradient
-            s_hist.clear(), y_hist.clear()
+            s_hist.clear()
+            y_hist.clear()
             direction, slope = -g, -float((g * g).sum())
         step = 1.0 if s_hist else min(1.0, 1.0 / max(np.abs(g).sum(), 1e-300))
         for _ in range(40):
@@ -145,9 +146,10 @@ def minimise(problem: ExactProblem, u0: np.ndarray, tol: float = POLISH_TOL, max
             return x * scale, False
         s_k, y_k = trial - x, g_trial - g
         if (s_k * y_k).sum() > 1e-300:
-            s_hist.append(s_k), y_hist.append(y_k)
+            s_hist.append(s_k)
+            y_hist.append(y_k)
             if len(s_hist) > HISTORY:
-                s_hist.pop(0), y_hist.pop(0)
+                del s_hist[0], y_hist[0]
         x, f, g, g_u = trial, f_trial, g_trial, g_trial_u
     return x * scale, bool(np.abs(g_u).max() <= tol)
 

@@ -3,9 +3,8 @@ the point estimate from the stored predictions, centring, intervals, the group-l
 
 from __future__ import annotations
 
-import shutil
-
 import dataclasses
+import shutil
 import warnings
 from dataclasses import dataclass
 
