@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from crs.probes import softmax_kernel
 from crs.spec import TASK_KINDS
 
 STD_FLOOR = 1e-6
@@ -124,7 +125,7 @@ class LinearProbeSet(ProbeSet):
         centered -= origin
         stacked = self.weights.transpose(1, 0, 2).reshape(dim, n_subsets * k)
         with np.errstate(invalid="ignore", over="ignore"):
-            decision = centered @ stacked
+            decision = float64_product(centered, stacked)
         if not np.isfinite(decision).all():
             raise ProbeError("X contains NaN or inf features (its logits are not finite); re-extract or drop those rows")
         decision = decision.reshape(len(X), n_subsets, k).transpose(1, 0, 2)
@@ -165,6 +166,15 @@ class LinearProbeSet(ProbeSet):
         return {"weights": self.weights[rows], "bias": self.bias[rows]}
 
 
+def float64_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` in float64, through torch's BLAS when the process has torch loaded (about 2x
+    numpy's on these skinny products here), else numpy's."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return a @ b
+    return (torch.from_numpy(np.ascontiguousarray(a)) @ torch.from_numpy(np.ascontiguousarray(b))).numpy()
+
+
 @dataclass(frozen=True)
 class PredictedScores:
     """What a stack of probes predicts on N cases, for the metrics.
@@ -184,28 +194,53 @@ class PredictedScores:
     exceed_keys: np.ndarray | None = None
 
 
-def _log_share(decision: np.ndarray, log_prior: np.ndarray, members: np.ndarray) -> np.ndarray:
-    """log(sum_{j in members} prior_j e^{d_j} / sum_{j in members} prior_j) per (P, N), stable, with
-    absolute error ~1e-16 x the largest |d| (``log_prior`` (P, K), -inf for classes the probe
-    cannot predict; NaN where no member can be predicted)."""
-    logs = decision[..., members] + log_prior[:, None, members]
-    top = np.max(logs, axis=-1, keepdims=True)
-    top = np.where(np.isfinite(top), top, 0.0)
+def _softmax_scores(decision: np.ndarray, bias: np.ndarray, ordinal: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The softmax link's probabilities (P, N, K), relative log-odds keys (P, N, K) and, with
+    ``ordinal``, P(grade >= t)'s keys (P, N, K - 1), from one exponential pass.
+
+    With log pi = bias (up to a constant per probe) and t_j = pi_j e^{d_j - m} (m the row's largest
+    d_j + log pi_j, so the largest t is 1), p = t / sum(t) and the key of class k is
+    d_k - m - log(sum_{j != k} t_j) + log(sum_{j != k} pi_j). The sum over the others is S - t_k,
+    exact to K ulps whenever k is not a top class of the row (then S - t_k >= 1); for the top
+    class it is summed without it, so a near-certain class keeps its precision. Ordinal keys use
+    prefix and suffix sums of t, which have no cancellation."""
+    P, N, K = decision.shape
+    finite = np.isfinite(bias)
+    top = np.max(np.where(finite, bias, -np.inf), axis=-1, keepdims=True)
+    log_prior = np.where(finite, bias - np.where(np.isfinite(top), top, 0.0), -np.inf)
+    prior = np.exp(log_prior)
+    prior_others = np.stack([np.delete(prior, k, axis=-1).sum(axis=-1) for k in range(K)], axis=-1)  # (P, K)
+    movable = finite & (prior_others > 0)
+    prior_above = np.cumsum(prior[:, ::-1], axis=-1)[:, ::-1][:, 1:]  # (P, K - 1): classes >= t
+    prior_below = np.cumsum(prior, axis=-1)[:, :-1]
     with np.errstate(divide="ignore", invalid="ignore"):
-        total = np.log(np.exp(logs - top).sum(axis=-1)) + top[..., 0]
-        prior_top = np.max(log_prior[:, members], axis=-1, keepdims=True)
-        prior_top = np.where(np.isfinite(prior_top), prior_top, 0.0)
-        prior_total = np.log(np.exp(log_prior[:, members] - prior_top).sum(axis=-1)) + prior_top[:, 0]
-        return np.where(np.isfinite(prior_total)[:, None], total - prior_total[:, None], np.nan)
-
-
-def _relative_log_odds(decision: np.ndarray, log_prior: np.ndarray, inside: np.ndarray) -> np.ndarray:
-    """log-odds of the classes ``inside`` against the rest, minus their value where d = 0; 0 where
-    either side holds no class the probe can predict."""
-    K = decision.shape[-1]
-    outside = np.setdiff1d(np.arange(K), inside)
-    key = _log_share(decision, log_prior, inside) - _log_share(decision, log_prior, outside)
-    return np.where(np.isnan(key), 0.0, key)
+        log_prior_others = np.where(movable, np.log(prior_others), 0.0)
+        exceed_movable = (prior_above > 0) & (prior_below > 0)
+        prior_odds = np.where(exceed_movable, np.log(prior_above) - np.log(prior_below), 0.0)
+    if softmax_kernel.available() and softmax_kernel.softmax_rows is not None:
+        probs = np.empty(decision.shape)
+        ovr = np.empty(decision.shape, dtype=np.float32)
+        exceed32 = np.empty((P, N, K - 1 if ordinal and K > 1 else 0), dtype=np.float32)
+        softmax_kernel.softmax_rows(np.ascontiguousarray(decision), log_prior, log_prior_others, movable,
+                                    prior_odds, exceed_movable, probs, ovr, exceed32)  # fmt: skip
+        return probs, ovr, exceed32 if exceed32.shape[2] else None
+    logs = decision + log_prior[:, None, :]
+    m = max_last(logs)[..., None]
+    t = np.exp(logs - m)  # a class the probe cannot predict: e^-inf = 0; a top class: exactly 1
+    total = sum_last(t)[..., None]
+    probs = t / total
+    is_top = logs == m
+    others = total - t
+    top_others = sum_last(np.where(is_top, 0.0, t))[..., None] + (sum_last(is_top.astype(np.float64))[..., None] - 1.0)
+    others = np.where(is_top, top_others, others)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ovr = np.where(movable[:, None, :], decision - m - np.log(others) + log_prior_others[:, None, :], 0.0)
+        exceed = None
+        if ordinal and K > 1:
+            above = np.cumsum(t[..., ::-1], axis=-1)[..., ::-1][..., 1:]  # sum_{j >= t}, t = 1..K-1
+            below = np.cumsum(t, axis=-1)[..., :-1]  # sum_{j < t}
+            exceed = np.where(exceed_movable[:, None, :], np.log(above) - np.log(below) - prior_odds[:, None, :], 0.0)
+    return probs, ovr.astype(np.float32), None if exceed is None else exceed.astype(np.float32)
 
 
 def rank_scores(decision: np.ndarray, bias: np.ndarray, link: str, ordinal: bool = False) -> PredictedScores:
@@ -216,19 +251,8 @@ def rank_scores(decision: np.ndarray, bias: np.ndarray, link: str, ordinal: bool
         return PredictedScores(probs, decision.astype(np.float32))
     if link != "softmax":
         raise ProbeError(f"rank keys are defined for the softmax and sigmoid links, not {link!r}")
-    logits = decision + bias[:, None, :]
-    probs = link_function(logits, "softmax")
-    finite = np.isfinite(bias)
-    safe = np.where(finite, bias, 0.0)
-    top = np.max(np.where(finite, safe, -np.inf), axis=-1, keepdims=True)
-    log_prior = np.where(finite, safe - top, -np.inf)  # the prior's normaliser cancels in the shares
-    K = decision.shape[-1]
-    ovr = np.stack([_relative_log_odds(decision, log_prior, np.array([k])) for k in range(K)], axis=-1)
-    exceed = None
-    if ordinal and K > 1:
-        exceed = np.stack([_relative_log_odds(decision, log_prior, np.arange(t, K)) for t in range(1, K)], axis=-1)
-        exceed = exceed.astype(np.float32)
-    return PredictedScores(probs, ovr.astype(np.float32), exceed)
+    probs, ovr, exceed = _softmax_scores(decision, bias, ordinal)
+    return PredictedScores(probs, ovr, exceed)
 
 
 def max_last(values: np.ndarray) -> np.ndarray:

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from crs.probes.base import ProblemData, as_float, constant_label_bias, fold_standardisation
 
@@ -39,6 +40,8 @@ NULL_TOL = 1e-12
 """Row-space directions with variance below NULL_TOL x the largest are dropped (exactly null ones
 have variance ~1e-16 x the largest in float64)."""
 HISTORY = 10
+CACHED_BYTES = 256 * 2**20
+"""A subset whose float64 rows fit in this many bytes is converted once, not at every evaluation."""
 
 
 @dataclass
@@ -58,7 +61,17 @@ class ExactProblem:
     class_mask: np.ndarray | None  # multiclass (K,): 0 present, -inf absent
     lam: np.ndarray  # (K,) 1 / (C n_k)
 
+    def __post_init__(self) -> None:
+        # Small subsets are converted to float64 once; large ones block by block at each evaluation.
+        small = self.rows.size * 8 <= CACHED_BYTES
+        self._converted = as_float(self.rows, np.float64) if small and self.rows.dtype != np.float64 else None
+
     def _blocks(self):
+        if self._converted is not None or self.rows.dtype == np.float64:
+            rows = self.rows if self._converted is None else self._converted
+            for start in range(0, len(rows), BLOCK_ROWS):
+                yield start, rows[start : start + BLOCK_ROWS]
+            return
         for start in range(0, len(self.rows), BLOCK_ROWS):
             yield start, as_float(self.rows[start : start + BLOCK_ROWS], np.float64)
 
@@ -71,8 +84,10 @@ class ExactProblem:
         value = 0.0
         raw_grad = np.zeros_like(scaled)
         residual_sum = np.zeros(u.shape[1])
+        scaled_t = torch.from_numpy(np.ascontiguousarray(scaled))
         for start, block in self._blocks():
-            logits = block @ scaled + intercept
+            block_t = torch.from_numpy(block)
+            logits = (block_t @ scaled_t).numpy() + intercept
             stop = start + len(block)
             y = self.targets[start:stop]
             if self.row_weights is not None:
@@ -87,7 +102,8 @@ class ExactProblem:
                 picked = np.where(y > 0, logits, 0.0).sum(axis=1, keepdims=True)
                 value += float((log_norm - picked).sum()) / n
                 residual = (np.exp(logits - log_norm) - y) / n
-            raw_grad += block.T @ residual
+            # residual^T X rather than X^T residual: the long axis stays contiguous (torch: ~2x numpy here)
+            raw_grad += (torch.from_numpy(np.ascontiguousarray(residual.T)) @ block_t).numpy().T
             residual_sum += residual.sum(axis=0)
         # d/d(weights) of the data term: (X - offset)^T R / std, from the raw products
         data_grad = (raw_grad - np.outer(self.offset, residual_sum)) / self.std[:, None]
@@ -175,22 +191,50 @@ def _targets(data: ProblemData, subset: np.ndarray) -> dict:
             "label_rows": np.full(K, len(y)), "constant": constant}
 
 
-def row_space_basis(rows: np.ndarray, offset: np.ndarray, std: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """An orthonormal float64 basis (D, r) of the standardised rows' span, and the variance of the
-    standardised rows along each of its columns (r,): from the n x n Gram (n <= D)."""
+def row_space_basis(rows: np.ndarray, offset: np.ndarray, std: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """An orthonormal float64 basis (D, r) of the standardised rows' span, the variance of the
+    standardised rows along each of its columns (r,), and the rows in it (n, r) (free: U sqrt(n
+    variance)): from the n x n Gram (n <= D)."""
     standardised = (as_float(rows, np.float64) - offset) / std
     n = len(standardised)
     variance, U = np.linalg.eigh(standardised @ standardised.T / n)
     keep = variance > NULL_TOL * max(variance.max(), 1e-300)
     variance, U = variance[keep], U[:, keep]
-    return standardised.T @ U / np.sqrt(n * variance), variance
+    scale = np.sqrt(n * variance)
+    return standardised.T @ U / scale, variance, U * scale
 
 
-def feature_basis(rows: np.ndarray, offset: np.ndarray, std: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The eigenbasis (D, D) of the standardised rows' covariance in float64, and its eigenvalues."""
+def feature_basis(rows: np.ndarray, offset: np.ndarray, std: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The eigenbasis (D, D) of the standardised rows' covariance in float64, its eigenvalues, and
+    the rows in it (n, D)."""
     standardised = (as_float(rows, np.float64) - offset) / std
     variance, V = np.linalg.eigh(standardised.T @ standardised / len(standardised))
-    return V, np.maximum(variance, 0.0)
+    return V, np.maximum(variance, 0.0), standardised @ V
+
+
+def diagonal_curvature(
+    projected: np.ndarray, u: np.ndarray, row_weights: np.ndarray | None, class_mask: np.ndarray | None
+) -> np.ndarray:
+    """The data term's diagonal curvature (r + 1, K) at u (r + 1, K) in the coordinates of the rows
+    ``projected`` (n, r) (any precision: it only preconditions): sum_i c_ik z_ij^2 with c the
+    logistic weight p (1 - p) (times the row weights for multilabel, / n for multiclass)."""
+    n = len(projected)
+    Z = np.asarray(projected, dtype=np.float64)
+    logits = Z @ u[:-1] + u[-1]
+    if row_weights is not None:
+        p = _sigmoid(logits)
+        weight = p * (1.0 - p) * row_weights
+    else:
+        assert class_mask is not None
+        logits = logits + class_mask
+        logits -= logits.max(axis=1, keepdims=True)
+        p = np.exp(logits)
+        p /= p.sum(axis=1, keepdims=True)
+        weight = p * (1.0 - p) / n
+    out = np.empty_like(u)
+    out[:-1] = np.square(Z).T @ weight
+    out[-1] = weight.sum(axis=0)
+    return out
 
 
 @dataclass(frozen=True)
@@ -202,6 +246,7 @@ class Preconditioner:
     basis: np.ndarray  # (D, D)
     variance: np.ndarray  # (D,)
     penalty_diagonal: np.ndarray  # (D,)
+    data_curvature: np.ndarray | None = None  # (D + 1, K): the data term's diagonal curvature at the start
 
 
 def polish(
@@ -225,17 +270,26 @@ def polish(
     live = np.isfinite(bias) & np.isnan(parts["constant"])  # outputs the data determines
     standardised_weights = np.where(live[None, :], weights * std[:, None], 0.0)
     standardised_bias = np.where(live, bias + mean @ np.where(live[None, :], weights, 0.0), 0.0)
+    data_curvature = None
     if preconditioner is not None and start is not None:
         basis, variance, penalty_diagonal = preconditioner.basis, preconditioner.variance, preconditioner.penalty_diagonal
         u0 = np.where(live[None, :], start, 0.0)
+        data_curvature = preconditioner.data_curvature
     else:
-        basis, variance = (row_space_basis if len(subset) <= D else feature_basis)(rows, offset, std)
+        basis, variance, projected = (row_space_basis if len(subset) <= D else feature_basis)(rows, offset, std)
         penalty_diagonal = np.ones(basis.shape[1])
         u0 = np.vstack([basis.T @ standardised_weights, standardised_bias[None, :]])
+        data_curvature = diagonal_curvature(projected, u0, parts["row_weights"], parts["class_mask"])
     lam = 1.0 / (C * np.maximum(parts["label_rows"], 1))
-    curvature = np.empty((basis.shape[1] + 1, K))
-    curvature[:-1] = 0.25 * variance[:, None] + lam[None, :] * penalty_diagonal[:, None]
-    curvature[-1] = 0.25
+    bound = np.empty((basis.shape[1] + 1, K))  # 0.25 bounds the logistic curvature
+    bound[:-1] = 0.25 * variance[:, None] + lam[None, :] * penalty_diagonal[:, None]
+    bound[-1] = 0.25
+    if data_curvature is None:
+        curvature = bound
+    else:  # the curvature at the start: far better where probabilities are near 0 or 1
+        curvature = data_curvature.copy()
+        curvature[:-1] += lam[None, :] * penalty_diagonal[:, None]
+        curvature = np.maximum(curvature, 1e-6 * bound)
     curvature = np.maximum(curvature, 1e-12 * curvature.max())
     problem = ExactProblem(
         rows=rows, offset=offset, std=std, basis=basis, curvature=curvature, targets=parts["targets"],

@@ -41,7 +41,7 @@ from crs.probes.base import (
     subset_moments,
     subset_standardiser,
 )
-from crs.probes.polish import Preconditioner, polish, validation_score
+from crs.probes.polish import Preconditioner, diagonal_curvature, polish, validation_score
 from crs.probes.selection import (
     assemble_linear,
     lower_is_better,
@@ -718,8 +718,15 @@ def _full_rank_start(bases: GroupBases, W: torch.Tensor, k: int, std: np.ndarray
         return None, None
     basis = (std / bases.std[k])[:, None] * V.double().cpu().numpy()
     variance = bases.problem.variance[k, :-1].double().cpu().numpy()
-    preconditioner = Preconditioner(basis, variance, np.square(basis).sum(axis=0))
-    return preconditioner, W[k, 0].double().cpu().numpy()
+    start = W[k, 0].double().cpu().numpy()
+    problem = bases.problem
+    Z = problem.Z[k, :, :-1].cpu().numpy()  # float32 rows in the basis: enough for a preconditioner
+    curvature = diagonal_curvature(
+        Z, start, None if problem.row_weights is None else problem.row_weights[k].double().cpu().numpy(),
+        None if problem.class_mask is None else problem.class_mask[k].double().cpu().numpy(),
+    )
+    preconditioner = Preconditioner(basis, variance, np.square(basis).sum(axis=0), curvature)
+    return preconditioner, start
 
 
 def warm_start(previous: torch.Tensor | None, problem: GroupProblem) -> torch.Tensor | None:
