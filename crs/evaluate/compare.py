@@ -17,7 +17,9 @@ import pandas as pd
 from crs.evaluate.artifacts import RunFolder, RunFolderError
 
 ABSOLUTE_TOLERANCE = 1e-6
-"""Every float column of the records and score tables agrees to this, absolute (the contract)."""
+"""Every float column of the records and score tables agrees to this, absolute, or relative for
+values above 1 (NLL is unbounded: an overconfident probe's 14.43 moved by 1.3e-6 between BLAS
+kernels on the demo, 9e-8 of its value): |a - b| <= 1e-6 max(1, |a|) (the contract)."""
 BINNED_COLUMNS = ("ece", "ece_debiased", "ece_se", "mce")
 """Binned calibration errors jump when a probability crosses a bin edge: they may exceed the
 tolerance in at most :data:`BINNED_SHARE` of the rows."""
@@ -91,7 +93,7 @@ def _describe(row: pd.Series, keys: list[str]) -> str:
 
 def compare_tables(name: str, published: pd.DataFrame, rerun: pd.DataFrame) -> tuple[list[ColumnCheck], list[str]]:
     """Column checks of one table. Rows are matched by their non-float columns (sorted on them);
-    a float column agrees within :data:`ABSOLUTE_TOLERANCE` (binned calibration columns in all but
+    a float column agrees within :data:`ABSOLUTE_TOLERANCE` (relative above 1; binned calibration columns in all but
     :data:`BINNED_SHARE` of the rows), every other column exactly."""
     problems = []
     missing = sorted(set(published.columns) - set(rerun.columns))
@@ -112,7 +114,7 @@ def compare_tables(name: str, published: pd.DataFrame, rerun: pd.DataFrame) -> t
             both_nan = np.isnan(x) & np.isnan(y)
             difference = np.where(both_nan, 0.0, np.abs(x - y))
             difference = np.where(np.isnan(difference), np.inf, difference)  # NaN on one side only
-            over = difference > ABSOLUTE_TOLERANCE
+            over = difference > ABSOLUTE_TOLERANCE * np.maximum(1.0, np.nan_to_num(np.abs(x), nan=1.0))
             share = BINNED_SHARE if column in BINNED_COLUMNS else 0.0
             worst = float(difference.max()) if len(difference) else 0.0
         else:
