@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,6 +27,7 @@ from crs.spec import Spec, SpecError, load_spec, spec_from_dict
 if TYPE_CHECKING:  # the stages' modules are imported when a stage runs: extraction and probing load
     # torch, torchvision and the encoder libraries (seconds), which scoring and reporting never need
     from crs.evaluate.stage import ProbeOutcome
+    from crs.extract.plan import ExtractPlan
     from crs.extract.runner import ExtractStats
 
 __all__ = ["DEMO_SPEC", "Benchmark", "CacheRepair", "RunOutcome"]
@@ -133,15 +134,23 @@ class Benchmark:
         progress: bool = True,
         shard: tuple[int, int] | None = None,
         wait: bool = False,
+        announce: Callable[[str], None] | None = None,
     ) -> ExtractStats:
         """Stage 1: cache clean and corrupted features of every encoder (skips what is cached).
 
         ``shard=(i, n)`` fills only row chunks ``k % n == i``; ``wait`` waits for another writer of
-        the same (store, encoder, shard) instead of failing.
+        the same (store, encoder, shard) instead of failing. ``announce`` receives one line per
+        data set before its work starts: its forward passes, how many are already cached, how many to go.
         """
         from crs.extract.stage import extract_spec
 
-        return extract_spec(self.spec, encoders, progress=progress, shard=shard, wait=wait)
+        return extract_spec(self.spec, encoders, progress=progress, shard=shard, wait=wait, announce=announce)
+
+    def plan(self, encoders: list[str] | None = None) -> ExtractPlan:
+        """What :meth:`extract` would do: forward passes, cached part, bytes, disk and time per data set x encoder."""
+        from crs.extract.plan import plan_spec
+
+        return plan_spec(self.spec, encoders)
 
     def probe(
         self, *, jobs: int | str | None = None, cluster: str | None = None, progress: bool = True, full: bool = False

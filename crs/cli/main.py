@@ -24,6 +24,7 @@ LAZY_COMMANDS = {
     "corruptions": "crs.cli.corruptions:corruptions",
     "encoders": "crs.cli.encoders:encoders_group",
     "init": "crs.cli.init:init",
+    "plan": "crs.cli.plan:plan",
 }
 """Commands whose modules import torch, torchvision or the encoder libraries (seconds): imported when
 the command is asked for, so ``crs score`` and ``crs report`` start without them."""

@@ -51,12 +51,17 @@ skip_bad_option = click.option(
 
 
 def _extract(bench: Benchmark, quiet: bool, shard: str | None = None, wait: bool = False) -> None:
-    stats = bench.extract(progress=not quiet, shard=parse_shard(shard) if shard else None, wait=wait)
-    counts = ", ".join(f"{name} {n}" for name, n in stats.forward_images.items())
+    click.echo(bench.plan().summary_line())
+    stats = bench.extract(progress=not quiet, shard=parse_shard(shard) if shard else None, wait=wait,
+                          announce=lambda line: click.echo(f"extract: {line}"))
+    counts = ", ".join(f"{name} {n:,}" for name, n in stats.forward_images.items())
     click.echo(
-        f"extract: {stats.images_decoded} images decoded, encoder forward passes (images): {counts or 'none'}"
+        f"extract: {stats.images_decoded:,} images decoded, forward passes per encoder: {counts or 'none'}"
         f" [{stats.seconds:.1f} s]"
     )
+    if stats.passes_cached_at_start:
+        click.echo(f"extract: kept {stats.passes_cached_at_start:,} of {stats.passes_planned:,} forward passes "
+                   "from the cache")
     if stats.total_forward == 0:
         click.echo("extract: every encoder was cached; no forward pass ran")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,8 @@ class ExtractStats:
     seconds: float = 0.0
     chunks_written: int = 0
     chunks_left_to_other_shards: int = 0
+    passes_planned: int = 0  # every forward pass the stores need, cached or not
+    passes_cached_at_start: int = 0  # of those, already in complete chunks when this run started
 
     def add_forward(self, encoder: str, n: int) -> None:
         self.forward_images[encoder] = self.forward_images.get(encoder, 0) + n
@@ -52,6 +54,8 @@ class ExtractStats:
         self.seconds += other.seconds
         self.chunks_written += other.chunks_written
         self.chunks_left_to_other_shards += other.chunks_left_to_other_shards
+        self.passes_planned += other.passes_planned
+        self.passes_cached_at_start += other.passes_cached_at_start
 
     @property
     def total_forward(self) -> int:
@@ -127,6 +131,14 @@ class _EncoderJob:
     def is_done(self) -> bool:
         """True when every chunk of every array is durable (read from the store, not the plan)."""
         return self.clean.is_complete() and all(array.is_complete() for array in self.corrupt.values())
+
+    def passes(self) -> int:
+        """Forward passes this encoder's arrays need in all (clean rows plus every corrupted variant)."""
+        return sum(array.n_rows for array, _ in self.arrays())
+
+    def passes_cached(self) -> int:
+        """Forward passes already in complete chunks (kept from earlier runs)."""
+        return sum(array.rows_done() for array, _ in self.arrays())
 
     def chunks_pending(self) -> int:
         return sum(len(array.pending_chunks()) for array, _ in self.arrays())
@@ -236,6 +248,7 @@ def extract_dataset(
     progress: bool = True,
     shard: tuple[int, int] | None = None,
     wait: bool = False,
+    announce: Callable[[str], None] | None = None,
 ) -> ExtractStats:
     """Fill the cache for ``dataset`` with every encoder's clean and corrupted features.
 
@@ -243,6 +256,7 @@ def extract_dataset(
     workers fill one store together. Each (store, encoder, shard) is written under one lock: a
     second writer fails naming the holder, or waits with ``wait=True``. The encoder's group becomes
     ``current`` (what stage 2 reads) once all of its chunks, from every shard, are complete.
+    ``announce`` gets one line before the work starts: the forward passes, the cached part, the rest.
     """
     started = time.perf_counter()
     shard = check_shard(shard)
@@ -269,6 +283,11 @@ def extract_dataset(
             locks.enter_context(WriterLock(writer_lock_path(path, job.name, shard), purpose, wait=wait))
             job.plan(shard)
             jobs.append(job)
+        stats.passes_planned = sum(job.passes() for job in all_jobs)
+        stats.passes_cached_at_start = sum(job.passes_cached() for job in all_jobs)
+        if announce is not None:
+            announce(resume_line(dataset.name, len(dataset), stats.passes_planned, stats.passes_cached_at_start,
+                                 len(all_jobs)))
         if jobs:
             _run(dataset, jobs, all_jobs, batch_size, device, progress, stats)
         for job in jobs:
@@ -283,6 +302,16 @@ def extract_dataset(
                 raise RuntimeError(f"{dataset.name} / {job.name}: extraction ended with unfinished chunks")
     stats.seconds = time.perf_counter() - started
     return stats
+
+
+def resume_line(dataset: str, images: int, passes: int, cached: int, encoders: int) -> str:
+    """What a (re)started extraction has to do, in the words of ``crs plan``."""
+    head = f"{dataset}: {images:,} images, {encoders} encoder(s): "
+    if cached == 0:
+        return head + f"{passes:,} forward passes to go (nothing cached yet)"
+    if cached == passes:
+        return head + f"all {passes:,} forward passes already cached"
+    return head + f"{cached:,} of {passes:,} forward passes already cached; {passes - cached:,} to go"
 
 
 def _mark_current(store: FeatureStore, path: Path, job: _EncoderJob) -> None:
@@ -301,8 +330,10 @@ def _run(dataset: Dataset, jobs: list[_EncoderJob], all_jobs: list[_EncoderJob],
     n_variant_images = sum(
         int(np.isin(needed, rows).sum()) for job in jobs for rows in [job.clean_rows, *job.variant_rows.values()]
     )
+    # The bar counts forward passes (an image and each of its corrupted variants, per encoder); the
+    # images decoded so far are shown beside it.
     bar = tqdm(
-        total=n_variant_images, unit="img", disable=not progress, leave=False,
+        total=n_variant_images, unit=" forward passes", disable=not progress, leave=False,
         desc=f"extract {dataset.name} [{', '.join(job.name for job in jobs)}]",
     )
     is_needed = np.zeros(len(dataset), dtype=bool)
@@ -318,4 +349,5 @@ def _run(dataset: Dataset, jobs: list[_EncoderJob], all_jobs: list[_EncoderJob],
         for job in jobs:
             job.process(rows, images, dataset.modality, stats)
         bar.update(stats.total_forward - before)
+        bar.set_postfix_str(f"{stats.images_decoded:,} images decoded", refresh=False)
     bar.close()
