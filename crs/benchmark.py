@@ -185,6 +185,21 @@ class Benchmark:
         """The run records of the spec's encoders (a spec may drop one; the run folder keeps it)."""
         return self.folder.read_records(self.spec.encoder_names)
 
+    def ranking_limits(self) -> list[str]:
+        """What this spec cannot rank, one line each (empty for two or more encoders and tasks)."""
+        encoders, tasks = len(self.spec.encoders), len(self.spec.datasets)
+        limits = []
+        if encoders == 1:
+            limits.append(
+                f"1 encoder ({self.spec.encoders[0].name}): nothing is ranked. The CRS is relative: its reference "
+                "is this encoder (every axis scores 0.5), dominance has no other encoder, and tiers and rank "
+                "reversals need two; add encoders to compare them")
+        if tasks == 1:
+            limits.append(
+                f"1 task ({self.spec.datasets[0].name}): encoders are ranked on this task only; nothing says whether "
+                "the ranking carries to other data sets (each task counts once in the CRS); add data sets to see it")
+        return limits
+
     def score(self, records: pd.DataFrame | None = None) -> ScoreResult:
         """Axes, CRS, bootstrap tiers, reversals and sensitivity; stored under ``<output>/score``."""
         records = self.records() if records is None else records

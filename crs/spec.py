@@ -211,11 +211,14 @@ class ExtractConfig:
         where = "extract"
         _scalar(where, "device", self.device, "str")
         _scalar(where, "skip_bad", self.skip_bad, "bool")
-        if isinstance(self.corruptions, list | tuple):
+        if isinstance(self.corruptions, list | tuple) and not self.corruptions:
+            _set(self, corruptions="none")  # an empty list: clean features only, as "none" says
+        elif isinstance(self.corruptions, list | tuple):
             _set(self, corruptions=_items(where, "corruptions", self.corruptions, "str"))
         elif self.corruptions not in ("all", "none"):
             raise SpecError(
-                f"{where}: field 'corruptions' must be 'all', 'none' or a list of names, got {self.corruptions!r}"
+                f"{where}: field 'corruptions' must be \"all\", \"none\" (or []: clean features only) or a "
+                f"list of names, got {self.corruptions!r}"
             )
         _set(self, severities=_items(where, "severities", self.severities, "int"))
         if any(s not in SEVERITIES for s in self.severities):

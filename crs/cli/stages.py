@@ -83,6 +83,8 @@ def _probe(bench: Benchmark, jobs: int | str | None, cluster: str | None, quiet:
 def _score(bench: Benchmark) -> ScoreResult:
     result = bench.score()
     click.echo(result.format())
+    for limit in bench.ranking_limits():
+        click.echo(f"note: {limit}")
     return result
 
 
@@ -96,6 +98,8 @@ def _report(bench: Benchmark, score: ScoreResult | None = None) -> Path:
 
 
 def _all_stages(bench: Benchmark, jobs: int | str | None, cluster: str | None, quiet: bool) -> None:
+    for limit in bench.ranking_limits():  # said before the run, and again under the score
+        click.echo(f"note: {limit}")
     _extract(bench, quiet)
     _probe(bench, jobs, cluster, quiet)
     _report(bench, _score(bench))

@@ -99,3 +99,16 @@ def test_usable_cores_reads_the_cgroup_quota(tmp_path):
     assert cgroup_quota_cores(tmp_path) is None
     assert thread_plan(threads=3).intra_op_threads == 3
     assert thread_plan(cores=4, device="cuda").decode_workers == 4
+
+
+def test_one_encoder_or_one_task_says_what_it_cannot_rank(tmp_path):
+    one = Benchmark(write_tiny_spec(tmp_path / "one", encoders=("pixel_stats",)))
+    limits = one.ranking_limits()
+    assert len(limits) == 1 and limits[0].startswith("1 encoder (pixel_stats): nothing is ranked")
+    two = Benchmark(write_tiny_spec(tmp_path / "two", encoders=("pixel_stats", "resnet18")))
+    assert two.ranking_limits() == []
+    import dataclasses
+
+    single_task = dataclasses.replace(two.spec, datasets=two.spec.datasets[:1])
+    limits = Benchmark(single_task).ranking_limits()
+    assert len(limits) == 1 and limits[0].startswith("1 task (derm): encoders are ranked on this task only")
