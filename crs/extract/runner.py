@@ -27,6 +27,7 @@ from crs.corruptions import SUITE_VERSION, apply_severities
 from crs.data.base import Dataset
 from crs.data.images import dataset_image
 from crs.data.validate import validate_for_extraction
+from crs.extract.chunking import chunk_rows_for
 from crs.spec import for_setting
 
 log = logging.getLogger("crs.extract")
@@ -81,7 +82,7 @@ class _EncoderJob:
     """One encoder's pending work on one data set: which arrays, which chunks (of this shard), row buffers."""
 
     def __init__(self, encoder: Any, store: FeatureStore, dataset: Dataset, variants: Sequence[tuple[str, int]],
-                 test_rows: np.ndarray, chunk_rows: int, suite_version: str):
+                 test_rows: np.ndarray, chunk_rows: int, suite_version: str, batch_size: int):
         self.encoder = encoder
         self.image_ids = dataset.ids
         self.name = encoder.spec.name
@@ -91,13 +92,16 @@ class _EncoderJob:
         group = store.encoder_group(self.name, self.fingerprint, self.fields)
         dim = int(encoder.spec.dim)
         where = f"{dataset.name} / {self.name} ({self.fingerprint})"
-        self.clean = ChunkedFeatureArray(group, "clean", len(dataset), dim, chunk_rows, label=f"{where} clean")
+        # New arrays get chunks sized so a kill loses little (chunking.py); existing ones keep theirs.
+        clean_chunk, *variant_chunks = chunk_rows_for(
+            [len(dataset), *(len(test_rows) for _ in variants)], batch_size, chunk_rows)
+        self.clean = ChunkedFeatureArray(group, "clean", len(dataset), dim, clean_chunk, label=f"{where} clean")
         self.corrupt = {
             (name, severity): ChunkedFeatureArray(
-                group, f"corrupt/{name}/{severity}", len(test_rows), dim, chunk_rows,
+                group, f"corrupt/{name}/{severity}", len(test_rows), dim, rows,
                 label=f"{where} corrupt/{name}/{severity}",
             )
-            for name, severity in variants
+            for (name, severity), rows in zip(variants, variant_chunks, strict=True)
         }
         self.test_rows = test_rows
         self.n_rows = len(dataset)
@@ -269,7 +273,7 @@ def extract_dataset(
     with WriterLock(layout_lock_path(path), "create arrays", wait=True):
         store = FeatureStore(path, mode="a")
         store.write_table(dataset)
-        all_jobs = [_EncoderJob(encoder, store, dataset, variants, test_rows, chunk_rows, SUITE_VERSION)
+        all_jobs = [_EncoderJob(encoder, store, dataset, variants, test_rows, chunk_rows, SUITE_VERSION, batch_size)
                     for encoder in encoders]
     jobs = []
     with contextlib.ExitStack() as locks:
