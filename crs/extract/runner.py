@@ -10,7 +10,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ from crs.data.base import Dataset
 from crs.data.images import dataset_image
 from crs.data.validate import validate_for_extraction
 from crs.extract.chunking import chunk_rows_for
+from crs.extract.cores import ThreadGovernor, thread_plan
 from crs.spec import for_setting
 
 log = logging.getLogger("crs.extract")
@@ -253,6 +256,7 @@ def extract_dataset(
     shard: tuple[int, int] | None = None,
     wait: bool = False,
     announce: Callable[[str], None] | None = None,
+    threads: int | None = None,
 ) -> ExtractStats:
     """Fill the cache for ``dataset`` with every encoder's clean and corrupted features.
 
@@ -261,6 +265,8 @@ def extract_dataset(
     second writer fails naming the holder, or waits with ``wait=True``. The encoder's group becomes
     ``current`` (what stage 2 reads) once all of its chunks, from every shard, are complete.
     ``announce`` gets one line before the work starts: the forward passes, the cached part, the rest.
+    ``threads`` fixes the forward pass's intra-op threads (default: the usable cores that other
+    processes leave free, re-read as the run goes; see ``crs.extract.cores``).
     """
     started = time.perf_counter()
     shard = check_shard(shard)
@@ -293,7 +299,7 @@ def extract_dataset(
             announce(resume_line(dataset.name, len(dataset), stats.passes_planned, stats.passes_cached_at_start,
                                  len(all_jobs)))
         if jobs:
-            _run(dataset, jobs, all_jobs, batch_size, device, progress, stats)
+            _run(dataset, jobs, all_jobs, batch_size, device, progress, stats, threads)
         for job in jobs:
             if job.is_done():
                 _mark_current(store, path, job)
@@ -324,11 +330,13 @@ def _mark_current(store: FeatureStore, path: Path, job: _EncoderJob) -> None:
 
 
 def _run(dataset: Dataset, jobs: list[_EncoderJob], all_jobs: list[_EncoderJob], batch_size: int, device: str,
-         progress: bool, stats: ExtractStats) -> None:
+         progress: bool, stats: ExtractStats, threads: int | None = None) -> None:
     """Decode each needed window once and let every job embed the rows it still needs.
 
     Windows are cut at the chunk edges of every encoder's arrays, finished ones included, so they
-    do not depend on which encoders happen to be pending in this run.
+    do not depend on which encoders happen to be pending in this run. Decoding runs in worker
+    threads ahead of the forward pass (PIL and torch release the GIL), and the forward pass's
+    threads follow the cores this process may really use (:class:`ThreadGovernor`).
     """
     needed = np.unique(np.concatenate([job.needed_rows() for job in jobs]))
     n_variant_images = sum(
@@ -342,16 +350,35 @@ def _run(dataset: Dataset, jobs: list[_EncoderJob], all_jobs: list[_EncoderJob],
     )
     is_needed = np.zeros(len(dataset), dtype=bool)
     is_needed[needed] = True
-    for start, stop in batch_windows(len(dataset), all_jobs, batch_size):
-        rows = start + np.flatnonzero(is_needed[start:stop])
-        if not rows.size:
-            continue
-        images = torch.stack([dataset_image(dataset, int(i)) for i in rows])
-        stats.images_decoded += len(rows)
-        images = images.to(device)
-        before = stats.total_forward
-        for job in jobs:
-            job.process(rows, images, dataset.modality, stats)
-        bar.update(stats.total_forward - before)
-        bar.set_postfix_str(f"{stats.images_decoded:,} images decoded", refresh=False)
+    windows = (start + np.flatnonzero(is_needed[start:stop])
+               for start, stop in batch_windows(len(dataset), all_jobs, batch_size))
+    windows = (rows for rows in windows if rows.size)
+    plan = thread_plan(threads, device)
+    log.info("%s: %s", dataset.name, plan.describe())
+
+    def decode(rows: np.ndarray) -> torch.Tensor:
+        return torch.stack([dataset_image(dataset, int(i)) for i in rows])
+
+    with ThreadGovernor(plan, adaptive=threads is None and not device.startswith("cuda")) as governor, \
+            ThreadPoolExecutor(max_workers=plan.decode_workers, thread_name_prefix="crs-decode") as pool:
+        ahead: deque[tuple[np.ndarray, Future[torch.Tensor]]] = deque()
+        for rows in windows:
+            ahead.append((rows, pool.submit(decode, rows)))
+            if len(ahead) <= plan.decode_workers:  # keep one window per decode worker in flight
+                continue
+            _embed_window(*ahead.popleft(), jobs, dataset, device, stats, bar, governor)
+        while ahead:
+            _embed_window(*ahead.popleft(), jobs, dataset, device, stats, bar, governor)
     bar.close()
+
+
+def _embed_window(rows: np.ndarray, decoded: Future[torch.Tensor], jobs: list[_EncoderJob], dataset: Dataset,
+                  device: str, stats: ExtractStats, bar: Any, governor: ThreadGovernor) -> None:
+    images = decoded.result().to(device)
+    stats.images_decoded += len(rows)
+    before = stats.total_forward
+    for job in jobs:
+        job.process(rows, images, dataset.modality, stats)
+    bar.update(stats.total_forward - before)
+    bar.set_postfix_str(f"{stats.images_decoded:,} images decoded", refresh=False)
+    governor.tick()

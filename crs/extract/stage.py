@@ -44,7 +44,7 @@ def extract_spec(spec: Spec, encoder_names: list[str] | None = None, progress: b
         stats.merge(
             extract_dataset(dataset, encoders, spec.cache, variants, spec.extract.batch_size,
                             spec.extract.chunk_rows, spec.extract.device, progress, shard=shard, wait=wait,
-                            announce=announce)
+                            announce=announce, threads=_threads(spec))
         )
         _record_skipped(spec, dataset)
         for target_entry in entry.shift_targets:
@@ -52,10 +52,14 @@ def extract_spec(spec: Spec, encoder_names: list[str] | None = None, progress: b
             stats.merge(
                 extract_dataset(target, encoders, spec.cache, (), spec.extract.batch_size,
                                 spec.extract.chunk_rows, spec.extract.device, progress, shard=shard, wait=wait,
-                            announce=announce)
+                            announce=announce, threads=_threads(spec))
             )
             _record_skipped(spec, target)
     return stats
+
+
+def _threads(spec: Spec) -> int | None:
+    return None if spec.extract.threads == "auto" else int(spec.extract.threads)
 
 
 def _record_skipped(spec: Spec, dataset: Dataset) -> None:

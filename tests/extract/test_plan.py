@@ -112,3 +112,15 @@ def test_one_encoder_or_one_task_says_what_it_cannot_rank(tmp_path):
     single_task = dataclasses.replace(two.spec, datasets=two.spec.datasets[:1])
     limits = Benchmark(single_task).ranking_limits()
     assert len(limits) == 1 and limits[0].startswith("1 task (derm): encoders are ranked on this task only")
+
+
+def test_threads_follow_the_cores_others_leave_free():
+    from crs.extract.cores import ThreadGovernor, ThreadPlan, threads_for
+
+    assert threads_for(2, 0.0) == 2 and threads_for(2, 1.0) == 1 and threads_for(2, 2.0) == 1
+    assert threads_for(8, 2.9) == 5 and threads_for(8, 0.4) == 8
+    governor = ThreadGovernor(ThreadPlan(2, 2, 1, "test"), adaptive=True)
+    governor._last = (0.0, 10.0, 3.0)  # (wall s, busy CPU-s of the usable CPUs, this process's CPU-s)
+    # 4 s of wall: the CPUs were busy 7 CPU-s, 3 of them ours -> others kept 1 core busy.
+    assert governor.others_busy((4.0, 17.0, 6.0)) == 1.0
+    assert governor.others_busy((4.0, 12.0, 6.0)) == 0.0  # never negative
