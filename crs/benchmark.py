@@ -146,11 +146,15 @@ class Benchmark:
 
         return extract_spec(self.spec, encoders, progress=progress, shard=shard, wait=wait, announce=announce)
 
-    def plan(self, encoders: list[str] | None = None) -> ExtractPlan:
-        """What :meth:`extract` would do: forward passes, cached part, bytes, disk and time per data set x encoder."""
+    def plan(self, encoders: list[str] | None = None, corruption_rows: int | None = None) -> ExtractPlan:
+        """What :meth:`extract` would do: forward passes, cached part, bytes, disk and time per data set x encoder.
+
+        ``corruption_rows`` plans a what-if: the corrupted variants of a patient-level subsample of
+        about that many test images, and the forward passes it would save.
+        """
         from crs.extract.plan import plan_spec
 
-        return plan_spec(self.spec, encoders)
+        return plan_spec(self.spec, encoders, corruption_rows)
 
     def probe(
         self, *, jobs: int | str | None = None, cluster: str | None = None, progress: bool = True, full: bool = False

@@ -65,7 +65,8 @@ class ThreadPlan:
 
 
 def thread_plan(threads: int | None = None, device: str = "cpu", cores: int | None = None) -> ThreadPlan:
-    """Threads for stage 1: ``threads`` when the spec sets it, else the usable cores.
+    """Threads for stage 1: ``threads`` when the spec sets it, else ``OMP_NUM_THREADS`` when the
+    environment sets it (both fixed), else the usable cores (adapted to the neighbours as the run goes).
 
     On CPU the forward pass gets every usable core and one decode thread runs beside it (decoding
     is a fraction of a forward pass there, and a second pool would fight the intra-op threads); on
@@ -73,7 +74,10 @@ def thread_plan(threads: int | None = None, device: str = "cpu", cores: int | No
     """
     usable = usable_cores() if cores is None else cores
     source = "affinity and cgroup quota"
-    if threads is not None:
+    if threads is None and os.environ.get("OMP_NUM_THREADS", "").strip().isdigit():
+        threads, source = int(os.environ["OMP_NUM_THREADS"]), "OMP_NUM_THREADS"
+        usable = max(1, threads)
+    elif threads is not None:
         usable, source = max(1, int(threads)), "[extract] threads"
     if device.startswith("cuda"):
         return ThreadPlan(usable, 1, max(1, usable), source)

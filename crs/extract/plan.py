@@ -22,6 +22,7 @@ from crs.corruptions import SUITE_VERSION
 from crs.corruptions.variants import resolve_variants
 from crs.data import Dataset, load_entry
 from crs.data.published import PUBLISHED_SIZES
+from crs.data.subsample import group_subsample
 from crs.encoders import get_spec
 from crs.encoders.factory import with_input_size
 from crs.encoders.registry import EncoderSpec
@@ -52,6 +53,8 @@ class PlanRow:
     time_basis: dict[str, str]
     counts_from: str = "data"
     cached_group: str | None = None
+    corruption_images: int | None = None  # test images the corrupted variants are made of (None: all)
+    passes_saved: int = 0  # by a corruption subsample (``crs plan --corruption-rows``), against the full split
 
     @property
     def passes(self) -> int:
@@ -98,6 +101,7 @@ class ExtractPlan:
         return {
             "cache": self.cache, "free_bytes": self.free_bytes, "cores": self.cores, "notes": list(self.notes),
             "totals": {"passes": self.passes, "cached_passes": self.cached_passes,
+                       "passes_saved": sum(row.passes_saved for row in self.rows),
                        "passes_to_go": self.passes - self.cached_passes, "bytes_to_write": self.bytes_to_write,
                        "seconds_to_go": {device: self.seconds(device) for device in PLAN_DEVICES}},
             "rows": [{**asdict(row), "passes": row.passes, "passes_to_go": row.passes_to_go} for row in self.rows],
@@ -121,6 +125,10 @@ class ExtractPlan:
                      + ("  ** NOT ENOUGH **" if self.free_bytes is not None and self.free_bytes < self.bytes_to_write else ""))
         bases = sorted({f"{device}: {row.time_basis[device]}" for row in self.rows for device in PLAN_DEVICES})
         lines.append("times: " + "; ".join(bases))
+        saved = sum(row.passes_saved for row in self.rows)
+        if saved:
+            lines.append(f"corruption subsample: {saved:,} forward passes saved against the full test split "
+                         f"({saved / (self.passes + saved):.0%} of the full-split plan)")
         lines.extend(f"note: {note}" for note in self.notes)
         return "\n".join(lines)
 
@@ -185,10 +193,21 @@ def cached_rows(store: FeatureStore, spec: EncoderSpec, dataset_fields: dict[str
 
 def plan_dataset(dataset: Dataset, specs: Sequence[EncoderSpec], cache_root: Path,
                  variants: Sequence[tuple[str, int]], cores: int, measurements: list[dict[str, Any]] | None = None,
-                 ) -> list[PlanRow]:
-    """Plan rows for one loaded data set (its corrupted variants are made for its test split only)."""
+                 corruption_rows: int | None = None) -> list[PlanRow]:
+    """Plan rows for one loaded data set (its corrupted variants are made for its test split only).
+
+    ``corruption_rows``: what if the variants were made for a patient-level subsample of about that
+    many test images (:func:`crs.data.subsample.group_subsample`); the cached corrupted arrays then
+    do not count (a subsample would be new arrays).
+    """
     n_images, n_test = len(dataset), len(dataset.indices("test"))
+    n_corrupt = n_test
+    if corruption_rows is not None and variants:
+        test = dataset.indices("test")
+        n_corrupt = len(group_subsample(dataset.labels[test], dataset.groups[test], corruption_rows))
     arrays = [("clean", n_images), *((f"corrupt/{name}/{severity}", n_test) for name, severity in variants)]
+    if n_corrupt != n_test:
+        arrays = arrays[:1]
     path = store_path(cache_root, dataset.name)
     store = FeatureStore(path) if (path / "zarr.json").exists() else None
     dataset_fields = {"image_ids_sha256": dataset.id_digest(), "test_ids_sha256": test_digest(dataset),
@@ -198,13 +217,15 @@ def plan_dataset(dataset: Dataset, specs: Sequence[EncoderSpec], cache_root: Pat
     for spec in specs:
         done, group = cached_rows(store, spec, dataset_fields, arrays) if store else ({}, None)
         rows.append(_row(dataset.name, spec, n_images, n_test, len(variants), sum(done.values()), cores,
-                         measurements, "data", group))
+                         measurements, "data", group, n_corrupt))
     return rows
 
 
 def _row(dataset: str, spec: EncoderSpec, n_images: int, n_test: int, n_variants: int, cached: int, cores: int,
-         measurements: list[dict[str, Any]] | None, counts_from: str, group: str | None) -> PlanRow:
-    clean, corrupted = n_images, n_test * n_variants
+         measurements: list[dict[str, Any]] | None, counts_from: str, group: str | None,
+         n_corrupt: int | None = None) -> PlanRow:
+    n_corrupt = n_test if n_corrupt is None else n_corrupt
+    clean, corrupted = n_images, n_corrupt * n_variants
     native = get_spec(spec.name).input_size if spec.name in _known() else spec.input_size
     gflops = forward_gflops(spec.name, spec.input_size, native)
     seconds, basis = {}, {}
@@ -213,7 +234,8 @@ def _row(dataset: str, spec: EncoderSpec, n_images: int, n_test: int, n_variants
         seconds[device], basis[device] = r.seconds(clean + corrupted), r.basis
     total_bytes = (clean + corrupted) * spec.dim * FEATURE_BYTES
     return PlanRow(dataset, spec.name, n_images, n_test, n_variants, clean, corrupted, cached, spec.dim, total_bytes,
-                   total_bytes - cached * spec.dim * FEATURE_BYTES, seconds, basis, counts_from, group)
+                   total_bytes - cached * spec.dim * FEATURE_BYTES, seconds, basis, counts_from, group,
+                   n_corrupt, (n_test - n_corrupt) * n_variants)
 
 
 def _known() -> set[str]:
@@ -222,8 +244,13 @@ def _known() -> set[str]:
     return set(available())
 
 
-def plan_spec(spec: Spec, encoder_names: Sequence[str] | None = None) -> ExtractPlan:
-    """The plan of ``crs extract`` for a spec: every data set and shift target, every encoder."""
+def plan_spec(spec: Spec, encoder_names: Sequence[str] | None = None, corruption_rows: int | None = None,
+              ) -> ExtractPlan:
+    """The plan of ``crs extract`` for a spec: every data set and shift target, every encoder.
+
+    ``corruption_rows`` plans a what-if: corrupted variants for a patient-level subsample of about
+    that many test images per data set, and the forward passes it would save.
+    """
     specs = [with_input_size(get_spec(e.name), e.input_size) for e in spec.encoders
              if encoder_names is None or e.name in encoder_names]
     cores = usable_cores()
@@ -233,10 +260,11 @@ def plan_spec(spec: Spec, encoder_names: Sequence[str] | None = None) -> Extract
     for entry in spec.datasets:
         source = _load_or_none(entry, spec.extract.skip_bad)
         if source is None:
-            rows.extend(_published_rows(entry, specs, spec, cores, measurements, notes, clean_only=False))
+            rows.extend(_published_rows(entry, specs, spec, cores, measurements, notes, clean_only=False,
+                                        corruption_rows=corruption_rows))
         else:
             variants = resolve_variants(source.modality, spec.extract.corruptions, spec.extract.severities)
-            rows.extend(plan_dataset(source, specs, spec.cache, variants, cores, measurements))
+            rows.extend(plan_dataset(source, specs, spec.cache, variants, cores, measurements, corruption_rows))
         for target_entry in entry.shift_targets:
             target = _load_or_none(target_entry, spec.extract.skip_bad)
             if target is None or source is None:
@@ -245,6 +273,10 @@ def plan_spec(spec: Spec, encoder_names: Sequence[str] | None = None) -> Extract
             from crs.data.shift import shift_target_dataset
 
             rows.extend(plan_dataset(shift_target_dataset(target, source), specs, spec.cache, (), cores, measurements))
+    if corruption_rows is not None:
+        notes.append(f"what-if: corrupted variants for a patient-level subsample of about {corruption_rows:,} test "
+                     "images per data set (not yet an extraction setting; stage 2 and the bootstrap read the full "
+                     "test split)")
     return ExtractPlan(tuple(rows), str(spec.cache), free_bytes(spec.cache), cores, tuple(notes))
 
 
@@ -256,7 +288,8 @@ def _load_or_none(entry: DatasetEntry, skip_bad: bool) -> Dataset | None:
 
 
 def _published_rows(entry: DatasetEntry, specs: Sequence[EncoderSpec], spec: Spec, cores: int,
-                    measurements: list[dict[str, Any]], notes: list[str], clean_only: bool) -> list[PlanRow]:
+                    measurements: list[dict[str, Any]], notes: list[str], clean_only: bool,
+                    corruption_rows: int | None = None) -> list[PlanRow]:
     size = PUBLISHED_SIZES.get(entry.loader)
     if size is None:
         notes.append(f"{entry.name}: data root {entry.root} not found and no published size for loader "
@@ -265,5 +298,6 @@ def _published_rows(entry: DatasetEntry, specs: Sequence[EncoderSpec], spec: Spe
     notes.append(f"{entry.name}: data root {entry.root} not found; counts from the published size ({size.source})")
     variants = [] if clean_only else resolve_variants(size.modality, spec.extract.corruptions, spec.extract.severities)
     n_test = 0 if clean_only else size.test_images
-    return [_row(entry.name, s, size.images, n_test, len(variants), 0, cores, measurements, "published", None)
-            for s in specs]
+    n_corrupt = n_test if corruption_rows is None or not variants else min(n_test, corruption_rows)
+    return [_row(entry.name, s, size.images, n_test, len(variants), 0, cores, measurements, "published", None,
+                 n_corrupt) for s in specs]

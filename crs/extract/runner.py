@@ -359,7 +359,8 @@ def _run(dataset: Dataset, jobs: list[_EncoderJob], all_jobs: list[_EncoderJob],
     def decode(rows: np.ndarray) -> torch.Tensor:
         return torch.stack([dataset_image(dataset, int(i)) for i in rows])
 
-    with ThreadGovernor(plan, adaptive=threads is None and not device.startswith("cuda")) as governor, \
+    adaptive = plan.source == "affinity and cgroup quota" and not device.startswith("cuda")
+    with ThreadGovernor(plan, adaptive=adaptive) as governor, \
             ThreadPoolExecutor(max_workers=plan.decode_workers, thread_name_prefix="crs-decode") as pool:
         ahead: deque[tuple[np.ndarray, Future[torch.Tensor]]] = deque()
         for rows in windows:

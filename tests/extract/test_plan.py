@@ -98,7 +98,7 @@ def test_usable_cores_reads_the_cgroup_quota(tmp_path):
     (tmp_path / "cpu.max").write_text("max 100000\n")
     assert cgroup_quota_cores(tmp_path) is None
     assert thread_plan(threads=3).intra_op_threads == 3
-    assert thread_plan(cores=4, device="cuda").decode_workers == 4
+    assert thread_plan(threads=4, device="cuda").decode_workers == 4
 
 
 def test_one_encoder_or_one_task_says_what_it_cannot_rank(tmp_path):
@@ -114,6 +114,15 @@ def test_one_encoder_or_one_task_says_what_it_cannot_rank(tmp_path):
     assert len(limits) == 1 and limits[0].startswith("1 task (derm): encoders are ranked on this task only")
 
 
+def test_omp_num_threads_fixes_the_threads(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    plan = thread_plan(cores=2)
+    assert plan.intra_op_threads == 1 and plan.source == "OMP_NUM_THREADS"
+    assert thread_plan(threads=2, cores=2).intra_op_threads == 2  # the spec's setting wins
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert thread_plan(cores=2).source == "affinity and cgroup quota"
+
+
 def test_threads_follow_the_cores_others_leave_free():
     from crs.extract.cores import ThreadGovernor, ThreadPlan, threads_for
 
@@ -124,3 +133,23 @@ def test_threads_follow_the_cores_others_leave_free():
     # 4 s of wall: the CPUs were busy 7 CPU-s, 3 of them ours -> others kept 1 core busy.
     assert governor.others_busy((4.0, 17.0, 6.0)) == 1.0
     assert governor.others_busy((4.0, 12.0, 6.0)) == 0.0  # never negative
+
+
+def test_plan_states_the_passes_a_corruption_subsample_saves(tmp_path):
+    from crs.data import load_entry
+    from crs.data.subsample import group_subsample
+
+    spec_path = write_tiny_spec(tmp_path, encoders=("pixel_stats",), n_images=120)
+    full = Benchmark(spec_path).plan()
+    what_if = Benchmark(spec_path).plan(corruption_rows=10)
+    bench = Benchmark(spec_path)
+    cxr = load_entry(bench.spec.datasets[2])
+    test = cxr.indices("test")
+    n_sub = len(group_subsample(cxr.labels[test], cxr.groups[test], 10))
+    assert 10 <= n_sub < len(test)
+    row = next(r for r in what_if.rows if r.dataset == "cxr")
+    full_row = next(r for r in full.rows if r.dataset == "cxr")
+    assert row.corrupted_passes == n_sub * 4 and row.passes_saved == (len(test) - n_sub) * 4
+    assert row.passes_saved == full_row.corrupted_passes - row.corrupted_passes
+    assert what_if.to_json()["totals"]["passes_saved"] == full.passes - what_if.passes
+    assert any("what-if" in note for note in what_if.notes)
