@@ -51,7 +51,10 @@ skip_bad_option = click.option(
 
 
 def _extract(bench: Benchmark, quiet: bool, shard: str | None = None, wait: bool = False) -> None:
-    click.echo(bench.plan().summary_line())
+    try:
+        click.echo(bench.plan().summary_line())
+    except Exception as error:  # the plan is a courtesy: extraction reports its own errors, by name
+        click.echo(f"plan: not available ({str(error).splitlines()[0] if str(error) else type(error).__name__})")
     stats = bench.extract(progress=not quiet, shard=parse_shard(shard) if shard else None, wait=wait,
                           announce=lambda line: click.echo(f"extract: {line}"))
     counts = ", ".join(f"{name} {n:,}" for name, n in stats.forward_images.items())
