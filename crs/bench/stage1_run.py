@@ -35,7 +35,7 @@ def write_chexpert_jpegs(root: Path, n_images: int, seed: int = 0, shape: tuple[
     rng = np.random.default_rng(seed)
     folder = root / "CheXpert-v1.0-small"
     height, width = shape
-    rows = []
+    rows: list[dict[str, object]] = []
     coarse = max(4, height // 16), max(4, width // 16)
     patient = 0
     while len(rows) < n_images:
