@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,6 +27,7 @@ from crs.spec import Spec, SpecError, load_spec, spec_from_dict
 if TYPE_CHECKING:  # the stages' modules are imported when a stage runs: extraction and probing load
     # torch, torchvision and the encoder libraries (seconds), which scoring and reporting never need
     from crs.evaluate.stage import ProbeOutcome
+    from crs.extract.plan import ExtractPlan
     from crs.extract.runner import ExtractStats
 
 __all__ = ["DEMO_SPEC", "Benchmark", "CacheRepair", "RunOutcome"]
@@ -133,15 +134,27 @@ class Benchmark:
         progress: bool = True,
         shard: tuple[int, int] | None = None,
         wait: bool = False,
+        announce: Callable[[str], None] | None = None,
     ) -> ExtractStats:
         """Stage 1: cache clean and corrupted features of every encoder (skips what is cached).
 
         ``shard=(i, n)`` fills only row chunks ``k % n == i``; ``wait`` waits for another writer of
-        the same (store, encoder, shard) instead of failing.
+        the same (store, encoder, shard) instead of failing. ``announce`` receives one line per
+        data set before its work starts: its forward passes, how many are already cached, how many to go.
         """
         from crs.extract.stage import extract_spec
 
-        return extract_spec(self.spec, encoders, progress=progress, shard=shard, wait=wait)
+        return extract_spec(self.spec, encoders, progress=progress, shard=shard, wait=wait, announce=announce)
+
+    def plan(self, encoders: list[str] | None = None, corruption_rows: int | None = None) -> ExtractPlan:
+        """What :meth:`extract` would do: forward passes, cached part, bytes, disk and time per data set x encoder.
+
+        ``corruption_rows`` plans a what-if: the corrupted variants of a patient-level subsample of
+        about that many test images, and the forward passes it would save.
+        """
+        from crs.extract.plan import plan_spec
+
+        return plan_spec(self.spec, encoders, corruption_rows)
 
     def probe(
         self, *, jobs: int | str | None = None, cluster: str | None = None, progress: bool = True, full: bool = False
@@ -175,6 +188,21 @@ class Benchmark:
     def records(self) -> pd.DataFrame:
         """The run records of the spec's encoders (a spec may drop one; the run folder keeps it)."""
         return self.folder.read_records(self.spec.encoder_names)
+
+    def ranking_limits(self) -> list[str]:
+        """What this spec cannot rank, one line each (empty for two or more encoders and tasks)."""
+        encoders, tasks = len(self.spec.encoders), len(self.spec.datasets)
+        limits = []
+        if encoders == 1:
+            limits.append(
+                f"1 encoder ({self.spec.encoders[0].name}): nothing is ranked. The CRS is relative: its reference "
+                "is this encoder (every axis scores 0.5), dominance has no other encoder, and tiers and rank "
+                "reversals need two; add encoders to compare them")
+        if tasks == 1:
+            limits.append(
+                f"1 task ({self.spec.datasets[0].name}): encoders are ranked on this task only; nothing says whether "
+                "the ranking carries to other data sets (each task counts once in the CRS); add data sets to see it")
+        return limits
 
     def score(self, records: pd.DataFrame | None = None) -> ScoreResult:
         """Axes, CRS, bootstrap tiers, reversals and sensitivity; stored under ``<output>/score``.

@@ -210,22 +210,33 @@ class EncoderEntry:
 
 @dataclass(frozen=True)
 class ExtractConfig:
+    """Stage 1. ``chunk_rows`` caps the row chunks (sized so a kill loses little, decision 0031);
+    ``threads`` = "auto" sets the forward pass's threads from the cores this process may use
+    (affinity, cgroup quota) less those other processes keep busy."""
+
     batch_size: int = DEFAULT_BATCH_SIZE
     device: str = "cpu"
     corruptions: tuple[str, ...] | str = "all"
     severities: tuple[int, ...] = SEVERITIES
     chunk_rows: int = DEFAULT_CHUNK_ROWS
     skip_bad: bool = False
+    threads: int | str = "auto"  # intra-op threads on CPU; "auto": the usable cores others leave free
 
     def __post_init__(self) -> None:
         where = "extract"
+        if self.threads != "auto" and (isinstance(self.threads, bool) or not isinstance(self.threads, int)
+                                       or self.threads < 1):
+            raise SpecError(f"{where}: threads must be \"auto\" or a number of threads (1 or more), got {self.threads!r}")
         _scalar(where, "device", self.device, "str")
         _scalar(where, "skip_bad", self.skip_bad, "bool")
-        if isinstance(self.corruptions, list | tuple):
+        if isinstance(self.corruptions, list | tuple) and not self.corruptions:
+            _set(self, corruptions="none")  # an empty list: clean features only, as "none" says
+        elif isinstance(self.corruptions, list | tuple):
             _set(self, corruptions=_items(where, "corruptions", self.corruptions, "str"))
         elif self.corruptions not in ("all", "none"):
             raise SpecError(
-                f"{where}: field 'corruptions' must be 'all', 'none' or a list of names, got {self.corruptions!r}"
+                f"{where}: field 'corruptions' must be \"all\", \"none\" (or []: clean features only) or a "
+                f"list of names, got {self.corruptions!r}"
             )
         _set(self, severities=_items(where, "severities", self.severities, "int"))
         if any(s not in SEVERITIES for s in self.severities):

@@ -114,13 +114,15 @@ def _chexpert_row(path: str, view: str, rng: np.random.Generator, known: bool = 
 
 
 def build_chexpert(base: Path, folder: str = "CheXpert-v1.0-small", missing: bool = False, truncated: bool = False,
-                   outside: bool = False) -> Tree:
+                   outside: bool = False, lateral_only_patients: int = 0) -> Tree:
     """base/folder/{train.csv, valid.csv, train/..., valid/...}.
 
     train: 12 patients x 2 studies; study1 of each patient has view1_frontal and view2_lateral,
     study2 has view1_frontal; patient00001/study1 also has view3_frontal (a study with several
     frontal images) and holds the known label row. valid: 3 patients, one frontal image each,
     labels 0/1 only. Frontal images listed: 12 * 2 + 1 + 3 = 28; laterals: 12.
+    ``lateral_only_patients`` adds that many train patients (patient00101...) with one lateral
+    image and nothing else: a frontal-only load loses them entirely.
     """
     rng = np.random.default_rng(0)
     data = base / folder
@@ -135,6 +137,10 @@ def build_chexpert(base: Path, folder: str = "CheXpert-v1.0-small", missing: boo
             write_image(data / relative, seed=p * 10 + len(train), gray=True, size=32)
             known = p == 1 and study == "study1" and view == "view1_frontal"
             train.append(_chexpert_row(f"{folder}/{relative}", kind, rng, known=known))
+    for p in range(101, 101 + lateral_only_patients):
+        relative = f"train/patient{p:05d}/study1/view1_lateral.jpg"
+        write_image(data / relative, seed=p, gray=True, size=32)
+        train.append(_chexpert_row(f"{folder}/{relative}", "Lateral", rng))
     for p in range(64541, 64544):
         relative = f"valid/patient{p}/study1/view1_frontal.jpg"
         write_image(data / relative, seed=p, gray=True, size=32)

@@ -63,7 +63,7 @@ def test_encoder_tables_and_defaults_merge(tmp_path):
     ({"probe": {"Cs": [-1.0]}}, "Cs must be positive"),
     ({"probe": {"seeds": "0"}}, "field 'seeds' must be a non-empty list of int"),
     ({"extract": {"severities": [0, 6]}}, "severities must lie in 1..5"),
-    ({"extract": {"corruptions": "some"}}, "field 'corruptions' must be 'all', 'none' or a list"),
+    ({"extract": {"corruptions": "some"}}, "field 'corruptions' must be \"all\", \"none\" (or []: clean"),
     ({"score": {"reference_encoder": "nope"}}, "reference_encoder 'nope' is not among the encoders"),
     ({"score": {"weights": {"speed": 1.0}}}, "unknown field(s) ['speed']"),
     ({"score": {"case_bootstrap": "yes"}}, "field 'case_bootstrap' must be bool"),
@@ -73,6 +73,14 @@ def test_bad_fields_name_the_field(tmp_path, change, message):
     with pytest.raises(SpecError) as error:
         parse_spec(_minimal(**change), base=tmp_path)
     assert message in str(error.value)
+
+
+def test_an_empty_corruption_list_means_clean_only(tmp_path):
+    from crs.corruptions.variants import resolve_variants
+
+    spec = parse_spec(_minimal(extract={"corruptions": []}), base=tmp_path)
+    assert spec.extract.corruptions == "none"
+    assert resolve_variants("chest_xray", spec.extract.corruptions, spec.extract.severities) == []
 
 
 def test_dataset_errors_name_the_entry(tmp_path):

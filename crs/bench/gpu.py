@@ -16,6 +16,9 @@ Four measurements, each written to ``gpu_check.json`` and ``gpu_check.md`` in th
    ``--cpu-chexpert``: minutes).
 4. **cuML parity**, when ``cuml`` imports: the same ISIC-sized unit with ``backend="cuml"``, AUROC
    against the torch backend (bound 0.002).
+5. **A real stage-1 run** (``crs.bench.stage1_run``): a few thousand CheXpert-geometry JPEGs, ``crs
+   extract`` with the same encoders and the whole chest suite on the device; forward passes/s end to
+   end against the bare forward pass, and the decode and corruption shares of the run.
 
 ``--device cpu --quick`` runs every part at toy sizes in seconds (the test does); its figures mean
 nothing. Random weights and generated data: nothing is downloaded.
@@ -41,6 +44,7 @@ from threadpoolctl import threadpool_limits
 
 from crs.bench.extract import run_one as pipeline_vs_bare
 from crs.bench.probes import BenchSize, synthetic_unit
+from crs.bench.stage1_run import stage1_run
 from crs.corruptions import SEVERITIES, suite
 from crs.corruptions.api import apply_severities
 from crs.corruptions.scenes import scenes
@@ -65,11 +69,12 @@ class Sizes:
     bare_iterations: int = 20
     corruption_batch: int = 64
     corruption_repeats: int = 3
+    stage1_images: int = 3000
     probe_units: tuple[tuple[str, BenchSize], ...] = (("isic2019", ISIC_UNIT), ("chexpert", CHEXPERT_UNIT))
 
 
 QUICK = Sizes(extract_images=24, extract_batch=8, extract_repeats=1, image_size=64, bare_batch=2, bare_iterations=1,
-              corruption_batch=2, corruption_repeats=1, probe_units=(("isic2019", QUICK_UNIT), ("chexpert", QUICK_UNIT)))
+              corruption_batch=2, corruption_repeats=1, stage1_images=30, probe_units=(("isic2019", QUICK_UNIT), ("chexpert", QUICK_UNIT)))
 
 
 def _sync(device: str) -> None:
@@ -228,7 +233,7 @@ def machine(device: str) -> dict[str, Any]:
 
 
 def run(device: str = "cuda", quick: bool = False, out: Path | str = "gpu-check", cpu_chexpert: bool = False,
-        parts: tuple[str, ...] = ("extraction", "corruptions", "probes", "cuml"),
+        parts: tuple[str, ...] = ("extraction", "corruptions", "probes", "cuml", "stage1"),
         encoders: tuple[str, ...] = EXTRACT_ENCODERS, echo=print) -> dict[str, Any]:
     """Measure every part, write ``gpu_check.json`` and ``gpu_check.md`` under ``out``, return the results."""
     if device.startswith("cuda") and not torch.cuda.is_available():
@@ -238,7 +243,10 @@ def run(device: str = "cuda", quick: bool = False, out: Path | str = "gpu-check"
     out.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {"machine": machine(device), "quick": quick, "seconds": {}}
     steps = {"extraction": lambda: extraction(device, sizes, encoders), "corruptions": lambda: corruption_suites(device, sizes),
-             "probes": lambda: probes(device, sizes, cpu_chexpert), "cuml": lambda: cuml_parity(device, sizes)}
+             "probes": lambda: probes(device, sizes, cpu_chexpert), "cuml": lambda: cuml_parity(device, sizes),
+             "stage1": lambda: stage1_run(device, sizes.stage1_images, encoders, sizes.extract_batch, sizes.image_size,
+                                          max(1, sizes.bare_iterations // 2),
+                                          input_size=sizes.image_size if quick else None)}
     unknown = sorted(set(parts) - set(steps))
     if unknown:
         raise ValueError(f"unknown part(s) {unknown}; choose from {sorted(steps)}")
@@ -295,6 +303,16 @@ def markdown(results: dict[str, Any]) -> str:
                                  r.get("fit_speedup_device_vs_cpu", "-"), r.get("max_abs_dauroc_device_vs_cpu", "-"),
                                  r.get("selected_C_differs", "-")]))
         lines.append("")
+    if isinstance(results.get("stage1"), dict) and "error" not in results["stage1"]:
+        r = results["stage1"]
+        lines += ["## Stage 1 on CheXpert-geometry JPEGs (the chest suite, 65 variants per test image)", "",
+                  "| images (test) | encoders | forward passes | passes/s end to end | bare forward s | "
+                  "pipeline / bare | decode s (1 thread) | decode / wall | corrupt s | corrupt / wall |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        lines.append(_cells([f"{r['images']} ({r['test_images']})", " + ".join(r["encoders"]), r["forward_passes"],
+                             r["passes_per_s"], r["bare_forward_s"], r["pipeline_over_bare"], r["decode_s"],
+                             r["decode_share"], r["corrupt_s"], r["corrupt_share"]]))
+        lines.append("")
     if "cuml" in results:
         lines += ["## cuML parity", "", "```", json.dumps(results["cuml"], default=float), "```", ""]
     errors = {part: value["error"] for part, value in results.items()
@@ -310,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="toy sizes (a CPU smoke run; figures mean nothing)")
     parser.add_argument("--out", default=os.environ.get("OUT") or "gpu-check", help="folder for gpu_check.json/.md")
     parser.add_argument("--cpu-chexpert", action="store_true", help="also fit the CheXpert-sized unit on the CPU")
-    parser.add_argument("--parts", default="extraction,corruptions,probes,cuml")
+    parser.add_argument("--parts", default="extraction,corruptions,probes,cuml,stage1")
     parser.add_argument("--encoders", default=",".join(EXTRACT_ENCODERS), help="registry names for the extraction part")
     args = parser.parse_args(argv)
     try:

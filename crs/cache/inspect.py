@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import zarr
 
-from crs.cache.lock import live_holder
+from crs.cache.lock import live_holder, live_writer
 from crs.cache.store import FeatureStore
 from crs.spec import for_setting
 
@@ -54,9 +54,12 @@ class FingerprintInfo:
     arrays: tuple[ArrayInfo, ...]
     fields: dict[str, Any]
     bytes: int
+    writer: str | None = None  # "pid N, host H" while a live extraction holds this encoder's writer lock
 
     @property
     def state(self) -> str:
+        if self.writer is not None and not self.complete:
+            return f"writing ({self.writer})"
         return "current" if self.current else "stale"
 
     def summary_fields(self) -> dict[str, Any]:
@@ -130,6 +133,8 @@ def describe_store(path: Path) -> StoreInfo:
     groups = []
     for encoder in store.encoder_names():
         current = root["encoders"][encoder].attrs.get("current")
+        live = live_writer(path, encoder)
+        writer = None if live is None else (f"pid {live[1].pid}, host {live[1].host}" if live[1] else f"lock {live[0]}")
         for fingerprint in store.fingerprints(encoder):
             group = root[f"encoders/{encoder}/{fingerprint}"]
             arrays = _array_infos(group)
@@ -140,6 +145,7 @@ def describe_store(path: Path) -> StoreInfo:
                     fingerprint=fingerprint, current=fingerprint == current, complete=complete, arrays=arrays,
                     fields=dict(group.attrs.get("fields", {})),
                     bytes=disk_bytes(path / "encoders" / encoder / fingerprint),
+                    writer=writer,
                 )
             )
     task = attrs.get("task", {})
@@ -173,10 +179,12 @@ def format_listing(stores: list[StoreInfo]) -> str:
         if not store.groups:
             lines.append("  no encoder features yet")
         for group in store.groups:
-            progress = "complete" if group.complete else "INCOMPLETE"
-            lines.append(
-                f"  {group.encoder} {group.fingerprint} {group.state} {progress} {human_bytes(group.bytes)}"
-            )
+            if group.writer is not None and not group.complete:
+                # A live extraction is filling this group: not garbage, just not finished yet.
+                label = group.state
+            else:
+                label = f"{group.state} {'complete' if group.complete else 'INCOMPLETE'}"
+            lines.append(f"  {group.encoder} {group.fingerprint} {label} {human_bytes(group.bytes)}")
             summary = ", ".join(f"{key}={value}" for key, value in group.summary_fields().items())
             if summary:
                 lines.append(f"    {summary}")

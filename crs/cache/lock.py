@@ -227,11 +227,23 @@ def live_holder(store: Path | str, encoder: str) -> str | None:
 
     Used by ``crs cache gc`` so it never deletes a group under a running writer.
     """
+    found = live_writer(store, encoder)
+    if found is None:
+        return None
+    path, holder = found
+    return holder.describe() if holder else f"a process holding {path}"
+
+
+def live_writer(store: Path | str, encoder: str) -> tuple[Path, LockHolder | None] | None:
+    """The lock file and holder of a live writer of ``encoder`` in ``store`` (any shard), or None.
+
+    A lock taken on another host cannot be probed from here and counts as live.
+    """
     folder = lock_folder(store)
     if not folder.is_dir():
         return None
     for path in sorted(folder.glob(f"writer.{encoder}.shard-*.lock")):
         holder = _read_holder(path)
         if _is_locked(path) or (holder is not None and holder.host != socket.gethostname()):
-            return holder.describe() if holder else f"a process holding {path}"
+            return path, holder
     return None

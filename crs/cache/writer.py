@@ -67,6 +67,23 @@ def fsync_file(path: Path | None) -> None:
         os.close(folder)
 
 
+def rows_in_done_chunks(flags: np.ndarray, chunk_rows: int, n_rows: int) -> int:
+    """Rows covered by the chunks whose flag is set (the last chunk may be short)."""
+    done = np.flatnonzero(np.asarray(flags) != 0)
+    starts = done * chunk_rows
+    return int(np.clip(n_rows - starts, 0, chunk_rows).sum())
+
+
+def stored_rows_done(group: zarr.Group, name: str) -> int:
+    """Rows of feature array ``name`` in ``group`` that are complete, read from its flags (read-only)."""
+    if name not in group or f"{name}{DONE_SUFFIX}" not in group:
+        return 0
+    array = child_array(group, name)
+    chunk_rows = int(cast(int, array.attrs.get("chunk_rows", array.chunks[0])))
+    flags = np.asarray(child_array(group, f"{name}{DONE_SUFFIX}")[:])
+    return rows_in_done_chunks(flags, chunk_rows, int(array.shape[0]))
+
+
 class ChunkedFeatureArray:
     """A (rows, dim) float16 feature array written one row chunk at a time.
 
@@ -128,6 +145,10 @@ class ChunkedFeatureArray:
 
     def is_complete(self) -> bool:
         return not self.pending_chunks()
+
+    def rows_done(self) -> int:
+        """Rows whose chunk is marked complete (what a restart keeps)."""
+        return rows_in_done_chunks(np.asarray(self.done[:]), self.chunk_rows, self.n_rows)
 
     def write_chunk(self, chunk: int, features: np.ndarray) -> None:
         """Store one full row chunk: data (fsynced), then its checksum, then its flag."""

@@ -43,9 +43,23 @@ def corruptions(as_json: bool, as_markdown: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--quick", is_flag=True, help="Fewer images, one repeat.")
 @click.option("--device", default="cpu", show_default=True)
-def extract(as_json: bool, quick: bool, device: str) -> None:
-    """Stage 1 pipeline images/s as a ratio of the bare forward pass (resnet50, vit_base, random weights)."""
-    extract_bench.run(json_out=as_json, quick=quick, device=device)
+@click.option("--threads", type=click.IntRange(min=1), default=None, help="Fixed intra-op threads [default: auto].")
+@click.option("--no-save", is_flag=True, help="Do not store the figures for `crs plan`.")
+@click.option("--beside-busy", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Instead: stage 1 idle and beside N busy-loop processes, auto threads and fixed threads.")
+@click.option("--encoder", default="resnet18", show_default=True, help="Encoder for --beside-busy.")
+def extract(as_json: bool, quick: bool, device: str, threads: int | None, no_save: bool, beside_busy: int | None,
+            encoder: str) -> None:
+    """Stage 1 pipeline forward passes/s as a ratio of the bare forward pass (resnet50, vit_base, random weights).
+
+    The figures are stored for this host (~/.cache/crs/throughput.json) so `crs plan` can time a run.
+    """
+    if beside_busy is not None:
+        results = extract_bench.run_neighbour(encoder, busy=beside_busy, repeats=1 if quick else 2,
+                                              n_images=24 if quick else 48)
+        extract_bench.print_neighbour(results, as_json)
+        return
+    extract_bench.run(json_out=as_json, quick=quick, device=device, save=not no_save, threads=threads)
 
 
 @bench.command("paper-scale")

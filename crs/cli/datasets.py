@@ -57,9 +57,13 @@ def check(name: str, root: str, as_json: bool, options: tuple[str, ...], workers
 def format_report(report: Any) -> str:
     """A short human-readable summary of a CheckReport."""
     found = report.n_images - report.n_missing
+    rows = report.rows or {}
+    dropped = ", ".join(f"{n:,} {reason}" for reason, n in rows.get("dropped", {}).items()) or "none"
     lines = [
         f"data set   {report.dataset}",
         f"root       {report.root}",
+        f"rows       {rows.get('listed', report.n_images):,} listed, {rows.get('kept', report.n_images):,} kept; "
+        f"dropped: {dropped}; {rows.get('groups_lost', 0):,} {rows.get('group_word', 'groups')} lost",
         f"images     {report.n_images} listed, {found} found, {report.n_missing} missing, {report.n_unreadable} unreadable",
         f"groups     {report.n_groups}",
     ]
@@ -68,6 +72,7 @@ def format_report(report: Any) -> str:
     for split, entry in report.splits.items():
         lines.append(f"{split:<10} {entry['images']} images, {entry['groups']} groups")
     lines.append(f"duplicates {len(report.duplicates)} across splits")
+    lines.extend(f"note       {note}" for note in rows.get("notes", []))
     if report.dicom.get("n_files"):
         lines.append(f"dicom      {report.dicom['n_files']} file(s), {report.dicom['n_problems']} unusable")
     lines.append("status     " + ("ok" if report.ok else f"{len(report.problems)} problem(s)"))

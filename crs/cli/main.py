@@ -26,6 +26,7 @@ LAZY_COMMANDS = {
     "init": "crs.cli.init:init",
     "reproduce": "crs.cli.reproduce:reproduce",
     "compare": "crs.cli.reproduce:compare",
+    "plan": "crs.cli.plan:plan",
 }
 """Commands whose modules import torch, torchvision or the encoder libraries (seconds): imported when
 the command is asked for, so ``crs score`` and ``crs report`` start without them."""

@@ -51,12 +51,20 @@ skip_bad_option = click.option(
 
 
 def _extract(bench: Benchmark, quiet: bool, shard: str | None = None, wait: bool = False) -> None:
-    stats = bench.extract(progress=not quiet, shard=parse_shard(shard) if shard else None, wait=wait)
-    counts = ", ".join(f"{name} {n}" for name, n in stats.forward_images.items())
+    try:
+        click.echo(bench.plan().summary_line())
+    except Exception as error:  # the plan is a courtesy: extraction reports its own errors, by name
+        click.echo(f"plan: not available ({str(error).splitlines()[0] if str(error) else type(error).__name__})")
+    stats = bench.extract(progress=not quiet, shard=parse_shard(shard) if shard else None, wait=wait,
+                          announce=lambda line: click.echo(f"extract: {line}"))
+    counts = ", ".join(f"{name} {n:,}" for name, n in stats.forward_images.items())
     click.echo(
-        f"extract: {stats.images_decoded} images decoded, encoder forward passes (images): {counts or 'none'}"
+        f"extract: {stats.images_decoded:,} images decoded, forward passes per encoder: {counts or 'none'}"
         f" [{stats.seconds:.1f} s]"
     )
+    if stats.passes_cached_at_start:
+        click.echo(f"extract: kept {stats.passes_cached_at_start:,} of {stats.passes_planned:,} forward passes "
+                   "from the cache")
     if stats.total_forward == 0:
         click.echo("extract: every encoder was cached; no forward pass ran")
 
@@ -78,6 +86,8 @@ def _probe(bench: Benchmark, jobs: int | str | None, cluster: str | None, quiet:
 def _score(bench: Benchmark) -> ScoreResult:
     result = bench.score()
     click.echo(result.format())
+    for limit in bench.ranking_limits():
+        click.echo(f"note: {limit}")
     return result
 
 
@@ -91,6 +101,8 @@ def _report(bench: Benchmark, score: ScoreResult | None = None) -> Path:
 
 
 def _all_stages(bench: Benchmark, jobs: int | str | None, cluster: str | None, quiet: bool) -> None:
+    for limit in bench.ranking_limits():  # said before the run, and again under the score
+        click.echo(f"note: {limit}")
     _extract(bench, quiet)
     _probe(bench, jobs, cluster, quiet)
     _report(bench, _score(bench))

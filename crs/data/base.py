@@ -44,6 +44,22 @@ class Task:
         return len(self.class_names)
 
 
+@dataclass(frozen=True)
+class RowAccounting:
+    """How a loader went from the rows its CSVs list to the images it kept, for ``crs datasets check``.
+
+    ``dropped``: rows removed, by reason (``lateral view``, ``missing or unreadable``...);
+    ``groups_lost``: groups (patients) that had listed rows but no kept image; ``notes``: what
+    a user should know about the splits (a radiologist-labelled file pooled into them).
+    """
+
+    rows_listed: int
+    dropped: dict[str, int] = field(default_factory=dict)
+    groups_lost: int = 0
+    group_word: str = "groups"
+    notes: tuple[str, ...] = ()
+
+
 @dataclass
 class Dataset:
     """A labelled image set ready for stage 1.
@@ -69,6 +85,7 @@ class Dataset:
     metadata: pd.DataFrame = field(default_factory=pd.DataFrame)
     skipped: list[str] = field(default_factory=list)
     fit: str = ""
+    accounting: RowAccounting | None = None
 
     def __post_init__(self) -> None:
         self.fit = self.fit or default_fit(self.modality)
@@ -98,7 +115,7 @@ class Dataset:
         return Dataset(
             self.name, self.root, self.task, self.modality, self.image_size, self.ids[idx],
             [self.paths[i] for i in idx], self.groups[idx], self.labels[idx], self.splits[idx], meta,
-            list(self.skipped), self.fit,
+            list(self.skipped), self.fit, self.accounting,
         )
 
     def id_digest(self) -> str:

@@ -24,7 +24,7 @@ from crs.data.base import SPLITS, DataError, Dataset
 from crs.data.dicom import looks_like_dicom, scan_dicom
 
 REPORT_KEYS = (
-    "dataset", "root", "n_images", "n_missing", "n_unreadable", "classes", "splits", "n_groups", "duplicates",
+    "dataset", "root", "rows", "n_images", "n_missing", "n_unreadable", "classes", "splits", "n_groups", "duplicates",
     "dicom", "problems",
 )
 # Loaders that read files from disk accept verify="none", which loads the table only.
@@ -38,10 +38,13 @@ class CheckReport:
     ``duplicates``: byte-identical images found in more than one split (for DICOM, identical
     pixel data: two exports of one image differ in their headers); ``dicom``: how many listed
     files are DICOM and, per kind of problem (unsupported transfer syntax, no pixel data,
-    multi-frame, unsupported pixels, unreadable), how many, the first file and what to do."""
+    multi-frame, unsupported pixels, unreadable), how many, the first file and what to do;
+    ``rows``: rows the CSVs list, rows kept, rows dropped by reason, groups (patients) lost with
+    them, and notes on the splits (for example a radiologist-labelled file pooled into them)."""
 
     dataset: str
     root: str
+    rows: dict[str, Any] = field(default_factory=dict)
     n_images: int = 0
     n_missing: int = 0
     n_unreadable: int = 0
@@ -192,6 +195,7 @@ def check_dataset(name: str, root: Path | str, workers: int = 4, **options: Any)
     return CheckReport(
         dataset=dataset.name,
         root=str(base),
+        rows=row_accounting(dataset),
         n_images=len(dataset),
         n_missing=len(missing),
         n_unreadable=len(unreadable),
@@ -204,6 +208,17 @@ def check_dataset(name: str, root: Path | str, workers: int = 4, **options: Any)
         missing=missing,
         unreadable=unreadable,
     )
+
+
+def row_accounting(dataset: Dataset) -> dict[str, Any]:
+    """Rows listed, kept, dropped by reason and groups lost; loaders that drop nothing report listed = kept."""
+    accounting = dataset.accounting
+    if accounting is None:
+        return {"listed": len(dataset), "kept": len(dataset), "dropped": {}, "groups_lost": 0,
+                "group_word": "groups", "notes": []}
+    return {"listed": accounting.rows_listed, "kept": len(dataset), "dropped": dict(accounting.dropped),
+            "groups_lost": accounting.groups_lost, "group_word": accounting.group_word,
+            "notes": list(accounting.notes)}
 
 
 def _groups_in_several_splits(dataset: Dataset) -> list[str]:

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from crs.data.base import DataError, Dataset, Task, group_split
+from crs.data.base import DataError, Dataset, RowAccounting, Task, group_split
 from crs.data.folder import read_csv, require_columns
 from crs.data.images import resolve_paths, screen_images
 
@@ -119,8 +119,14 @@ def load_chexpert(
         require_columns(table, ("Path", VIEW_COLUMN, *CHEXPERT_TASKS), str(path))
         frames.append(table.assign(source_csv=csv))
     table = pd.concat(frames, ignore_index=True)
+    rows_listed = len(table)
+    listed_patients = set(_patients(table["Path"]))
+    dropped: dict[str, int] = {}
     if frontal_only:
-        table = table[table[VIEW_COLUMN].astype(str).str.strip().str.lower() == "frontal"].reset_index(drop=True)
+        frontal = (table[VIEW_COLUMN].astype(str).str.strip().str.lower() == "frontal").to_numpy()
+        if (~frontal).any():
+            dropped["lateral view"] = int((~frontal).sum())
+        table = table[frontal].reset_index(drop=True)
     if table.empty:
         raise DataError(f"chexpert: no {'frontal ' if frontal_only else ''}images listed in {dataset_dir}")
 
@@ -145,6 +151,12 @@ def load_chexpert(
         splits = splits.astype(str)
     else:
         splits = group_split(patients, labels, proportions, seed)
+    if skipped:
+        dropped["missing or unreadable (skip_bad)"] = len(skipped)
+    accounting = RowAccounting(
+        rows_listed, dropped, len(listed_patients - set(patients.tolist())), "patients",
+        _valid_csv_notes(table, splits, official_valid_as_test),
+    )
     metadata = pd.DataFrame(
         {
             "patient": patients,
@@ -169,4 +181,27 @@ def load_chexpert(
         splits=splits,
         metadata=metadata,
         skipped=skipped,
+        accounting=accounting,
     )
+
+
+def _patients(paths: pd.Series) -> list[str]:
+    """The patient folder of each listed path (``.../train/patient00001/study1/view1.jpg``)."""
+    out = []
+    for path in paths:
+        bits = strip_release_prefix(str(path)).split("/")
+        out.append(bits[1] if len(bits) >= 4 else bits[0])
+    return out
+
+
+def _valid_csv_notes(table: pd.DataFrame, splits: np.ndarray, official_valid_as_test: bool) -> tuple[str, ...]:
+    """Say where the radiologist-labelled valid.csv images went: pooled into the splits, or the test split."""
+    from_valid = (table["source_csv"] == "valid.csv").to_numpy()
+    if not from_valid.any():
+        return ()
+    if official_valid_as_test:
+        return (f"valid.csv ({int(from_valid.sum())} radiologist-labelled images) is the test split "
+                "(official_valid_as_test = true)",)
+    where = ", ".join(f"{int((splits[from_valid] == s).sum())} {s}" for s in ("train", "val", "test"))
+    return (f"valid.csv ({int(from_valid.sum())} radiologist-labelled images) was pooled into the splits ({where}); "
+            "set option official_valid_as_test = true to test on it alone",)

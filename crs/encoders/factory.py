@@ -30,6 +30,15 @@ BUILDERS: dict[str, Builder] = {
 """Source kind -> builder. Each loader module imports its library (timm, open_clip, transformers) only when it builds."""
 
 
+def with_input_size(spec: EncoderSpec, input_size: int | None) -> EncoderSpec:
+    """``spec`` at another network input resolution (``pre_resize`` scaled with it); None keeps it."""
+    if input_size is None or input_size == spec.input_size:
+        return spec
+    pre_resize = None if spec.pre_resize is None else max(
+        int(input_size), int(round(spec.pre_resize * input_size / spec.input_size)))
+    return dataclasses.replace(spec, input_size=int(input_size), pre_resize=pre_resize)
+
+
 def create(
     name_or_spec: str | EncoderSpec,
     weights: str | os.PathLike | None = None,
@@ -47,9 +56,7 @@ def create(
     spec = get_spec(name_or_spec) if isinstance(name_or_spec, str) else name_or_spec
     if not isinstance(spec, EncoderSpec):
         raise EncoderError(f"expected an encoder name or EncoderSpec, got {type(name_or_spec).__name__}")
-    if input_size is not None and input_size != spec.input_size:
-        spec = dataclasses.replace(spec, input_size=int(input_size),
-                                   pre_resize=None if spec.pre_resize is None else max(int(input_size), int(round(spec.pre_resize * input_size / spec.input_size))))
+    spec = with_input_size(spec, input_size)
     if weights is not None and str(weights) != RANDOM:
         weights = Path(weights)
     build = BUILDERS.get(spec.source_kind)

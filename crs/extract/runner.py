@@ -10,7 +10,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,8 @@ from crs.corruptions import SUITE_VERSION, apply_severities
 from crs.data.base import Dataset
 from crs.data.images import dataset_image
 from crs.data.validate import validate_for_extraction
+from crs.extract.chunking import chunk_rows_for
+from crs.extract.cores import ThreadGovernor, thread_plan
 from crs.spec import for_setting
 
 log = logging.getLogger("crs.extract")
@@ -41,6 +45,8 @@ class ExtractStats:
     seconds: float = 0.0
     chunks_written: int = 0
     chunks_left_to_other_shards: int = 0
+    passes_planned: int = 0  # every forward pass the stores need, cached or not
+    passes_cached_at_start: int = 0  # of those, already in complete chunks when this run started
 
     def add_forward(self, encoder: str, n: int) -> None:
         self.forward_images[encoder] = self.forward_images.get(encoder, 0) + n
@@ -52,6 +58,8 @@ class ExtractStats:
         self.seconds += other.seconds
         self.chunks_written += other.chunks_written
         self.chunks_left_to_other_shards += other.chunks_left_to_other_shards
+        self.passes_planned += other.passes_planned
+        self.passes_cached_at_start += other.passes_cached_at_start
 
     @property
     def total_forward(self) -> int:
@@ -77,7 +85,7 @@ class _EncoderJob:
     """One encoder's pending work on one data set: which arrays, which chunks (of this shard), row buffers."""
 
     def __init__(self, encoder: Any, store: FeatureStore, dataset: Dataset, variants: Sequence[tuple[str, int]],
-                 test_rows: np.ndarray, chunk_rows: int, suite_version: str):
+                 test_rows: np.ndarray, chunk_rows: int, suite_version: str, batch_size: int):
         self.encoder = encoder
         self.image_ids = dataset.ids
         self.name = encoder.spec.name
@@ -87,13 +95,16 @@ class _EncoderJob:
         group = store.encoder_group(self.name, self.fingerprint, self.fields)
         dim = int(encoder.spec.dim)
         where = f"{dataset.name} / {self.name} ({self.fingerprint})"
-        self.clean = ChunkedFeatureArray(group, "clean", len(dataset), dim, chunk_rows, label=f"{where} clean")
+        # New arrays get chunks sized so a kill loses little (chunking.py); existing ones keep theirs.
+        clean_chunk, *variant_chunks = chunk_rows_for(
+            [len(dataset), *(len(test_rows) for _ in variants)], batch_size, chunk_rows)
+        self.clean = ChunkedFeatureArray(group, "clean", len(dataset), dim, clean_chunk, label=f"{where} clean")
         self.corrupt = {
             (name, severity): ChunkedFeatureArray(
-                group, f"corrupt/{name}/{severity}", len(test_rows), dim, chunk_rows,
+                group, f"corrupt/{name}/{severity}", len(test_rows), dim, rows,
                 label=f"{where} corrupt/{name}/{severity}",
             )
-            for name, severity in variants
+            for (name, severity), rows in zip(variants, variant_chunks, strict=True)
         }
         self.test_rows = test_rows
         self.n_rows = len(dataset)
@@ -127,6 +138,14 @@ class _EncoderJob:
     def is_done(self) -> bool:
         """True when every chunk of every array is durable (read from the store, not the plan)."""
         return self.clean.is_complete() and all(array.is_complete() for array in self.corrupt.values())
+
+    def passes(self) -> int:
+        """Forward passes this encoder's arrays need in all (clean rows plus every corrupted variant)."""
+        return sum(array.n_rows for array, _ in self.arrays())
+
+    def passes_cached(self) -> int:
+        """Forward passes already in complete chunks (kept from earlier runs)."""
+        return sum(array.rows_done() for array, _ in self.arrays())
 
     def chunks_pending(self) -> int:
         return sum(len(array.pending_chunks()) for array, _ in self.arrays())
@@ -236,6 +255,8 @@ def extract_dataset(
     progress: bool = True,
     shard: tuple[int, int] | None = None,
     wait: bool = False,
+    announce: Callable[[str], None] | None = None,
+    threads: int | None = None,
 ) -> ExtractStats:
     """Fill the cache for ``dataset`` with every encoder's clean and corrupted features.
 
@@ -243,6 +264,9 @@ def extract_dataset(
     workers fill one store together. Each (store, encoder, shard) is written under one lock: a
     second writer fails naming the holder, or waits with ``wait=True``. The encoder's group becomes
     ``current`` (what stage 2 reads) once all of its chunks, from every shard, are complete.
+    ``announce`` gets one line before the work starts: the forward passes, the cached part, the rest.
+    ``threads`` fixes the forward pass's intra-op threads (default: the usable cores that other
+    processes leave free, re-read as the run goes; see ``crs.extract.cores``).
     """
     started = time.perf_counter()
     shard = check_shard(shard)
@@ -255,7 +279,7 @@ def extract_dataset(
     with WriterLock(layout_lock_path(path), "create arrays", wait=True):
         store = FeatureStore(path, mode="a")
         store.write_table(dataset)
-        all_jobs = [_EncoderJob(encoder, store, dataset, variants, test_rows, chunk_rows, SUITE_VERSION)
+        all_jobs = [_EncoderJob(encoder, store, dataset, variants, test_rows, chunk_rows, SUITE_VERSION, batch_size)
                     for encoder in encoders]
     jobs = []
     with contextlib.ExitStack() as locks:
@@ -269,8 +293,13 @@ def extract_dataset(
             locks.enter_context(WriterLock(writer_lock_path(path, job.name, shard), purpose, wait=wait))
             job.plan(shard)
             jobs.append(job)
+        stats.passes_planned = sum(job.passes() for job in all_jobs)
+        stats.passes_cached_at_start = sum(job.passes_cached() for job in all_jobs)
+        if announce is not None:
+            announce(resume_line(dataset.name, len(dataset), stats.passes_planned, stats.passes_cached_at_start,
+                                 len(all_jobs)))
         if jobs:
-            _run(dataset, jobs, all_jobs, batch_size, device, progress, stats)
+            _run(dataset, jobs, all_jobs, batch_size, device, progress, stats, threads)
         for job in jobs:
             if job.is_done():
                 _mark_current(store, path, job)
@@ -285,37 +314,72 @@ def extract_dataset(
     return stats
 
 
+def resume_line(dataset: str, images: int, passes: int, cached: int, encoders: int) -> str:
+    """What a (re)started extraction has to do, in the words of ``crs plan``."""
+    head = f"{dataset}: {images:,} images, {encoders} encoder(s): "
+    if cached == 0:
+        return head + f"{passes:,} forward passes to go (nothing cached yet)"
+    if cached == passes:
+        return head + f"all {passes:,} forward passes already cached"
+    return head + f"{cached:,} of {passes:,} forward passes already cached; {passes - cached:,} to go"
+
+
 def _mark_current(store: FeatureStore, path: Path, job: _EncoderJob) -> None:
     with WriterLock(layout_lock_path(path), "mark current", wait=True):
         store.mark_current(job.name, job.fingerprint)
 
 
 def _run(dataset: Dataset, jobs: list[_EncoderJob], all_jobs: list[_EncoderJob], batch_size: int, device: str,
-         progress: bool, stats: ExtractStats) -> None:
+         progress: bool, stats: ExtractStats, threads: int | None = None) -> None:
     """Decode each needed window once and let every job embed the rows it still needs.
 
     Windows are cut at the chunk edges of every encoder's arrays, finished ones included, so they
-    do not depend on which encoders happen to be pending in this run.
+    do not depend on which encoders happen to be pending in this run. Decoding runs in worker
+    threads ahead of the forward pass (PIL and torch release the GIL), and the forward pass's
+    threads follow the cores this process may really use (:class:`ThreadGovernor`).
     """
     needed = np.unique(np.concatenate([job.needed_rows() for job in jobs]))
     n_variant_images = sum(
         int(np.isin(needed, rows).sum()) for job in jobs for rows in [job.clean_rows, *job.variant_rows.values()]
     )
+    # The bar counts forward passes (an image and each of its corrupted variants, per encoder); the
+    # images decoded so far are shown beside it.
     bar = tqdm(
-        total=n_variant_images, unit="img", disable=not progress, leave=False,
+        total=n_variant_images, unit=" forward passes", disable=not progress, leave=False,
         desc=f"extract {dataset.name} [{', '.join(job.name for job in jobs)}]",
     )
     is_needed = np.zeros(len(dataset), dtype=bool)
     is_needed[needed] = True
-    for start, stop in batch_windows(len(dataset), all_jobs, batch_size):
-        rows = start + np.flatnonzero(is_needed[start:stop])
-        if not rows.size:
-            continue
-        images = torch.stack([dataset_image(dataset, int(i)) for i in rows])
-        stats.images_decoded += len(rows)
-        images = images.to(device)
-        before = stats.total_forward
-        for job in jobs:
-            job.process(rows, images, dataset.modality, stats)
-        bar.update(stats.total_forward - before)
+    windows = (start + np.flatnonzero(is_needed[start:stop])
+               for start, stop in batch_windows(len(dataset), all_jobs, batch_size))
+    windows = (rows for rows in windows if rows.size)
+    plan = thread_plan(threads, device)
+    log.info("%s: %s", dataset.name, plan.describe())
+
+    def decode(rows: np.ndarray) -> torch.Tensor:
+        return torch.stack([dataset_image(dataset, int(i)) for i in rows])
+
+    adaptive = plan.source == "affinity and cgroup quota" and not device.startswith("cuda")
+    with ThreadGovernor(plan, adaptive=adaptive) as governor, \
+            ThreadPoolExecutor(max_workers=plan.decode_workers, thread_name_prefix="crs-decode") as pool:
+        ahead: deque[tuple[np.ndarray, Future[torch.Tensor]]] = deque()
+        for rows in windows:
+            ahead.append((rows, pool.submit(decode, rows)))
+            if len(ahead) <= plan.decode_workers:  # keep one window per decode worker in flight
+                continue
+            _embed_window(*ahead.popleft(), jobs, dataset, device, stats, bar, governor)
+        while ahead:
+            _embed_window(*ahead.popleft(), jobs, dataset, device, stats, bar, governor)
     bar.close()
+
+
+def _embed_window(rows: np.ndarray, decoded: Future[torch.Tensor], jobs: list[_EncoderJob], dataset: Dataset,
+                  device: str, stats: ExtractStats, bar: Any, governor: ThreadGovernor) -> None:
+    images = decoded.result().to(device)
+    stats.images_decoded += len(rows)
+    before = stats.total_forward
+    for job in jobs:
+        job.process(rows, images, dataset.modality, stats)
+    bar.update(stats.total_forward - before)
+    bar.set_postfix_str(f"{stats.images_decoded:,} images decoded", refresh=False)
+    governor.tick()

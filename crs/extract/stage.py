@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from crs.cache.lock import WriterLock, layout_lock_path
 from crs.cache.store import FeatureStore, store_path
@@ -28,7 +29,8 @@ def create_encoders(spec: Spec, names: list[str] | None = None, device: str | No
 
 
 def extract_spec(spec: Spec, encoder_names: list[str] | None = None, progress: bool = True,
-            shard: tuple[int, int] | None = None, wait: bool = False) -> ExtractStats:
+            shard: tuple[int, int] | None = None, wait: bool = False,
+            announce: Callable[[str], None] | None = None) -> ExtractStats:
     """Stage 1 for every data set of the spec and every one of its shift targets.
 
     ``shard=(i, n)`` fills only chunks ``k % n == i`` (``crs extract --shard i/n``); ``wait`` waits
@@ -49,17 +51,23 @@ def extract_spec(spec: Spec, encoder_names: list[str] | None = None, progress: b
         variants = resolve_variants(dataset.modality, spec.extract.corruptions, spec.extract.severities)
         stats.merge(
             extract_dataset(dataset, encoders, spec.cache, variants, spec.extract.batch_size,
-                            spec.extract.chunk_rows, spec.extract.device, progress, shard=shard, wait=wait)
+                            spec.extract.chunk_rows, spec.extract.device, progress, shard=shard, wait=wait,
+                            announce=announce, threads=_threads(spec))
         )
         _record_skipped(spec, dataset)
         for target_entry in entry.shift_targets:
             target = shift_target_dataset(load_entry(target_entry, **bad_images), dataset)
             stats.merge(
                 extract_dataset(target, encoders, spec.cache, (), spec.extract.batch_size,
-                                spec.extract.chunk_rows, spec.extract.device, progress, shard=shard, wait=wait)
+                                spec.extract.chunk_rows, spec.extract.device, progress, shard=shard, wait=wait,
+                            announce=announce, threads=_threads(spec))
             )
             _record_skipped(spec, target)
     return stats
+
+
+def _threads(spec: Spec) -> int | None:
+    return None if spec.extract.threads == "auto" else int(spec.extract.threads)
 
 
 def _record_skipped(spec: Spec, dataset: Dataset) -> None:

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_quick_cpu_run_writes_every_part(tmp_path):
     results = gpu.run("cpu", quick=True, out=tmp_path, encoders=("resnet18",), echo=lambda _: None)
     stored = json.loads((tmp_path / "gpu_check.json").read_text())
-    assert set(stored["seconds"]) == {"extraction", "corruptions", "probes", "cuml"}
+    assert set(stored["seconds"]) == {"extraction", "corruptions", "probes", "cuml", "stage1"}
     (extraction,) = stored["extraction"]
     assert extraction["encoder"] == "resnet18" and extraction["pipeline_images_per_s"] > 0
     assert extraction["channels_last_bf16_images_per_s"] > 0
@@ -26,8 +26,15 @@ def test_quick_cpu_run_writes_every_part(tmp_path):
     assert [r["task"] for r in stored["probes"]] == ["isic2019", "chexpert"]
     assert all(r["cpu_1thread_fit_s"] > 0 for r in stored["probes"])
     assert "available" in stored["cuml"]
+    stage1 = stored["stage1"]
+    assert "error" not in stage1, stage1
+    # 30 films; every test film through 13 corruptions x 5 severities, every film clean, per encoder.
+    assert stage1["images"] == 30 and stage1["forward_passes"] == 30 + 65 * stage1["test_images"]
+    assert stage1["forward_passes"] == stage1["planned_passes"] and stage1["passes_per_s"] > 0
+    assert stage1["decode_s"] > 0 and stage1["corrupt_s"] > 0 and stage1["pipeline_over_bare"] > 0
     text = (tmp_path / "gpu_check.md").read_text()
     assert "QUICK sizes" in text and "| resnet18 |" in text and "failed" not in text
+    assert "## Stage 1 on CheXpert-geometry JPEGs" in text
     assert results["machine"]["device"] == "cpu"
 
 

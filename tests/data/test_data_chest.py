@@ -178,3 +178,41 @@ def test_mimic_missing_files_and_layout(tmp_path):
     assert len(dataset) == 11 and len(dataset.skipped) == 2
     with pytest.raises(DataError, match="mimic-cxr-2.0.0-metadata.csv\\[.gz\\] not found"):
         load_dataset("mimic_cxr", tmp_path / "files")
+
+
+def test_datasets_check_accounts_for_dropped_laterals_lost_patients_and_pooled_valid(tmp_path):
+    """12 laterals of frontal patients + 2 lateral-only patients are dropped: 42 rows listed, 28 kept."""
+    import json
+
+    from click.testing import CliRunner
+
+    from crs.cli.main import cli
+    from crs.data.check import check_dataset
+
+    build_chexpert(tmp_path, lateral_only_patients=2)
+    report = check_dataset("chexpert", tmp_path, workers=1)
+    rows = report.rows
+    assert rows["listed"] == 12 * 3 + 1 + 2 + 3 == 42
+    assert rows["kept"] == report.n_images == 28
+    assert rows["dropped"] == {"lateral view": 14}
+    assert rows["groups_lost"] == 2 and rows["group_word"] == "patients"  # the lateral-only patients
+    dataset = load_dataset("chexpert", tmp_path)
+    valid = (dataset.metadata["source_csv"] == "valid.csv").to_numpy()
+    counts = {s: int((dataset.splits[valid] == s).sum()) for s in ("train", "val", "test")}
+    assert sum(counts.values()) == 3
+    assert rows["notes"] == [f"valid.csv (3 radiologist-labelled images) was pooled into the splits "
+                             f"({counts['train']} train, {counts['val']} val, {counts['test']} test); "
+                             "set option official_valid_as_test = true to test on it alone"]
+
+    text = CliRunner().invoke(cli, ["datasets", "check", "chexpert", str(tmp_path)], obj={})
+    assert "rows       42 listed, 28 kept; dropped: 14 lateral view; 2 patients lost" in text.output
+    assert "was pooled into the splits" in text.output
+    payload = json.loads(CliRunner().invoke(cli, ["datasets", "check", "chexpert", str(tmp_path), "--json"],
+                                            obj={}).stdout)
+    assert payload["rows"]["dropped"] == {"lateral view": 14} and payload["rows"]["groups_lost"] == 2
+
+    official = check_dataset("chexpert", tmp_path, workers=1, official_valid_as_test=True)
+    assert official.rows["notes"] == ["valid.csv (3 radiologist-labelled images) is the test split "
+                                      "(official_valid_as_test = true)"]
+    every_view = check_dataset("chexpert", tmp_path, workers=1, frontal_only=False)
+    assert every_view.rows["dropped"] == {} and every_view.rows["groups_lost"] == 0

@@ -1,0 +1,27 @@
+"""Image counts of the public data sets as published, for planning a run before the data is on disk.
+
+``crs plan`` uses them only when a spec's data root does not exist, and labels every count it
+derives from them as such. The test split is about 20 % of the patients (lesions) by the loaders'
+default split, so the test counts are estimates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PublishedSize:
+    modality: str
+    images: int
+    test_images: int
+    source: str
+
+
+PUBLISHED_SIZES: dict[str, PublishedSize] = {
+    "isic2019": PublishedSize("dermoscopy", 25_331, 5_066, "ISIC 2019 training set; test = 20 % (estimate)"),
+    "aptos2019": PublishedSize("fundus", 3_662, 732, "APTOS 2019 train.csv; test = 20 % (estimate)"),
+    "chexpert": PublishedSize("chest_xray", 191_229, 37_879,
+                              "CheXpert-v1.0-small frontal images (train.csv + valid.csv, measured in issue 24)"),
+    "mimic_cxr": PublishedSize("chest_xray", 5_000, 0, "MIMIC-CXR-JPG official test split, frontal (order of)"),
+}

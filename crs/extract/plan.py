@@ -1,0 +1,303 @@
+"""``crs plan``: what stage 1 will do before it does it (forward passes, cache bytes, disk, time).
+
+Per (data set, encoder): the images, the clean and corrupted forward passes, how many of them are
+already in the cache (read from the chunk-completion flags, never the features), the bytes the
+features take and the disk still needed, and an estimated time per device. Planning builds no
+encoder, so it cannot hash weights: a cached group is matched on every other fingerprint field
+(data set, test split, image size and fit, corruption suite, preprocessing, dimension), and
+``crs extract`` reports the exact resumed count when it starts.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from crs.cache.store import FeatureStore, child_group, store_path, test_digest
+from crs.cache.writer import stored_rows_done
+from crs.corruptions import SUITE_VERSION
+from crs.corruptions.variants import resolve_variants
+from crs.data import Dataset, load_entry
+from crs.data.published import PUBLISHED_SIZES
+from crs.data.subsample import group_subsample
+from crs.encoders import get_spec
+from crs.encoders.factory import with_input_size
+from crs.encoders.registry import EncoderSpec
+from crs.extract.cores import usable_cores
+from crs.extract.throughput import forward_gflops, load_measurements, rate
+from crs.spec import DatasetEntry, Spec
+
+FEATURE_BYTES = 2  # float16
+PLAN_DEVICES = ("cpu", "cuda")
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    """One (data set, encoder): the work stage 1 has to do for it and what the cache already holds."""
+
+    dataset: str
+    encoder: str
+    images: int
+    test_images: int
+    variants: int
+    clean_passes: int
+    corrupted_passes: int
+    cached_passes: int
+    dim: int
+    bytes_total: int
+    bytes_to_write: int
+    seconds: dict[str, float]
+    time_basis: dict[str, str]
+    counts_from: str = "data"
+    cached_group: str | None = None
+    corruption_images: int | None = None  # test images the corrupted variants are made of (None: all)
+    passes_saved: int = 0  # by a corruption subsample (``crs plan --corruption-rows``), against the full split
+
+    @property
+    def passes(self) -> int:
+        return self.clean_passes + self.corrupted_passes
+
+    @property
+    def passes_to_go(self) -> int:
+        return self.passes - self.cached_passes
+
+
+@dataclass(frozen=True)
+class ExtractPlan:
+    rows: tuple[PlanRow, ...]
+    cache: str
+    free_bytes: int | None
+    cores: int
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def passes(self) -> int:
+        return sum(row.passes for row in self.rows)
+
+    @property
+    def cached_passes(self) -> int:
+        return sum(row.cached_passes for row in self.rows)
+
+    @property
+    def bytes_to_write(self) -> int:
+        return sum(row.bytes_to_write for row in self.rows)
+
+    def seconds(self, device: str) -> float:
+        return sum(row.seconds[device] * row.passes_to_go / row.passes if row.passes else 0.0 for row in self.rows)
+
+    def summary_line(self) -> str:
+        images = sum(row.images for row in _first_per_dataset(self.rows))
+        corrupted = sum(row.corrupted_passes for row in self.rows)
+        return (f"plan: {len({r.dataset for r in self.rows})} data set(s) x {len({r.encoder for r in self.rows})} "
+                f"encoder(s), {images:,} images, {self.passes:,} forward passes ({self.passes - corrupted:,} clean, "
+                f"{corrupted:,} corrupted); {self.cached_passes:,} already cached, {self.passes - self.cached_passes:,} "
+                f"to go; {_gb(self.bytes_to_write)} to write; about {_duration(self.seconds('cpu'))} on cpu, "
+                f"{_duration(self.seconds('cuda'))} on one GPU (estimates, see `crs plan`)")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cache": self.cache, "free_bytes": self.free_bytes, "cores": self.cores, "notes": list(self.notes),
+            "totals": {"passes": self.passes, "cached_passes": self.cached_passes,
+                       "passes_saved": sum(row.passes_saved for row in self.rows),
+                       "passes_to_go": self.passes - self.cached_passes, "bytes_to_write": self.bytes_to_write,
+                       "seconds_to_go": {device: self.seconds(device) for device in PLAN_DEVICES}},
+            "rows": [{**asdict(row), "passes": row.passes, "passes_to_go": row.passes_to_go} for row in self.rows],
+        }
+
+    def format(self) -> str:
+        lines = [self.summary_line(), ""]
+        header = f"{'data set':<12} {'encoder':<16} {'images':>9} {'clean':>9} {'corrupted':>11} {'cached':>11} {'to write':>10}  " \
+                 f"{'cpu':>9} {'gpu':>9}"
+        lines.append(header)
+        for row in self.rows:
+            lines.append(
+                f"{row.dataset:<12} {row.encoder:<16} {row.images:>9,} {row.clean_passes:>9,} {row.corrupted_passes:>11,} "
+                f"{row.cached_passes:>11,} {_gb(row.bytes_to_write):>10}  "
+                f"{_duration(row.seconds['cpu'] * row.passes_to_go / max(row.passes, 1)):>9} "
+                f"{_duration(row.seconds['cuda'] * row.passes_to_go / max(row.passes, 1)):>9}"
+            )
+        free = "unknown" if self.free_bytes is None else _gb(self.free_bytes)
+        lines.append("")
+        lines.append(f"disk: {_gb(self.bytes_to_write)} to write, {free} free under {self.cache}"
+                     + ("  ** NOT ENOUGH **" if self.free_bytes is not None and self.free_bytes < self.bytes_to_write else ""))
+        bases = sorted({f"{device}: {row.time_basis[device]}" for row in self.rows for device in PLAN_DEVICES})
+        lines.append("times: " + "; ".join(bases))
+        saved = sum(row.passes_saved for row in self.rows)
+        if saved:
+            lines.append(f"corruption subsample: {saved:,} forward passes saved against the full test split "
+                         f"({saved / (self.passes + saved):.0%} of the full-split plan)")
+        lines.extend(f"note: {note}" for note in self.notes)
+        return "\n".join(lines)
+
+
+def _first_per_dataset(rows: Sequence[PlanRow]) -> list[PlanRow]:
+    seen: dict[str, PlanRow] = {}
+    for row in rows:
+        seen.setdefault(row.dataset, row)
+    return list(seen.values())
+
+
+def _gb(n: int) -> str:
+    return f"{n / 1e9:.2f} GB" if n >= 1e7 else f"{n / 1e6:.1f} MB"
+
+
+def _duration(seconds: float) -> str:
+    if seconds != seconds or seconds == float("inf"):
+        return "?"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def free_bytes(folder: Path) -> int | None:
+    """Free bytes on the disk that holds ``folder`` (its nearest existing parent)."""
+    folder = Path(folder).absolute()
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return None
+
+
+def cached_rows(store: FeatureStore, spec: EncoderSpec, dataset_fields: dict[str, Any],
+                arrays: Sequence[tuple[str, int]]) -> tuple[dict[str, int], str | None]:
+    """Complete rows per planned array of the best matching group of ``spec.name`` (weights not compared).
+
+    A group matches when every fingerprint field the plan can know without building the encoder
+    agrees; among matches, the encoder's ``current`` group wins, then the one with most rows done.
+    """
+    if spec.name not in store.encoder_names():
+        return {}, None
+    node = child_group(store.root, f"encoders/{spec.name}")
+    current = node.attrs.get("current")
+    best: tuple[tuple[bool, int], dict[str, int], str] | None = None
+    for fingerprint in store.fingerprints(spec.name):
+        group = child_group(node, fingerprint)
+        fields = cast(dict[str, Any], group.attrs.get("fields", {}))
+        wanted = {**dataset_fields, "preprocessing": spec.preprocessing_fields(), "dim": spec.dim,
+                  "pooling": spec.pooling}
+        if any(fields.get(key) != value for key, value in wanted.items()):
+            continue
+        done = {name: min(stored_rows_done(group, name), rows) for name, rows in arrays}
+        key = (fingerprint == current, sum(done.values()))
+        if best is None or key > best[0]:
+            best = (key, done, fingerprint)
+    return (best[1], best[2]) if best else ({}, None)
+
+
+def plan_dataset(dataset: Dataset, specs: Sequence[EncoderSpec], cache_root: Path,
+                 variants: Sequence[tuple[str, int]], cores: int, measurements: list[dict[str, Any]] | None = None,
+                 corruption_rows: int | None = None) -> list[PlanRow]:
+    """Plan rows for one loaded data set (its corrupted variants are made for its test split only).
+
+    ``corruption_rows``: what if the variants were made for a patient-level subsample of about that
+    many test images (:func:`crs.data.subsample.group_subsample`); the cached corrupted arrays then
+    do not count (a subsample would be new arrays).
+    """
+    n_images, n_test = len(dataset), len(dataset.indices("test"))
+    n_corrupt = n_test
+    if corruption_rows is not None and variants:
+        test = dataset.indices("test")
+        n_corrupt = len(group_subsample(dataset.labels[test], dataset.groups[test], corruption_rows))
+    arrays = [("clean", n_images), *((f"corrupt/{name}/{severity}", n_test) for name, severity in variants)]
+    if n_corrupt != n_test:
+        arrays = arrays[:1]
+    path = store_path(cache_root, dataset.name)
+    store = FeatureStore(path) if (path / "zarr.json").exists() else None
+    dataset_fields = {"image_ids_sha256": dataset.id_digest(), "test_ids_sha256": test_digest(dataset),
+                      "image_size": dataset.image_size, "image_fit": dataset.fit,
+                      "corruption_suite_version": SUITE_VERSION}
+    rows = []
+    for spec in specs:
+        done, group = cached_rows(store, spec, dataset_fields, arrays) if store else ({}, None)
+        rows.append(_row(dataset.name, spec, n_images, n_test, len(variants), sum(done.values()), cores,
+                         measurements, "data", group, n_corrupt))
+    return rows
+
+
+def _row(dataset: str, spec: EncoderSpec, n_images: int, n_test: int, n_variants: int, cached: int, cores: int,
+         measurements: list[dict[str, Any]] | None, counts_from: str, group: str | None,
+         n_corrupt: int | None = None) -> PlanRow:
+    n_corrupt = n_test if n_corrupt is None else n_corrupt
+    clean, corrupted = n_images, n_corrupt * n_variants
+    native = get_spec(spec.name).input_size if spec.name in _known() else spec.input_size
+    gflops = forward_gflops(spec.name, spec.input_size, native)
+    seconds, basis = {}, {}
+    for device in PLAN_DEVICES:
+        r = rate(spec.name, gflops, device, cores, measurements)
+        seconds[device], basis[device] = r.seconds(clean + corrupted), r.basis
+    total_bytes = (clean + corrupted) * spec.dim * FEATURE_BYTES
+    return PlanRow(dataset, spec.name, n_images, n_test, n_variants, clean, corrupted, cached, spec.dim, total_bytes,
+                   total_bytes - cached * spec.dim * FEATURE_BYTES, seconds, basis, counts_from, group,
+                   n_corrupt, (n_test - n_corrupt) * n_variants)
+
+
+def _known() -> set[str]:
+    from crs.encoders import available
+
+    return set(available())
+
+
+def plan_spec(spec: Spec, encoder_names: Sequence[str] | None = None, corruption_rows: int | None = None,
+              ) -> ExtractPlan:
+    """The plan of ``crs extract`` for a spec: every data set and shift target, every encoder.
+
+    ``corruption_rows`` plans a what-if: corrupted variants for a patient-level subsample of about
+    that many test images per data set, and the forward passes it would save.
+    """
+    specs = [with_input_size(get_spec(e.name), e.input_size) for e in spec.encoders
+             if encoder_names is None or e.name in encoder_names]
+    cores = usable_cores()
+    measurements = load_measurements()
+    rows: list[PlanRow] = []
+    notes: list[str] = []
+    for entry in spec.datasets:
+        source = _load_or_none(entry, spec.extract.skip_bad)
+        if source is None:
+            rows.extend(_published_rows(entry, specs, spec, cores, measurements, notes, clean_only=False,
+                                        corruption_rows=corruption_rows))
+        else:
+            variants = resolve_variants(source.modality, spec.extract.corruptions, spec.extract.severities)
+            rows.extend(plan_dataset(source, specs, spec.cache, variants, cores, measurements, corruption_rows))
+        for target_entry in entry.shift_targets:
+            target = _load_or_none(target_entry, spec.extract.skip_bad)
+            if target is None or source is None:
+                rows.extend(_published_rows(target_entry, specs, spec, cores, measurements, notes, clean_only=True))
+                continue
+            from crs.data.shift import shift_target_dataset
+
+            rows.extend(plan_dataset(shift_target_dataset(target, source), specs, spec.cache, (), cores, measurements))
+    if corruption_rows is not None:
+        notes.append(f"what-if: corrupted variants for a patient-level subsample of about {corruption_rows:,} test "
+                     "images per data set (not yet an extraction setting; stage 2 and the bootstrap read the full "
+                     "test split)")
+    return ExtractPlan(tuple(rows), str(spec.cache), free_bytes(spec.cache), cores, tuple(notes))
+
+
+def _load_or_none(entry: DatasetEntry, skip_bad: bool) -> Dataset | None:
+    """The data set as ``crs extract`` loads it, or None when its root is not on this machine."""
+    if not Path(entry.root).exists() and entry.loader != "synthetic":
+        return None
+    return load_entry(entry, **({"skip_bad": True} if skip_bad else {}))
+
+
+def _published_rows(entry: DatasetEntry, specs: Sequence[EncoderSpec], spec: Spec, cores: int,
+                    measurements: list[dict[str, Any]], notes: list[str], clean_only: bool,
+                    corruption_rows: int | None = None) -> list[PlanRow]:
+    size = PUBLISHED_SIZES.get(entry.loader)
+    if size is None:
+        notes.append(f"{entry.name}: data root {entry.root} not found and no published size for loader "
+                     f"{entry.loader!r}; not planned")
+        return []
+    notes.append(f"{entry.name}: data root {entry.root} not found; counts from the published size ({size.source})")
+    variants = [] if clean_only else resolve_variants(size.modality, spec.extract.corruptions, spec.extract.severities)
+    n_test = 0 if clean_only else size.test_images
+    n_corrupt = n_test if corruption_rows is None or not variants else min(n_test, corruption_rows)
+    return [_row(entry.name, s, size.images, n_test, len(variants), 0, cores, measurements, "published", None,
+                 n_corrupt) for s in specs]
