@@ -22,6 +22,7 @@ from crs.scoring.rankings import RankReversals, rank_reversals
 from crs.scoring.reversals import Reversals, auroc_crs_reversals
 from crs.scoring.settings import ScoreSettings
 from crs.scoring.stability import Stability, WeightSensitivity, stability
+from crs.scoring.subgroups import SubgroupResult, subgroup_scores
 
 REPORTED_COLUMNS = (
     "ece", "brier", "nll", "kappa", "ordinal_auroc", "label_retention", "corruption_retention",
@@ -48,6 +49,11 @@ class ScoreResult:
     ``leaderboards[task]`` is that task's own full result (CRS, tiers, reversals, stability) over the
     encoders declared on it, and ``placement`` says per encoder where it is ranked and why
     (:func:`crs.scoring.coverage.placement`). Both are empty when every encoder runs on every task.
+
+    ``subgroups`` (one row per encoder, task, condition, attribute and group) and ``subgroup_gaps``
+    (one row per encoder, task, condition and attribute: worst group, gaps, groups too small) come
+    from the per-case predictions under the score's replicates (:mod:`crs.scoring.subgroups`);
+    None when the score has no case level or the data sets no subgroups. Reported, never scored.
     """
 
     settings: ScoreSettings
@@ -61,6 +67,8 @@ class ScoreResult:
     reversal_uncertainty: Reversals | None = None
     leaderboards: Mapping[str, ScoreResult] = field(default_factory=dict)
     placement: pd.DataFrame | None = None
+    subgroups: pd.DataFrame | None = None
+    subgroup_gaps: pd.DataFrame | None = None
 
     @property
     def reference(self) -> str:
@@ -105,6 +113,9 @@ class ScoreResult:
             out["reversal_noise"] = found.noise
         if self.placement is not None:
             out["placement"] = self.placement
+        if self.subgroups is not None and self.subgroup_gaps is not None:
+            out["subgroups"] = self.subgroups
+            out["subgroup_gaps"] = self.subgroup_gaps
         return out
 
     def tables(self) -> dict[str, pd.DataFrame]:
@@ -143,6 +154,7 @@ class ScoreResult:
             "rank_reversals": self.reversals.summary(),
             "reversal_uncertainty": _plain_tree(self.reversal_uncertainty),
             "placement": _placement_records(self.placement),
+            "subgroups": self.subgroup_summary(),
             "leaderboards": [
                 {"task": task, "encoders": [str(e) for e in board.crs.index], **{
                     key: value for key, value in board.summary().items() if key not in ("settings", "leaderboards", "placement")}}
@@ -166,6 +178,18 @@ class ScoreResult:
     def from_stored(cls, tables: dict[str, pd.DataFrame], summary: dict) -> ScoreResult:
         """Rebuild a result from :meth:`tables` (indexes restored) and :meth:`summary`; see :func:`read_score`."""
         return _from_stored(cls, tables, summary)
+
+    def subgroup_summary(self) -> dict | None:
+        """Per encoder, task, condition and attribute: the worst group, gaps with intervals, groups too small
+        (the same numbers as the ``subgroup_gaps`` table), and the per-group rows."""
+        if self.subgroups is None or self.subgroup_gaps is None:
+            return None
+        return {
+            "min_images": self.settings.subgroup_min_images,
+            "min_positives": self.settings.subgroup_min_positives,
+            "gaps": _records(self.subgroup_gaps),
+            "groups": _records(self.subgroups),
+        }
 
     def interval_summary(self) -> dict:
         """What the CRS intervals cover: the bootstrap level, whether the test set is resampled, and the
@@ -292,6 +316,12 @@ def _board_prefix(i: int) -> str:
     return f"task{i}_"
 
 
+def _records(table: pd.DataFrame) -> list[dict]:
+    """Rows as JSON-ready dicts (NaN as None)."""
+    return [{key: (None if isinstance(value, float) and not np.isfinite(value) else _plain(value))
+             for key, value in row.items()} for row in table.to_dict(orient="records")]
+
+
 def _placement_records(table: pd.DataFrame | None) -> list[dict] | None:
     if table is None:
         return None
@@ -352,7 +382,12 @@ def _from_stored(cls, tables: dict[str, pd.DataFrame], summary: dict) -> ScoreRe
         stability=Stability(tables["stability_references"], tables["stability_reference_ranks"],
                             tables["stability_leave_one_out"], sensitivity),
         reversal_uncertainty=uncertainty, placement=tables.get("placement"),
+        subgroups=_unindexed(tables.get("subgroups")), subgroup_gaps=_unindexed(tables.get("subgroup_gaps")),
     )  # fmt: skip
+
+
+def _unindexed(table: pd.DataFrame | None) -> pd.DataFrame | None:
+    return None if table is None else table.reset_index(drop=True)
 
 
 def _bootstrap_name(bootstrap) -> str:
@@ -481,6 +516,11 @@ def _score_cohort(
         table[column] = boot.table[column].reindex(table.index)
     reversals = rank_reversals(table["auroc"], table["crs"])
     uncertainty = bootstrap_reversals(table, boot, settings)
+    groups = gaps = None
+    if folder is not None:
+        found = _subgroups(measurements, folder, point, task_kinds(records))
+        if not found.empty:
+            groups, gaps = found.groups, found.gaps
     return ScoreResult(
         settings=settings,
         seed_axes=per_seed,
@@ -491,6 +531,18 @@ def _score_cohort(
         reversals=reversals,
         stability=stability(point),
         reversal_uncertainty=uncertainty,
+        subgroups=groups,
+        subgroup_gaps=gaps,
+    )
+
+
+def _subgroups(measurements: Measurements, folder: RunFolder, point: PointEstimate, kinds: dict[str, str]) -> SubgroupResult:
+    """The subgroup tables under the score's own replicates (same seed, same task numbers, same draws)."""
+    settings = point.settings
+    targets = {task: list(layout.targets) for task, layout in measurements.layouts.items()}
+    return subgroup_scores(
+        folder, [str(e) for e in point.encoders], kinds, targets, settings.n_boot, settings.seed, settings.alpha,
+        settings.full_fraction, settings.subgroup_min_images, settings.subgroup_min_positives,
     )
 
 

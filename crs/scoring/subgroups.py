@@ -1,0 +1,272 @@
+"""Who does it fail? Per patient subgroup: AUROC, the scored calibration error and the positive rate,
+on the clean test split and on each shift target, for the full-fraction probes; per attribute the
+worst-group AUROC and the largest AUROC and calibration gaps, each with an interval from the score's
+own patient-level replicates (docs/decisions/0041-0043, docs/subgroups.md).
+
+* Replicates: the task's :class:`crs.scoring.case_bootstrap.TaskLayout` draws (the CRS's own:
+  same entropy, same patients), each replicate's row counts restricted to a group's rows. Every
+  encoder sees the same draws, so the intervals are paired across encoders.
+* Point estimates and group sizes: fairlearn's :class:`~fairlearn.metrics.MetricFrame` does the
+  by-group bookkeeping with our metric functions plugged in (the rows' positions are passed as
+  ``y_true``/``y_pred`` so any array shape works); the replicates go through the weighted metrics
+  (:mod:`crs.axes.weighted`): a group is a 0/1 mask on the replicate weights.
+* Gaps are between the groups named by the point estimate (best minus worst AUROC; worst minus
+  best calibration error), recomputed for that pair in every replicate, so the interval of a gap
+  that does not exist covers 0 (a max-minus-min gap would be positive in every replicate).
+* Groups with fewer than ``min_images`` test images, or with fewer than ``min_positives``
+  positives of a label that has positives in the test split, are listed as too small, never scored.
+* Gaps are reported, never scored (they fall when the best group improves); the worst-group AUROC
+  is an absolute utility and may enter the CRS as the optional ``equity`` axis.
+
+Seeds: at the full label fraction every seed usually trains on the same rows; a group's measure is
+the mean over the full-fraction seeds (each distinct prediction scored once).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from crs.axes.weighted import prepare_weights, weighted_debiased_ece
+from crs.evaluate import artifacts
+from crs.evaluate.artifacts import RunFolder
+from crs.scoring.case_bootstrap import (
+    TaskLayout,
+    _class_labels,
+    _distinct_rows,
+    macro_auroc_columns,
+    read_unit,
+    task_layout,
+)
+
+SCORED_CALIBRATION: Callable[..., np.ndarray] = weighted_debiased_ece
+"""The scored calibration error (the records' ``ece_debiased``) under replicate weights, (B,): the one
+line to change when the scored estimator changes (crs.axes.calibration)."""
+
+MIN_IMAGES = 50
+"""Fewest test images of a group that is scored."""
+MIN_POSITIVES = 10
+"""Fewest positives per label (class, for single-label tasks) of a group that is scored."""
+
+GROUP_COLUMNS = (
+    "encoder", "task", "condition", "attribute", "group", "n_images", "min_positives", "scored",
+    "auroc", "auroc_low", "auroc_high", "calibration", "calibration_low", "calibration_high",
+    "positive_rate", "positive_rate_low", "positive_rate_high",
+)  # fmt: skip
+GAP_COLUMNS = (
+    "encoder", "task", "condition", "attribute", "n_groups", "worst_group", "worst_auroc", "worst_auroc_low",
+    "worst_auroc_high", "best_group", "auroc_gap", "auroc_gap_low", "auroc_gap_high", "worst_calibrated_group",
+    "best_calibrated_group", "calibration_gap", "calibration_gap_low", "calibration_gap_high", "too_small",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SubgroupRows:
+    """One condition's rows of one task: labels, categories per attribute and the replicate counts."""
+
+    condition: str  # "clean" or "shift:<target>"
+    labels: np.ndarray
+    categories: Mapping[str, np.ndarray]
+    weights: np.ndarray  # (B + 1, N): row 0 every case once, then the score's replicates
+
+
+def positive_counts(labels: np.ndarray, kind: str, n_outputs: int) -> np.ndarray:
+    """Positives of each one-vs-rest problem (NaN labels, unknown, not counted)."""
+    return np.array([np.nansum(column) for _, column in _class_labels(labels, kind, n_outputs)])
+
+
+def positive_rate(labels: np.ndarray, kind: str, weights: np.ndarray) -> np.ndarray:
+    """(B,) weighted share of positives: multilabel and binary the mean over labels; ordinal the share
+    above grade 0; multiclass NaN (no one positive class)."""
+    if kind == "multiclass":
+        return np.full(len(weights), np.nan)
+    if kind == "ordinal":
+        positive = (np.asarray(labels) > 0).astype(np.float64)[:, None]
+    else:
+        positive = np.asarray(labels, dtype=np.float64).reshape(len(labels), -1)
+    known = ~np.isnan(positive)
+    totals = weights @ known.astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rates = (weights @ np.nan_to_num(positive)) / totals
+    return _nanmean_rows(rates)
+
+
+def _nanmean_rows(values: np.ndarray) -> np.ndarray:
+    """Mean of each row's finite values; NaN (no warning) for a row without any."""
+    finite = np.isfinite(values)
+    count = finite.sum(axis=1)
+    total = np.where(finite, values, 0.0).sum(axis=1)
+    return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
+def _nanmin_rows(values: np.ndarray) -> np.ndarray:
+    """Minimum of each row's finite values; NaN (no warning) for a row without any."""
+    finite = np.isfinite(values)
+    return np.where(finite.any(axis=1), np.where(finite, values, np.inf).min(axis=1), np.nan)
+
+
+def _interval(values: np.ndarray, alpha: float) -> tuple[float, float]:
+    values = values[np.isfinite(values)]
+    if len(values) < 2:
+        return float("nan"), float("nan")
+    low, high = np.percentile(values, [100 * alpha / 2, 100 * (1 - alpha / 2)])
+    return float(low), float(high)
+
+
+def _metric_frame(metrics: dict[str, Callable], rows: np.ndarray, sensitive: np.ndarray) -> pd.DataFrame:
+    """fairlearn's by-group table of ``metrics`` (functions of row positions)."""
+    from fairlearn.metrics import MetricFrame
+
+    frame = MetricFrame(metrics=metrics, y_true=rows, y_pred=rows, sensitive_features=pd.Series(sensitive, name="group"))
+    return frame.by_group
+
+
+def _condition_measures(
+    labels: np.ndarray, kind: str, probs: list[np.ndarray], keys: list[np.ndarray], index: np.ndarray,
+    weights: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(B + 1,) AUROC and calibration error under ``weights``, mean over the seeds (``index``: each
+    seed's distinct prediction, scored once)."""
+    prepared = prepare_weights(weights)
+    auroc = macro_auroc_columns(keys, labels, kind, prepared)[:, index].mean(axis=1)
+    calibration = np.stack([SCORED_CALIBRATION(labels, p, kind, prepared) for p in probs], axis=1)[:, index].mean(axis=1)
+    if len(calibration) > 1:  # centred as the score's (crs.scoring.case_bootstrap.centre_calibration)
+        calibration[1:] -= calibration[1:].mean() - calibration[0]
+    return auroc, calibration
+
+
+def encoder_subgroups(
+    encoder: str, task: str, kind: str, n_outputs: int, arrays: Mapping[str, np.ndarray], rows: SubgroupRows,
+    probs_key: str, seeds: Sequence[int], alpha: float, min_images: int = MIN_IMAGES,
+    min_positives: int = MIN_POSITIVES,
+) -> tuple[list[dict], list[dict]]:
+    """One encoder's group rows and gap rows on one condition of one task."""
+    full_seeds = np.asarray(arrays[artifacts.FULL_SEEDS])
+    full_rows = [int(np.flatnonzero(full_seeds == seed)[0]) for seed in seeds]
+    probs_all = np.asarray(arrays[probs_key])[full_rows]
+    keys_all = artifacts.auroc_scores(arrays, probs_key)[full_rows]
+    probs, index = _distinct_rows(probs_all)
+    keys = [np.asarray(keys_all[int(np.flatnonzero(index == d)[0])], dtype=np.float32) for d in range(len(probs))]
+    labels = rows.labels
+    needed = positive_counts(labels, kind, n_outputs) > 0
+    positions = np.arange(len(labels))
+    group_rows: list[dict] = []
+    gap_rows: list[dict] = []
+    for attribute, values in rows.categories.items():
+        sizes = _metric_frame({
+            "n_images": lambda r, _: len(r),
+            "min_positives": lambda r, _: int(positive_counts(labels[r], kind, n_outputs)[needed].min(initial=10**9)),
+        }, positions, values)
+        scored = [g for g, row in sizes.iterrows()
+                  if row["n_images"] >= min_images and row["min_positives"] >= min_positives]
+        replicates: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for group, size in sizes.iterrows():
+            mask = (values == group).astype(rows.weights.dtype)
+            group_weights = rows.weights * mask[None, :]
+            rate = positive_rate(labels, kind, group_weights.astype(np.float64))
+            row = {"encoder": encoder, "task": task, "condition": rows.condition, "attribute": attribute,
+                   "group": str(group), "n_images": int(size["n_images"]),
+                   "min_positives": int(min(size["min_positives"], 10**6)), "scored": group in scored,
+                   "positive_rate": float(rate[0]), **dict(zip(("positive_rate_low", "positive_rate_high"),
+                                                               _interval(rate[1:], alpha), strict=True))}
+            if group in scored:
+                auroc, calibration = _condition_measures(labels, kind, probs, keys, index, group_weights)
+                replicates[str(group)] = (auroc, calibration)
+                row.update(auroc=float(auroc[0]), calibration=float(calibration[0]))
+                row.update(zip(("auroc_low", "auroc_high"), _interval(auroc[1:], alpha), strict=True))
+                row.update(zip(("calibration_low", "calibration_high"), _interval(calibration[1:], alpha), strict=True))
+            group_rows.append(row)
+        too_small = ", ".join(str(g) for g in sizes.index if g not in scored)
+        gap = {"encoder": encoder, "task": task, "condition": rows.condition, "attribute": attribute,
+               "n_groups": len(replicates), "too_small": too_small}
+        if replicates:
+            names = sorted(replicates)
+            auroc = np.stack([replicates[g][0] for g in names], axis=1)  # (B + 1, G)
+            calibration = np.stack([replicates[g][1] for g in names], axis=1)
+            worst, best = int(np.argmin(auroc[0])), int(np.argmax(auroc[0]))
+            worst_cal, best_cal = int(np.argmax(calibration[0])), int(np.argmin(calibration[0]))
+            worst_replicates = _nanmin_rows(auroc[1:])
+            auroc_gap = auroc[:, best] - auroc[:, worst]
+            calibration_gap = calibration[:, worst_cal] - calibration[:, best_cal]
+            gap.update(worst_group=names[worst], worst_auroc=float(auroc[0, worst]), best_group=names[best],
+                       auroc_gap=float(auroc_gap[0]), worst_calibrated_group=names[worst_cal],
+                       best_calibrated_group=names[best_cal], calibration_gap=float(calibration_gap[0]))
+            gap.update(zip(("worst_auroc_low", "worst_auroc_high"), _interval(worst_replicates, alpha), strict=True))
+            if len(names) > 1:
+                gap.update(zip(("auroc_gap_low", "auroc_gap_high"), _interval(auroc_gap[1:], alpha), strict=True))
+                gap.update(zip(("calibration_gap_low", "calibration_gap_high"),
+                               _interval(calibration_gap[1:], alpha), strict=True))
+        gap_rows.append(gap)
+    return group_rows, gap_rows
+
+
+def task_rows(layout: TaskLayout, first: Mapping[str, np.ndarray], n_boot: int) -> list[tuple[SubgroupRows, str]]:
+    """The clean test rows and each shift target's rows of one task, with the score's replicate counts
+    and the probabilities key of each (conditions without stored categories are left out)."""
+    out = []
+    clean = {a: np.asarray(first[artifacts.subgroup_key(a)]).astype(str) for a in artifacts.subgroup_attributes(first)}
+    if clean:
+        weights = np.vstack([np.ones((1, layout.draws.n_rows)), layout.draws.counts(range(n_boot))])
+        out.append((SubgroupRows(artifacts.CLEAN, layout.labels, clean, weights), artifacts.probs_key(artifacts.CLEAN)))
+    for shift in layout.shifts:
+        found = {a: np.asarray(first[artifacts.subgroup_key(a, shift.target)]).astype(str)
+                 for a in artifacts.subgroup_attributes(first, shift.target)}
+        if found:
+            weights = np.vstack([np.ones((1, shift.draws.n_rows)), shift.draws.counts(range(n_boot))])
+            key = artifacts.probs_key(artifacts.condition_key(artifacts.SHIFT, target=shift.target))
+            out.append((SubgroupRows(f"shift:{shift.target}", shift.labels, found, weights), key))
+    return out
+
+
+@dataclass(frozen=True)
+class SubgroupResult:
+    """Per group (``groups``) and per attribute (``gaps``) tables of every encoder, task and condition."""
+
+    groups: pd.DataFrame
+    gaps: pd.DataFrame
+    min_images: int = MIN_IMAGES
+    min_positives: int = MIN_POSITIVES
+
+    @property
+    def empty(self) -> bool:
+        return self.groups.empty
+
+
+def subgroup_scores(
+    folder: RunFolder, encoders: Sequence[str], kinds: Mapping[str, str], targets: Mapping[str, Sequence[str]],
+    n_boot: int, seed: int, alpha: float, full_fraction: float = 1.0,
+    min_images: int = MIN_IMAGES, min_positives: int = MIN_POSITIVES,
+) -> SubgroupResult:
+    """Every encoder's subgroup table from the run folder's predictions, under the score's replicates.
+
+    ``kinds``: task -> kind (the task numbers, hence the draws, follow their sorted order, as the score's);
+    ``targets``: task -> its shift targets in the records.
+    """
+    group_rows: list[dict] = []
+    gap_rows: list[dict] = []
+    for number, task in enumerate(sorted(kinds)):
+        layout = task_layout(folder, task, kinds[task], encoders[0], number, seed, full_fraction,
+                             targets.get(task) or None)
+        first = read_unit(folder, encoders[0], task)
+        conditions = task_rows(layout, first, n_boot)
+        n_outputs = int(np.asarray(first[artifacts.probs_key(artifacts.CLEAN)]).shape[-1])
+        for encoder in encoders:
+            arrays = first if encoder == encoders[0] else read_unit(folder, encoder, task)
+            for rows, probs_key in conditions:
+                found = encoder_subgroups(encoder, task, kinds[task], n_outputs, arrays, rows, probs_key,
+                                          layout.seeds, alpha, min_images, min_positives)
+                group_rows += found[0]
+                gap_rows += found[1]
+    groups = pd.DataFrame(group_rows).reindex(columns=list(GROUP_COLUMNS))
+    gaps = pd.DataFrame(gap_rows).reindex(columns=list(GAP_COLUMNS))
+    return SubgroupResult(groups, gaps, min_images, min_positives)
+
+
+def worst_group_auroc(result: SubgroupResult, condition: str = artifacts.CLEAN) -> pd.Series:
+    """Per encoder, the mean over tasks and attributes of the worst scored group's clean AUROC (the
+    ``equity`` measure); NaN for an encoder without a scored group."""
+    gaps = result.gaps[result.gaps["condition"] == condition]
+    return gaps.groupby("encoder")["worst_auroc"].mean()
