@@ -299,7 +299,9 @@ class ScoreConfig:
     def __post_init__(self) -> None:
         where = "score"
         _scalar(where, "reference_encoder", self.reference_encoder, "str")
-        _scalar(where, "equity", self.equity, "bool")
+        if _scalar(where, "equity", self.equity, "bool"):
+            raise SpecError(f"{where}: equity = true is not available yet (the worst-group axis is reported, not "
+                            "scored: docs/subgroups.md); remove the line")
         for name in ("subgroup_min_images", "subgroup_min_positives"):
             if _scalar(where, name, getattr(self, name), "int") < 1:
                 raise SpecError(f"{where}: {name} must be at least 1, got {getattr(self, name)}")

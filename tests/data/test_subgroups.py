@@ -139,3 +139,14 @@ def test_the_cache_stores_categories_and_the_digest_follows_them(tmp_path):
     assert set(FeatureStore(store.path).read_table().subgroups["age"]) <= {"<50", "50+"}
     none = load_dataset("synthetic", tmp_path, modality="fundus", n_images=30, image_size=32, subgroups=[])
     assert none.subgroups.empty
+
+
+def test_the_equity_axis_is_refused_until_it_is_built():
+    from crs.scoring.settings import ScoreInputError, ScoreSettings
+    from crs.spec import ScoreConfig, SpecError
+
+    with pytest.raises(SpecError, match="equity"):
+        ScoreConfig(equity=True)
+    with pytest.raises(ScoreInputError, match="equity"):
+        ScoreSettings(equity=True)
+    assert ScoreSettings.from_config(ScoreConfig(subgroup_min_images=20)).subgroup_min_images == 20
