@@ -299,9 +299,9 @@ class ScoreConfig:
     def __post_init__(self) -> None:
         where = "score"
         _scalar(where, "reference_encoder", self.reference_encoder, "str")
-        if _scalar(where, "equity", self.equity, "bool"):
-            raise SpecError(f"{where}: equity = true is not available yet (the worst-group axis is reported, not "
-                            "scored: docs/subgroups.md); remove the line")
+        if _scalar(where, "equity", self.equity, "bool") and not self.case_bootstrap:
+            raise SpecError(f"{where}: equity = true needs case_bootstrap = true (the worst-group AUROC is measured "
+                            "on the per-case predictions); set both, or drop equity")
         for name in ("subgroup_min_images", "subgroup_min_positives"):
             if _scalar(where, name, getattr(self, name), "int") < 1:
                 raise SpecError(f"{where}: {name} must be at least 1, got {getattr(self, name)}")

@@ -16,13 +16,19 @@ from crs.evaluate.artifacts import PREDICTIONS_DIR, RunFolder
 from crs.scoring.bootstrap import BootstrapResult, paired_seed_bootstrap, zero_width
 from crs.scoring.case_bootstrap import paired_seed_case_bootstrap, task_kinds
 from crs.scoring.coverage import Coverage, declared_records, every_task_encoders, is_complete, placement
-from crs.scoring.formula import AXES, PointEstimate, ScoreInputError, point_estimate, rank_descending
+from crs.scoring.formula import AXES, EQUITY, PointEstimate, ScoreInputError, point_estimate, rank_descending
 from crs.scoring.measurements import Measurements, measure
 from crs.scoring.rankings import RankReversals, rank_reversals
 from crs.scoring.reversals import Reversals, auroc_crs_reversals
 from crs.scoring.settings import ScoreSettings
 from crs.scoring.stability import Stability, WeightSensitivity, stability
-from crs.scoring.subgroups import SubgroupResult, subgroup_scores
+from crs.scoring.subgroups import (
+    EquityError,
+    SubgroupResult,
+    equity_error,
+    equity_replicates,
+    subgroup_scores,
+)
 
 REPORTED_COLUMNS = (
     "ece", "brier", "nll", "kappa", "ordinal_auroc", "label_retention", "corruption_retention",
@@ -333,10 +339,11 @@ def _from_stored(cls, tables: dict[str, pd.DataFrame], summary: dict) -> ScoreRe
     stored = summary["stored"]
     settings = ScoreSettings(**summary["settings"])
     axis_errors = tables["axis_errors"]
-    errors = axis_errors[[f"{axis}_error" for axis in AXES]].set_axis(list(AXES), axis=1)
-    se_columns = [f"{axis}_se" for axis in AXES]
+    stored_axes = [*AXES, *([EQUITY] if f"{EQUITY}_error" in axis_errors else [])]
+    errors = axis_errors[[f"{axis}_error" for axis in stored_axes]].set_axis(stored_axes, axis=1)
+    se_columns = [f"{axis}_se" for axis in stored_axes]
     standard_errors = (
-        axis_errors[se_columns].set_axis(list(AXES), axis=1) if all(c in axis_errors for c in se_columns) else None
+        axis_errors[se_columns].set_axis(stored_axes, axis=1) if all(c in axis_errors for c in se_columns) else None
     )
     point = PointEstimate(
         settings=settings, errors=errors, standard_errors=standard_errors, axes=tuple(stored["point_axes"]),
@@ -501,11 +508,27 @@ def _score_cohort(
 ) -> ScoreResult:
     """One leaderboard: every encoder in ``records`` must have every task in them."""
     measurements: Measurements = measure(records, settings)
-    point = point_estimate(measurements.axis_errors(), measurements.axis_standard_errors(), settings)
+    errors, standard_errors = measurements.axis_errors(), measurements.axis_standard_errors()
+    found = extra = None
+    if folder is not None:
+        encoders = sorted(str(e) for e in errors.index)  # the point estimate's order
+        found = _subgroups(measurements, folder, settings, encoders, task_kinds(records))
+        if settings.equity:  # the fifth axis: same draws as the CRS, appended after the four
+            try:
+                extra = equity_replicates(found, encoders)[:, :, None]
+                equity = equity_error(found.groups, encoders)
+            except EquityError as error:
+                raise ScoreInputError(str(error)) from None
+            errors = errors.set_axis(errors.index.astype(str)).assign(**{EQUITY: equity})
+            if standard_errors is not None:
+                spread = np.std(extra[1:, :, 0], axis=0, ddof=1) if len(extra) > 2 else np.full(len(encoders), np.nan)
+                standard_errors = standard_errors.set_axis(standard_errors.index.astype(str)).assign(
+                    **{EQUITY: pd.Series(spread, index=encoders)})
+    point = point_estimate(errors, standard_errors, settings)
     per_seed = seed_axes(records, full_fraction=settings.full_fraction, retention_floor=settings.retention_floor)
 
     if folder is not None:
-        boot = paired_seed_case_bootstrap(measurements, folder, point, task_kinds(records), workers)
+        boot = paired_seed_case_bootstrap(measurements, folder, point, task_kinds(records), workers, extra)
     else:
         boot = paired_seed_bootstrap(measurements, point)
 
@@ -517,10 +540,8 @@ def _score_cohort(
     reversals = rank_reversals(table["auroc"], table["crs"])
     uncertainty = bootstrap_reversals(table, boot, settings)
     groups = gaps = None
-    if folder is not None:
-        found = _subgroups(measurements, folder, point, task_kinds(records))
-        if not found.empty:
-            groups, gaps = found.groups, found.gaps
+    if found is not None and not found.empty:
+        groups, gaps = found.groups, found.gaps
     return ScoreResult(
         settings=settings,
         seed_axes=per_seed,
@@ -536,12 +557,13 @@ def _score_cohort(
     )
 
 
-def _subgroups(measurements: Measurements, folder: RunFolder, point: PointEstimate, kinds: dict[str, str]) -> SubgroupResult:
+def _subgroups(
+    measurements: Measurements, folder: RunFolder, settings: ScoreSettings, encoders: list[str], kinds: dict[str, str]
+) -> SubgroupResult:
     """The subgroup tables under the score's own replicates (same seed, same task numbers, same draws)."""
-    settings = point.settings
     targets = {task: list(layout.targets) for task, layout in measurements.layouts.items()}
     return subgroup_scores(
-        folder, [str(e) for e in point.encoders], kinds, targets, settings.n_boot, settings.seed, settings.alpha,
+        folder, encoders, kinds, targets, settings.n_boot, settings.seed, settings.alpha,
         settings.full_fraction, settings.subgroup_min_images, settings.subgroup_min_positives,
     )
 

@@ -67,8 +67,8 @@ class ScoreSettings:
         case_level: resample test cases as well as seeds (needs the stored per-case predictions).
         subgroup_min_images, subgroup_min_positives: the smallest patient subgroup that is scored (test
             images; positives per label); smaller ones are listed as too small (crs.scoring.subgroups).
-        equity: reserved for the optional fifth axis ``equity`` (the worst-group AUROC); only False is
-            accepted today (docs/subgroups.md).
+        equity: add the optional fifth axis ``equity``: 1 - the worst-group AUROC, mean over tasks and
+            subgroup attributes (crs.scoring.subgroups); off by default (the four-axis CRS). Needs case_level.
     """
 
     reference: str = MEDIAN_REFERENCE
@@ -109,9 +109,9 @@ class ScoreSettings:
             raise ScoreInputError(f"full_fraction must lie in (0, 1], got {self.full_fraction}")
         if not self.retention_floor > 0:
             raise ScoreInputError(f"retention_floor must be positive, got {self.retention_floor}")
-        if self.equity:
-            raise ScoreInputError("equity = True is not available yet: the worst-group AUROC is reported, not scored "
-                                  "(docs/subgroups.md)")
+        if self.equity and not self.case_level:
+            raise ScoreInputError("equity = True needs case_level = True: the worst-group AUROC is measured on the "
+                                  "per-case predictions (docs/subgroups.md)")
         if self.subgroup_min_images < 1 or self.subgroup_min_positives < 1:
             raise ScoreInputError(
                 f"subgroup_min_images and subgroup_min_positives must be at least 1, got "

@@ -142,8 +142,9 @@ def encoder_subgroups(
     encoder: str, task: str, kind: str, n_outputs: int, arrays: Mapping[str, np.ndarray], rows: SubgroupRows,
     probs_key: str, seeds: Sequence[int], alpha: float, min_images: int = MIN_IMAGES,
     min_positives: int = MIN_POSITIVES,
-) -> tuple[list[dict], list[dict]]:
-    """One encoder's group rows and gap rows on one condition of one task."""
+) -> tuple[list[dict], list[dict], dict[str, np.ndarray]]:
+    """One encoder's group rows and gap rows on one condition of one task, and per attribute with a
+    scored group the worst-group AUROC under every replicate (B + 1,)."""
     full_seeds = np.asarray(arrays[artifacts.FULL_SEEDS])
     full_rows = [int(np.flatnonzero(full_seeds == seed)[0]) for seed in seeds]
     probs_all = np.asarray(arrays[probs_key])[full_rows]
@@ -155,6 +156,7 @@ def encoder_subgroups(
     positions = np.arange(len(labels))
     group_rows: list[dict] = []
     gap_rows: list[dict] = []
+    worst_by_attribute: dict[str, np.ndarray] = {}
     for attribute, values in rows.categories.items():
         sizes = _metric_frame({
             "n_images": lambda r, _: len(r),
@@ -188,7 +190,8 @@ def encoder_subgroups(
             calibration = np.stack([replicates[g][1] for g in names], axis=1)
             worst, best = int(np.argmin(auroc[0])), int(np.argmax(auroc[0]))
             worst_cal, best_cal = int(np.argmax(calibration[0])), int(np.argmin(calibration[0]))
-            worst_replicates = _nanmin_rows(auroc[1:])
+            worst_by_attribute[attribute] = _nanmin_rows(auroc)
+            worst_replicates = worst_by_attribute[attribute][1:]
             auroc_gap = auroc[:, best] - auroc[:, worst]
             calibration_gap = calibration[:, worst_cal] - calibration[:, best_cal]
             gap.update(worst_group=names[worst], worst_auroc=float(auroc[0, worst]), best_group=names[best],
@@ -200,7 +203,7 @@ def encoder_subgroups(
                 gap.update(zip(("calibration_gap_low", "calibration_gap_high"),
                                _interval(calibration_gap[1:], alpha), strict=True))
         gap_rows.append(gap)
-    return group_rows, gap_rows
+    return group_rows, gap_rows, worst_by_attribute
 
 
 def task_rows(layout: TaskLayout, first: Mapping[str, np.ndarray], n_boot: int) -> list[tuple[SubgroupRows, str]]:
@@ -229,6 +232,8 @@ class SubgroupResult:
     gaps: pd.DataFrame
     min_images: int = MIN_IMAGES
     min_positives: int = MIN_POSITIVES
+    worst: Mapping[tuple[str, str, str], np.ndarray] | None = None
+    """(encoder, task, attribute) -> clean worst-group AUROC under every replicate (B + 1,), row 0 the point."""
 
     @property
     def empty(self) -> bool:
@@ -247,6 +252,7 @@ def subgroup_scores(
     """
     group_rows: list[dict] = []
     gap_rows: list[dict] = []
+    worst: dict[tuple[str, str, str], np.ndarray] = {}
     for number, task in enumerate(sorted(kinds)):
         layout = task_layout(folder, task, kinds[task], encoders[0], number, seed, full_fraction,
                              targets.get(task) or None)
@@ -260,13 +266,39 @@ def subgroup_scores(
                                           layout.seeds, alpha, min_images, min_positives)
                 group_rows += found[0]
                 gap_rows += found[1]
+                if rows.condition == artifacts.CLEAN:
+                    worst.update({(encoder, task, a): values for a, values in found[2].items()})
     groups = pd.DataFrame(group_rows).reindex(columns=list(GROUP_COLUMNS))
     gaps = pd.DataFrame(gap_rows).reindex(columns=list(GAP_COLUMNS))
-    return SubgroupResult(groups, gaps, min_images, min_positives)
+    return SubgroupResult(groups, gaps, min_images, min_positives, worst)
 
 
-def worst_group_auroc(result: SubgroupResult, condition: str = artifacts.CLEAN) -> pd.Series:
-    """Per encoder, the mean over tasks and attributes of the worst scored group's clean AUROC (the
-    ``equity`` measure); NaN for an encoder without a scored group."""
-    gaps = result.gaps[result.gaps["condition"] == condition]
-    return gaps.groupby("encoder")["worst_auroc"].mean()
+class EquityError(ValueError):
+    """The equity axis cannot be measured; the message says why and what to change."""
+
+
+def equity_error(groups: pd.DataFrame, encoders: Sequence[str]) -> pd.Series:
+    """The ``equity`` axis error per encoder: 1 - the mean over (task, attribute) of the worst scored group's
+    clean AUROC. A pure function of the group table: raising any group's AUROC never raises it (the
+    minimum and the mean are monotone), so the CRS stays monotone with equity on."""
+    clean = groups[(groups["condition"] == artifacts.CLEAN) & groups["scored"].astype(bool)]
+    if clean.empty:
+        raise EquityError(
+            "equity = true, but no subgroup is large enough to score on any clean test split (see the groups "
+            "too small in the subgroup table); lower subgroup_min_images / subgroup_min_positives, or drop equity"
+        )
+    worst = clean.groupby(["encoder", "task", "attribute"])["auroc"].min()
+    error = 1.0 - worst.groupby("encoder").mean()
+    return error.reindex([str(e) for e in encoders]).rename("equity")
+
+
+def equity_replicates(result: SubgroupResult, encoders: Sequence[str]) -> np.ndarray:
+    """(B + 1, E) equity error under every replicate (row 0: :func:`equity_error`), same pairs as the point."""
+    if not result.worst:
+        raise EquityError("equity = true, but no subgroup is large enough to score on any clean test split")
+    pairs = sorted({(task, attribute) for _, task, attribute in result.worst})
+    columns = []
+    for encoder in encoders:
+        found = [result.worst[(str(encoder), task, attribute)] for task, attribute in pairs]
+        columns.append(1.0 - np.mean(found, axis=0))
+    return np.stack(columns, axis=1)

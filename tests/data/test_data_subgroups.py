@@ -141,12 +141,15 @@ def test_the_cache_stores_categories_and_the_digest_follows_them(tmp_path):
     assert none.subgroups.empty
 
 
-def test_the_equity_axis_is_refused_until_it_is_built():
+def test_the_equity_setting_needs_the_case_level():
     from crs.scoring.settings import ScoreInputError, ScoreSettings
     from crs.spec import ScoreConfig, SpecError
 
-    with pytest.raises(SpecError, match="equity"):
-        ScoreConfig(equity=True)
-    with pytest.raises(ScoreInputError, match="equity"):
+    with pytest.raises(SpecError, match="equity = true needs case_bootstrap"):
+        ScoreConfig(equity=True, case_bootstrap=False)
+    with pytest.raises(ScoreInputError, match="equity = True needs case_level"):
         ScoreSettings(equity=True)
+    assert ScoreSettings.from_config(ScoreConfig(equity=True)).equity
     assert ScoreSettings.from_config(ScoreConfig(subgroup_min_images=20)).subgroup_min_images == 20
+    with pytest.raises(SpecError, match="subgroup_min_images"):
+        ScoreConfig(subgroup_min_images=0)

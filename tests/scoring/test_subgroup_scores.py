@@ -142,3 +142,25 @@ def test_the_report_names_the_group(planted):
     assert (page.parent / "figures" / "subgroups_cxr_clean_sex.png").exists()
     assert "- subgroup: cxr, sex: worst female" in markdown  # the planted encoder's card
     assert "Who does it fail?" in page.read_text()
+
+
+@pytest.mark.slow
+def test_the_equity_axis_scores_the_worst_group_and_leaves_the_four_axes_alone(planted):
+    from crs.scoring.result import score_records
+
+    bench, result = planted
+    records = bench.records()
+    on = score_records(records, result.settings.replace(equity=True), run_folder=bench.folder)
+    assert "u_equity" in on.crs.columns and "u_equity" not in result.crs.columns
+    # the equity error is 1 - the worst clean group's AUROC, mean over the scored attributes (sex, age here)
+    gaps = result.subgroup_gaps[result.subgroup_gaps["condition"] == "clean"]
+    expected = 1 - gaps[gaps["n_groups"] > 0].groupby("encoder")["worst_auroc"].mean()
+    np.testing.assert_allclose(on.point.errors["equity"].reindex(expected.index), expected, atol=1e-12)
+    # the four axes and their u are untouched; the planted encoder's equity is its worst axis
+    for axis in ("discrimination", "calibration", "label_efficiency", "robustness"):
+        np.testing.assert_array_equal(on.point.errors[axis], result.point.errors[axis])
+    # the planted copy equals pixel_stats for men and is blind for women: its equity is the worse
+    assert on.point.errors.loc["planted", "equity"] > on.point.errors.loc["pixel_stats", "equity"] + 0.2
+    # the bootstrap replicates carry the fifth axis: the CRS from predictions matches the point CRS
+    np.testing.assert_allclose(on.bootstrap.table["crs_from_predictions"], on.crs["crs"].reindex(on.bootstrap.table.index),
+                               atol=0.005)
