@@ -153,3 +153,20 @@ def test_the_equity_setting_needs_the_case_level():
     assert ScoreSettings.from_config(ScoreConfig(subgroup_min_images=20)).subgroup_min_images == 20
     with pytest.raises(SpecError, match="subgroup_min_images"):
         ScoreConfig(subgroup_min_images=0)
+
+
+def test_isic_and_mimic_name_their_attributes(tmp_path):
+    from data_trees import build_isic, build_mimic
+
+    build_isic(tmp_path / "isic")
+    isic = load_dataset("isic2019", tmp_path / "isic")
+    assert list(isic.subgroups.columns) == ["sex", "age", "site"]
+    # ages 30 + image number: bands by hand; every lesion is on the torso of a woman in the fixture
+    ages = isic.metadata["age_approx"].to_numpy()
+    assert isic.subgroups["age"].tolist() == ["<40" if a < 40 else "40-59" if a < 60 else "60-79" for a in ages]
+    assert set(isic.subgroups["site"]) == {"torso"} and set(isic.subgroups["sex"]) == {"female"}
+    build_mimic(tmp_path / "mimic")
+    mimic = load_dataset("mimic_cxr", tmp_path / "mimic")
+    assert list(mimic.subgroups.columns) == ["view"]
+    assert mimic.subgroups["view"].tolist() == mimic.metadata["view"].astype(str).tolist()
+    assert set(mimic.subgroups["view"]) <= {"PA", "AP"}

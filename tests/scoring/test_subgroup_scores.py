@@ -164,3 +164,26 @@ def test_the_equity_axis_scores_the_worst_group_and_leaves_the_four_axes_alone(p
     # the bootstrap replicates carry the fifth axis: the CRS from predictions matches the point CRS
     np.testing.assert_allclose(on.bootstrap.table["crs_from_predictions"], on.crs["crs"].reindex(on.bootstrap.table.index),
                                atol=0.005)
+
+
+@pytest.mark.slow
+def test_shift_targets_are_scored_per_subgroup_too(tmp_path):
+    """The tiny spec's chest task has a shifted site: its rows carry their own categories and draws."""
+    from crs.scoring.result import score_records
+
+    from tiny import write_tiny_spec
+
+    bench = Benchmark(write_tiny_spec(tmp_path, encoders=("pixel_stats",)))
+    bench.extract(progress=False)
+    bench.probe(progress=False)
+    arrays = bench.folder.read_predictions("pixel_stats", "cxr")
+    assert artifacts.subgroup_attributes(arrays, "cxr-b") == ["age", "sex"]
+    assert len(arrays[artifacts.subgroup_key("sex", "cxr-b")]) == len(arrays["shift__cxr-b_labels"]) == 60
+    result = score_records(bench.records(), "pixel_stats", run_folder=bench.folder, case_level=True, n_boot=30,
+                           subgroup_min_images=10, subgroup_min_positives=1)
+    shift = result.subgroups[result.subgroups["condition"] == "shift:cxr-b"]
+    sex = arrays[artifacts.subgroup_key("sex", "cxr-b")]
+    counts = shift[shift["attribute"] == "sex"].set_index("group")["n_images"]
+    assert counts.to_dict() == {g: int((sex == g).sum()) for g in ("female", "male")}
+    assert set(result.subgroup_gaps["condition"]) == {"clean", "shift:cxr-b"}
+    assert set(result.subgroup_gaps["task"]) == {"cxr", "derm", "fundus"}
