@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from crs.axes.weighted import prepare_weights, weighted_debiased_ece
+from crs.axes.weighted import ReplicateWeights, prepare_weights, weighted_debiased_ece
 from crs.evaluate import artifacts
 from crs.evaluate.artifacts import RunFolder
 from crs.scoring.case_bootstrap import (
@@ -126,22 +126,64 @@ def _metric_frame(metrics: dict[str, Callable], rows: np.ndarray, sensitive: np.
 
 def _condition_measures(
     labels: np.ndarray, kind: str, probs: list[np.ndarray], keys: list[np.ndarray], index: np.ndarray,
-    weights: np.ndarray,
+    weights: ReplicateWeights,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(B + 1,) AUROC and calibration error under ``weights``, mean over the seeds (``index``: each
     seed's distinct prediction, scored once)."""
-    prepared = prepare_weights(weights)
-    auroc = macro_auroc_columns(keys, labels, kind, prepared)[:, index].mean(axis=1)
-    calibration = np.stack([SCORED_CALIBRATION(labels, p, kind, prepared) for p in probs], axis=1)[:, index].mean(axis=1)
+    auroc = macro_auroc_columns(keys, labels, kind, weights)[:, index].mean(axis=1)
+    calibration = np.stack([SCORED_CALIBRATION(labels, p, kind, weights) for p in probs], axis=1)[:, index].mean(axis=1)
     if len(calibration) > 1:  # centred as the score's (crs.scoring.case_bootstrap.centre_calibration)
         calibration[1:] -= calibration[1:].mean() - calibration[0]
     return auroc, calibration
 
 
+@dataclass(frozen=True)
+class GroupPlan:
+    """One group of one attribute on one condition: what every encoder shares (made once per task).
+
+    A group's measures are taken on its own rows only (``rows``; their replicate counts in ``weights``):
+    rows of other groups carry zero weight in every replicate, so leaving them out changes nothing and
+    each attribute's groups together cost one pass over the test rows, not one per group."""
+
+    group: str
+    n_images: int
+    min_positives: int
+    scored: bool
+    rows: np.ndarray
+    labels: np.ndarray
+    weights: ReplicateWeights | None  # None when the group is too small
+    positive_rate: np.ndarray  # (B + 1,)
+
+
+def plan_groups(
+    rows: SubgroupRows, kind: str, n_outputs: int, min_images: int = MIN_IMAGES, min_positives: int = MIN_POSITIVES,
+) -> dict[str, list[GroupPlan]]:
+    """Per attribute, its groups (sorted), sized and judged by fairlearn's MetricFrame, with their weights."""
+    labels = rows.labels
+    needed = positive_counts(labels, kind, n_outputs) > 0
+    positions = np.arange(len(labels))
+    plans: dict[str, list[GroupPlan]] = {}
+    for attribute, values in rows.categories.items():
+        sizes = _metric_frame({
+            "n_images": lambda r, _: len(r),
+            "min_positives": lambda r, _: int(positive_counts(labels[r], kind, n_outputs)[needed].min(initial=10**6)),
+        }, positions, values)
+        plans[attribute] = []
+        for group, size in sizes.iterrows():
+            members = np.flatnonzero(values == group)
+            weights = rows.weights[:, members]
+            scored = bool(size["n_images"] >= min_images and size["min_positives"] >= min_positives)
+            plans[attribute].append(GroupPlan(
+                str(group), int(size["n_images"]), int(size["min_positives"]), scored, members, labels[members],
+                prepare_weights(weights) if scored else None,
+                positive_rate(labels[members], kind, weights.astype(np.float64)),
+            ))
+    return plans
+
+
 def encoder_subgroups(
-    encoder: str, task: str, kind: str, n_outputs: int, arrays: Mapping[str, np.ndarray], rows: SubgroupRows,
-    probs_key: str, seeds: Sequence[int], alpha: float, min_images: int = MIN_IMAGES,
-    min_positives: int = MIN_POSITIVES,
+    encoder: str, task: str, kind: str, arrays: Mapping[str, np.ndarray], condition: str,
+    plans: Mapping[str, list[GroupPlan]], probs_key: str, seeds: Sequence[int], alpha: float,
 ) -> tuple[list[dict], list[dict], dict[str, np.ndarray]]:
     """One encoder's group rows and gap rows on one condition of one task, and per attribute with a
     scored group the worst-group AUROC under every replicate (B + 1,)."""
@@ -151,38 +193,27 @@ def encoder_subgroups(
     keys_all = artifacts.auroc_scores(arrays, probs_key)[full_rows]
     probs, index = _distinct_rows(probs_all)
     keys = [np.asarray(keys_all[int(np.flatnonzero(index == d)[0])], dtype=np.float32) for d in range(len(probs))]
-    labels = rows.labels
-    needed = positive_counts(labels, kind, n_outputs) > 0
-    positions = np.arange(len(labels))
     group_rows: list[dict] = []
     gap_rows: list[dict] = []
     worst_by_attribute: dict[str, np.ndarray] = {}
-    for attribute, values in rows.categories.items():
-        sizes = _metric_frame({
-            "n_images": lambda r, _: len(r),
-            "min_positives": lambda r, _: int(positive_counts(labels[r], kind, n_outputs)[needed].min(initial=10**9)),
-        }, positions, values)
-        scored = [g for g, row in sizes.iterrows()
-                  if row["n_images"] >= min_images and row["min_positives"] >= min_positives]
+    for attribute, groups in plans.items():
         replicates: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        for group, size in sizes.iterrows():
-            mask = (values == group).astype(rows.weights.dtype)
-            group_weights = rows.weights * mask[None, :]
-            rate = positive_rate(labels, kind, group_weights.astype(np.float64))
-            row = {"encoder": encoder, "task": task, "condition": rows.condition, "attribute": attribute,
-                   "group": str(group), "n_images": int(size["n_images"]),
-                   "min_positives": int(min(size["min_positives"], 10**6)), "scored": group in scored,
-                   "positive_rate": float(rate[0]), **dict(zip(("positive_rate_low", "positive_rate_high"),
-                                                               _interval(rate[1:], alpha), strict=True))}
-            if group in scored:
-                auroc, calibration = _condition_measures(labels, kind, probs, keys, index, group_weights)
-                replicates[str(group)] = (auroc, calibration)
+        for plan in groups:
+            rate = plan.positive_rate
+            row = {"encoder": encoder, "task": task, "condition": condition, "attribute": attribute,
+                   "group": plan.group, "n_images": plan.n_images, "min_positives": plan.min_positives,
+                   "scored": plan.scored, "positive_rate": float(rate[0]),
+                   **dict(zip(("positive_rate_low", "positive_rate_high"), _interval(rate[1:], alpha), strict=True))}
+            if plan.scored and plan.weights is not None:
+                auroc, calibration = _condition_measures(
+                    plan.labels, kind, [p[plan.rows] for p in probs], [k[plan.rows] for k in keys], index, plan.weights)
+                replicates[plan.group] = (auroc, calibration)
                 row.update(auroc=float(auroc[0]), calibration=float(calibration[0]))
                 row.update(zip(("auroc_low", "auroc_high"), _interval(auroc[1:], alpha), strict=True))
                 row.update(zip(("calibration_low", "calibration_high"), _interval(calibration[1:], alpha), strict=True))
             group_rows.append(row)
-        too_small = ", ".join(str(g) for g in sizes.index if g not in scored)
-        gap = {"encoder": encoder, "task": task, "condition": rows.condition, "attribute": attribute,
+        too_small = ", ".join(plan.group for plan in groups if not plan.scored)
+        gap = {"encoder": encoder, "task": task, "condition": condition, "attribute": attribute,
                "n_groups": len(replicates), "too_small": too_small}
         if replicates:
             names = sorted(replicates)
@@ -257,13 +288,14 @@ def subgroup_scores(
         layout = task_layout(folder, task, kinds[task], encoders[0], number, seed, full_fraction,
                              targets.get(task) or None)
         first = read_unit(folder, encoders[0], task)
-        conditions = task_rows(layout, first, n_boot)
         n_outputs = int(np.asarray(first[artifacts.probs_key(artifacts.CLEAN)]).shape[-1])
+        conditions = [(rows, probs_key, plan_groups(rows, kinds[task], n_outputs, min_images, min_positives))
+                      for rows, probs_key in task_rows(layout, first, n_boot)]
         for encoder in encoders:
             arrays = first if encoder == encoders[0] else read_unit(folder, encoder, task)
-            for rows, probs_key in conditions:
-                found = encoder_subgroups(encoder, task, kinds[task], n_outputs, arrays, rows, probs_key,
-                                          layout.seeds, alpha, min_images, min_positives)
+            for rows, probs_key, plans in conditions:
+                found = encoder_subgroups(encoder, task, kinds[task], arrays, rows.condition, plans, probs_key,
+                                          layout.seeds, alpha)
                 group_rows += found[0]
                 gap_rows += found[1]
                 if rows.condition == artifacts.CLEAN:

@@ -187,3 +187,23 @@ def test_shift_targets_are_scored_per_subgroup_too(tmp_path):
     assert counts.to_dict() == {g: int((sex == g).sum()) for g in ("female", "male")}
     assert set(result.subgroup_gaps["condition"]) == {"clean", "shift:cxr-b"}
     assert set(result.subgroup_gaps["task"]) == {"cxr", "derm", "fundus"}
+
+
+def test_a_group_on_its_own_rows_equals_the_group_as_a_zero_one_mask():
+    """plan_groups measures a group on its own rows; zero weights elsewhere give the same replicates."""
+    from crs.axes.weighted import prepare_weights, weighted_auroc, weighted_debiased_ece
+
+    rng = np.random.default_rng(0)
+    n = 300
+    labels = (rng.random((n, 3)) < 0.3).astype(np.float64)
+    probs = np.clip(labels * 0.3 + rng.random((n, 3)) * 0.7, 0, 1)
+    counts = rng.poisson(1.0, size=(20, n)).astype(np.float64)
+    members = np.flatnonzero(rng.random(n) < 0.4)
+    mask = np.zeros(n)
+    mask[members] = 1.0
+    masked = prepare_weights(counts * mask)
+    own = prepare_weights(counts[:, members])
+    np.testing.assert_allclose(weighted_debiased_ece(labels, probs, "multilabel", masked),
+                               weighted_debiased_ece(labels[members], probs[members], "multilabel", own), atol=1e-12)
+    np.testing.assert_allclose(weighted_auroc(probs[:, :1].astype(np.float32), labels[:, 0], masked),
+                               weighted_auroc(probs[members, :1].astype(np.float32), labels[members, 0], own), atol=1e-12)
