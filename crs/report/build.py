@@ -191,6 +191,8 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
          "encoder takes each CRS rank.")
     stable = Section("stability", "How stable is this ranking?", stability_text(score.stability, score.reference),
                      tables=[reference_table(score.stability)])
+    if getattr(score, "equity_stability", None) is not None:
+        stable.tables.append(subgroup_report.equity_table(score.equity_stability))
     if len(score.stability.leave_one_out):
         stable.tables.append(leave_one_out_table(score.stability))
     else:

@@ -104,3 +104,18 @@ def card_lines(gaps: pd.DataFrame, encoder: str) -> list[str]:
     return [f"{row['task']}, {row['attribute']}: worst {row['worst_group']} "
             f"{_with_interval(row['worst_auroc'], row['worst_auroc_low'], row['worst_auroc_high'])}"
             for _, row in mine.iterrows()]
+
+
+def equity_table(stability: pd.DataFrame) -> Table:
+    """With and without the equity axis: per encoder its worst-group AUROC and its CRS and rank both ways."""
+    rows = tuple(
+        (str(name), f"{row['worst_group_auroc']:.3f}", f"{row['crs_with_equity']:.3f}", str(int(row["rank_with_equity"])),
+         f"{row['crs_without_equity']:.3f}", str(int(row["rank_without_equity"])))
+        for name, row in stability.sort_values("rank_with_equity").iterrows()
+    )
+    return Table(
+        "The equity axis (worst-group AUROC, mean over tasks and subgroup attributes) is on: CRS and rank with it, "
+        "and the four-axis CRS and rank without it (same errors, floors and reference).",
+        ("encoder", "worst-group AUROC", "CRS with equity", "rank", "CRS without", "rank without"), rows,
+        title="With and without equity",
+    )

@@ -60,6 +60,8 @@ class ScoreResult:
     (one row per encoder, task, condition and attribute: worst group, gaps, groups too small) come
     from the per-case predictions under the score's replicates (:mod:`crs.scoring.subgroups`);
     None when the score has no case level or the data sets no subgroups. Reported, never scored.
+    With the ``equity`` axis on, ``equity_stability`` holds per encoder its worst-group AUROC, CRS and
+    rank with equity and without it (the four-axis point estimate), so the axis's effect is in view.
     """
 
     settings: ScoreSettings
@@ -75,6 +77,7 @@ class ScoreResult:
     placement: pd.DataFrame | None = None
     subgroups: pd.DataFrame | None = None
     subgroup_gaps: pd.DataFrame | None = None
+    equity_stability: pd.DataFrame | None = None
 
     @property
     def reference(self) -> str:
@@ -122,6 +125,8 @@ class ScoreResult:
         if self.subgroups is not None and self.subgroup_gaps is not None:
             out["subgroups"] = self.subgroups
             out["subgroup_gaps"] = self.subgroup_gaps
+        if self.equity_stability is not None:
+            out["equity_stability"] = self.equity_stability
         return out
 
     def tables(self) -> dict[str, pd.DataFrame]:
@@ -161,6 +166,7 @@ class ScoreResult:
             "reversal_uncertainty": _plain_tree(self.reversal_uncertainty),
             "placement": _placement_records(self.placement),
             "subgroups": self.subgroup_summary(),
+            "equity_stability": None if self.equity_stability is None else _records(self.equity_stability.reset_index()),
             "leaderboards": [
                 {"task": task, "encoders": [str(e) for e in board.crs.index], **{
                     key: value for key, value in board.summary().items() if key not in ("settings", "leaderboards", "placement")}}
@@ -390,6 +396,7 @@ def _from_stored(cls, tables: dict[str, pd.DataFrame], summary: dict) -> ScoreRe
                             tables["stability_leave_one_out"], sensitivity),
         reversal_uncertainty=uncertainty, placement=tables.get("placement"),
         subgroups=_unindexed(tables.get("subgroups")), subgroup_gaps=_unindexed(tables.get("subgroup_gaps")),
+        equity_stability=tables.get("equity_stability"),
     )  # fmt: skip
 
 
@@ -543,6 +550,7 @@ def _score_cohort(
     if found is not None and not found.empty:
         groups, gaps = found.groups, found.gaps
     return ScoreResult(
+        equity_stability=_equity_stability(point, table) if settings.equity else None,
         settings=settings,
         seed_axes=per_seed,
         point=point,
@@ -555,6 +563,19 @@ def _score_cohort(
         subgroups=groups,
         subgroup_gaps=gaps,
     )
+
+
+def _equity_stability(point: PointEstimate, table: pd.DataFrame) -> pd.DataFrame:
+    """Per encoder: worst-group AUROC, CRS and rank with the equity axis, and CRS and rank of the four-axis
+    point estimate (same errors, floors and reference without the fifth axis)."""
+    four_axes = [axis for axis in AXES if axis in point.errors.columns]
+    standard_errors = None if point.standard_errors is None else point.standard_errors[four_axes]
+    four = point_estimate(point.errors[four_axes], standard_errors, point.settings).table
+    return pd.DataFrame({
+        "worst_group_auroc": 1.0 - point.errors[EQUITY],
+        "crs_with_equity": table["crs"], "rank_with_equity": table["rank"],
+        "crs_without_equity": four["crs"], "rank_without_equity": four["rank"],
+    }).rename_axis("encoder")
 
 
 def _subgroups(

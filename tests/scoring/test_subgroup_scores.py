@@ -9,6 +9,7 @@ pixel_stats whose features of every female patient are shuffled among the female
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from sklearn.metrics import roc_auc_score
 
@@ -207,3 +208,27 @@ def test_a_group_on_its_own_rows_equals_the_group_as_a_zero_one_mask():
                                weighted_debiased_ece(labels[members], probs[members], "multilabel", own), atol=1e-12)
     np.testing.assert_allclose(weighted_auroc(probs[:, :1].astype(np.float32), labels[:, 0], masked),
                                weighted_auroc(probs[members, :1].astype(np.float32), labels[members, 0], own), atol=1e-12)
+
+
+@pytest.mark.slow
+def test_with_equity_the_ranking_without_it_is_shown_beside(planted, tmp_path):
+    from crs.report import write_report
+    from crs.scoring.result import score_records
+
+    bench, result = planted
+    on = score_records(bench.records(), result.settings.replace(equity=True), run_folder=bench.folder)
+    both = on.equity_stability
+    np.testing.assert_allclose(both["crs_without_equity"], result.crs["crs"].reindex(both.index), atol=1e-12)
+    np.testing.assert_allclose(both["crs_with_equity"], on.crs["crs"].reindex(both.index), atol=1e-12)
+    assert on.summary()["equity_stability"][0]["encoder"] in both.index
+    write_report(on, bench.records(), tmp_path, spec=bench.spec)
+    assert "With and without equity" in (tmp_path / "report.md").read_text()
+    assert result.equity_stability is None
+    from crs.evaluate.artifacts import RunFolder
+    from crs.scoring.result import read_score
+
+    copy = RunFolder(tmp_path / "stored")
+    copy.write_score(on.tables(), on.summary(), on.format())
+    stored = read_score(copy)
+    assert stored.point.axes[-1] == "equity"
+    pd.testing.assert_frame_equal(stored.equity_stability, both, check_names=False)
