@@ -11,6 +11,7 @@ text and is refused with the fix. Missing values become :data:`UNKNOWN`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -68,7 +69,7 @@ def categories(values: Sequence[object] | np.ndarray, attribute: str, where: str
     series = pd.Series(np.asarray(values, dtype=object))
     text = series.map(lambda v: UNKNOWN if v is None or (isinstance(v, float) and np.isnan(v)) else str(v).strip())
     text = text.replace({"": UNKNOWN, "nan": UNKNOWN, "None": UNKNOWN, "Unknown": UNKNOWN})
-    if attribute == "sex":
+    if attribute in ("sex", "gender") or attribute.endswith(("_sex", "_gender")):
         text = text.map(lambda v: _SEX.get(v.lower(), v))
     levels = sorted(set(text.tolist()) - {UNKNOWN})
     if len(levels) > MAX_CATEGORIES:
@@ -85,6 +86,43 @@ def categories(values: Sequence[object] | np.ndarray, attribute: str, where: str
     return text.to_numpy().astype(str)
 
 
+def attribute_name(column: str) -> str:
+    """``"AP/PA"`` -> ``ap_pa``, ``"PatientAge"`` -> ``patient_age``: a CSV column's attribute name."""
+    spaced = re.sub(r"([a-z])([A-Z])", r"\1_\2", str(column).strip())
+    return re.sub(r"[^a-z0-9]+", "_", spaced.lower()).strip("_")
+
+
+def is_age(attribute: str) -> bool:
+    """Attributes holding years, banded: ``age``, ``patient_age``, ``age_approx``."""
+    return AGE in attribute.split("_")
+
+
+SUBGROUP_WORDS = {"sex", "gender", "age", "view", "position", "ap", "pa", "site", "race", "ethnicity", "scanner",
+                  "manufacturer", "hospital", "device"}
+"""Words of a column name that suggest a patient-group attribute (``crs init`` proposes such columns)."""
+
+
+def propose_columns(table: pd.DataFrame, used: set[str]) -> list[str]:
+    """Columns of a CSV that look like subgroup attributes: named so (:data:`SUBGROUP_WORDS`) and either
+    ages (numbers) or short categories (at most :data:`MAX_CATEGORIES` values); never ``used`` columns."""
+    proposed = []
+    for column in table.columns:
+        if column in used:
+            continue
+        name = attribute_name(column)
+        if not set(name.split("_")) & SUBGROUP_WORDS:
+            continue
+        values = table[column].dropna()
+        if values.empty:
+            continue
+        numeric = pd.to_numeric(values, errors="coerce").notna().all()
+        if is_age(name) and numeric:
+            proposed.append(str(column))
+        elif values.nunique() <= MAX_CATEGORIES and values.astype(str).str.len().max() <= MAX_LABEL_LENGTH:
+            proposed.append(str(column))
+    return proposed
+
+
 def subgroup_table(
     dataset: Dataset,
     attributes: Mapping[str, str] | Sequence[str],
@@ -93,12 +131,11 @@ def subgroup_table(
     """One categorical column per attribute, one row per image of ``dataset`` (row order kept).
 
     ``attributes``: {attribute: metadata column}, or a list of metadata columns (each its own
-    attribute, named in lower case). The attribute ``age`` (or a column whose lower-case name is
-    ``age``) is banded by ``edges``.
+    attribute, named by :func:`attribute_name`). Ages (:func:`is_age`: ``age``, ``patient_age``...) are
+    banded by ``edges``.
     """
     if not isinstance(attributes, Mapping):
-        attributes = {str(column).strip().lower().replace(" ", "_").replace("/", "_"): str(column)
-                      for column in attributes}
+        attributes = {attribute_name(column): str(column) for column in attributes}
     where = f"data set {dataset.name!r}"
     columns: dict[str, np.ndarray] = {}
     meta = dataset.metadata
@@ -109,7 +146,7 @@ def subgroup_table(
                 f"found {list(meta.columns)[:20]} (name a CSV column in the data set's `subgroups` option)"
             )
         values = meta[column].to_numpy()
-        if attribute == AGE:
+        if is_age(attribute):
             columns[attribute] = age_bands(values, edges)
         else:
             columns[attribute] = categories(values, attribute, where)

@@ -170,3 +170,28 @@ def test_isic_and_mimic_name_their_attributes(tmp_path):
     assert list(mimic.subgroups.columns) == ["view"]
     assert mimic.subgroups["view"].tolist() == mimic.metadata["view"].astype(str).tolist()
     assert set(mimic.subgroups["view"]) <= {"PA", "AP"}
+
+
+def test_crs_init_proposes_the_likely_subgroup_columns(tmp_path):
+    from crs.data.inspect_folder import inspect_folder, load_guess
+    from crs.data.subgroups import attribute_name, propose_columns
+
+    assert [attribute_name(c) for c in ("AP/PA", "PatientAge", "Sex", "age_approx")] == [
+        "ap_pa", "patient_age", "sex", "age_approx"]
+    table = pd.DataFrame({
+        "path": [f"{i}.png" for i in range(30)], "PatientAge": np.arange(30) * 3 + 1, "Gender": ["F", "M"] * 15,
+        "ViewPosition": ["AP", "PA", "LL"] * 10, "patient": [f"p{i}" for i in range(30)],
+        "site_notes": [f"note {i} about the site" for i in range(30)], "label": [0, 1] * 15,
+    })
+    # ages are numbers; Gender and ViewPosition are few short categories; a 30-value site column is not
+    assert propose_columns(table, {"path", "label"}) == ["PatientAge", "Gender", "ViewPosition"]
+    (tmp_path / "images").mkdir()
+    for i in range(30):
+        Image.fromarray(np.full((8, 8), i, np.uint8)).save(tmp_path / "images" / f"{i}.png")
+    table.assign(path=[f"images/{i}.png" for i in range(30)]).to_csv(tmp_path / "labels.csv", index=False)
+    guess = inspect_folder(tmp_path, label_columns=["label"], modality="chest_xray")
+    assert guess.loader_options()["subgroups"] == ["PatientAge", "Gender", "ViewPosition"]
+    dataset = load_guess(guess)
+    assert list(dataset.subgroups.columns) == ["patient_age", "gender", "view_position"]
+    assert dataset.subgroups["patient_age"].iloc[-1] == "80+"  # 88 years: banded as an age
+    assert set(dataset.subgroups["gender"]) == {"female", "male"}
