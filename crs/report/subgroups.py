@@ -75,7 +75,7 @@ def subgroup_plots(groups: pd.DataFrame, colours: Mapping[str, str], folder: Pat
     for (task, condition, attribute), rows in scored.groupby(["task", "condition", "attribute"], sort=True):
         names = sorted(rows["group"].astype(str).unique())
         encoders = list(dict.fromkeys(rows["encoder"].astype(str)))
-        fig, ax = plt.subplots(figsize=(1.6 + 1.2 * len(names), 3.2))
+        fig, ax = plt.subplots(figsize=(2.8 + 1.2 * len(names), 3.2))
         width = 0.8 / max(len(encoders), 1)
         for e, encoder in enumerate(encoders):
             mine = rows[rows["encoder"].astype(str) == encoder].set_index("group").reindex(names)
@@ -88,7 +88,7 @@ def subgroup_plots(groups: pd.DataFrame, colours: Mapping[str, str], folder: Pat
         ax.set_ylabel("macro AUROC")
         ax.set_title(f"{task} ({condition}) by {attribute}", fontsize=9)
         ax.axhline(0.5, color="grey", lw=0.6, ls=":")
-        ax.legend(fontsize=7, loc="lower left")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # never over a point
         fig.tight_layout()
         safe = f"{task}_{condition}_{attribute}".replace(":", "-").replace("/", "-")
         path = folder / f"subgroups_{safe}.png"
