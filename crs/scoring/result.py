@@ -243,8 +243,25 @@ class ScoreResult:
             f"weight sensitivity ({weights['n_samples']} Dirichlet draws): {weights['top']} stays first in "
             f"{weights['share_top_stays_first']:.1%}, mean Kendall tau to default {weights['mean_kendall_tau']:.3f}",
             *self._leaderboard_lines(),
+            *self._subgroup_lines(),
         ]
         return "\n".join(lines)
+
+    def _subgroup_lines(self) -> list[str]:
+        """Subgroup gaps whose interval excludes 0 (docs/subgroups.md); the full tables are stored beside."""
+        gaps = self.subgroup_gaps
+        if gaps is None:
+            return []
+        found = gaps[gaps["auroc_gap_low"].fillna(0) > 0]
+        if found.empty:
+            return [f"subgroups: no AUROC gap's {1 - self.settings.alpha:.0%} interval excludes 0 "
+                    f"({len(gaps)} encoder x task x condition x attribute rows; score/subgroup_gaps.parquet)"]
+        return ["subgroups (AUROC gaps whose interval excludes 0; reported, never scored):"] + [
+            f"  {row['encoder']} on {row['task']} ({row['condition']}), by {row['attribute']}: worst {row['worst_group']} "
+            f"{row['worst_auroc']:.3f}, gap to {row['best_group']} {row['auroc_gap']:.3f} "
+            f"[{row['auroc_gap_low']:.3f}, {row['auroc_gap_high']:.3f}]"
+            for _, row in found.iterrows()
+        ]
 
     def _leaderboard_lines(self) -> list[str]:
         """Per-task leaderboards and who is ranked where (only when some encoder runs on some tasks only)."""

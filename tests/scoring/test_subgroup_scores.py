@@ -80,6 +80,10 @@ def test_the_planted_failure_is_found_and_named(planted):
     assert sex.loc["planted", "auroc_gap_low"] > 0
     for honest in ("pixel_stats", "resnet18"):
         assert sex.loc[honest, "auroc_gap_low"] <= 0 <= sex.loc[honest, "auroc_gap_high"], sex.loc[honest]
+    # the terminal text names it, and only it
+    text = result.format()
+    assert "planted on cxr (clean), by sex: worst female" in text
+    assert "pixel_stats on cxr (clean), by sex" not in text and "resnet18 on cxr (clean), by sex" not in text
     # the same numbers in the JSON summary
     summary = result.summary()["subgroups"]
     found = [row for row in summary["gaps"] if row["encoder"] == "planted" and row["attribute"] == "sex"]
