@@ -6,10 +6,12 @@ own patient-level replicates (docs/decisions/0041-0043, docs/subgroups.md).
 * Replicates: the task's :class:`crs.scoring.case_bootstrap.TaskLayout` draws (the CRS's own:
   same entropy, same patients), each replicate's row counts restricted to a group's rows. Every
   encoder sees the same draws, so the intervals are paired across encoders.
-* Point estimates and group sizes: fairlearn's :class:`~fairlearn.metrics.MetricFrame` does the
-  by-group bookkeeping with our metric functions plugged in (the rows' positions are passed as
-  ``y_true``/``y_pred`` so any array shape works); the replicates go through the weighted metrics
-  (:mod:`crs.axes.weighted`): a group is a 0/1 mask on the replicate weights.
+* Groups and sizes: fairlearn's :class:`~fairlearn.metrics.MetricFrame` does the by-group
+  bookkeeping (the groups of an attribute, each group's size and the positives of its rarest label,
+  which decide scored or too small; the rows' positions are passed as ``y_true``/``y_pred`` so any
+  label shape works). The measures go through the weighted metrics (:mod:`crs.axes.weighted`) on each
+  group's own rows under every replicate at once; row 0 (every case once) is the point estimate
+  (decision 0041 says why not MetricFrame per replicate).
 * Gaps are between the groups named by the point estimate (best minus worst AUROC; worst minus
   best calibration error), recomputed for that pair in every replicate, so the interval of a gap
   that does not exist covers 0 (a max-minus-min gap would be positive in every replicate).
@@ -70,7 +72,7 @@ class SubgroupRows:
     condition: str  # "clean" or "shift:<target>"
     labels: np.ndarray
     categories: Mapping[str, np.ndarray]
-    weights: np.ndarray  # (B + 1, N): row 0 every case once, then the score's replicates
+    weights: np.ndarray  # (B + 1, N) integer counts: row 0 every case once, then the score's replicates
 
 
 def positive_counts(labels: np.ndarray, kind: str, n_outputs: int) -> np.ndarray:
@@ -87,11 +89,18 @@ def positive_rate(labels: np.ndarray, kind: str, weights: np.ndarray) -> np.ndar
         positive = (np.asarray(labels) > 0).astype(np.float64)[:, None]
     else:
         positive = np.asarray(labels, dtype=np.float64).reshape(len(labels), -1)
-    known = ~np.isnan(positive)
-    totals = weights @ known.astype(np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rates = (weights @ np.nan_to_num(positive)) / totals
-    return _nanmean_rows(rates)
+    known = (~np.isnan(positive)).astype(np.float64)
+    positive = np.nan_to_num(positive)
+    out = np.empty(len(weights))
+    for start in range(0, len(weights), RATE_BLOCK):  # float64 copies of a block of replicates only
+        block = np.asarray(weights[start:start + RATE_BLOCK], dtype=np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[start:start + RATE_BLOCK] = _nanmean_rows((block @ positive) / (block @ known))
+    return out
+
+
+RATE_BLOCK = 64
+"""Replicates per float64 block of :func:`positive_rate` (its memory: block x rows x 8 bytes)."""
 
 
 def _nanmean_rows(values: np.ndarray) -> np.ndarray:
@@ -176,7 +185,7 @@ def plan_groups(
             plans[attribute].append(GroupPlan(
                 str(group), int(size["n_images"]), int(size["min_positives"]), scored, members, labels[members],
                 prepare_weights(weights) if scored else None,
-                positive_rate(labels[members], kind, weights.astype(np.float64)),
+                positive_rate(labels[members], kind, weights),
             ))
     return plans
 
@@ -237,19 +246,25 @@ def encoder_subgroups(
     return group_rows, gap_rows, worst_by_attribute
 
 
+def _with_unit_row(counts: np.ndarray) -> np.ndarray:
+    """Row 0 every case once, then the replicate counts, in the counts' own integer dtype (uint16 mostly:
+    a quarter of float64's memory at paper size)."""
+    return np.vstack([np.ones((1, counts.shape[1]), dtype=counts.dtype), counts])
+
+
 def task_rows(layout: TaskLayout, first: Mapping[str, np.ndarray], n_boot: int) -> list[tuple[SubgroupRows, str]]:
     """The clean test rows and each shift target's rows of one task, with the score's replicate counts
     and the probabilities key of each (conditions without stored categories are left out)."""
     out = []
     clean = {a: np.asarray(first[artifacts.subgroup_key(a)]).astype(str) for a in artifacts.subgroup_attributes(first)}
     if clean:
-        weights = np.vstack([np.ones((1, layout.draws.n_rows)), layout.draws.counts(range(n_boot))])
+        weights = _with_unit_row(layout.draws.counts(range(n_boot)))
         out.append((SubgroupRows(artifacts.CLEAN, layout.labels, clean, weights), artifacts.probs_key(artifacts.CLEAN)))
     for shift in layout.shifts:
         found = {a: np.asarray(first[artifacts.subgroup_key(a, shift.target)]).astype(str)
                  for a in artifacts.subgroup_attributes(first, shift.target)}
         if found:
-            weights = np.vstack([np.ones((1, shift.draws.n_rows)), shift.draws.counts(range(n_boot))])
+            weights = _with_unit_row(shift.draws.counts(range(n_boot)))
             key = artifacts.probs_key(artifacts.condition_key(artifacts.SHIFT, target=shift.target))
             out.append((SubgroupRows(f"shift:{shift.target}", shift.labels, found, weights), key))
     return out
