@@ -300,10 +300,22 @@ class ScoreConfig:
     n_boot: int = DEFAULT_N_BOOT
     seed: int = 0
     case_bootstrap: bool = True
+    equity: bool = False
+    """The optional fifth axis: the worst-group AUROC (docs/subgroups.md); off keeps the four-axis CRS."""
+    subgroup_min_images: int = 50
+    """Smallest patient subgroup scored (test images); smaller ones are reported as too small."""
+    subgroup_min_positives: int = 10
+    """Smallest number of positives per label in a scored subgroup."""
 
     def __post_init__(self) -> None:
         where = "score"
         _scalar(where, "reference_encoder", self.reference_encoder, "str")
+        if _scalar(where, "equity", self.equity, "bool") and not self.case_bootstrap:
+            raise SpecError(f"{where}: equity = true needs case_bootstrap = true (the worst-group AUROC is measured "
+                            "on the per-case predictions); set both, or drop equity")
+        for name in ("subgroup_min_images", "subgroup_min_positives"):
+            if _scalar(where, name, getattr(self, name), "int") < 1:
+                raise SpecError(f"{where}: {name} must be at least 1, got {getattr(self, name)}")
         _scalar(where, "seed", self.seed, "int")
         _scalar(where, "case_bootstrap", self.case_bootstrap, "bool")
         if _scalar(where, "n_boot", self.n_boot, "int") < 1:

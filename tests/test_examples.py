@@ -19,6 +19,7 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 RUN_BY = {
     "add_encoder.py": "test_add_encoder_example_builds_and_embeds_with_its_own_encoder",
     "bring_your_own_features.py": "test_bring_your_own_features_example_scores_imported_encoders",
+    "who_does_it_fail.py": "test_who_does_it_fail_example_names_the_planted_group",
 }
 
 
@@ -80,3 +81,13 @@ def test_specialists_example_declares_one_specialist_per_modality():
     }
     assert all(get_spec(name).group == "specialty" for name in ("panderm", "retfound", "chexzero"))
     assert len(probe_units(spec)) == 3 * 5  # not 3 x 7: no specialist is probed off its modality
+
+
+def test_who_does_it_fail_example_names_the_planted_group(tmp_path, capsys):
+    result = _load("who_does_it_fail").main(tmp_path)
+    gaps = result.subgroup_gaps
+    sex = gaps[(gaps["attribute"] == "sex") & (gaps["condition"] == "clean")].set_index("encoder")
+    assert sex["worst_auroc"].idxmin() == "planted" and sex.loc["planted", "worst_group"] == "female"
+    printed = capsys.readouterr().out
+    assert "planted      by sex : worst group female" in printed
+    assert "Who does it fail?" in (tmp_path / "out" / "report.md").read_text()

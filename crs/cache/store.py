@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -36,6 +36,8 @@ class SampleTable:
     labels: np.ndarray
     splits: np.ndarray
     groups: np.ndarray
+    subgroups: dict[str, np.ndarray] = field(default_factory=dict)
+    """Attribute -> category label per image (sex, age band, view...); empty when the data set has none."""
 
     def indices(self, split: str) -> np.ndarray:
         return np.flatnonzero(self.splits == split)
@@ -48,12 +50,16 @@ def test_digest(dataset: Dataset) -> str:
 
 
 def table_digest(dataset: Dataset) -> str:
-    """sha256 of the whole sample table (ids, labels, splits, groups): any change rewrites it."""
+    """sha256 of the whole sample table (ids, labels, splits, groups, subgroup categories): any change
+    rewrites it. A data set without subgroups hashes as before they existed."""
     hasher = hashlib.sha256()
     for values in (dataset.ids, dataset.splits, dataset.groups):
         hasher.update("\n".join(map(str, np.asarray(values).tolist())).encode() + b"\0")
     labels = np.ascontiguousarray(dataset.labels)
     hasher.update(str(labels.dtype).encode() + str(labels.shape).encode() + labels.tobytes())
+    for attribute in dataset.subgroups.columns:
+        values = dataset.subgroups[attribute].to_numpy()
+        hasher.update(f"subgroup:{attribute}\0".encode() + "\n".join(map(str, values.tolist())).encode() + b"\0")
     return hasher.hexdigest()
 
 
@@ -106,6 +112,11 @@ class FeatureStore:
             "labels", shape=labels.shape, dtype=labels.dtype, overwrite=True, compressors=None
         )
         label_array[...] = labels
+        attributes = [str(a) for a in dataset.subgroups.columns]
+        for attribute in attributes:  # categories only (crs.data.subgroups refused identifiers and free text)
+            values = dataset.subgroups[attribute].to_numpy().astype(str)
+            array = self.root.create_array(f"subgroups/{attribute}", shape=(len(values),), dtype=str, overwrite=True)
+            array[:] = values
         self.root.attrs.update(
             {
                 "format_version": CACHE_FORMAT_VERSION,
@@ -118,6 +129,7 @@ class FeatureStore:
                 "id_digest": digest,
                 "test_digest": test_digest(dataset),
                 "table_digest": table,
+                "subgroups": attributes,
             }
         )
         self.drop_stale_current()
@@ -151,6 +163,8 @@ class FeatureStore:
             labels=np.asarray(child_array(self.root, "labels")[...]),
             splits=_strings(child_array(self.root, "splits")[:]),
             groups=_strings(child_array(self.root, "groups")[:]),
+            subgroups={str(a): _strings(child_array(self.root, f"subgroups/{a}")[:])
+                       for a in cast(list, attrs.get("subgroups", []))},
         )
 
     # -- encoder groups ---------------------------------------------------------------------

@@ -79,10 +79,13 @@ def extract(as_json: bool, quick: bool, device: str, threads: int | None, no_sav
               help="Measure the stages again on a work folder a --keep run prepared (--workdir); no generation or import.")
 @click.option("--in-process", is_flag=True,
               help="Run the stages in this process (quick runs: no start-up per stage; peaks are upper bounds).")
+@click.option("--subgroups", is_flag=True,
+              help="Score patient subgroups too (Sex, Age band, AP/PA as CheXpert's CSV has them); compare the score "
+                   "stage with and without.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def paper_scale(encoders: int, scale: float, dim: int, max_corruptions: int | None, severities: str, n_boot: int,
                 jobs: int | str | None, workdir: str | None, keep: bool, reuse: bool, in_process: bool,
-                as_json: bool) -> None:
+                subgroups: bool, as_json: bool) -> None:
     """Stage 2 and scoring at the paper's sample counts: probe, score and report timed separately.
 
     Generates features with planted signal for ISIC 2019, APTOS 2019 and CheXpert (+ a MIMIC-CXR-sized
@@ -99,7 +102,7 @@ def paper_scale(encoders: int, scale: float, dim: int, max_corruptions: int | No
     config = paper_scale_bench.PaperScaleConfig(encoders=encoders, scale=scale, dim=dim, severities=levels,
                                                 max_corruptions=max_corruptions, n_boot=n_boot, jobs=jobs,
                                                 workdir=workdir, keep=keep or reuse, reuse=reuse,
-                                                in_process=in_process)
+                                                in_process=in_process, subgroups=subgroups)
     paper_scale_bench.run(config, json_out=as_json, echo=click.echo)
 
 

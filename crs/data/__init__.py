@@ -18,6 +18,7 @@ from crs.data.base import (
     safe_join,
 )
 from crs.data.fit import check_fit
+from crs.data.subgroups import attach_subgroups
 from crs.spec import DatasetEntry
 
 __all__ = [
@@ -88,6 +89,9 @@ def load_dataset(loader: str, root: Path | str, /, **options: Any) -> Dataset:
 
     ``fit`` (``crop``, ``pad`` or ``squash``) is taken here for every loader: how the data set's
     non-square images become square (default: the modality's, :data:`crs.data.base.DEFAULT_FIT`).
+    ``subgroups`` (metadata columns, or {attribute: column}) and ``age_bands`` (band edges in years)
+    are taken here too: the patient groups reported per subgroup (:mod:`crs.data.subgroups`; default:
+    the loader's attributes).
     ``loader`` and ``root`` are positional-only so a loader option called ``name`` (the ``folder``
     loader's data set name) reaches the loader instead of colliding with them.
     """
@@ -97,10 +101,12 @@ def load_dataset(loader: str, root: Path | str, /, **options: Any) -> Dataset:
         known = ", ".join(sorted(DATASET_LOADERS))
         raise DataError(f"unknown data set loader {loader!r}; known loaders: {known}") from None
     fit = options.pop("fit", None)
+    attributes = options.pop("subgroups", None)
+    edges = options.pop("age_bands", None)
     dataset = load(Path(root), **options)
     if fit is not None:
         dataset.fit = check_fit(str(fit))
-    return dataset
+    return attach_subgroups(dataset, loader, attributes, edges)
 
 
 def load_entry(entry: DatasetEntry, **extra: object) -> Dataset:

@@ -70,6 +70,8 @@ class Dataset:
     ``splits`` holds "train", "val", "test" (a shift target has only "test").
     ``fit`` says how non-square images become square (``crop``, ``pad``, ``squash``); empty means
     the modality's default (:data:`DEFAULT_FIT`).
+    ``subgroups`` holds one categorical column per patient-group attribute (sex, age band, view...),
+    one row per image; empty when the data set has none (:mod:`crs.data.subgroups` fills it).
     """
 
     name: str
@@ -86,6 +88,7 @@ class Dataset:
     skipped: list[str] = field(default_factory=list)
     fit: str = ""
     accounting: RowAccounting | None = None
+    subgroups: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def __post_init__(self) -> None:
         self.fit = self.fit or default_fit(self.modality)
@@ -112,10 +115,11 @@ class Dataset:
         keep = np.asarray(keep)
         idx = np.flatnonzero(keep) if keep.dtype == bool else keep
         meta = self.metadata.iloc[idx].reset_index(drop=True) if len(self.metadata) else self.metadata
+        subgroups = self.subgroups.iloc[idx].reset_index(drop=True) if len(self.subgroups.columns) else self.subgroups
         return Dataset(
             self.name, self.root, self.task, self.modality, self.image_size, self.ids[idx],
             [self.paths[i] for i in idx], self.groups[idx], self.labels[idx], self.splits[idx], meta,
-            list(self.skipped), self.fit, self.accounting,
+            list(self.skipped), self.fit, self.accounting, subgroups,
         )
 
     def id_digest(self) -> str:

@@ -28,6 +28,7 @@ from crs.data.fit import check_fit
 from crs.data.folder import read_csv
 from crs.data.images import decode_image
 from crs.data.shift import label_key, match_labels
+from crs.data.subgroups import propose_columns
 
 IMAGE_SUFFIXES = {".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg", ".tif": "tiff", ".tiff": "tiff",
                   ".bmp": "bmp", ".webp": "webp", ".gif": "gif"}
@@ -79,6 +80,8 @@ class FolderGuess:
     id_column: str | None = None
     reasons: dict[str, str] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    subgroup_columns: tuple[str, ...] = ()
+    """CSV columns proposed as patient subgroups (sex, age, view...; crs.data.subgroups.propose_columns)."""
 
     def loader_options(self) -> dict[str, Any]:
         """The ``folder`` loader's options for this folder (what the spec's ``options`` table holds)."""
@@ -95,6 +98,8 @@ class FolderGuess:
                            ("id_column", self.id_column)):
             if value:
                 options[key] = value
+        if self.subgroup_columns:
+            options["subgroups"] = list(self.subgroup_columns)
         return options
 
 
@@ -420,12 +425,15 @@ def inspect_folder(
         reasons["fit"] = f"the {modality} default"
     else:
         reasons["fit"] = "given"
+    subgroup_columns = tuple(propose_columns(table, used | set(label_columns)))
+    if subgroup_columns:
+        reasons["subgroups"] = "named as sex, age, view or site, with few values (ages are banded)"
     return FolderGuess(
         root=root, csv=csv_name, n_rows=len(table), columns=tuple(map(str, table.columns)),
         image_column=str(image_column), image_types=types, kind=kind, label_columns=tuple(label_columns),
         class_counts=counts, modality=modality, fit=check_fit(fit), group_column=group_column,
         group_candidates=tuple(candidates), split_column=split_column, id_column=id_column,
-        reasons=reasons, warnings=tuple(warnings),
+        reasons=reasons, warnings=tuple(warnings), subgroup_columns=subgroup_columns,
     )
 
 

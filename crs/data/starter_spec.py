@@ -127,6 +127,9 @@ def describe(guess: FolderGuess) -> list[tuple[str, str, str]]:
     ]
     if guess.id_column:
         rows.append(("ids", f"column {guess.id_column!r} (unique)", "options.id_column"))
+    subgroups = (f"columns {list(guess.subgroup_columns)} ({guess.reasons.get('subgroups', '')})"
+                 if guess.subgroup_columns else "none found: name CSV columns in options.subgroups")
+    rows.append(("subgroup", subgroups, "options.subgroups (docs/subgroups.md)"))
     return rows
 
 

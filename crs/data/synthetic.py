@@ -12,6 +12,11 @@ exercises real decoding), and carry planted, learnable class signal:
   intensity structures (wide heart, basal fluid, haze, bands, patches); 1 to 3 films per patient.
   ``site="b"`` draws a second hospital: other contrast, gamma, noise and a resolution loss;
   ``site="c"`` a third: over-exposed, flatter contrast, a little blur (another shift target).
+
+Every data set also has a ``sex`` and an ``age`` column per group (patient or lesion), drawn from a
+random stream of their own (:func:`demographics`), so adding them changed no image and no label.
+They carry no planted signal in the images; :func:`plant_subgroup_failure` makes one encoder's
+features blind for one group (the demo's planted finding, ``crs.cache.planted``).
 """
 
 from __future__ import annotations
@@ -162,6 +167,32 @@ def _labels_and_groups(modality: str, n_images: int, rng: np.random.Generator):
     return labels, groups
 
 
+DEMOGRAPHICS_STREAM = 2**31 + 7
+"""Last entropy word of the demographics draw (no image or label stream uses it)."""
+SEXES = ("female", "male")
+
+
+def demographics(groups: np.ndarray, seed: int, site: str, modality: str) -> pd.DataFrame:
+    """``sex`` and ``age`` (whole years, 18-95) per row, constant within a group, from their own stream."""
+    rng = np.random.default_rng([seed, SITES.index(site), list(MODALITY_TASK).index(modality), DEMOGRAPHICS_STREAM])
+    names, first = np.unique(np.asarray(groups).astype(str), return_inverse=True)
+    sex = rng.integers(0, 2, size=len(names))
+    age = np.clip(np.round(rng.normal(58.0, 16.0, size=len(names))), 18, 95).astype(np.int64)
+    return pd.DataFrame({"sex": np.asarray(SEXES)[sex][first], "age": age[first]})
+
+
+def plant_subgroup_failure(features: np.ndarray, in_group: np.ndarray, seed: int = 0) -> np.ndarray:
+    """A copy of ``features`` whose rows in ``in_group`` are shuffled among themselves.
+
+    The group's feature distribution is kept, but a row's features no longer belong to its image, so
+    they carry no signal about its labels: an encoder blind for that group, and only for it.
+    """
+    out = np.array(features, copy=True)
+    rows = np.flatnonzero(np.asarray(in_group, dtype=bool))
+    out[rows] = out[np.random.default_rng([seed, DEMOGRAPHICS_STREAM]).permutation(rows)]
+    return out
+
+
 def generate_synthetic(
     root: Path, modality: str, n_images: int = 400, image_size: int = 64, seed: int = 0, site: str = "a"
 ) -> Path:
@@ -203,7 +234,9 @@ def generate_synthetic(
         else:
             row["label"] = int(labels[i])
         rows.append(row)
-    pd.DataFrame(rows).to_csv(folder / "labels.csv", index=False)
+    table = pd.DataFrame(rows)
+    table = pd.concat([table, demographics(table["group"].to_numpy(), seed, site, modality)], axis=1)
+    table.to_csv(folder / "labels.csv", index=False)
     marker.write_text(json.dumps(params, indent=2))
     return folder
 
@@ -221,6 +254,8 @@ def load_synthetic(
     """Generate (once) and load one synthetic data set; a shift target has every image in "test"."""
     folder = generate_synthetic(root, modality, n_images, image_size, seed, site)
     table = pd.read_csv(folder / "labels.csv", dtype={"image_id": str, "group": str})
+    if "sex" not in table:  # a folder generated before the demographics: the same draw, made here
+        table = pd.concat([table, demographics(table["group"].to_numpy(), seed, site, modality)], axis=1)
     task = MODALITY_TASK[modality]
     if task.kind == "multilabel":
         labels = table[list(CXR_FINDINGS)].to_numpy(np.float32)

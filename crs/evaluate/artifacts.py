@@ -17,7 +17,9 @@ rank keys in each probability column's order, which AUROCs are computed on: see
 ``subset_fraction``, ``subset_seed`` (one per probe)
 and ``full_seeds`` (the seeds of the full-fraction rows); ``clean_groups`` and
 ``shift_groups__<target>``: the patient or lesion id of each test row and of each shift target's
-rows, for the group-level bootstrap. Run folders written before several shift targets hold one
+rows, for the group-level bootstrap; ``clean_subgroup__<attribute>`` and
+``shift_subgroup__<target>__<attribute>``: the patient-group category (sex, age band, view...) of each
+of those rows (:func:`subgroup_key`, :func:`subgroup_attributes`). Run folders written before several shift targets hold one
 target under ``shift_probs``, ``shift_labels`` and ``shift_groups``; :func:`shift_keys` reads both
 forms. Everything else reads them through this module.
 
@@ -84,6 +86,20 @@ def condition_key(condition: str, corruption: str = "", severity: int = 0, targe
     if condition == SHIFT and target:
         return f"{_SHIFT_PREFIX}{target}"
     return condition
+
+
+SUBGROUP_MARK = "subgroup__"
+
+
+def subgroup_key(attribute: str, target: str = "") -> str:
+    """The key of one subgroup attribute's categories per test row (``target``: of that shift target's rows)."""
+    return f"{CLEAN}_{SUBGROUP_MARK}{attribute}" if not target else f"{SHIFT}_{SUBGROUP_MARK}{target}__{attribute}"
+
+
+def subgroup_attributes(arrays: Mapping[str, Any], target: str = "") -> list[str]:
+    """The subgroup attributes stored for the clean test rows (or one shift target's rows), sorted."""
+    prefix = subgroup_key("", target)
+    return sorted(key[len(prefix):] for key in arrays if key.startswith(prefix) and "__" not in key[len(prefix):])
 
 
 def shift_groups_key(target: str) -> str:

@@ -42,9 +42,9 @@ from crs.spec import Spec
 
 log = logging.getLogger("crs.probe")
 
-RECORDS_FORMAT = 5
+RECORDS_FORMAT = 6
 """Bump when what a unit writes changes (columns, predictions), so incremental runs refit stale units.
-5: one prediction stem per shift target (``shift__<target>``)."""
+5: one prediction stem per shift target (``shift__<target>``); 6: subgroup categories per test row."""
 
 VALIDATIONS = ("fraction", "full")
 """``fraction``: each probe's C is chosen on validation rows drawn at its own label fraction (nested,
@@ -216,6 +216,7 @@ class Condition:
     features: np.ndarray | zarr.Array  # in memory (clean test rows) or a cache array read in blocks
     rows: np.ndarray | None = None  # rows of ``features`` to evaluate; None: all
     groups: np.ndarray | None = None  # patient or lesion id per evaluated row (clean and shift), for the bootstrap
+    subgroups: dict[str, np.ndarray] = field(default_factory=dict)  # attribute -> category per evaluated row
 
     @property
     def groups_key(self) -> str:
@@ -241,7 +242,9 @@ def evaluation_conditions(
     """The clean test split (from ``clean_test`` in memory), every corruption x severity and each
     shift target, in record order; the cache arrays are opened, not read."""
     test_labels = table.labels[table.indices("test")]
-    clean = Condition("clean", "", 0, "", test_labels, clean_test, groups=table.groups[table.indices("test")])
+    test_rows = table.indices("test")
+    clean = Condition("clean", "", 0, "", test_labels, clean_test, groups=table.groups[test_rows],
+                      subgroups={a: values[test_rows] for a, values in table.subgroups.items()})
     yield clean
     del clean, clean_test  # the caller may free the clean test rows once they are evaluated
     for name in store.feature_array_names(unit.encoder):
@@ -261,7 +264,8 @@ def evaluation_conditions(
         target_rows = target_table.indices("test")
         yield Condition("shift", "", 0, target, target_table.labels[target_rows],
                         target_store.feature_array(unit.encoder, "clean"), target_rows,
-                        groups=target_table.groups[target_rows])
+                        groups=target_table.groups[target_rows],
+                        subgroups={a: values[target_rows] for a, values in target_table.subgroups.items()})
 
 
 # --- one unit -------------------------------------------------------------------------------------
@@ -527,6 +531,8 @@ def _run_unit(
                                 writer.add(artifacts.ALL_CLEAN_KEYS, rank_keys[copies])
                         if condition.groups is not None:  # the bootstrap resamples patients, not images
                             writer.add(condition.groups_key, condition.groups.astype(str))
+                        for attribute, values in condition.subgroups.items():  # per-subgroup scores
+                            writer.add(artifacts.subgroup_key(attribute, condition.target), values.astype(str))
                 if condition.condition == "clean":  # free the clean test rows: no later condition reads them
                     condition.features = np.empty((0, 0), dtype=np.float16)
                 del distinct_probs, distinct_scores

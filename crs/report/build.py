@@ -7,6 +7,7 @@ page, so it opens offline, attached to an e-mail or from an archive.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import html
 import time
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ import pandas as pd
 from PIL import Image
 
 from crs.report import plots, plots_runs
+from crs.report import subgroups as subgroup_report
 from crs.report.cards import build_cards
 from crs.report.headline import headline, reversal_uncertainty
 from crs.report.leaderboards import (
@@ -189,6 +191,8 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
          "encoder takes each CRS rank.")
     stable = Section("stability", "How stable is this ranking?", stability_text(score.stability, score.reference),
                      tables=[reference_table(score.stability)])
+    if getattr(score, "equity_stability", None) is not None:
+        stable.tables.append(subgroup_report.equity_table(score.equity_stability))
     if len(score.stability.leave_one_out):
         stable.tables.append(leave_one_out_table(score.stability))
     else:
@@ -224,7 +228,7 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
                                                       shift_targets(records)),
          "Reliability diagrams: observed frequency against predicted probability; the diagonal is perfect calibration.",
          f"No predictions found under {predictions_dir}: reliability diagrams skipped.")
-    sections = [axes, ranks, uncertainty, stable, labels, robustness, calibration]
+    sections = [axes, ranks, uncertainty, stable, labels, robustness, calibration, _subgroup_section(score, styles, folder)]
     if has_task_leaderboards(score):
         per_task = Section(
             "tasks", "Leaderboards per task",
@@ -240,6 +244,9 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
     cards = build_cards(score, records[records["encoder"].astype(str).isin(order)], board, provenance, flags)
     if has_task_leaderboards(score):
         cards += specialist_cards(score, records, provenance, flags)
+    if getattr(score, "subgroup_gaps", None) is not None:
+        cards = [dataclasses.replace(card, subgroups=tuple(subgroup_report.card_lines(score.subgroup_gaps, card.encoder)))
+                 for card in cards]
     summary = score.reversals.summary()
     uncertainty_summary = reversal_uncertainty(score)
     reversal_note = (f"AUROC vs CRS: {summary['n_reversed']} of {summary['n_pairs']} pairs reversed"
@@ -266,6 +273,28 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
     )
     (out_dir / "report_build_seconds.txt").write_text(f"{time.perf_counter() - started:.2f}\n")
     return path
+
+
+def _subgroup_section(score, styles, folder: Path) -> Section:
+    """Who does it fail? Per encoder and attribute the worst group and the gaps, per group AUROC and
+    calibration with intervals, a dot-and-whisker plot per attribute; why not, when there is nothing."""
+    section = Section("subgroups", "Who does it fail?")
+    groups, gaps = getattr(score, "subgroups", None), getattr(score, "subgroup_gaps", None)
+    if groups is None or gaps is None:
+        section.notes.append("No subgroup scores: they need the case-level bootstrap (`case_bootstrap = true`) "
+                             "and data sets with subgroup attributes (sex, age band, view... see docs/subgroups.md).")
+        return section
+    section.text = ("Per patient subgroup, at 100 % labels, on the clean test split and on each shifted site. Gaps are "
+                    "between the groups the point estimate names (best minus worst AUROC; worst minus best calibration "
+                    "error), with intervals from the score's own patient-level replicates, so an interval that covers 0 "
+                    "is no evidence of a gap. Gaps are reported, never scored.")
+    section.notes.extend(subgroup_report.worst_group_sentences(gaps))
+    section.tables.append(subgroup_report.group_table(groups, score.settings.subgroup_min_images,
+                                                      score.settings.subgroup_min_positives))
+    colours = {name: style.colour for name, style in styles.items()}
+    for path, caption in subgroup_report.subgroup_plots(groups, colours, folder):
+        _add(section, path, caption)
+    return section
 
 
 def _render_html(**context) -> str:
@@ -305,6 +334,7 @@ def _markdown(title, head, text, reversal_note, sections, cards, settings, out_d
             f"- licence: {p.license or 'unknown'}",
             f"- pretraining data: {'; '.join(p.pretraining_data) or 'none'}",
             f"- exposure: {'; '.join(f.text() for f in card.flags) or 'none found'}",
+            *(f"- subgroup: {line}" for line in card.subgroups),
             "",
         ]
     lines += ["## Settings", "", markdown_table(pd.DataFrame(settings, columns=["setting", "value"])), ""]

@@ -34,6 +34,8 @@ class Card:
     flags: tuple[ExposureFlag, ...]
     scope: str = ""
     """Where rank and tier hold: "" for the page's leaderboard, "fundus leaderboard" for a specialist's task."""
+    subgroups: tuple[str, ...] = ()
+    """Worst clean subgroup per task and attribute, with its interval (crs.report.subgroups.card_lines)."""
 
 
 def split_interval(text: str) -> tuple[str, str]:

@@ -461,6 +461,7 @@ def paired_seed_case_bootstrap(
     point: PointEstimate,
     kinds: Mapping[str, str],
     workers: int | None = None,
+    extra_axes: np.ndarray | None = None,
 ) -> bootstrap.BootstrapResult:
     """Two-level paired bootstrap: seed multiset x stratified group-level test-row resample per replicate.
 
@@ -471,7 +472,9 @@ def paired_seed_case_bootstrap(
     replicate. Adds ``crs_from_predictions``: the CRS recomputed from the stored per-case predictions
     with every seed and case once. ``case_draws`` holds each task's
     :class:`crs.scoring.resample.GroupBootstrap` (``.counts([b])`` gives replicate b's row counts),
-    ``shift_case_draws`` per task with shift targets, one per target name.
+    ``shift_case_draws`` per task with shift targets, one per target name. ``extra_axes`` (n_boot + 1, E, k):
+    axis errors measured elsewhere on the same draws (the ``equity`` axis, crs.scoring.subgroups), appended
+    after the four.
     """
     settings = point.settings
     encoders = point.encoders
@@ -497,6 +500,8 @@ def paired_seed_case_bootstrap(
 
     seed_counts = bootstrap.draw_seed_counts(len(seeds), settings.n_boot, settings.seed)
     every_axis = axis_errors_from_metrics(metrics, np.vstack([np.ones((1, len(seeds))), seed_counts]))
+    if extra_axes is not None:
+        every_axis = np.concatenate([every_axis, np.asarray(extra_axes, dtype=np.float64)], axis=-1)
     crs = point.score(every_axis)["crs"]
 
     result = bootstrap.summarise_bootstrap(

@@ -40,11 +40,18 @@ from crs.scoring.settings import (
 )
 from crs.spec import AXES
 
+EQUITY = "equity"
+"""The optional fifth axis: 1 - the worst-group AUROC (crs.scoring.subgroups; ``[score] equity = true``)."""
+ALL_AXES = (*AXES, EQUITY)
+"""Every axis that can be scored, in column order: the four, then ``equity`` when it is on."""
+
 MIN_FLOOR = 1e-6
 """Smallest error floor: keeps e / e_reference finite when a standard error is 0."""
 
 __all__ = [
+    "ALL_AXES",
     "AXES",
+    "EQUITY",
     "COMPONENTS",
     "MIN_FLOOR",
     "PointEstimate",
@@ -316,7 +323,7 @@ def _check_axis_errors(axis_errors: pd.DataFrame, reference: str | None) -> list
         )
     if len(set(encoders)) != len(encoders):
         raise ScoreInputError(f"axis_errors has duplicate encoders: {sorted(encoders)}")
-    axes = [axis for axis in AXES if axis in axis_errors.columns and not axis_errors[axis].isna().all()]
+    axes = [axis for axis in ALL_AXES if axis in axis_errors.columns and not axis_errors[axis].isna().all()]
     if not axes:
         raise ScoreInputError(f"axis_errors has none of the axes {AXES} with a value")
     partial = [axis for axis in axes if axis_errors[axis].isna().any()]
@@ -352,7 +359,8 @@ def clinical_reliability_score(
 ) -> pd.DataFrame:
     """One row per encoder: u per axis, S, Q, dominance, balance, worst axis, CRS and rank.
 
-    ``axis_errors`` is indexed by encoder with columns among :data:`AXES` (errors, lower is better).
+    ``axis_errors`` is indexed by encoder with columns among :data:`ALL_AXES` (errors, lower is better;
+    ``equity`` only when the spec turns it on).
     ``floor``: per-axis error floor (a Series by axis or values in :data:`AXES` order); None takes
     ``settings.error_floor``, which must then be a number. An axis with no value for any encoder
     (for example robustness when no corruption was run) is left out and the CRS is computed over
@@ -402,7 +410,9 @@ def _floor_values(floor, settings: ScoreSettings, axes: Sequence[str]) -> np.nda
     values = np.asarray(floor, dtype=np.float64)
     if values.ndim == 0:
         return np.full(len(axes), float(values))
-    return values[[AXES.index(axis) for axis in axes]] if len(values) == len(AXES) else values
+    if len(values) in (len(AXES), len(ALL_AXES)):
+        return values[[ALL_AXES.index(axis) for axis in axes]]
+    return values
 
 
 # --- the point estimate, made once --------------------------------------------------------------------
@@ -432,11 +442,13 @@ class PointEstimate:
 
     @property
     def axis_columns(self) -> list[int]:
-        """Positions of the scored axes in :data:`AXES` (to select them from (..., E, 4) arrays)."""
-        return [AXES.index(axis) for axis in self.axes]
+        """Positions of the scored axes in :data:`ALL_AXES` (to select them from (..., E, 4) arrays, or
+        (..., E, 5) with ``equity`` last when it is scored)."""
+        return [ALL_AXES.index(axis) for axis in self.axes]
 
     def score(self, errors: np.ndarray, weights: np.ndarray | None = None) -> dict[str, np.ndarray]:
-        """:func:`crs_components` of (..., E, 4) errors with this estimate's reference, floor and rules."""
+        """:func:`crs_components` of (..., E, 4) errors (E, 5 with ``equity``) with this estimate's reference,
+        floor and rules."""
         return crs_components(
             np.asarray(errors)[..., self.axis_columns],
             self.reference_index,
@@ -450,16 +462,18 @@ class PointEstimate:
 def noise_floor(
     standard_errors: pd.DataFrame | None, settings: ScoreSettings, encoders: Sequence[str]
 ) -> pd.Series:
-    """Per-axis floor (index :data:`AXES`) under ``settings.error_floor``."""
+    """Per-axis floor (index :data:`AXES`, and ``equity`` where the standard errors have it) under
+    ``settings.error_floor``."""
     if settings.error_floor != NOISE_FLOOR:
-        return pd.Series(float(settings.error_floor), index=list(AXES))
+        return pd.Series(float(settings.error_floor), index=list(ALL_AXES))
     if standard_errors is None:
         raise ScoreInputError(
             "error_floor = 'noise' needs the run records' standard errors (auroc_se, ece_se), written by "
             "crs probe since scoring v2; rerun `crs probe`, or set error_floor to a number"
         )
-    values = standard_errors.reindex(list(encoders))[list(AXES)].to_numpy(dtype=np.float64)
-    return pd.Series(error_floor(values, reference_index(encoders, settings)), index=list(AXES))
+    axes = [axis for axis in ALL_AXES if axis in standard_errors.columns or axis in AXES]
+    values = standard_errors.reindex(list(encoders)).reindex(columns=axes).to_numpy(dtype=np.float64)
+    return pd.Series(error_floor(values, reference_index(encoders, settings)), index=axes)
 
 
 def point_estimate(

@@ -16,12 +16,19 @@ from crs.evaluate.artifacts import PREDICTIONS_DIR, RunFolder
 from crs.scoring.bootstrap import BootstrapResult, paired_seed_bootstrap, zero_width
 from crs.scoring.case_bootstrap import paired_seed_case_bootstrap, task_kinds
 from crs.scoring.coverage import Coverage, declared_records, every_task_encoders, is_complete, placement
-from crs.scoring.formula import AXES, PointEstimate, ScoreInputError, point_estimate, rank_descending
+from crs.scoring.formula import AXES, EQUITY, PointEstimate, ScoreInputError, point_estimate, rank_descending
 from crs.scoring.measurements import Measurements, measure
 from crs.scoring.rankings import RankReversals, rank_reversals
 from crs.scoring.reversals import Reversals, auroc_crs_reversals
 from crs.scoring.settings import ScoreSettings
 from crs.scoring.stability import Stability, WeightSensitivity, stability
+from crs.scoring.subgroups import (
+    EquityError,
+    SubgroupResult,
+    equity_error,
+    equity_replicates,
+    subgroup_scores,
+)
 
 REPORTED_COLUMNS = (
     "ece", "brier", "nll", "kappa", "ordinal_auroc", "label_retention", "corruption_retention",
@@ -48,6 +55,13 @@ class ScoreResult:
     ``leaderboards[task]`` is that task's own full result (CRS, tiers, reversals, stability) over the
     encoders declared on it, and ``placement`` says per encoder where it is ranked and why
     (:func:`crs.scoring.coverage.placement`). Both are empty when every encoder runs on every task.
+
+    ``subgroups`` (one row per encoder, task, condition, attribute and group) and ``subgroup_gaps``
+    (one row per encoder, task, condition and attribute: worst group, gaps, groups too small) come
+    from the per-case predictions under the score's replicates (:mod:`crs.scoring.subgroups`);
+    None when the score has no case level or the data sets no subgroups. Reported, never scored.
+    With the ``equity`` axis on, ``equity_stability`` holds per encoder its worst-group AUROC, CRS and
+    rank with equity and without it (the four-axis point estimate), so the axis's effect is in view.
     """
 
     settings: ScoreSettings
@@ -61,6 +75,9 @@ class ScoreResult:
     reversal_uncertainty: Reversals | None = None
     leaderboards: Mapping[str, ScoreResult] = field(default_factory=dict)
     placement: pd.DataFrame | None = None
+    subgroups: pd.DataFrame | None = None
+    subgroup_gaps: pd.DataFrame | None = None
+    equity_stability: pd.DataFrame | None = None
 
     @property
     def reference(self) -> str:
@@ -105,6 +122,11 @@ class ScoreResult:
             out["reversal_noise"] = found.noise
         if self.placement is not None:
             out["placement"] = self.placement
+        if self.subgroups is not None and self.subgroup_gaps is not None:
+            out["subgroups"] = self.subgroups
+            out["subgroup_gaps"] = self.subgroup_gaps
+        if self.equity_stability is not None:
+            out["equity_stability"] = self.equity_stability
         return out
 
     def tables(self) -> dict[str, pd.DataFrame]:
@@ -143,6 +165,8 @@ class ScoreResult:
             "rank_reversals": self.reversals.summary(),
             "reversal_uncertainty": _plain_tree(self.reversal_uncertainty),
             "placement": _placement_records(self.placement),
+            "subgroups": self.subgroup_summary(),
+            "equity_stability": None if self.equity_stability is None else _records(self.equity_stability.reset_index()),
             "leaderboards": [
                 {"task": task, "encoders": [str(e) for e in board.crs.index], **{
                     key: value for key, value in board.summary().items() if key not in ("settings", "leaderboards", "placement")}}
@@ -166,6 +190,18 @@ class ScoreResult:
     def from_stored(cls, tables: dict[str, pd.DataFrame], summary: dict) -> ScoreResult:
         """Rebuild a result from :meth:`tables` (indexes restored) and :meth:`summary`; see :func:`read_score`."""
         return _from_stored(cls, tables, summary)
+
+    def subgroup_summary(self) -> dict | None:
+        """Per encoder, task, condition and attribute: the worst group, gaps with intervals, groups too small
+        (the same numbers as the ``subgroup_gaps`` table), and the per-group rows."""
+        if self.subgroups is None or self.subgroup_gaps is None:
+            return None
+        return {
+            "min_images": self.settings.subgroup_min_images,
+            "min_positives": self.settings.subgroup_min_positives,
+            "gaps": _records(self.subgroup_gaps),
+            "groups": _records(self.subgroups),
+        }
 
     def interval_summary(self) -> dict:
         """What the CRS intervals cover: the bootstrap level, whether the test set is resampled, and the
@@ -207,8 +243,25 @@ class ScoreResult:
             f"weight sensitivity ({weights['n_samples']} Dirichlet draws): {weights['top']} stays first in "
             f"{weights['share_top_stays_first']:.1%}, mean Kendall tau to default {weights['mean_kendall_tau']:.3f}",
             *self._leaderboard_lines(),
+            *self._subgroup_lines(),
         ]
         return "\n".join(lines)
+
+    def _subgroup_lines(self) -> list[str]:
+        """Subgroup gaps whose interval excludes 0 (docs/subgroups.md); the full tables are stored beside."""
+        gaps = self.subgroup_gaps
+        if gaps is None:
+            return []
+        found = gaps[gaps["auroc_gap_low"].fillna(0) > 0]
+        if found.empty:
+            return [f"subgroups: no AUROC gap's {1 - self.settings.alpha:.0%} interval excludes 0 "
+                    f"({len(gaps)} encoder x task x condition x attribute rows; score/subgroup_gaps.parquet)"]
+        return ["subgroups (AUROC gaps whose interval excludes 0; reported, never scored):"] + [
+            f"  {row['encoder']} on {row['task']} ({row['condition']}), by {row['attribute']}: worst {row['worst_group']} "
+            f"{row['worst_auroc']:.3f}, gap to {row['best_group']} {row['auroc_gap']:.3f} "
+            f"[{row['auroc_gap_low']:.3f}, {row['auroc_gap_high']:.3f}]"
+            for _, row in found.iterrows()
+        ]
 
     def _leaderboard_lines(self) -> list[str]:
         """Per-task leaderboards and who is ranked where (only when some encoder runs on some tasks only)."""
@@ -292,6 +345,12 @@ def _board_prefix(i: int) -> str:
     return f"task{i}_"
 
 
+def _records(table: pd.DataFrame) -> list[dict]:
+    """Rows as JSON-ready dicts (NaN as None)."""
+    return [{key: (None if isinstance(value, float) and not np.isfinite(value) else _plain(value))
+             for key, value in row.items()} for row in table.to_dict(orient="records")]
+
+
 def _placement_records(table: pd.DataFrame | None) -> list[dict] | None:
     if table is None:
         return None
@@ -303,10 +362,11 @@ def _from_stored(cls, tables: dict[str, pd.DataFrame], summary: dict) -> ScoreRe
     stored = summary["stored"]
     settings = ScoreSettings(**summary["settings"])
     axis_errors = tables["axis_errors"]
-    errors = axis_errors[[f"{axis}_error" for axis in AXES]].set_axis(list(AXES), axis=1)
-    se_columns = [f"{axis}_se" for axis in AXES]
+    stored_axes = [*AXES, *([EQUITY] if f"{EQUITY}_error" in axis_errors else [])]
+    errors = axis_errors[[f"{axis}_error" for axis in stored_axes]].set_axis(stored_axes, axis=1)
+    se_columns = [f"{axis}_se" for axis in stored_axes]
     standard_errors = (
-        axis_errors[se_columns].set_axis(list(AXES), axis=1) if all(c in axis_errors for c in se_columns) else None
+        axis_errors[se_columns].set_axis(stored_axes, axis=1) if all(c in axis_errors for c in se_columns) else None
     )
     point = PointEstimate(
         settings=settings, errors=errors, standard_errors=standard_errors, axes=tuple(stored["point_axes"]),
@@ -352,7 +412,13 @@ def _from_stored(cls, tables: dict[str, pd.DataFrame], summary: dict) -> ScoreRe
         stability=Stability(tables["stability_references"], tables["stability_reference_ranks"],
                             tables["stability_leave_one_out"], sensitivity),
         reversal_uncertainty=uncertainty, placement=tables.get("placement"),
+        subgroups=_unindexed(tables.get("subgroups")), subgroup_gaps=_unindexed(tables.get("subgroup_gaps")),
+        equity_stability=tables.get("equity_stability"),
     )  # fmt: skip
+
+
+def _unindexed(table: pd.DataFrame | None) -> pd.DataFrame | None:
+    return None if table is None else table.reset_index(drop=True)
 
 
 def _bootstrap_name(bootstrap) -> str:
@@ -466,11 +532,27 @@ def _score_cohort(
 ) -> ScoreResult:
     """One leaderboard: every encoder in ``records`` must have every task in them."""
     measurements: Measurements = measure(records, settings)
-    point = point_estimate(measurements.axis_errors(), measurements.axis_standard_errors(), settings)
+    errors, standard_errors = measurements.axis_errors(), measurements.axis_standard_errors()
+    found = extra = None
+    if folder is not None:
+        encoders = sorted(str(e) for e in errors.index)  # the point estimate's order
+        found = _subgroups(measurements, folder, settings, encoders, task_kinds(records))
+        if settings.equity:  # the fifth axis: same draws as the CRS, appended after the four
+            try:
+                extra = equity_replicates(found, encoders)[:, :, None]
+                equity = equity_error(found.groups, encoders)
+            except EquityError as error:
+                raise ScoreInputError(str(error)) from None
+            errors = errors.set_axis(errors.index.astype(str)).assign(**{EQUITY: equity})
+            if standard_errors is not None:
+                spread = np.std(extra[1:, :, 0], axis=0, ddof=1) if len(extra) > 2 else np.full(len(encoders), np.nan)
+                standard_errors = standard_errors.set_axis(standard_errors.index.astype(str)).assign(
+                    **{EQUITY: pd.Series(spread, index=encoders)})
+    point = point_estimate(errors, standard_errors, settings)
     per_seed = seed_axes(records, full_fraction=settings.full_fraction, retention_floor=settings.retention_floor)
 
     if folder is not None:
-        boot = paired_seed_case_bootstrap(measurements, folder, point, task_kinds(records), workers)
+        boot = paired_seed_case_bootstrap(measurements, folder, point, task_kinds(records), workers, extra)
     else:
         boot = paired_seed_bootstrap(measurements, point)
 
@@ -481,7 +563,11 @@ def _score_cohort(
         table[column] = boot.table[column].reindex(table.index)
     reversals = rank_reversals(table["auroc"], table["crs"])
     uncertainty = bootstrap_reversals(table, boot, settings)
+    groups = gaps = None
+    if found is not None and not found.empty:
+        groups, gaps = found.groups, found.gaps
     return ScoreResult(
+        equity_stability=_equity_stability(point, table) if settings.equity else None,
         settings=settings,
         seed_axes=per_seed,
         point=point,
@@ -491,6 +577,32 @@ def _score_cohort(
         reversals=reversals,
         stability=stability(point),
         reversal_uncertainty=uncertainty,
+        subgroups=groups,
+        subgroup_gaps=gaps,
+    )
+
+
+def _equity_stability(point: PointEstimate, table: pd.DataFrame) -> pd.DataFrame:
+    """Per encoder: worst-group AUROC, CRS and rank with the equity axis, and CRS and rank of the four-axis
+    point estimate (same errors, floors and reference without the fifth axis)."""
+    four_axes = [axis for axis in AXES if axis in point.errors.columns]
+    standard_errors = None if point.standard_errors is None else point.standard_errors[four_axes]
+    four = point_estimate(point.errors[four_axes], standard_errors, point.settings).table
+    return pd.DataFrame({
+        "worst_group_auroc": 1.0 - point.errors[EQUITY],
+        "crs_with_equity": table["crs"], "rank_with_equity": table["rank"],
+        "crs_without_equity": four["crs"], "rank_without_equity": four["rank"],
+    }).rename_axis("encoder")
+
+
+def _subgroups(
+    measurements: Measurements, folder: RunFolder, settings: ScoreSettings, encoders: list[str], kinds: dict[str, str]
+) -> SubgroupResult:
+    """The subgroup tables under the score's own replicates (same seed, same task numbers, same draws)."""
+    targets = {task: list(layout.targets) for task, layout in measurements.layouts.items()}
+    return subgroup_scores(
+        folder, encoders, kinds, targets, settings.n_boot, settings.seed, settings.alpha,
+        settings.full_fraction, settings.subgroup_min_images, settings.subgroup_min_positives,
     )
 
 

@@ -65,6 +65,10 @@ class ScoreSettings:
         retention_floor: denominator floor of the retention ratios reported beside the axes.
         n_weight_samples: Dirichlet draws of the weight-sensitivity analysis.
         case_level: resample test cases as well as seeds (needs the stored per-case predictions).
+        subgroup_min_images, subgroup_min_positives: the smallest patient subgroup that is scored (test
+            images; positives per label); smaller ones are listed as too small (crs.scoring.subgroups).
+        equity: add the optional fifth axis ``equity``: 1 - the worst-group AUROC, mean over tasks and
+            subgroup attributes (crs.scoring.subgroups); off by default (the four-axis CRS). Needs case_level.
     """
 
     reference: str = MEDIAN_REFERENCE
@@ -80,6 +84,9 @@ class ScoreSettings:
     retention_floor: float = 0.05
     n_weight_samples: int = 1000
     case_level: bool = False
+    subgroup_min_images: int = 50
+    subgroup_min_positives: int = 10
+    equity: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "weights", tuple(float(w) for w in component_weights(self.weights)))
@@ -102,6 +109,14 @@ class ScoreSettings:
             raise ScoreInputError(f"full_fraction must lie in (0, 1], got {self.full_fraction}")
         if not self.retention_floor > 0:
             raise ScoreInputError(f"retention_floor must be positive, got {self.retention_floor}")
+        if self.equity and not self.case_level:
+            raise ScoreInputError("equity = True needs case_level = True: the worst-group AUROC is measured on the "
+                                  "per-case predictions (docs/subgroups.md)")
+        if self.subgroup_min_images < 1 or self.subgroup_min_positives < 1:
+            raise ScoreInputError(
+                f"subgroup_min_images and subgroup_min_positives must be at least 1, got "
+                f"{self.subgroup_min_images} and {self.subgroup_min_positives}"
+            )
         if self.n_weight_samples < 1:
             raise ScoreInputError(f"n_weight_samples must be at least 1, got {self.n_weight_samples}")
 
@@ -132,5 +147,8 @@ class ScoreSettings:
             n_boot=config.n_boot,
             seed=config.seed,
             case_level=config.case_bootstrap,
+            subgroup_min_images=config.subgroup_min_images,
+            subgroup_min_positives=config.subgroup_min_positives,
+            equity=config.equity,
             **changes,
         )

@@ -7,6 +7,7 @@ import json
 import sys
 
 import numpy as np
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 from sklearn.linear_model import LogisticRegression
@@ -145,3 +146,21 @@ def test_per_unit_figures_come_from_probe_costs_csv(tmp_path):
     assert rows["isic2019"] == {"task": "isic2019", "units": 2, "workers": 2, "mean_wall_s": 12.0, "mean_cpu_s": 10.5,
                                 "max_peak_rss_bytes": 300}
     assert rows["chexpert"]["units"] == 1 and rows["chexpert"]["max_peak_rss_bytes"] == 2000
+
+
+def test_subgroups_enter_the_paper_scale_tables_only_when_asked(tmp_path):
+    import dataclasses
+
+    (tmp_path / "on").mkdir()
+    (tmp_path / "off").mkdir()
+    prepare(dataclasses.replace(TINY, subgroups=True), tmp_path / "on")
+    chexpert = FeatureStore(store_path(tmp_path / "on" / "cache", "chexpert")).read_table()
+    assert sorted(chexpert.subgroups) == ["age", "ap_pa", "sex"]
+    assert set(chexpert.subgroups["ap_pa"]) == {"AP", "PA"} and set(chexpert.subgroups["sex"]) == {"female", "male"}
+    # sex is a patient's: one value per group
+    frame = pd.DataFrame({"group": chexpert.groups, "sex": chexpert.subgroups["sex"]})
+    assert (frame.groupby("group")["sex"].nunique() == 1).all()
+    isic = FeatureStore(store_path(tmp_path / "on" / "cache", "isic2019")).read_table()
+    assert sorted(isic.subgroups) == ["age", "sex"]
+    prepare(TINY, tmp_path / "off")
+    assert FeatureStore(store_path(tmp_path / "off" / "cache", "chexpert")).read_table().subgroups == {}

@@ -164,3 +164,73 @@ def test_records_without_standard_errors_need_a_numeric_floor():
     with pytest.raises(ScoreInputError, match="auroc_se.*error_floor"):
         score_records(records, n_boot=5, n_weight_samples=5)
     assert len(score_records(records, n_boot=5, n_weight_samples=5, error_floor=1e-3).crs) == 10
+
+
+# --- with the optional equity axis (worst-group AUROC, crs.scoring.subgroups) ------------------------
+
+
+def _subgroup_table(records: pd.DataFrame, seed: int) -> pd.DataFrame:
+    """Scored clean groups per encoder, task and attribute (sex: 2, age: 3), AUROCs around the encoder's clean AUROC."""
+    rng = np.random.default_rng(seed)
+    clean = records[(records["condition"] == "clean") & (records["label_fraction"] == 1.0)]
+    rows = []
+    for (encoder, task), auroc in clean.groupby(["encoder", "task"])["auroc"].mean().items():
+        for attribute, groups in (("sex", ("female", "male")), ("age", ("<40", "40-59", "60+"))):
+            for group in groups:
+                rows.append({"encoder": encoder, "task": task, "condition": "clean", "attribute": attribute,
+                             "group": group, "scored": True, "auroc": min(auroc + rng.normal(0, 0.03), 1.0)})
+    return pd.DataFrame(rows)
+
+
+def _crs_with_equity(records: pd.DataFrame, groups: pd.DataFrame, reference: str) -> pd.Series:
+    """The point CRS with equity on, assembled as crs.scoring.result._score_cohort does (errors + equity column,
+    its standard error beside the others)."""
+    from crs.scoring.subgroups import equity_error
+
+    score_settings = ScoreSettings(reference=reference, equity=True, case_level=True)
+    measurements = measure(records, score_settings)
+    errors, standard_errors = measurements.axis_errors(), measurements.axis_standard_errors()
+    encoders = sorted(str(e) for e in errors.index)
+    errors = errors.assign(equity=equity_error(groups, encoders))
+    standard_errors = standard_errors.assign(equity=0.01)
+    return point_estimate(errors, standard_errors, score_settings).table["crs"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(cohorts, st.integers(0, 10_000), st.floats(1e-6, 0.2), references)
+def test_with_equity_raising_any_group_auroc_never_lowers_that_encoders_crs(cohort, pick, delta, reference):
+    records = cohort_records(*cohort)
+    groups = _subgroup_table(records, cohort[1])
+    row = pick % len(groups)
+    encoder = groups.at[row, "encoder"]
+    before = _crs_with_equity(records, groups, reference)[encoder]
+    raised = groups.copy()
+    raised.at[row, "auroc"] = min(raised.at[row, "auroc"] + delta, 1.0)
+    after = _crs_with_equity(records, raised, reference)[encoder]
+    assert after >= before - 1e-12
+
+
+@settings(max_examples=40, deadline=None)
+@given(cohorts, st.integers(0, 10_000), st.floats(1e-6, 0.3), references)
+def test_with_equity_raising_any_auroc_record_never_lowers_that_encoders_crs(cohort, pick, delta, reference):
+    records = cohort_records(*cohort)
+    groups = _subgroup_table(records, cohort[1])
+    row = pick % len(records)
+    encoder = records.at[row, "encoder"]
+    before = _crs_with_equity(records, groups, reference)[encoder]
+    raised = records.copy()
+    raised.at[row, "auroc"] = min(raised.at[row, "auroc"] + delta, 1.0)
+    after = _crs_with_equity(raised, groups, reference)[encoder]
+    assert after >= before - 1e-12
+
+
+def test_without_equity_the_crs_is_the_four_axis_one():
+    """equity off: no fifth column anywhere, the CRS exactly as before (the golden score tables pin it too)."""
+    records = cohort_records(10, seed=5)
+    four = _crs(records, ScoreSettings())
+    measurements = measure(records, ScoreSettings())
+    point = point_estimate(measurements.axis_errors(), measurements.axis_standard_errors(), ScoreSettings())
+    assert point.axes == ("discrimination", "calibration", "label_efficiency", "robustness")
+    assert "u_equity" not in point.table and "equity" not in point.floor
+    with_equity = _crs_with_equity(records, _subgroup_table(records, 5), "median")
+    assert not np.allclose(with_equity.to_numpy(), four.to_numpy())

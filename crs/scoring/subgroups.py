@@ -1,0 +1,351 @@
+"""Who does it fail? Per patient subgroup: AUROC, the scored calibration error and the positive rate,
+on the clean test split and on each shift target, for the full-fraction probes; per attribute the
+worst-group AUROC and the largest AUROC and calibration gaps, each with an interval from the score's
+own patient-level replicates (docs/decisions/0041-0043, docs/subgroups.md).
+
+* Replicates: the task's :class:`crs.scoring.case_bootstrap.TaskLayout` draws (the CRS's own:
+  same entropy, same patients), each replicate's row counts restricted to a group's rows. Every
+  encoder sees the same draws, so the intervals are paired across encoders.
+* Groups and sizes: fairlearn's :class:`~fairlearn.metrics.MetricFrame` does the by-group
+  bookkeeping (the groups of an attribute, each group's size and the positives of its rarest label,
+  which decide scored or too small; the rows' positions are passed as ``y_true``/``y_pred`` so any
+  label shape works). The measures go through the weighted metrics (:mod:`crs.axes.weighted`) on each
+  group's own rows under every replicate at once; row 0 (every case once) is the point estimate
+  (decision 0041 says why not MetricFrame per replicate).
+* Gaps are between the groups named by the point estimate (best minus worst AUROC; worst minus
+  best calibration error), recomputed for that pair in every replicate, so the interval of a gap
+  that does not exist covers 0 (a max-minus-min gap would be positive in every replicate).
+* Groups with fewer than ``min_images`` test images, or with fewer than ``min_positives``
+  positives of a label that has positives in the test split, are listed as too small, never scored.
+* Gaps are reported, never scored (they fall when the best group improves); the worst-group AUROC
+  is an absolute utility and may enter the CRS as the optional ``equity`` axis.
+
+Seeds: at the full label fraction every seed usually trains on the same rows; a group's measure is
+the mean over the full-fraction seeds (each distinct prediction scored once).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from crs.axes.weighted import ReplicateWeights, prepare_weights, weighted_debiased_ece
+from crs.evaluate import artifacts
+from crs.evaluate.artifacts import RunFolder
+from crs.scoring.case_bootstrap import (
+    TaskLayout,
+    _class_labels,
+    _distinct_rows,
+    macro_auroc_columns,
+    read_unit,
+    task_layout,
+)
+
+SCORED_CALIBRATION: Callable[..., np.ndarray] = weighted_debiased_ece
+"""The scored calibration error (the records' ``ece_debiased``) under replicate weights, (B,): the one
+line to change when the scored estimator changes (crs.axes.calibration)."""
+
+MIN_IMAGES = 50
+"""Fewest test images of a group that is scored."""
+MIN_POSITIVES = 10
+"""Fewest positives per label (class, for single-label tasks) of a group that is scored."""
+
+GROUP_COLUMNS = (
+    "encoder", "task", "condition", "attribute", "group", "n_images", "min_positives", "scored",
+    "auroc", "auroc_low", "auroc_high", "calibration", "calibration_low", "calibration_high",
+    "positive_rate", "positive_rate_low", "positive_rate_high",
+)  # fmt: skip
+GAP_COLUMNS = (
+    "encoder", "task", "condition", "attribute", "n_groups", "worst_group", "worst_auroc", "worst_auroc_low",
+    "worst_auroc_high", "best_group", "auroc_gap", "auroc_gap_low", "auroc_gap_high", "worst_calibrated_group",
+    "best_calibrated_group", "calibration_gap", "calibration_gap_low", "calibration_gap_high", "too_small",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SubgroupRows:
+    """One condition's rows of one task: labels, categories per attribute and the replicate counts."""
+
+    condition: str  # "clean" or "shift:<target>"
+    labels: np.ndarray
+    categories: Mapping[str, np.ndarray]
+    weights: np.ndarray  # (B + 1, N) integer counts: row 0 every case once, then the score's replicates
+
+
+def positive_counts(labels: np.ndarray, kind: str, n_outputs: int) -> np.ndarray:
+    """Positives of each one-vs-rest problem (NaN labels, unknown, not counted)."""
+    return np.array([np.nansum(column) for _, column in _class_labels(labels, kind, n_outputs)])
+
+
+def positive_rate(labels: np.ndarray, kind: str, weights: np.ndarray) -> np.ndarray:
+    """(B,) weighted share of positives: multilabel and binary the mean over labels; ordinal the share
+    above grade 0; multiclass NaN (no one positive class)."""
+    if kind == "multiclass":
+        return np.full(len(weights), np.nan)
+    if kind == "ordinal":
+        positive = (np.asarray(labels) > 0).astype(np.float64)[:, None]
+    else:
+        positive = np.asarray(labels, dtype=np.float64).reshape(len(labels), -1)
+    known = (~np.isnan(positive)).astype(np.float64)
+    positive = np.nan_to_num(positive)
+    out = np.empty(len(weights))
+    for start in range(0, len(weights), RATE_BLOCK):  # float64 copies of a block of replicates only
+        block = np.asarray(weights[start:start + RATE_BLOCK], dtype=np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[start:start + RATE_BLOCK] = _nanmean_rows((block @ positive) / (block @ known))
+    return out
+
+
+RATE_BLOCK = 64
+"""Replicates per float64 block of :func:`positive_rate` (its memory: block x rows x 8 bytes)."""
+
+
+def _nanmean_rows(values: np.ndarray) -> np.ndarray:
+    """Mean of each row's finite values; NaN (no warning) for a row without any."""
+    finite = np.isfinite(values)
+    count = finite.sum(axis=1)
+    total = np.where(finite, values, 0.0).sum(axis=1)
+    return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
+def _nanmin_rows(values: np.ndarray) -> np.ndarray:
+    """Minimum of each row's finite values; NaN (no warning) for a row without any."""
+    finite = np.isfinite(values)
+    return np.where(finite.any(axis=1), np.where(finite, values, np.inf).min(axis=1), np.nan)
+
+
+def _interval(values: np.ndarray, alpha: float) -> tuple[float, float]:
+    values = values[np.isfinite(values)]
+    if len(values) < 2:
+        return float("nan"), float("nan")
+    low, high = np.percentile(values, [100 * alpha / 2, 100 * (1 - alpha / 2)])
+    return float(low), float(high)
+
+
+def _metric_frame(metrics: dict[str, Callable], rows: np.ndarray, sensitive: np.ndarray) -> pd.DataFrame:
+    """fairlearn's by-group table of ``metrics`` (functions of row positions)."""
+    from fairlearn.metrics import MetricFrame
+
+    frame = MetricFrame(metrics=metrics, y_true=rows, y_pred=rows, sensitive_features=pd.Series(sensitive, name="group"))
+    return frame.by_group
+
+
+def _condition_measures(
+    labels: np.ndarray, kind: str, probs: list[np.ndarray], keys: list[np.ndarray], index: np.ndarray,
+    weights: ReplicateWeights,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(B + 1,) AUROC and calibration error under ``weights``, mean over the seeds (``index``: each
+    seed's distinct prediction, scored once)."""
+    auroc = macro_auroc_columns(keys, labels, kind, weights)[:, index].mean(axis=1)
+    calibration = np.stack([SCORED_CALIBRATION(labels, p, kind, weights) for p in probs], axis=1)[:, index].mean(axis=1)
+    if len(calibration) > 1:  # centred as the score's (crs.scoring.case_bootstrap.centre_calibration)
+        calibration[1:] -= calibration[1:].mean() - calibration[0]
+    return auroc, calibration
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    """One group of one attribute on one condition: what every encoder shares (made once per task).
+
+    A group's measures are taken on its own rows only (``rows``; their replicate counts in ``weights``):
+    rows of other groups carry zero weight in every replicate, so leaving them out changes nothing and
+    each attribute's groups together cost one pass over the test rows, not one per group."""
+
+    group: str
+    n_images: int
+    min_positives: int
+    scored: bool
+    rows: np.ndarray
+    labels: np.ndarray
+    weights: ReplicateWeights | None  # None when the group is too small
+    positive_rate: np.ndarray  # (B + 1,)
+
+
+def plan_groups(
+    rows: SubgroupRows, kind: str, n_outputs: int, min_images: int = MIN_IMAGES, min_positives: int = MIN_POSITIVES,
+) -> dict[str, list[GroupPlan]]:
+    """Per attribute, its groups (sorted), sized and judged by fairlearn's MetricFrame, with their weights."""
+    labels = rows.labels
+    needed = positive_counts(labels, kind, n_outputs) > 0
+    positions = np.arange(len(labels))
+    plans: dict[str, list[GroupPlan]] = {}
+    for attribute, values in rows.categories.items():
+        sizes = _metric_frame({
+            "n_images": lambda r, _: len(r),
+            "min_positives": lambda r, _: int(positive_counts(labels[r], kind, n_outputs)[needed].min(initial=10**6)),
+        }, positions, values)
+        plans[attribute] = []
+        for group, size in sizes.iterrows():
+            members = np.flatnonzero(values == group)
+            weights = rows.weights[:, members]
+            scored = bool(size["n_images"] >= min_images and size["min_positives"] >= min_positives)
+            plans[attribute].append(GroupPlan(
+                str(group), int(size["n_images"]), int(size["min_positives"]), scored, members, labels[members],
+                prepare_weights(weights) if scored else None,
+                positive_rate(labels[members], kind, weights),
+            ))
+    return plans
+
+
+def encoder_subgroups(
+    encoder: str, task: str, kind: str, arrays: Mapping[str, np.ndarray], condition: str,
+    plans: Mapping[str, list[GroupPlan]], probs_key: str, seeds: Sequence[int], alpha: float,
+) -> tuple[list[dict], list[dict], dict[str, np.ndarray]]:
+    """One encoder's group rows and gap rows on one condition of one task, and per attribute with a
+    scored group the worst-group AUROC under every replicate (B + 1,)."""
+    full_seeds = np.asarray(arrays[artifacts.FULL_SEEDS])
+    full_rows = [int(np.flatnonzero(full_seeds == seed)[0]) for seed in seeds]
+    probs_all = np.asarray(arrays[probs_key])[full_rows]
+    keys_all = artifacts.auroc_scores(arrays, probs_key)[full_rows]
+    probs, index = _distinct_rows(probs_all)
+    keys = [np.asarray(keys_all[int(np.flatnonzero(index == d)[0])], dtype=np.float32) for d in range(len(probs))]
+    group_rows: list[dict] = []
+    gap_rows: list[dict] = []
+    worst_by_attribute: dict[str, np.ndarray] = {}
+    for attribute, groups in plans.items():
+        replicates: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for plan in groups:
+            rate = plan.positive_rate
+            row = {"encoder": encoder, "task": task, "condition": condition, "attribute": attribute,
+                   "group": plan.group, "n_images": plan.n_images, "min_positives": plan.min_positives,
+                   "scored": plan.scored, "positive_rate": float(rate[0]),
+                   **dict(zip(("positive_rate_low", "positive_rate_high"), _interval(rate[1:], alpha), strict=True))}
+            if plan.scored and plan.weights is not None:
+                auroc, calibration = _condition_measures(
+                    plan.labels, kind, [p[plan.rows] for p in probs], [k[plan.rows] for k in keys], index, plan.weights)
+                replicates[plan.group] = (auroc, calibration)
+                row.update(auroc=float(auroc[0]), calibration=float(calibration[0]))
+                row.update(zip(("auroc_low", "auroc_high"), _interval(auroc[1:], alpha), strict=True))
+                row.update(zip(("calibration_low", "calibration_high"), _interval(calibration[1:], alpha), strict=True))
+            group_rows.append(row)
+        too_small = ", ".join(plan.group for plan in groups if not plan.scored)
+        gap = {"encoder": encoder, "task": task, "condition": condition, "attribute": attribute,
+               "n_groups": len(replicates), "too_small": too_small}
+        if replicates:
+            names = sorted(replicates)
+            auroc = np.stack([replicates[g][0] for g in names], axis=1)  # (B + 1, G)
+            calibration = np.stack([replicates[g][1] for g in names], axis=1)
+            worst, best = int(np.argmin(auroc[0])), int(np.argmax(auroc[0]))
+            worst_cal, best_cal = int(np.argmax(calibration[0])), int(np.argmin(calibration[0]))
+            worst_by_attribute[attribute] = _nanmin_rows(auroc)
+            worst_replicates = worst_by_attribute[attribute][1:]
+            auroc_gap = auroc[:, best] - auroc[:, worst]
+            calibration_gap = calibration[:, worst_cal] - calibration[:, best_cal]
+            gap.update(worst_group=names[worst], worst_auroc=float(auroc[0, worst]), best_group=names[best],
+                       auroc_gap=float(auroc_gap[0]), worst_calibrated_group=names[worst_cal],
+                       best_calibrated_group=names[best_cal], calibration_gap=float(calibration_gap[0]))
+            gap.update(zip(("worst_auroc_low", "worst_auroc_high"), _interval(worst_replicates, alpha), strict=True))
+            if len(names) > 1:
+                gap.update(zip(("auroc_gap_low", "auroc_gap_high"), _interval(auroc_gap[1:], alpha), strict=True))
+                gap.update(zip(("calibration_gap_low", "calibration_gap_high"),
+                               _interval(calibration_gap[1:], alpha), strict=True))
+        gap_rows.append(gap)
+    return group_rows, gap_rows, worst_by_attribute
+
+
+def _with_unit_row(counts: np.ndarray) -> np.ndarray:
+    """Row 0 every case once, then the replicate counts, in the counts' own integer dtype (uint16 mostly:
+    a quarter of float64's memory at paper size)."""
+    return np.vstack([np.ones((1, counts.shape[1]), dtype=counts.dtype), counts])
+
+
+def task_rows(layout: TaskLayout, first: Mapping[str, np.ndarray], n_boot: int) -> list[tuple[SubgroupRows, str]]:
+    """The clean test rows and each shift target's rows of one task, with the score's replicate counts
+    and the probabilities key of each (conditions without stored categories are left out)."""
+    out = []
+    clean = {a: np.asarray(first[artifacts.subgroup_key(a)]).astype(str) for a in artifacts.subgroup_attributes(first)}
+    if clean:
+        weights = _with_unit_row(layout.draws.counts(range(n_boot)))
+        out.append((SubgroupRows(artifacts.CLEAN, layout.labels, clean, weights), artifacts.probs_key(artifacts.CLEAN)))
+    for shift in layout.shifts:
+        found = {a: np.asarray(first[artifacts.subgroup_key(a, shift.target)]).astype(str)
+                 for a in artifacts.subgroup_attributes(first, shift.target)}
+        if found:
+            weights = _with_unit_row(shift.draws.counts(range(n_boot)))
+            key = artifacts.probs_key(artifacts.condition_key(artifacts.SHIFT, target=shift.target))
+            out.append((SubgroupRows(f"shift:{shift.target}", shift.labels, found, weights), key))
+    return out
+
+
+@dataclass(frozen=True)
+class SubgroupResult:
+    """Per group (``groups``) and per attribute (``gaps``) tables of every encoder, task and condition."""
+
+    groups: pd.DataFrame
+    gaps: pd.DataFrame
+    min_images: int = MIN_IMAGES
+    min_positives: int = MIN_POSITIVES
+    worst: Mapping[tuple[str, str, str], np.ndarray] | None = None
+    """(encoder, task, attribute) -> clean worst-group AUROC under every replicate (B + 1,), row 0 the point."""
+
+    @property
+    def empty(self) -> bool:
+        return self.groups.empty
+
+
+def subgroup_scores(
+    folder: RunFolder, encoders: Sequence[str], kinds: Mapping[str, str], targets: Mapping[str, Sequence[str]],
+    n_boot: int, seed: int, alpha: float, full_fraction: float = 1.0,
+    min_images: int = MIN_IMAGES, min_positives: int = MIN_POSITIVES,
+) -> SubgroupResult:
+    """Every encoder's subgroup table from the run folder's predictions, under the score's replicates.
+
+    ``kinds``: task -> kind (the task numbers, hence the draws, follow their sorted order, as the score's);
+    ``targets``: task -> its shift targets in the records.
+    """
+    group_rows: list[dict] = []
+    gap_rows: list[dict] = []
+    worst: dict[tuple[str, str, str], np.ndarray] = {}
+    for number, task in enumerate(sorted(kinds)):
+        layout = task_layout(folder, task, kinds[task], encoders[0], number, seed, full_fraction,
+                             targets.get(task) or None)
+        first = read_unit(folder, encoders[0], task)
+        n_outputs = int(np.asarray(first[artifacts.probs_key(artifacts.CLEAN)]).shape[-1])
+        conditions = [(rows, probs_key, plan_groups(rows, kinds[task], n_outputs, min_images, min_positives))
+                      for rows, probs_key in task_rows(layout, first, n_boot)]
+        for encoder in encoders:
+            arrays = first if encoder == encoders[0] else read_unit(folder, encoder, task)
+            for rows, probs_key, plans in conditions:
+                found = encoder_subgroups(encoder, task, kinds[task], arrays, rows.condition, plans, probs_key,
+                                          layout.seeds, alpha)
+                group_rows += found[0]
+                gap_rows += found[1]
+                if rows.condition == artifacts.CLEAN:
+                    worst.update({(encoder, task, a): values for a, values in found[2].items()})
+    groups = pd.DataFrame(group_rows).reindex(columns=list(GROUP_COLUMNS))
+    gaps = pd.DataFrame(gap_rows).reindex(columns=list(GAP_COLUMNS))
+    return SubgroupResult(groups, gaps, min_images, min_positives, worst)
+
+
+class EquityError(ValueError):
+    """The equity axis cannot be measured; the message says why and what to change."""
+
+
+def equity_error(groups: pd.DataFrame, encoders: Sequence[str]) -> pd.Series:
+    """The ``equity`` axis error per encoder: 1 - the mean over (task, attribute) of the worst scored group's
+    clean AUROC. A pure function of the group table: raising any group's AUROC never raises it (the
+    minimum and the mean are monotone), so the CRS stays monotone with equity on."""
+    clean = groups[(groups["condition"] == artifacts.CLEAN) & groups["scored"].astype(bool)]
+    if clean.empty:
+        raise EquityError(
+            "equity = true, but no subgroup is large enough to score on any clean test split (see the groups "
+            "too small in the subgroup table); lower subgroup_min_images / subgroup_min_positives, or drop equity"
+        )
+    worst = clean.groupby(["encoder", "task", "attribute"])["auroc"].min()
+    error = 1.0 - worst.groupby("encoder").mean()
+    return error.reindex([str(e) for e in encoders]).rename("equity")
+
+
+def equity_replicates(result: SubgroupResult, encoders: Sequence[str]) -> np.ndarray:
+    """(B + 1, E) equity error under every replicate (row 0: :func:`equity_error`), same pairs as the point."""
+    if not result.worst:
+        raise EquityError("equity = true, but no subgroup is large enough to score on any clean test split")
+    pairs = sorted({(task, attribute) for _, task, attribute in result.worst})
+    columns = []
+    for encoder in encoders:
+        found = [result.worst[(str(encoder), task, attribute)] for task, attribute in pairs]
+        columns.append(1.0 - np.mean(found, axis=0))
+    return np.stack(columns, axis=1)
