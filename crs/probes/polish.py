@@ -171,9 +171,10 @@ def minimise(problem: ExactProblem, u0: np.ndarray, tol: float = POLISH_TOL, max
     return x * scale, bool(np.abs(g_u).max() <= tol)
 
 
-def _targets(data: ProblemData, subset: np.ndarray) -> dict:
-    """Targets, row weights, class mask, rows per output and constant-label biases of one subset
-    (the same conventions as every backend: absent classes -inf, constant labels their prevalence)."""
+def subset_targets(data: ProblemData, subset: np.ndarray) -> dict:
+    """Targets, row weights (multilabel: 1 / rows per label on known entries, else None), class mask
+    (multiclass: 0 present, -inf absent, else None), rows per output and constant-label biases of
+    one subset: the conventions every backend shares (the torch backend builds its groups from it)."""
     K = data.n_classes
     y = data.y_train[subset]
     constant = np.full(K, np.nan)
@@ -268,7 +269,7 @@ def polish(
     subset = data.unique_subsets[unique]
     rows = data.X_train[subset]
     offset = data.center + mean
-    parts = _targets(data, subset)
+    parts = subset_targets(data, subset)
     D, K = weights.shape
     live = np.isfinite(bias) & np.isnan(parts["constant"])  # outputs the data determines
     standardised_weights = np.where(live[None, :], weights * std[:, None], 0.0)

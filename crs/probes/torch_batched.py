@@ -35,13 +35,12 @@ from crs.probes.base import (
     ProbeError,
     ProblemData,
     as_float,
-    constant_label_bias,
     fold_standardisation,
     link_function,
     subset_moments,
     subset_standardiser,
 )
-from crs.probes.polish import Preconditioner, diagonal_curvature, polish, validation_score
+from crs.probes.polish import Preconditioner, diagonal_curvature, polish, subset_targets, validation_score
 from crs.probes.selection import (
     assemble_linear,
     lower_is_better,
@@ -411,26 +410,6 @@ class GroupBases:
     constant_bias: np.ndarray  # (S, K): NaN, or the logit of a constant label's prevalence
 
 
-def group_targets(data: ProblemData, subset: np.ndarray) -> dict:
-    """Targets, row weights, class mask, rows per output and constant-label biases of one subset."""
-    K = data.n_classes
-    y = data.y_train[subset]
-    constant = np.full(K, np.nan)
-    if data.kind == "multilabel":
-        valid = ~np.isnan(y)
-        for label in range(K):
-            values = y[valid[:, label], label]
-            if len(values) == 0 or values.min() == values.max():
-                valid[:, label] = False
-                constant[label] = constant_label_bias(values.mean() if len(values) else 0.5)
-        rows = valid.sum(axis=0)
-        return {"targets": np.where(valid, y, 0.0), "row_weights": valid / np.maximum(rows, 1),
-                "label_rows": rows, "constant": constant}
-    present = np.bincount(y, minlength=K) > 0
-    return {"targets": np.eye(K)[y], "class_mask": np.where(present, 0.0, -np.inf),
-            "label_rows": np.full(K, len(y)), "constant": constant}
-
-
 @dataclass
 class SharedBasis:
     """Every training row any large subset uses, standardised with the largest subset's mean and std
@@ -549,7 +528,7 @@ def _group_bases(
     penalty_basis: torch.Tensor | None = None, penalty_scale: torch.Tensor | None = None,
 ) -> GroupBases:
     """The group's problem (targets, weights, masks from its subsets' labels) around its tensors."""
-    parts = [group_targets(data, data.unique_subsets[index]) for index in members]
+    parts = [subset_targets(data, data.unique_subsets[index]) for index in members]
     stack = lambda key: torch.as_tensor(np.stack([p[key] for p in parts]), dtype=dtype, device=device)  # noqa: E731
     multilabel = data.kind == "multilabel"
     problem = GroupProblem(
