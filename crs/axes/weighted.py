@@ -515,6 +515,24 @@ def _per_bin_sums(
         yield rows, (block_float @ design).reshape(-1, n_columns, n_bins), block_float @ known_float
 
 
+def _binned_inputs(confidence, correct, weights, n_bins: int, block_bytes: int):
+    """The binned calibration errors' checked inputs: the prepared weights, ``confidence`` and
+    ``correct`` as (N, K) float64 columns, and whether they came as columns."""
+    if n_bins < 1:
+        raise AxisInputError(f"n_bins must be a positive integer, got {n_bins}")
+    prepared = prepare_weights(weights, block_bytes)
+    confidence = np.asarray(confidence, dtype=np.float64)
+    correct = np.asarray(correct, dtype=np.float64)
+    columns_2d = confidence.ndim == 2
+    confidence_2d = confidence if columns_2d else confidence[:, None]
+    correct_2d = correct if columns_2d else correct[:, None]
+    if confidence_2d.shape != correct_2d.shape or confidence_2d.shape[0] != prepared.n_cases:
+        raise AxisInputError(
+            f"confidence {confidence.shape} and correct {correct.shape} must match and have {prepared.n_cases} cases"
+        )
+    return prepared, confidence_2d, correct_2d, columns_2d
+
+
 def weighted_binned_ece(
     confidence: np.ndarray,
     correct: np.ndarray,
@@ -532,18 +550,7 @@ def weighted_binned_ece(
     NaN where a replicate gives the known cases no weight. One matrix product per replicate block:
     (block x N) weights times an (N x bins) residual design per column.
     """
-    if n_bins < 1:
-        raise AxisInputError(f"n_bins must be a positive integer, got {n_bins}")
-    prepared = prepare_weights(weights, block_bytes)
-    confidence = np.asarray(confidence, dtype=np.float64)
-    correct = np.asarray(correct, dtype=np.float64)
-    columns_2d = confidence.ndim == 2
-    confidence_2d = confidence if columns_2d else confidence[:, None]
-    correct_2d = correct if columns_2d else correct[:, None]
-    if confidence_2d.shape != correct_2d.shape or confidence_2d.shape[0] != prepared.n_cases:
-        raise AxisInputError(
-            f"confidence {confidence.shape} and correct {correct.shape} must match and have {prepared.n_cases} cases"
-        )
+    prepared, confidence_2d, correct_2d, columns_2d = _binned_inputs(confidence, correct, weights, n_bins, block_bytes)
     out = np.empty((prepared.n_replicates, confidence_2d.shape[1]))
     known_2d = _known_columns(known, confidence_2d)
     residual = np.where(known_2d, correct_2d - confidence_2d, 0.0)
@@ -633,18 +640,7 @@ def weighted_calibration_error(
     equals the unweighted value on the repeated arrays (the bins are equal-width, so a repeated case
     stays in its bin). Returns (error, standard error).
     """
-    if n_bins < 1:
-        raise AxisInputError(f"n_bins must be a positive integer, got {n_bins}")
-    prepared = prepare_weights(weights, block_bytes)
-    confidence = np.asarray(confidence, dtype=np.float64)
-    correct = np.asarray(correct, dtype=np.float64)
-    columns_2d = confidence.ndim == 2
-    confidence_2d = confidence if columns_2d else confidence[:, None]
-    correct_2d = correct if columns_2d else correct[:, None]
-    if confidence_2d.shape != correct_2d.shape or confidence_2d.shape[0] != prepared.n_cases:
-        raise AxisInputError(
-            f"confidence {confidence.shape} and correct {correct.shape} must match and have {prepared.n_cases} cases"
-        )
+    prepared, confidence_2d, correct_2d, columns_2d = _binned_inputs(confidence, correct, weights, n_bins, block_bytes)
     n_columns = confidence_2d.shape[1]
     error = np.empty((prepared.n_replicates, n_columns))
     standard_error = np.empty((prepared.n_replicates, n_columns))
