@@ -40,7 +40,15 @@ from crs.probes.base import (
     subset_moments,
     subset_standardiser,
 )
-from crs.probes.polish import Preconditioner, diagonal_curvature, polish, subset_targets, validation_score
+from crs.probes.polish import (
+    Preconditioner,
+    data_curvature,
+    polish,
+    row_space_basis,
+    subset_rows,
+    subset_targets,
+    validation_score,
+)
 from crs.probes.selection import (
     assemble_linear,
     lower_is_better,
@@ -289,6 +297,7 @@ class SubsetBasis:
     V: torch.Tensor  # (D, r)
     variance: torch.Tensor | None  # (r,) variance of Z's columns; None: measured from Z once projected
     Z: torch.Tensor | None  # (n, r) when it came free with the basis (row-space case), else None
+    exact: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # the float64 row space, for the polish
 
 
 PROJECTION_ROWS = 8192
@@ -343,9 +352,10 @@ def subset_basis(
     (float products over row blocks, summed in float64) corrected in float64 for the subset's mean
     and std, so no standardised or full centered copy is made.
     n <= D: the row space (it holds the L2 optimum), from the n x n Gram of the standardised rows;
-    there Z = U sqrt(n variance) comes free. The eigendecomposition runs in ``dtype`` (float32 by
-    default: the rotation only has to be orthonormal to ~1e-6 for the L2 penalty to be unchanged);
-    on the CPU through scipy's LAPACK.
+    there Z = U sqrt(n variance) comes free. On the CPU that basis is the polish's exact float64 one
+    (:func:`crs.probes.polish.row_space_basis`, kept in ``exact``) in ``dtype``: one
+    eigendecomposition per small subset, not two. Elsewhere the eigendecomposition runs in
+    ``dtype`` (the rotation only has to be orthonormal to ~1e-6 for the L2 penalty to be unchanged).
     """
     n, dim = len(subset), data.X_train.shape[1]
     on_cpu = device.type == "cpu"
@@ -359,10 +369,15 @@ def subset_basis(
         keep = variance > RANK_TOL * variance.max()
         Z = None
         V, variance = V[:, keep], variance[keep]
+    elif on_cpu:  # the polish's exact float64 row space, computed once: this basis is its float copy
+        exact = row_space_basis(subset_rows(data.X_train, subset), data.center + mean, std)
+        V64, variance64, Z64 = exact
+        keep = variance64 > RANK_TOL * variance64.max()
+        V, variance, Z = V64[:, keep].astype(np_dtype), variance64[keep].astype(np_dtype), Z64[:, keep].astype(np_dtype)
+        as_numpy = lambda a: torch.from_numpy(np.ascontiguousarray(a))  # noqa: E731
+        return SubsetBasis(mean, std, as_numpy(V), as_numpy(variance), as_numpy(Z), exact)
     else:
-        Xc = centered_rows(data, subset, device, dtype)
-        A = Xc.numpy() if on_cpu else Xc
-        Xs = (A - like(mean)) / like(std)
+        Xs = (centered_rows(data, subset, device, dtype) - like(mean)) / like(std)
         variance, U = eigh(Xs @ Xs.T / n)
         keep = variance > RANK_TOL * variance.max()
         U, variance = U[:, keep], variance[keep]
@@ -408,6 +423,7 @@ class GroupBases:
     mean: np.ndarray  # (S, D) the standardisation Z refers to (relative to center): the subset's own, or the shared one
     std: np.ndarray  # (S, D)
     constant_bias: np.ndarray  # (S, K): NaN, or the logit of a constant label's prevalence
+    exact: list | None = None  # per member: its float64 row space (SubsetBasis.exact), for the polish
 
 
 @dataclass
@@ -478,6 +494,7 @@ def build_group(
         return _shared_group(data, members, device, dtype, means, stds, shared)
     bases = [subset_basis(data, data.unique_subsets[i], means[k], stds[k], device, dtype) for k, i in enumerate(members)]
     r = max(basis.V.shape[1] for basis in bases)
+    exact = [basis.exact for basis in bases]
     Z_all = torch.zeros(S, n, r + 1, dtype=dtype, device=device)
     V_all = torch.zeros(S, D, r, dtype=dtype, device=device)
     var_all = torch.ones(S, r + 1, dtype=dtype, device=device)
@@ -491,7 +508,9 @@ def build_group(
         var_all[i, :rank] = column_variance(Z_all[i, :, :rank]) if basis.variance is None else basis.variance
         bases[i] = None  # type: ignore[call-overload]  # its V now lives in V_all
     Z_all[:, :, r] = 1.0
-    return _group_bases(data, members, Z_all, V_all, var_all, means, stds, dtype, device)
+    group = _group_bases(data, members, Z_all, V_all, var_all, means, stds, dtype, device)
+    group.exact = exact
+    return group
 
 
 def _shared_group(
@@ -680,6 +699,7 @@ def fit(
                 weights[index], bias[index], converged[index] = polish(
                     problem, index, float(problem.Cs[best[k]]), w[k, 0], b[k, 0], moments[0][index],
                     moments[1][index], *_full_rank_start(bases, W, k, moments[1][index]),
+                    row_space=None if bases.exact is None else bases.exact[k],
                 )
                 scores[index, best[k]] = validation_score(problem, index, weights[index], bias[index], selection)
             del bases, W_path, W0, W  # free this group's tensors before the next group is built
@@ -700,7 +720,7 @@ def _full_rank_start(bases: GroupBases, W: torch.Tensor, k: int, std: np.ndarray
     start = W[k, 0].double().cpu().numpy()
     problem = bases.problem
     Z = problem.Z[k, :, :-1].cpu().numpy()  # float32 rows in the basis: enough for a preconditioner
-    curvature = diagonal_curvature(
+    curvature = data_curvature(
         Z, start, None if problem.row_weights is None else problem.row_weights[k].double().cpu().numpy(),
         None if problem.class_mask is None else problem.class_mask[k].double().cpu().numpy(),
     )
