@@ -375,12 +375,11 @@ def polish(
     bound[-1] = 0.25
     # the curvature at the start: far better than the bound where probabilities are near 0 or 1
     curvature = _preconditioner_curvature(start_curvature, bound, lam, penalty_diagonal)
-    in_basis = projected is not None and projected.size * 8 <= CACHED_BYTES  # the rows in the basis, exact
-    problem = ExactProblem(
-        rows=projected if in_basis else rows, offset=None if in_basis else offset, std=None if in_basis else std,
-        basis=None if in_basis else basis, curvature=curvature, targets=parts["targets"],
-        row_weights=parts["row_weights"], class_mask=parts["class_mask"], lam=lam,
-    )
+    targets = {"targets": parts["targets"], "row_weights": parts["row_weights"], "class_mask": parts["class_mask"]}
+    if projected is not None and projected.size * 8 <= CACHED_BYTES:  # the rows in the basis, exact
+        problem = ExactProblem(rows=projected, offset=None, std=None, basis=None, curvature=curvature, lam=lam, **targets)
+    else:
+        problem = ExactProblem(rows=rows, offset=offset, std=std, basis=basis, curvature=curvature, lam=lam, **targets)
     u, converged = minimise(problem, u0, tol)
     polished_weights = basis @ u[:-1]
     polished_bias = u[-1].copy()
