@@ -29,30 +29,29 @@ def _softmax_rows_python(decision, log_prior, log_prior_others, movable, log_pri
     P, N, K = decision.shape
     ordinal = exceed.shape[2] > 0
     t = np.empty(K)
+    v = np.empty(K)  # the row's logits, each summed once (the same sums: the results are unchanged)
     for p in range(P):
         for i in range(N):
             m = -np.inf
             for k in range(K):
-                value = decision[p, i, k] + log_prior[p, k]
-                if value > m:
-                    m = value
+                v[k] = decision[p, i, k] + log_prior[p, k]
+                if v[k] > m:
+                    m = v[k]
             total = 0.0
             tops = 0
             for k in range(K):
-                value = decision[p, i, k] + log_prior[p, k]
-                if value == m:
+                if v[k] == m:
                     tops += 1
-                t[k] = math.exp(value - m) if value > -np.inf else 0.0
+                t[k] = math.exp(v[k] - m) if v[k] > -np.inf else 0.0
                 total += t[k]
             non_top = 0.0
             for k in range(K):
-                if decision[p, i, k] + log_prior[p, k] != m:
+                if v[k] != m:
                     non_top += t[k]
             for k in range(K):
                 probs[p, i, k] = t[k] / total
                 if movable[p, k]:
-                    is_top = decision[p, i, k] + log_prior[p, k] == m
-                    others = non_top + (tops - 1) if is_top else total - t[k]
+                    others = non_top + (tops - 1) if v[k] == m else total - t[k]
                     ovr[p, i, k] = decision[p, i, k] - m - math.log(others) + log_prior_others[p, k]
                 else:
                     ovr[p, i, k] = 0.0
