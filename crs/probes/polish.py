@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.linalg
 import torch
 
 from crs.probes.base import ProblemData, as_float, constant_label_bias, fold_standardisation
@@ -252,13 +253,19 @@ def subset_targets(data: ProblemData, subset: np.ndarray) -> dict:
             "label_rows": np.full(K, len(y)), "constant": constant}
 
 
+def _eigh(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric eigendecomposition by LAPACK's divide and conquer (scipy): ~20 % faster than
+    numpy's on a float64 500 x 500 Gram here."""
+    return scipy.linalg.eigh(A, driver="evd", overwrite_a=True, check_finite=False)
+
+
 def row_space_basis(rows: np.ndarray, offset: np.ndarray, std: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """An orthonormal float64 basis (D, r) of the standardised rows' span, the variance of the
     standardised rows along each of its columns (r,), and the rows in it (n, r) (free: U sqrt(n
     variance)): from the n x n Gram (n <= D)."""
     standardised = (as_float(rows, np.float64) - offset) / std
     n = len(standardised)
-    variance, U = np.linalg.eigh(standardised @ standardised.T / n)
+    variance, U = _eigh(standardised @ standardised.T / n)
     keep = variance > NULL_TOL * max(variance.max(), 1e-300)
     variance, U = variance[keep], U[:, keep]
     scale = np.sqrt(n * variance)
@@ -269,7 +276,7 @@ def feature_basis(rows: np.ndarray, offset: np.ndarray, std: np.ndarray) -> tupl
     """The eigenbasis (D, D) of the standardised rows' covariance in float64, its eigenvalues, and
     the rows in it (n, D)."""
     standardised = (as_float(rows, np.float64) - offset) / std
-    variance, V = np.linalg.eigh(standardised.T @ standardised / len(standardised))
+    variance, V = _eigh(standardised.T @ standardised / len(standardised))
     return V, np.maximum(variance, 0.0), standardised @ V
 
 
@@ -281,24 +288,27 @@ def data_curvature(
 
     Sigmoid link (``row_weights`` given): the diagonal (r + 1, K), sum_i z_ij^2 p_ik (1 - p_ik)
     times the row weights. Softmax link: the K x K blocks (r + 1, K, K), sum_i z_ij^2 (diag(p_i) -
-    p_i p_i^T) / n, which hold the coupling between classes. Blocks of rows in float64, so a
-    CheXpert-sized float32 projection is never copied whole."""
+    p_i p_i^T) / n, which hold the coupling between classes. Computed in the rows' precision (at
+    least float32) block by block, summed in float64: a CheXpert-sized float32 projection is never
+    copied whole."""
     n = len(projected)
     K = u.shape[1]
     out = np.zeros((u.shape[0], K) if row_weights is not None else (u.shape[0], K, K))
+    dtype = np.result_type(projected.dtype, np.float32)  # float32 rows stay float32: half the traffic
+    u = u.astype(dtype)
     for start in range(0, n, BLOCK_ROWS):
-        Z = np.asarray(projected[start : start + BLOCK_ROWS], dtype=np.float64)
+        Z = np.asarray(projected[start : start + BLOCK_ROWS], dtype=dtype)
         logits = Z @ u[:-1] + u[-1]
         if row_weights is not None:
             p = _sigmoid(logits)
-            weight = p * (1.0 - p) * row_weights[start : start + BLOCK_ROWS]
+            weight = p * (1.0 - p) * row_weights[start : start + BLOCK_ROWS].astype(dtype)
         else:
             assert class_mask is not None
-            logits = logits + class_mask
+            logits = logits + class_mask.astype(dtype)
             logits -= logits.max(axis=1, keepdims=True)
             p = np.exp(logits)
             p /= p.sum(axis=1, keepdims=True)
-            weight = (p[:, :, None] * (np.eye(K) - p[:, None, :])).reshape(len(p), K * K) / n
+            weight = (p[:, :, None] * (np.eye(K, dtype=dtype) - p[:, None, :])).reshape(len(p), K * K) / dtype.type(n)
         out[:-1] += (np.square(Z).T @ weight).reshape(out[:-1].shape)
         out[-1] += weight.sum(axis=0).reshape(out[-1].shape)
     return out
