@@ -659,6 +659,26 @@ def weighted_calibration_error(
     return error[:, 0], standard_error[:, 0]
 
 
+def _calibration_columns(
+    y: np.ndarray, probs: np.ndarray, kind: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """What the calibration errors compare, as (N, K) float64 columns: (confidence, correct, known).
+
+    multiclass/ordinal: the top label (one column); binary: the positive-class probability (one
+    column); multilabel: each label, ``known`` marking its labelled cases (None: every case counts).
+    """
+    check_kind(kind)
+    if kind == "binary":
+        y_b, p_b = binary_pair(y, probs)
+        return np.asarray(p_b, dtype=np.float64)[:, None], np.asarray(y_b, dtype=np.float64)[:, None], None
+    if kind == "multilabel":
+        y_m, p_m = multilabel_pair(y, probs)
+        return np.asarray(p_m, dtype=np.float64), np.nan_to_num(np.asarray(y_m, dtype=np.float64)), ~np.isnan(y_m)
+    y_c, p_c = multiclass_pair(y, probs)
+    correct = (p_c.argmax(axis=1) == y_c).astype(np.float64)
+    return np.asarray(p_c.max(axis=1), dtype=np.float64)[:, None], correct[:, None], None
+
+
 def weighted_debiased_ece(
     y: np.ndarray,
     probs: np.ndarray,
@@ -673,15 +693,116 @@ def weighted_debiased_ece(
     multiclass/ordinal: top label; binary: positive-class probability; multilabel: per label over its
     known cases, then the mean over the labels a replicate can score.
     """
-    check_kind(kind)
     prepared = prepare_weights(weights, block_bytes)
-    if kind == "binary":
-        y_b, p_b = binary_pair(y, probs)
-        return weighted_calibration_error(p_b, y_b, prepared, None, n_bins)[0]
-    if kind == "multilabel":
-        y_m, p_m = multilabel_pair(y, probs)
-        known = ~np.isnan(y_m)
-        return nanmean_classes(weighted_calibration_error(p_m, np.nan_to_num(y_m), prepared, known, n_bins)[0])
-    y_c, p_c = multiclass_pair(y, probs)
-    correct = (p_c.argmax(axis=1) == y_c).astype(np.float64)
-    return weighted_calibration_error(p_c.max(axis=1), correct, prepared, None, n_bins)[0]
+    confidence, correct, known = _calibration_columns(y, probs, kind)
+    per_column = weighted_calibration_error(confidence, correct, prepared, known, n_bins)[0]
+    return nanmean_classes(per_column) if kind == "multilabel" else per_column[:, 0]
+
+
+# --- many groups of cases at once ----------------------------------------------------------------
+
+
+def weighted_cell_sums(
+    cells: np.ndarray,
+    values: np.ndarray,
+    n_cells: int,
+    weights: np.ndarray | ReplicateWeights,
+    *,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+) -> np.ndarray:
+    """(B, n_cells, V) weighted sum of the values in each cell under every replicate.
+
+    ``cells`` (N, K) integers in [0, n_cells), -1 where an entry belongs to no cell; ``values``
+    (N, K, V): cell c of replicate b sums ``weights[b, case] * values[case, k, v]`` over the entries
+    with ``cells[case, k] == c``. One pass over the cases per replicate block: the compiled
+    :func:`crs.axes.weighted_kernel.cell_sums` with numba, otherwise one sparse (cells x cases)
+    product per block (scipy). Whole-number values with whole-number weights give exact sums.
+    """
+    prepared = prepare_weights(weights, block_bytes)
+    cells = np.ascontiguousarray(cells, dtype=np.int64)
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    if cells.ndim != 2 or values.shape[:2] != cells.shape or values.ndim != 3 or len(cells) != prepared.n_cases:
+        raise AxisInputError(
+            f"cells {cells.shape} and values {values.shape} must be (N, K) and (N, K, V) with N = {prepared.n_cases}"
+        )
+    if cells.size and (cells.max() >= n_cells or cells.min() < -1):
+        raise AxisInputError(f"cells must lie in [0, {n_cells}) or be -1 (no cell)")
+    n_values = values.shape[2]
+    out = np.empty((prepared.n_replicates, n_cells, n_values))
+    kernel = weighted_kernel.cell_sums if weighted_kernel.available() else None
+    design = None
+    if kernel is None:
+        from scipy import sparse
+
+        case, column = np.nonzero(cells >= 0)
+        rows = (cells[case, column][:, None] * n_values + np.arange(n_values)).ravel()
+        design = sparse.csr_matrix(
+            (values[case, column].ravel(), (rows, np.repeat(case, n_values))), shape=(n_cells * n_values, len(cells))
+        )
+    for rows_of_block, block in zip(prepared.rows(), prepared.blocks, strict=True):
+        if kernel is not None:
+            sums = np.zeros((n_cells, n_values, block.shape[1]))
+            kernel(block, cells, values, sums)
+        else:
+            assert design is not None
+            sums = (design @ block[:-1].astype(np.float64)).reshape(n_cells, n_values, -1)
+        out[rows_of_block] = sums.transpose(2, 0, 1)
+    return out
+
+
+MAX_JOINT_GROUPS = 256
+"""Joint groups (distinct combinations of the groupings) summed in one pass at most; beyond, one pass per grouping."""
+
+
+def weighted_debiased_ece_by_group(
+    y: np.ndarray,
+    probs: np.ndarray,
+    kind: str,
+    weights: np.ndarray | ReplicateWeights,
+    groupings: Sequence[np.ndarray],
+    n_bins: int = N_BINS,
+    *,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+) -> list[np.ndarray]:
+    """:func:`weighted_debiased_ece` of every group of every grouping, (B, G) per grouping.
+
+    ``groupings``: (N,) integer codes, the case's group 0..G-1 (G = the largest code + 1), or -1 for
+    a case in none. Group g's column equals :func:`weighted_debiased_ece` on its own cases (the other
+    cases weigh 0 there) up to the order of summation. The bins' weighted count, residual sum and
+    residual square sum are taken once for the joint groups (each distinct combination of the
+    groupings' codes) in one pass over the cases, then added up per group: a case costs one weight
+    read and K x 3 adds whatever the number of groupings and groups.
+    """
+    prepared = prepare_weights(weights, block_bytes)
+    codes = np.stack([np.asarray(g, dtype=np.int64) for g in groupings], axis=1) if groupings else np.zeros((0, 0))
+    if len(groupings) == 0:
+        return []
+    if len(codes) != prepared.n_cases:
+        raise AxisInputError(f"groupings have {len(codes)} cases but the weights {prepared.n_cases}")
+    joint_codes, joint = np.unique(codes, axis=0, return_inverse=True)
+    joint = joint.ravel()
+    if len(joint_codes) > MAX_JOINT_GROUPS and len(groupings) > 1:
+        return [
+            weighted_debiased_ece_by_group(y, probs, kind, prepared, [g], n_bins)[0] for g in groupings
+        ]
+    confidence, correct, known = _calibration_columns(y, probs, kind)
+    known_2d = _known_columns(known, confidence)
+    # exactly the single-group estimator's inputs (weighted_calibration_error): residual, its square, known
+    residual = np.where(known_2d, correct - confidence, 0.0)
+    bins = _bin_index(np.where(known_2d, confidence, 0.0), n_bins)
+    values = np.stack([residual, residual * residual, known_2d.astype(np.float64)], axis=-1)
+    n_columns = confidence.shape[1]
+    cells = (joint[:, None] * n_columns + np.arange(n_columns)) * n_bins + bins
+    cells[(codes < 0).all(axis=1)] = -1  # in no group of any grouping
+    sums = weighted_cell_sums(cells, values, len(joint_codes) * n_columns * n_bins, prepared)
+    sums = sums.reshape(prepared.n_replicates, len(joint_codes), n_columns, n_bins, 3)
+    out = []
+    for a in range(codes.shape[1]):
+        n_groups = int(codes[:, a].max(initial=-1)) + 1
+        found = np.full((prepared.n_replicates, n_groups), np.nan)
+        for g in range(n_groups):
+            group = sums[:, joint_codes[:, a] == g].sum(axis=1)  # (B, K, bins, 3)
+            per_column = calibration_error_moments(group[..., 2], group[..., 0], group[..., 1])[0]
+            found[:, g] = nanmean_classes(per_column) if kind == "multilabel" else per_column[:, 0]
+        out.append(found)
+    return out

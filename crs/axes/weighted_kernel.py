@@ -1,4 +1,5 @@
-"""The weighted AUROC of one sorted score column in one pass per replicate block, compiled by numba.
+"""The weighted AUROC of one sorted score column in one pass per replicate block, and weighted sums per
+cell (:func:`cell_sums`, the binned calibration errors of many groups at once), compiled by numba.
 
 :mod:`crs.axes.weighted` sums replicate weights with whole-array numpy steps: a gather, a running
 sum, look-ups and a product, each a pass over (cases x replicates) memory. This kernel fuses them:
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 import os
 from types import ModuleType
+
+import numpy as np
 
 numba: ModuleType | None
 try:  # optional: numba compiles the fused loop; without it the numpy path runs
@@ -81,3 +84,32 @@ def _sorted_pass(block, order, positive, run_ends, below, run_positive, run_nega
 
 sorted_pass = numba.njit(nogil=True, cache=True)(_sorted_pass) if numba is not None else None
 """The compiled :func:`_sorted_pass` (None without numba); releases the GIL, so threads share columns."""
+
+
+def _cell_sums(block, cells, values, out):  # pragma: no cover
+    """Add, per replicate column of ``block``, each case's ``values`` into its cells: ``out[c, v, r] +=
+    block[case, r] * values[case, k, v]`` for ``c = cells[case, k]`` (``-1``: no cell).
+
+    ``block`` (N + 1, b) case-major replicate weights; ``cells`` (N, K) int64; ``values`` (N, K, V)
+    float64; ``out`` (n_cells, V, b) float64, added to (zero it first). One pass over the cases: each
+    case's weight row is read once and converted once, then added into at most K x V rows of ``out``
+    (contiguous over the replicates, so the adds vectorise). Cases are added in order, so the sums do
+    not depend on the thread count.
+    """
+    n_rep = block.shape[1]
+    weight = np.empty(n_rep)
+    for case in range(cells.shape[0]):
+        for r in range(n_rep):
+            weight[r] = block[case, r]
+        for k in range(cells.shape[1]):
+            cell = cells[case, k]
+            if cell < 0:
+                continue
+            for v in range(values.shape[2]):
+                value = values[case, k, v]
+                for r in range(n_rep):
+                    out[cell, v, r] += weight[r] * value
+
+
+cell_sums = numba.njit(nogil=True, cache=True)(_cell_sums) if numba is not None else None
+"""The compiled :func:`_cell_sums` (None without numba); releases the GIL."""

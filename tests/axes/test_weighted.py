@@ -259,3 +259,58 @@ def test_calibrated_ece_is_the_closed_form_per_bin():
     got = weighted_calibrated_ece(confidence, np.array([[1, 1, 1], [2, 0, 1]]))
     assert got[0] == pytest.approx(np.sqrt(2 * 2 * 0.0475 / np.pi) / 3, abs=1e-12)
     assert got[1] == pytest.approx(np.sqrt(2 * 2 * 0.0475 / np.pi) / 3, abs=1e-12)
+
+
+def _random_task(rng, kind: str, n: int):
+    if kind == "multilabel":
+        y = (rng.uniform(size=(n, 4)) < [0.3, 0.1, 0.5, 0.05]).astype(float)
+        y[rng.uniform(size=y.shape) < 0.1] = np.nan  # unknown labels count on neither side
+        return y, np.clip(np.nan_to_num(y) * 0.3 + rng.uniform(size=(n, 4)) * 0.7, 0.0, 1.0)
+    n_classes = 2 if kind == "binary" else 5
+    y = rng.integers(0, n_classes, size=n)
+    logits = rng.normal(size=(n, n_classes)) + 1.5 * np.eye(n_classes)[y]
+    probs = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    return y, np.round(probs, 2)  # coarse grid: many cases on bin edges
+
+
+@pytest.mark.parametrize("kind", ["multilabel", "multiclass", "ordinal", "binary"])
+@pytest.mark.parametrize("case", range(3))
+def test_debiased_ece_by_group_equals_the_ece_of_each_group_on_its_own_rows(kind, case):
+    # the one-pass per-group error (joint groups of several groupings, one weight read per case)
+    # against the straightforward one: weighted_debiased_ece on each group's own rows and weights
+    from crs.axes import weighted
+    from crs.axes.weighted import weighted_debiased_ece_by_group
+
+    rng = np.random.default_rng(500 + case)
+    n = int(rng.integers(200, 600))
+    y, probs = _random_task(rng, kind, n)
+    counts = np.vstack([np.ones(n, int), rng.poisson(1.0, size=(40, n))])
+    groupings = [rng.integers(-1, 3, size=n), rng.integers(0, 5, size=n), np.repeat(rng.integers(0, 2, n // 3 + 1), 3)[:n]]
+    prepared = prepare_weights(counts, block_bytes=8192)  # several blocks
+    got = weighted_debiased_ece_by_group(y, probs, kind, prepared, groupings)
+    if case == 2:  # the same through one pass per grouping (too many joint groups)
+        previous, weighted.MAX_JOINT_GROUPS = weighted.MAX_JOINT_GROUPS, 2
+        try:
+            for one, other in zip(got, weighted_debiased_ece_by_group(y, probs, kind, prepared, groupings), strict=True):
+                np.testing.assert_allclose(one, other, atol=1e-12, rtol=0)
+        finally:
+            weighted.MAX_JOINT_GROUPS = previous
+    for codes, found in zip(groupings, got, strict=True):
+        assert found.shape == (len(counts), codes.max() + 1)
+        for g in range(codes.max() + 1):
+            rows = np.flatnonzero(codes == g)
+            expected = weighted_debiased_ece(y[rows], probs[rows], kind, counts[:, rows])
+            np.testing.assert_allclose(found[:, g], expected, atol=1e-12, rtol=0)
+
+
+def test_cell_sums_add_each_entry_into_its_cell():
+    # two cases, two entries each; case 1's second entry in no cell: hand sums per replicate
+    from crs.axes.weighted import weighted_cell_sums
+
+    cells = np.array([[0, 2], [2, -1]])
+    values = np.array([[[1.0, 0.5], [1.0, 2.0]], [[1.0, -1.0], [7.0, 7.0]]])
+    got = weighted_cell_sums(cells, values, 3, np.array([[1, 1], [3, 2]]))
+    np.testing.assert_array_equal(got[0], [[1.0, 0.5], [0.0, 0.0], [2.0, 1.0]])
+    np.testing.assert_array_equal(got[1], [[3.0, 1.5], [0.0, 0.0], [5.0, 4.0]])
+    with pytest.raises(AxisInputError, match="cells must lie"):
+        weighted_cell_sums(cells, values, 2, np.ones((1, 2)))
