@@ -28,7 +28,7 @@ import numpy as np
 
 from crs.axes import weighted_kernel
 from crs.axes._inputs import AxisInputError, binary_pair, check_kind, multiclass_pair, multilabel_pair
-from crs.axes.calibration import calibrated_ece_moments, calibration_error_moments
+from crs.axes.calibration import calibrated_ece_moments, calibration_error, calibration_error_moments
 
 DEFAULT_BLOCK_BYTES = 32 * 2**20
 """Working memory of one replicate block of one score column (a few cache-sized arrays)."""
@@ -802,7 +802,7 @@ def weighted_debiased_ece_by_group(
         found = np.full((prepared.n_replicates, n_groups), np.nan)
         for g in range(n_groups):
             group = sums[:, joint_codes[:, a] == g].sum(axis=1)  # (B, K, bins, 3)
-            per_column = calibration_error_moments(group[..., 2], group[..., 0], group[..., 1])[0]
+            per_column = calibration_error(group[..., 2], group[..., 0], group[..., 1])
             found[:, g] = nanmean_classes(per_column) if kind == "multilabel" else per_column[:, 0]
         out.append(found)
     return out

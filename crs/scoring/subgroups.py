@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -352,6 +353,16 @@ def task_rows(layout: TaskLayout, first: Mapping[str, np.ndarray], n_boot: int) 
     return out
 
 
+class _ReadOnDemand(RunFolder):
+    """The run folder with each predictions array read when first asked for: the subgroup tables need the
+    clean and shift predictions and categories of a file that holds every condition (a CheXpert-sized
+    file took 3.5-4.4 s to read whole, and was read three times per task). The score's own readers
+    (:func:`crs.scoring.case_bootstrap.task_layout`, ``read_unit``) only look arrays up by name."""
+
+    def read_predictions(self, encoder: str, task: str) -> dict[str, np.ndarray]:
+        return cast(dict[str, np.ndarray], self.read_predictions_on_demand(encoder, task))
+
+
 @dataclass(frozen=True)
 class SubgroupResult:
     """Per group (``groups``) and per attribute (``gaps``) tables of every encoder, task and condition."""
@@ -383,6 +394,7 @@ def subgroup_scores(
     group_rows: list[dict] = []
     gap_rows: list[dict] = []
     worst: dict[tuple[str, str, str], np.ndarray] = {}
+    folder = _ReadOnDemand(folder.root)
     for number, task in enumerate(sorted(kinds)):
         layout = task_layout(folder, task, kinds[task], encoders[0], number, seed, full_fraction,
                              targets.get(task) or None)
