@@ -76,12 +76,14 @@ class ReplicateWeights:
 
 
 def prepare_weights(
-    weights: np.ndarray | ReplicateWeights, block_bytes: int = DEFAULT_BLOCK_BYTES
+    weights: np.ndarray | ReplicateWeights, block_bytes: int = DEFAULT_BLOCK_BYTES, columns: np.ndarray | None = None
 ) -> ReplicateWeights:
     """Check (B, N) non-negative finite weights and lay them out in replicate blocks.
 
     A block holds as many replicates as keep its (cases x block) working arrays (three on the numpy
     path, the block alone with the compiled kernel) within ``block_bytes`` (and at most 256); an already prepared :class:`ReplicateWeights` is returned as it is.
+    ``columns`` (N,): the case weights are ``weights[:, columns]`` (a cluster bootstrap's (B, groups)
+    counts and each case's group), laid out block by block without the (B, N) array: the same result.
     """
     if isinstance(weights, ReplicateWeights):
         return weights
@@ -90,15 +92,24 @@ def prepare_weights(
         weights = weights[None, :]
     if weights.ndim != 2:
         raise AxisInputError(f"weights must be (replicates, cases), got shape {weights.shape}")
+    if columns is not None:
+        columns = np.asarray(columns)
+        if columns.ndim != 1 or columns.dtype.kind not in "iu" or (
+            len(columns) and (columns.min() < 0 or columns.max() >= weights.shape[1])
+        ):
+            raise AxisInputError(f"columns must be (N,) positions among the weights' {weights.shape[1]} columns")
     if weights.dtype.kind not in "biuf":
         raise AxisInputError(f"weights must be numbers, got dtype {weights.dtype}")
     if weights.dtype.kind == "f" and not np.isfinite(weights).all():
         raise AxisInputError("weights contain NaN or infinity; pass finite non-negative case weights")
     if weights.size and weights.min() < 0:
         raise AxisInputError("weights must be non-negative (how often, or how much, each case counts)")
-    n_boot, n_cases = weights.shape
+    n_boot, n_cases = weights.shape if columns is None else (len(weights), len(columns))
     whole = weights.dtype.kind in "biu" or bool(np.all(weights == np.round(weights)))
-    totals = weights.sum(axis=1, dtype=np.float64)
+    if columns is None:
+        totals = weights.sum(axis=1, dtype=np.float64)
+    else:  # each column's weight times how many cases carry it
+        totals = weights.astype(np.float64) @ np.bincount(columns, minlength=weights.shape[1]).astype(np.float64)
     exact_uint16 = whole and (n_boot == 0 or float(totals.max()) <= _UINT16_TOTAL)
     dtype = np.dtype(np.uint16) if exact_uint16 else np.dtype(np.float64)
     arrays = 1 if weighted_kernel.available() else 3  # the compiled kernel's only working array is the block
@@ -109,7 +120,7 @@ def prepare_weights(
     for start in range(0, n_boot, block):
         part = weights[start : start + block]
         laid_out = np.zeros((n_cases + 1, len(part)), dtype=dtype)
-        laid_out[:n_cases] = part.T
+        laid_out[:n_cases] = part.T if columns is None else np.ascontiguousarray(part.T)[columns]
         blocks.append(laid_out)
     return ReplicateWeights(tuple(blocks), n_boot, n_cases, exact_uint16)
 

@@ -52,6 +52,7 @@ from crs.scoring.case_bootstrap import (
     read_unit,
     task_layout,
 )
+from crs.scoring.resample import GroupBootstrap
 
 SCORED_CALIBRATION: Callable[..., np.ndarray] = weighted_debiased_ece
 """The scored calibration error (the records' ``ece_debiased``) under replicate weights, (B,): the one
@@ -84,7 +85,7 @@ class SubgroupRows:
     condition: str  # "clean" or "shift:<target>"
     labels: np.ndarray
     categories: Mapping[str, np.ndarray]
-    weights: np.ndarray  # (B + 1, N) integer counts: row 0 every case once, then the score's replicates
+    weights: np.ndarray | ReplicateWeights  # (B + 1, N) counts: row 0 every case once, then the score's replicates
 
 
 def positive_counts(labels: np.ndarray, kind: str, n_outputs: int) -> np.ndarray:
@@ -329,10 +330,12 @@ def encoder_subgroups(
     return group_rows, gap_rows, worst_by_attribute
 
 
-def _with_unit_row(counts: np.ndarray) -> np.ndarray:
-    """Row 0 every case once, then the replicate counts, in the counts' own integer dtype (uint16 mostly:
-    a quarter of float64's memory at paper size)."""
-    return np.vstack([np.ones((1, counts.shape[1]), dtype=counts.dtype), counts])
+def _replicate_weights(draws: GroupBootstrap, n_boot: int) -> ReplicateWeights:
+    """Row 0 every case once, then the score's replicate counts, laid out for the weighted metrics from the
+    draws' per-patient counts (uint16 mostly: a quarter of float64's memory at paper size)."""
+    counts = draws.group_counts(range(n_boot))
+    return prepare_weights(np.vstack([np.ones((1, counts.shape[1]), dtype=counts.dtype), counts]),
+                           columns=draws.row_group)
 
 
 def task_rows(layout: TaskLayout, first: Mapping[str, np.ndarray], n_boot: int) -> list[tuple[SubgroupRows, str]]:
@@ -341,13 +344,13 @@ def task_rows(layout: TaskLayout, first: Mapping[str, np.ndarray], n_boot: int) 
     out = []
     clean = {a: np.asarray(first[artifacts.subgroup_key(a)]).astype(str) for a in artifacts.subgroup_attributes(first)}
     if clean:
-        weights = _with_unit_row(layout.draws.counts(range(n_boot)))
+        weights = _replicate_weights(layout.draws, n_boot)
         out.append((SubgroupRows(artifacts.CLEAN, layout.labels, clean, weights), artifacts.probs_key(artifacts.CLEAN)))
     for shift in layout.shifts:
         found = {a: np.asarray(first[artifacts.subgroup_key(a, shift.target)]).astype(str)
                  for a in artifacts.subgroup_attributes(first, shift.target)}
         if found:
-            weights = _with_unit_row(shift.draws.counts(range(n_boot)))
+            weights = _replicate_weights(shift.draws, n_boot)
             key = artifacts.probs_key(artifacts.condition_key(artifacts.SHIFT, target=shift.target))
             out.append((SubgroupRows(f"shift:{shift.target}", shift.labels, found, weights), key))
     return out

@@ -314,3 +314,20 @@ def test_cell_sums_add_each_entry_into_its_cell():
     np.testing.assert_array_equal(got[1], [[3.0, 1.5], [0.0, 0.0], [5.0, 4.0]])
     with pytest.raises(AxisInputError, match="cells must lie"):
         weighted_cell_sums(cells, values, 2, np.ones((1, 2)))
+
+
+@pytest.mark.parametrize("dtype", [np.uint16, np.float64])
+def test_weights_laid_out_from_group_counts_equal_the_expanded_weights(dtype):
+    # a cluster bootstrap's (B, groups) counts and each case's group: the same blocks as the (B, N) counts
+    rng = np.random.default_rng(11)
+    group_counts = rng.poisson(1.0, size=(30, 40)).astype(dtype)
+    row_group = rng.integers(0, 40, size=150)
+    expanded = prepare_weights(group_counts[:, row_group], block_bytes=2048)
+    direct = prepare_weights(group_counts, block_bytes=2048, columns=row_group)
+    assert (direct.n_replicates, direct.n_cases, direct.exact_uint16) == (30, 150, expanded.exact_uint16)
+    assert len(direct.blocks) == len(expanded.blocks) > 1
+    for one, other in zip(direct.blocks, expanded.blocks, strict=True):
+        assert one.dtype == other.dtype
+        np.testing.assert_array_equal(one, other)
+    with pytest.raises(AxisInputError, match="columns"):
+        prepare_weights(group_counts, columns=np.array([40]))
