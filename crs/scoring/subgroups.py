@@ -391,41 +391,49 @@ def subgroup_scores(
 
     ``kinds``: task -> kind (the task numbers, hence the draws, follow their sorted order, as the score's);
     ``targets``: task -> its shift targets in the records. The groups, their sizes, positive rates and
-    weights are made once per task; ``workers`` threads then take one encoder each (the weighted
-    metrics release the GIL), as the score's own replicates do.
+    weights are made once per task (``workers`` threads plan the tasks side by side); the threads then
+    take one (task, encoder) each (the weighted metrics release the GIL), as the score's own replicates do.
     """
-    group_rows: list[dict] = []
-    gap_rows: list[dict] = []
-    worst: dict[tuple[str, str, str], np.ndarray] = {}
     folder = _ReadOnDemand(folder.root)
-    for number, task in enumerate(sorted(kinds)):
+    tasks = sorted(kinds)
+
+    def plan_task(number: int) -> tuple[tuple[int, ...], Mapping[str, np.ndarray], list]:
+        task = tasks[number]
         layout = task_layout(folder, task, kinds[task], encoders[0], number, seed, full_fraction,
                              targets.get(task) or None)
         first = read_unit(folder, encoders[0], task)
         n_outputs = int(np.asarray(first[artifacts.probs_key(artifacts.CLEAN)]).shape[-1])
         conditions = [(rows, probs_key, plan_groups(rows, kinds[task], n_outputs, min_images, min_positives))
                       for rows, probs_key in task_rows(layout, first, n_boot)]
-        if not conditions:
-            continue
+        return layout.seeds, first, conditions
 
-        def one(encoder: str, task: str = task, first: Mapping[str, np.ndarray] = first,
-                conditions: list = conditions, seeds: tuple[int, ...] = layout.seeds) -> list[tuple]:
-            arrays = first if encoder == encoders[0] else read_unit(folder, encoder, task)
-            return [(rows.condition, encoder_subgroups(encoder, task, kinds[task], arrays, rows.condition, plan,
-                                                       probs_key, seeds, alpha))
-                    for rows, probs_key, plan in conditions]
+    def one(job: tuple[str, str]) -> list[tuple]:
+        task, encoder = job
+        seeds, first, conditions = planned[task]
+        arrays = first if encoder == encoders[0] else read_unit(folder, encoder, task)
+        return [(rows.condition, encoder_subgroups(encoder, task, kinds[task], arrays, rows.condition, plan,
+                                                   probs_key, seeds, alpha))
+                for rows, probs_key, plan in conditions]
 
-        if workers > 1 and len(encoders) > 1:
-            with ThreadPoolExecutor(max_workers=workers) as pool:
-                per_encoder = list(pool.map(one, encoders))
-        else:
-            per_encoder = [one(encoder) for encoder in encoders]
-        for encoder, found_conditions in zip(encoders, per_encoder, strict=True):
-            for condition, found in found_conditions:
-                group_rows += found[0]
-                gap_rows += found[1]
-                if condition == artifacts.CLEAN:
-                    worst.update({(encoder, task, a): values for a, values in found[2].items()})
+    # the tasks are planned side by side, then every (task, encoder) pair is a job; results keep this order
+    pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 else None
+    try:
+        mapper = pool.map if pool is not None else map
+        planned = dict(zip(tasks, mapper(plan_task, range(len(tasks))), strict=True))
+        jobs = [(task, encoder) for task in tasks if planned[task][2] for encoder in encoders]
+        found_by_job = list(mapper(one, jobs))
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    group_rows: list[dict] = []
+    gap_rows: list[dict] = []
+    worst: dict[tuple[str, str, str], np.ndarray] = {}
+    for (task, encoder), found_conditions in zip(jobs, found_by_job, strict=True):
+        for condition, found in found_conditions:
+            group_rows += found[0]
+            gap_rows += found[1]
+            if condition == artifacts.CLEAN:
+                worst.update({(encoder, task, a): values for a, values in found[2].items()})
     groups = pd.DataFrame(group_rows).reindex(columns=list(GROUP_COLUMNS))
     gaps = pd.DataFrame(gap_rows).reindex(columns=list(GAP_COLUMNS))
     return SubgroupResult(groups, gaps, min_images, min_positives, worst)
