@@ -432,6 +432,80 @@ def weighted_auroc(
     return out if columns_2d else out[:, 0]
 
 
+def _groupings(groupings: Sequence[np.ndarray], n_cases: int) -> tuple[np.ndarray, list[int]]:
+    """(N, A) group codes numbered over all groupings (-1: none) and each grouping's group count."""
+    sizes, columns, offset = [], [], 0
+    for codes in groupings:
+        codes = np.asarray(codes, dtype=np.int64)
+        if codes.shape != (n_cases,) or (codes.size and codes.min() < -1):
+            raise AxisInputError(f"each grouping must be (N,) = ({n_cases},) group codes 0..G-1, or -1 for none")
+        sizes.append(int(codes.max(initial=-1)) + 1)
+        columns.append(np.where(codes >= 0, codes + offset, -1))
+        offset += sizes[-1]
+    return np.stack(columns, axis=1) if columns else np.zeros((n_cases, 0), dtype=np.int64), sizes
+
+
+def weighted_auroc_by_group(
+    scores: np.ndarray,
+    labels: np.ndarray,
+    weights: np.ndarray | ReplicateWeights,
+    groupings: Sequence[np.ndarray],
+    *,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+) -> list[np.ndarray]:
+    """:func:`weighted_auroc` of every score column on every group of every grouping: (B, M, G) per grouping.
+
+    ``scores`` (N, M); ``labels`` (N,) 0, 1 or NaN (no side); ``groupings``: (N,) codes 0..G-1 or -1
+    for a case in no group. Group g's AUROC is :func:`weighted_auroc` with every case outside g on no
+    side, which is the AUROC on the group's own cases. With numba, each column is sorted once and one
+    compiled walk per replicate block scores every group of every grouping
+    (:func:`crs.axes.weighted_kernel.grouped_sorted_pass`: a case's weights are read once); the pair
+    counts are the same whole numbers, so the values equal the one-group-at-a-time path below, which
+    runs without numba.
+    """
+    prepared = prepare_weights(weights, block_bytes)
+    scores = _check_scores(scores, prepared.n_cases)
+    if scores.ndim != 2:
+        raise AxisInputError(f"scores must be (N, M) columns, got shape {scores.shape}")
+    labels = np.asarray(labels, dtype=np.float64)
+    if labels.shape != (prepared.n_cases,):
+        raise AxisInputError(f"labels must be (N,) = ({prepared.n_cases},), got {labels.shape}")
+    if not np.isin(labels[~np.isnan(labels)], (0.0, 1.0)).all():
+        raise AxisInputError("labels must hold 0, 1 or NaN (ignored)")
+    codes, sizes = _groupings(groupings, prepared.n_cases)
+    n_columns = scores.shape[1]
+    kernel = weighted_kernel.grouped_sorted_pass if weighted_kernel.available() else None
+    if kernel is None:
+        return [
+            np.stack(
+                [weighted_auroc(scores, np.where(codes[:, a] == offset + g, labels, np.nan), prepared)
+                 for g in range(size)], axis=-1,
+            ).reshape(prepared.n_replicates, n_columns, size)
+            for a, (offset, size) in enumerate(zip(np.cumsum([0, *sizes[:-1]]), sizes, strict=True))
+        ]
+    n_groups = sum(sizes)
+    out = np.full((prepared.n_replicates, n_columns, n_groups), np.nan)
+    grouped = (codes >= 0).any(axis=1)
+    positive, negative = (labels == 1.0) & grouped, (labels == 0.0) & grouped
+    touched, is_touched = np.empty(n_groups, dtype=np.int64), np.empty(n_groups, dtype=bool)
+    for m in range(n_columns):
+        found = _score_order(scores[:, m], positive, negative)
+        ordered_groups = np.ascontiguousarray(codes[found.order])
+        for rows, block in zip(prepared.rows(), prepared.blocks, strict=True):
+            exact = block.dtype == np.uint16  # replicate totals fit 16 bits: int32 sums are exact
+            accumulate = np.dtype(np.int32) if exact else np.dtype(np.float64)
+            shape = (n_groups, block.shape[1])
+            below, run_positive, run_negative, total_positive = (np.empty(shape, dtype=accumulate) for _ in range(4))
+            twice = np.empty(shape, dtype=np.int64 if exact else np.float64)
+            kernel(block, found.order, found.positive, found.run_ends, ordered_groups, below, run_positive,
+                   run_negative, twice, total_positive, touched, is_touched)
+            pairs = total_positive.astype(np.float64) * below.astype(np.float64)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out[rows, m] = np.where(pairs > 0, 0.5 * twice / np.where(pairs > 0, pairs, 1.0), np.nan).T
+    bounds = np.cumsum([0, *sizes])
+    return [out[:, :, bounds[a]:bounds[a + 1]] for a in range(len(sizes))]
+
+
 def _class_sides(
     y: np.ndarray, scores: np.ndarray, kind: str
 ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:

@@ -38,7 +38,7 @@ from crs.axes.weighted import (
     ReplicateWeights,
     nanmean_classes,
     prepare_weights,
-    weighted_auroc,
+    weighted_auroc_by_group,
     weighted_cell_sums,
     weighted_debiased_ece,
     weighted_debiased_ece_by_group,
@@ -233,21 +233,21 @@ def plan_groups(
 
 
 def _group_aurocs(
-    keys: list[np.ndarray], labels: np.ndarray, kind: str, plan: ConditionPlan, attribute: str, workers: int,
-) -> list[np.ndarray]:
-    """(B + 1, M) macro AUROC of the M distinct score arrays ``keys`` for each scored group of ``attribute``,
-    in order: per class the group's rows keep their label, every other row is left out (NaN)."""
-    problems = _class_labels(labels, kind, keys[0].shape[1])
-    codes = plan.scored_codes[attribute]
-    out = []
-    for g in range(int(codes.max(initial=-1)) + 1):
-        outside = codes != g
-        per_class = []
-        for k, column in problems:
-            scores = np.stack([np.asarray(key[:, k], dtype=np.float32) for key in keys], axis=1)
-            per_class.append(weighted_auroc(scores, np.where(outside, np.nan, column), plan.weights, workers=workers))
-        out.append(nanmean_classes(np.stack(per_class, axis=-1)))
-    return out
+    keys: list[np.ndarray], labels: np.ndarray, kind: str, plan: ConditionPlan,
+) -> dict[str, list[np.ndarray]]:
+    """Per attribute, the (B + 1, M) macro AUROC of the M distinct score arrays ``keys`` for each of its
+    scored groups, in order: per class one walk over the rows scores every group of every attribute
+    (:func:`crs.axes.weighted.weighted_auroc_by_group`; a group's rows alone on the two sides)."""
+    attributes = list(plan.groups)
+    per_class = []
+    for k, column in _class_labels(labels, kind, keys[0].shape[1]):
+        scores = np.stack([np.asarray(key[:, k], dtype=np.float32) for key in keys], axis=1)
+        per_class.append(weighted_auroc_by_group(scores, column, plan.weights, [plan.scored_codes[a] for a in attributes]))
+    return {
+        attribute: [nanmean_classes(np.stack([found[a][:, :, g] for found in per_class], axis=-1))
+                    for g in range(per_class[0][a].shape[2])]
+        for a, attribute in enumerate(attributes)
+    }
 
 
 def _centred_seed_mean(per_distinct: np.ndarray, index: np.ndarray, centre: bool) -> np.ndarray:
@@ -261,14 +261,14 @@ def _centred_seed_mean(per_distinct: np.ndarray, index: np.ndarray, centre: bool
 
 def encoder_subgroups(
     encoder: str, task: str, kind: str, arrays: Mapping[str, np.ndarray], condition: str,
-    plan: ConditionPlan, probs_key: str, seeds: Sequence[int], alpha: float, workers: int = 1,
+    plan: ConditionPlan, probs_key: str, seeds: Sequence[int], alpha: float,
 ) -> tuple[list[dict], list[dict], dict[str, np.ndarray]]:
     """One encoder's group rows and gap rows on one condition of one task, and per attribute with a
     scored group the worst-group AUROC under every replicate (B + 1,).
 
     The calibration errors of every scored group of every attribute come from one pass over the rows
-    (:data:`SCORED_CALIBRATION_BY_GROUP`); each group's AUROC from the compiled weighted AUROC on the
-    condition's weights, the group's rows alone scorable."""
+    (:data:`SCORED_CALIBRATION_BY_GROUP`), and their AUROCs from one walk per class and distinct
+    prediction (:func:`crs.axes.weighted.weighted_auroc_by_group`)."""
     full_seeds = np.asarray(arrays[artifacts.FULL_SEEDS])
     full_rows = [int(np.flatnonzero(full_seeds == seed)[0]) for seed in seeds]
     probs_all = np.asarray(arrays[probs_key])[full_rows]
@@ -283,8 +283,9 @@ def encoder_subgroups(
     group_rows: list[dict] = []
     gap_rows: list[dict] = []
     worst_by_attribute: dict[str, np.ndarray] = {}
+    aurocs_by_attribute = _group_aurocs(keys, plan.labels, kind, plan)
     for a, (attribute, groups) in enumerate(plan.groups.items()):
-        aurocs = _group_aurocs(keys, plan.labels, kind, plan, attribute, workers)
+        aurocs = aurocs_by_attribute[attribute]
         replicates: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         scored_position = 0
         for group_plan in groups:

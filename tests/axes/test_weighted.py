@@ -331,3 +331,31 @@ def test_weights_laid_out_from_group_counts_equal_the_expanded_weights(dtype):
         np.testing.assert_array_equal(one, other)
     with pytest.raises(AxisInputError, match="columns"):
         prepare_weights(group_counts, columns=np.array([40]))
+
+
+@pytest.mark.parametrize("whole", [True, False])
+@pytest.mark.parametrize("case", range(3))
+def test_auroc_by_group_equals_the_auroc_with_other_cases_on_no_side(whole, case):
+    # one sort and one walk for every group of every grouping against weighted_auroc group by group;
+    # coarse scores (heavy ties across groups), unknown labels, groups on one side only
+    from crs.axes.weighted import weighted_auroc_by_group
+
+    rng = np.random.default_rng(800 + case)
+    n = int(rng.integers(150, 400))
+    labels = (rng.uniform(size=n) < [0.2, 0.5, 0.8][case]).astype(float)
+    labels[rng.uniform(size=n) < 0.1] = np.nan
+    scores = np.round(rng.uniform(size=(n, 2)) + 0.3 * np.nan_to_num(labels)[:, None], 1).astype(np.float32)
+    weights = rng.poisson(1.0, size=(25, n)) if whole else rng.uniform(0, 2, size=(25, n))
+    groupings = [rng.integers(-1, 3, size=n), rng.integers(0, 4, size=n)]
+    groupings[1][labels == 1] = np.where(groupings[1][labels == 1] == 3, 2, groupings[1][labels == 1])  # group 3: no positive
+    prepared = prepare_weights(weights, block_bytes=4096)
+    got = weighted_auroc_by_group(scores, labels, prepared, groupings)
+    for codes, found in zip(groupings, got, strict=True):
+        assert found.shape == (25, 2, codes.max() + 1)
+        for g in range(codes.max() + 1):
+            expected = weighted_auroc(scores, np.where(codes == g, labels, np.nan), prepared)
+            if whole:
+                np.testing.assert_array_equal(found[:, :, g], expected)
+            else:
+                np.testing.assert_allclose(found[:, :, g], expected, atol=1e-12, rtol=0)
+    assert np.isnan(got[1][:, :, 3]).all() and np.isfinite(got[1][:, :, :3]).all()
