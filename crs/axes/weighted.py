@@ -15,6 +15,10 @@ running sum just below its score and just above it (their mean is the tie's half
 processed in blocks, so the working memory is O(block x cases), the block sized from a byte
 budget; nothing of size cases x tie runs is ever built. Whole-number weights whose replicate
 totals fit 16 bits run in uint16 (exact); any other weights in float64.
+
+Many groups of cases at once (patient subgroups): :func:`weighted_auroc_by_group` and
+:func:`weighted_debiased_ece_by_group` score every group of several groupings in one pass over the
+cases, equal to the one-group metrics on each group's own cases.
 """
 
 from __future__ import annotations
@@ -479,8 +483,8 @@ def weighted_auroc_by_group(
         return [
             np.stack(
                 [weighted_auroc(scores, np.where(codes[:, a] == offset + g, labels, np.nan), prepared)
-                 for g in range(size)], axis=-1,
-            ).reshape(prepared.n_replicates, n_columns, size)
+                 for g in range(size)] or [np.zeros((prepared.n_replicates, n_columns))], axis=-1,
+            )[:, :, :size]
             for a, (offset, size) in enumerate(zip(np.cumsum([0, *sizes[:-1]]), sizes, strict=True))
         ]
     n_groups = sum(sizes)

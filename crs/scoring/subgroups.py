@@ -8,10 +8,11 @@ own patient-level replicates (docs/decisions/0041-0043, docs/subgroups.md).
   encoder sees the same draws, so the intervals are paired across encoders.
 * Groups and sizes: fairlearn's :class:`~fairlearn.metrics.MetricFrame` does the by-group
   bookkeeping (the groups of an attribute, each group's size and the positives of its rarest label,
-  which decide scored or too small; the rows' positions are passed as ``y_true``/``y_pred`` so any
-  label shape works). The measures go through the weighted metrics (:mod:`crs.axes.weighted`) on each
-  group's own rows under every replicate at once; row 0 (every case once) is the point estimate
-  (decision 0041 says why not MetricFrame per replicate).
+  which decide scored or too small), on one row per joint group (a distinct combination of the
+  attributes' values) whose counts its metric functions add. The measures go through the weighted
+  metrics (:mod:`crs.axes.weighted`) under every replicate at once, every group of every attribute
+  in one pass over the rows (decision 0044; a group's value is its value on its own rows); row 0
+  (every case once) is the point estimate (decision 0041 says why not MetricFrame per replicate).
 * Gaps are between the groups named by the point estimate (best minus worst AUROC; worst minus
   best calibration error), recomputed for that pair in every replicate, so the interval of a gap
   that does not exist covers 0 (a max-minus-min gap would be positive in every replicate).

@@ -359,3 +359,6 @@ def test_auroc_by_group_equals_the_auroc_with_other_cases_on_no_side(whole, case
             else:
                 np.testing.assert_allclose(found[:, :, g], expected, atol=1e-12, rtol=0)
     assert np.isnan(got[1][:, :, 3]).all() and np.isfinite(got[1][:, :, :3]).all()
+    nobody = weighted_auroc_by_group(scores, labels, prepared, [np.full(n, -1), groupings[0]])  # no group at all
+    assert nobody[0].shape == (25, 2, 0)
+    np.testing.assert_allclose(nobody[1], got[0], atol=0 if whole else 1e-12, rtol=0)

@@ -93,6 +93,8 @@ def test_fast_subgroup_measures_equal_the_group_by_group_reference(kind, case):
         "sex": np.where(per_patient < 0.45, "female", np.where(per_patient < 0.97, "male", "unknown"))[patients],
         "age": np.array(["<40", "40-59", "60-79", "80+"])[rng.choice(4, patients.max() + 1, p=[.1, .4, .35, .15])][patients],
         "view": np.where(rng.uniform(size=n) < 0.8, "AP", "PA"),  # per image, not per patient
+        # case 1: an attribute none of whose 30 groups (about 30 images each) is large enough to score
+        "site": np.where(rng.uniform(size=n) < 0.5, "a", "b") if case == 0 else np.char.add("s", (np.arange(n) % 30).astype(str)),
     }
     draws = group_bootstrap(patients, labels, kind, seed=[case, 0, 0])
     weights = np.vstack([np.ones((1, n), dtype=np.uint16), draws.counts(range(60))])
