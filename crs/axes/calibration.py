@@ -149,6 +149,33 @@ _QUADRATURE_Z = np.linspace(-7.0, 7.0, 281)
 _QUADRATURE_WEIGHT = np.exp(-0.5 * _QUADRATURE_Z**2) / np.exp(-0.5 * _QUADRATURE_Z**2).sum()
 
 
+def _debiased_bins(
+    count: np.ndarray, residual_sum: np.ndarray, residual_square_sum: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(total, share, debiased squared gap and noise per bin, T): the parts of :func:`calibration_error_moments`."""
+    count = np.asarray(count, dtype=np.float64)
+    residual_sum = np.asarray(residual_sum, dtype=np.float64)
+    residual_square_sum = np.asarray(residual_square_sum, dtype=np.float64)
+    total = count.sum(axis=-1)
+    usable = count >= 2.0
+    safe_count = np.where(usable, count, 2.0)
+    gap = residual_sum / safe_count
+    variance = np.maximum(residual_square_sum - safe_count * gap**2, 0.0) / (safe_count - 1.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = count / total[..., None]
+        squared_gap = np.where(usable, gap**2 - variance / safe_count, 0.0)
+        squared = (share * squared_gap).sum(axis=-1)
+        noise = np.where(usable, variance / safe_count, 0.0)
+    return total, share, squared_gap, noise, squared
+
+
+def calibration_error(count: np.ndarray, residual_sum: np.ndarray, residual_square_sum: np.ndarray) -> np.ndarray:
+    """The debiased calibration error of :func:`calibration_error_moments` alone (the same arithmetic), without
+    its standard error's quadrature: what the bootstrap replicates need."""
+    total, _, _, _, squared = _debiased_bins(count, residual_sum, residual_square_sum)
+    return np.where(~(total > 0), np.nan, np.sqrt(np.maximum(squared, 0.0)))
+
+
 def calibration_error_moments(
     count: np.ndarray, residual_sum: np.ndarray, residual_square_sum: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -170,19 +197,8 @@ def calibration_error_moments(
     arithmetic: stage 2's stacked metrics and the weighted bootstrap use it too. Returns
     (error, standard error), NaN where n = 0.
     """
-    count = np.asarray(count, dtype=np.float64)
-    residual_sum = np.asarray(residual_sum, dtype=np.float64)
-    residual_square_sum = np.asarray(residual_square_sum, dtype=np.float64)
-    total = count.sum(axis=-1)
-    usable = count >= 2.0
-    safe_count = np.where(usable, count, 2.0)
-    gap = residual_sum / safe_count
-    variance = np.maximum(residual_square_sum - safe_count * gap**2, 0.0) / (safe_count - 1.0)
+    total, share, squared_gap, noise, squared = _debiased_bins(count, residual_sum, residual_square_sum)
     with np.errstate(invalid="ignore", divide="ignore"):
-        share = count / total[..., None]
-        squared_gap = np.where(usable, gap**2 - variance / safe_count, 0.0)
-        squared = (share * squared_gap).sum(axis=-1)
-        noise = np.where(usable, variance / safe_count, 0.0)
         # g_b^2 enters unbiased (it may be negative), so a bin without a gap adds no phantom 4 g^2 s^2;
         # the sum is kept at least the zero-gap variance 2 sum share^2 s^4 / W^2
         floor = (share**2 * 2.0 * noise**2).sum(axis=-1)

@@ -15,6 +15,10 @@ running sum just below its score and just above it (their mean is the tie's half
 processed in blocks, so the working memory is O(block x cases), the block sized from a byte
 budget; nothing of size cases x tie runs is ever built. Whole-number weights whose replicate
 totals fit 16 bits run in uint16 (exact); any other weights in float64.
+
+Many groups of cases at once (patient subgroups): :func:`weighted_auroc_by_group` and
+:func:`weighted_debiased_ece_by_group` score every group of several groupings in one pass over the
+cases, equal to the one-group metrics on each group's own cases.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import numpy as np
 
 from crs.axes import weighted_kernel
 from crs.axes._inputs import AxisInputError, binary_pair, check_kind, multiclass_pair, multilabel_pair
-from crs.axes.calibration import calibrated_ece_moments, calibration_error_moments
+from crs.axes.calibration import calibrated_ece_moments, calibration_error, calibration_error_moments
 
 DEFAULT_BLOCK_BYTES = 32 * 2**20
 """Working memory of one replicate block of one score column (a few cache-sized arrays)."""
@@ -76,12 +80,14 @@ class ReplicateWeights:
 
 
 def prepare_weights(
-    weights: np.ndarray | ReplicateWeights, block_bytes: int = DEFAULT_BLOCK_BYTES
+    weights: np.ndarray | ReplicateWeights, block_bytes: int = DEFAULT_BLOCK_BYTES, columns: np.ndarray | None = None
 ) -> ReplicateWeights:
     """Check (B, N) non-negative finite weights and lay them out in replicate blocks.
 
     A block holds as many replicates as keep its (cases x block) working arrays (three on the numpy
     path, the block alone with the compiled kernel) within ``block_bytes`` (and at most 256); an already prepared :class:`ReplicateWeights` is returned as it is.
+    ``columns`` (N,): the case weights are ``weights[:, columns]`` (a cluster bootstrap's (B, groups)
+    counts and each case's group), laid out block by block without the (B, N) array: the same result.
     """
     if isinstance(weights, ReplicateWeights):
         return weights
@@ -90,15 +96,24 @@ def prepare_weights(
         weights = weights[None, :]
     if weights.ndim != 2:
         raise AxisInputError(f"weights must be (replicates, cases), got shape {weights.shape}")
+    if columns is not None:
+        columns = np.asarray(columns)
+        if columns.ndim != 1 or columns.dtype.kind not in "iu" or (
+            len(columns) and (columns.min() < 0 or columns.max() >= weights.shape[1])
+        ):
+            raise AxisInputError(f"columns must be (N,) positions among the weights' {weights.shape[1]} columns")
     if weights.dtype.kind not in "biuf":
         raise AxisInputError(f"weights must be numbers, got dtype {weights.dtype}")
     if weights.dtype.kind == "f" and not np.isfinite(weights).all():
         raise AxisInputError("weights contain NaN or infinity; pass finite non-negative case weights")
     if weights.size and weights.min() < 0:
         raise AxisInputError("weights must be non-negative (how often, or how much, each case counts)")
-    n_boot, n_cases = weights.shape
+    n_boot, n_cases = weights.shape if columns is None else (len(weights), len(columns))
     whole = weights.dtype.kind in "biu" or bool(np.all(weights == np.round(weights)))
-    totals = weights.sum(axis=1, dtype=np.float64)
+    if columns is None:
+        totals = weights.sum(axis=1, dtype=np.float64)
+    else:  # each column's weight times how many cases carry it
+        totals = weights.astype(np.float64) @ np.bincount(columns, minlength=weights.shape[1]).astype(np.float64)
     exact_uint16 = whole and (n_boot == 0 or float(totals.max()) <= _UINT16_TOTAL)
     dtype = np.dtype(np.uint16) if exact_uint16 else np.dtype(np.float64)
     arrays = 1 if weighted_kernel.available() else 3  # the compiled kernel's only working array is the block
@@ -109,7 +124,7 @@ def prepare_weights(
     for start in range(0, n_boot, block):
         part = weights[start : start + block]
         laid_out = np.zeros((n_cases + 1, len(part)), dtype=dtype)
-        laid_out[:n_cases] = part.T
+        laid_out[:n_cases] = part.T if columns is None else np.ascontiguousarray(part.T)[columns]
         blocks.append(laid_out)
     return ReplicateWeights(tuple(blocks), n_boot, n_cases, exact_uint16)
 
@@ -421,6 +436,80 @@ def weighted_auroc(
     return out if columns_2d else out[:, 0]
 
 
+def _groupings(groupings: Sequence[np.ndarray], n_cases: int) -> tuple[np.ndarray, list[int]]:
+    """(N, A) group codes numbered over all groupings (-1: none) and each grouping's group count."""
+    sizes, columns, offset = [], [], 0
+    for codes in groupings:
+        codes = np.asarray(codes, dtype=np.int64)
+        if codes.shape != (n_cases,) or (codes.size and codes.min() < -1):
+            raise AxisInputError(f"each grouping must be (N,) = ({n_cases},) group codes 0..G-1, or -1 for none")
+        sizes.append(int(codes.max(initial=-1)) + 1)
+        columns.append(np.where(codes >= 0, codes + offset, -1))
+        offset += sizes[-1]
+    return np.stack(columns, axis=1) if columns else np.zeros((n_cases, 0), dtype=np.int64), sizes
+
+
+def weighted_auroc_by_group(
+    scores: np.ndarray,
+    labels: np.ndarray,
+    weights: np.ndarray | ReplicateWeights,
+    groupings: Sequence[np.ndarray],
+    *,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+) -> list[np.ndarray]:
+    """:func:`weighted_auroc` of every score column on every group of every grouping: (B, M, G) per grouping.
+
+    ``scores`` (N, M); ``labels`` (N,) 0, 1 or NaN (no side); ``groupings``: (N,) codes 0..G-1 or -1
+    for a case in no group. Group g's AUROC is :func:`weighted_auroc` with every case outside g on no
+    side, which is the AUROC on the group's own cases. With numba, each column is sorted once and one
+    compiled walk per replicate block scores every group of every grouping
+    (:func:`crs.axes.weighted_kernel.grouped_sorted_pass`: a case's weights are read once); the pair
+    counts are the same whole numbers, so the values equal the one-group-at-a-time path below, which
+    runs without numba.
+    """
+    prepared = prepare_weights(weights, block_bytes)
+    scores = _check_scores(scores, prepared.n_cases)
+    if scores.ndim != 2:
+        raise AxisInputError(f"scores must be (N, M) columns, got shape {scores.shape}")
+    labels = np.asarray(labels, dtype=np.float64)
+    if labels.shape != (prepared.n_cases,):
+        raise AxisInputError(f"labels must be (N,) = ({prepared.n_cases},), got {labels.shape}")
+    if not np.isin(labels[~np.isnan(labels)], (0.0, 1.0)).all():
+        raise AxisInputError("labels must hold 0, 1 or NaN (ignored)")
+    codes, sizes = _groupings(groupings, prepared.n_cases)
+    n_columns = scores.shape[1]
+    kernel = weighted_kernel.grouped_sorted_pass if weighted_kernel.available() else None
+    if kernel is None:
+        return [
+            np.stack(
+                [weighted_auroc(scores, np.where(codes[:, a] == offset + g, labels, np.nan), prepared)
+                 for g in range(size)] or [np.zeros((prepared.n_replicates, n_columns))], axis=-1,
+            )[:, :, :size]
+            for a, (offset, size) in enumerate(zip(np.cumsum([0, *sizes[:-1]]), sizes, strict=True))
+        ]
+    n_groups = sum(sizes)
+    out = np.full((prepared.n_replicates, n_columns, n_groups), np.nan)
+    grouped = (codes >= 0).any(axis=1)
+    positive, negative = (labels == 1.0) & grouped, (labels == 0.0) & grouped
+    touched, is_touched = np.empty(n_groups, dtype=np.int64), np.empty(n_groups, dtype=bool)
+    for m in range(n_columns):
+        found = _score_order(scores[:, m], positive, negative)
+        ordered_groups = np.ascontiguousarray(codes[found.order])
+        for rows, block in zip(prepared.rows(), prepared.blocks, strict=True):
+            exact = block.dtype == np.uint16  # replicate totals fit 16 bits: int32 sums are exact
+            accumulate = np.dtype(np.int32) if exact else np.dtype(np.float64)
+            shape = (n_groups, block.shape[1])
+            below, run_positive, run_negative, total_positive = (np.empty(shape, dtype=accumulate) for _ in range(4))
+            twice = np.empty(shape, dtype=np.int64 if exact else np.float64)
+            kernel(block, found.order, found.positive, found.run_ends, ordered_groups, below, run_positive,
+                   run_negative, twice, total_positive, touched, is_touched)
+            pairs = total_positive.astype(np.float64) * below.astype(np.float64)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out[rows, m] = np.where(pairs > 0, 0.5 * twice / np.where(pairs > 0, pairs, 1.0), np.nan).T
+    bounds = np.cumsum([0, *sizes])
+    return [out[:, :, bounds[a]:bounds[a + 1]] for a in range(len(sizes))]
+
+
 def _class_sides(
     y: np.ndarray, scores: np.ndarray, kind: str
 ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -659,6 +748,26 @@ def weighted_calibration_error(
     return error[:, 0], standard_error[:, 0]
 
 
+def _calibration_columns(
+    y: np.ndarray, probs: np.ndarray, kind: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """What the calibration errors compare, as (N, K) float64 columns: (confidence, correct, known).
+
+    multiclass/ordinal: the top label (one column); binary: the positive-class probability (one
+    column); multilabel: each label, ``known`` marking its labelled cases (None: every case counts).
+    """
+    check_kind(kind)
+    if kind == "binary":
+        y_b, p_b = binary_pair(y, probs)
+        return np.asarray(p_b, dtype=np.float64)[:, None], np.asarray(y_b, dtype=np.float64)[:, None], None
+    if kind == "multilabel":
+        y_m, p_m = multilabel_pair(y, probs)
+        return np.asarray(p_m, dtype=np.float64), np.nan_to_num(np.asarray(y_m, dtype=np.float64)), ~np.isnan(y_m)
+    y_c, p_c = multiclass_pair(y, probs)
+    correct = (p_c.argmax(axis=1) == y_c).astype(np.float64)
+    return np.asarray(p_c.max(axis=1), dtype=np.float64)[:, None], correct[:, None], None
+
+
 def weighted_debiased_ece(
     y: np.ndarray,
     probs: np.ndarray,
@@ -673,15 +782,116 @@ def weighted_debiased_ece(
     multiclass/ordinal: top label; binary: positive-class probability; multilabel: per label over its
     known cases, then the mean over the labels a replicate can score.
     """
-    check_kind(kind)
     prepared = prepare_weights(weights, block_bytes)
-    if kind == "binary":
-        y_b, p_b = binary_pair(y, probs)
-        return weighted_calibration_error(p_b, y_b, prepared, None, n_bins)[0]
-    if kind == "multilabel":
-        y_m, p_m = multilabel_pair(y, probs)
-        known = ~np.isnan(y_m)
-        return nanmean_classes(weighted_calibration_error(p_m, np.nan_to_num(y_m), prepared, known, n_bins)[0])
-    y_c, p_c = multiclass_pair(y, probs)
-    correct = (p_c.argmax(axis=1) == y_c).astype(np.float64)
-    return weighted_calibration_error(p_c.max(axis=1), correct, prepared, None, n_bins)[0]
+    confidence, correct, known = _calibration_columns(y, probs, kind)
+    per_column = weighted_calibration_error(confidence, correct, prepared, known, n_bins)[0]
+    return nanmean_classes(per_column) if kind == "multilabel" else per_column[:, 0]
+
+
+# --- many groups of cases at once ----------------------------------------------------------------
+
+
+def weighted_cell_sums(
+    cells: np.ndarray,
+    values: np.ndarray,
+    n_cells: int,
+    weights: np.ndarray | ReplicateWeights,
+    *,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+) -> np.ndarray:
+    """(B, n_cells, V) weighted sum of the values in each cell under every replicate.
+
+    ``cells`` (N, K) integers in [0, n_cells), -1 where an entry belongs to no cell; ``values``
+    (N, K, V): cell c of replicate b sums ``weights[b, case] * values[case, k, v]`` over the entries
+    with ``cells[case, k] == c``. One pass over the cases per replicate block: the compiled
+    :func:`crs.axes.weighted_kernel.cell_sums` with numba, otherwise one sparse (cells x cases)
+    product per block (scipy). Whole-number values with whole-number weights give exact sums.
+    """
+    prepared = prepare_weights(weights, block_bytes)
+    cells = np.ascontiguousarray(cells, dtype=np.int64)
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    if cells.ndim != 2 or values.shape[:2] != cells.shape or values.ndim != 3 or len(cells) != prepared.n_cases:
+        raise AxisInputError(
+            f"cells {cells.shape} and values {values.shape} must be (N, K) and (N, K, V) with N = {prepared.n_cases}"
+        )
+    if cells.size and (cells.max() >= n_cells or cells.min() < -1):
+        raise AxisInputError(f"cells must lie in [0, {n_cells}) or be -1 (no cell)")
+    n_values = values.shape[2]
+    out = np.empty((prepared.n_replicates, n_cells, n_values))
+    kernel = weighted_kernel.cell_sums if weighted_kernel.available() else None
+    design = None
+    if kernel is None:
+        from scipy import sparse
+
+        case, column = np.nonzero(cells >= 0)
+        rows = (cells[case, column][:, None] * n_values + np.arange(n_values)).ravel()
+        design = sparse.csr_matrix(
+            (values[case, column].ravel(), (rows, np.repeat(case, n_values))), shape=(n_cells * n_values, len(cells))
+        )
+    for rows_of_block, block in zip(prepared.rows(), prepared.blocks, strict=True):
+        if kernel is not None:
+            sums = np.zeros((n_cells, n_values, block.shape[1]))
+            kernel(block, cells, values, sums)
+        else:
+            assert design is not None
+            sums = (design @ block[:-1].astype(np.float64)).reshape(n_cells, n_values, -1)
+        out[rows_of_block] = sums.transpose(2, 0, 1)
+    return out
+
+
+MAX_JOINT_GROUPS = 256
+"""Joint groups (distinct combinations of the groupings) summed in one pass at most; beyond, one pass per grouping."""
+
+
+def weighted_debiased_ece_by_group(
+    y: np.ndarray,
+    probs: np.ndarray,
+    kind: str,
+    weights: np.ndarray | ReplicateWeights,
+    groupings: Sequence[np.ndarray],
+    n_bins: int = N_BINS,
+    *,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+) -> list[np.ndarray]:
+    """:func:`weighted_debiased_ece` of every group of every grouping, (B, G) per grouping.
+
+    ``groupings``: (N,) integer codes, the case's group 0..G-1 (G = the largest code + 1), or -1 for
+    a case in none. Group g's column equals :func:`weighted_debiased_ece` on its own cases (the other
+    cases weigh 0 there) up to the order of summation. The bins' weighted count, residual sum and
+    residual square sum are taken once for the joint groups (each distinct combination of the
+    groupings' codes) in one pass over the cases, then added up per group: a case costs one weight
+    read and K x 3 adds whatever the number of groupings and groups.
+    """
+    prepared = prepare_weights(weights, block_bytes)
+    codes = np.stack([np.asarray(g, dtype=np.int64) for g in groupings], axis=1) if groupings else np.zeros((0, 0))
+    if len(groupings) == 0:
+        return []
+    if len(codes) != prepared.n_cases:
+        raise AxisInputError(f"groupings have {len(codes)} cases but the weights {prepared.n_cases}")
+    joint_codes, joint = np.unique(codes, axis=0, return_inverse=True)
+    joint = joint.ravel()
+    if len(joint_codes) > MAX_JOINT_GROUPS and len(groupings) > 1:
+        return [
+            weighted_debiased_ece_by_group(y, probs, kind, prepared, [g], n_bins)[0] for g in groupings
+        ]
+    confidence, correct, known = _calibration_columns(y, probs, kind)
+    known_2d = _known_columns(known, confidence)
+    # exactly the single-group estimator's inputs (weighted_calibration_error): residual, its square, known
+    residual = np.where(known_2d, correct - confidence, 0.0)
+    bins = _bin_index(np.where(known_2d, confidence, 0.0), n_bins)
+    values = np.stack([residual, residual * residual, known_2d.astype(np.float64)], axis=-1)
+    n_columns = confidence.shape[1]
+    cells = (joint[:, None] * n_columns + np.arange(n_columns)) * n_bins + bins
+    cells[(codes < 0).all(axis=1)] = -1  # in no group of any grouping
+    sums = weighted_cell_sums(cells, values, len(joint_codes) * n_columns * n_bins, prepared)
+    sums = sums.reshape(prepared.n_replicates, len(joint_codes), n_columns, n_bins, 3)
+    out = []
+    for a in range(codes.shape[1]):
+        n_groups = int(codes[:, a].max(initial=-1)) + 1
+        found = np.full((prepared.n_replicates, n_groups), np.nan)
+        for g in range(n_groups):
+            group = sums[:, joint_codes[:, a] == g].sum(axis=1)  # (B, K, bins, 3)
+            per_column = calibration_error(group[..., 2], group[..., 0], group[..., 1])
+            found[:, g] = nanmean_classes(per_column) if kind == "multilabel" else per_column[:, 0]
+        out.append(found)
+    return out

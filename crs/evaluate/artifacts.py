@@ -239,6 +239,38 @@ class PredictionWriter:
         self.close()
 
 
+class LazyPredictions(Mapping[str, np.ndarray]):
+    """One predictions file's arrays by name, each read from the file the first time it is asked for.
+
+    A CheXpert-sized file holds every condition (about 200 arrays, 0.5 GB compressed, seconds to read
+    whole); what needs a few of them (the subgroup tables: the clean and shift predictions and the
+    categories) reads only those. Names are listed without reading any array.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        with np.load(self.path, allow_pickle=False) as data:
+            self._names = tuple(data.files)
+        self._read: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        if key not in self._read:
+            if key not in self._names:
+                raise KeyError(key)
+            with np.load(self.path, allow_pickle=False) as data:
+                self._read[key] = data[key]
+        return self._read[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._names
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
 class RunFolder:
     """Reads and writes one run's stage-2 and score artifacts under ``root``."""
 
@@ -338,6 +370,13 @@ class RunFolder:
             )
         with np.load(path, allow_pickle=False) as data:
             return {key: data[key] for key in data.files}
+
+    def read_predictions_on_demand(self, encoder: str, task: str) -> LazyPredictions:
+        """One (encoder, task)'s predictions, each array read when first asked for (:class:`LazyPredictions`)."""
+        path = self.predictions_path(encoder, task)
+        if not path.exists():
+            self.read_predictions(encoder, task)  # raises the error that says what writes the file
+        return LazyPredictions(path)
 
     # --- unit costs -----------------------------------------------------------------------------
     def write_unit_costs(self, costs: pd.DataFrame) -> Path:

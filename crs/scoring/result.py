@@ -14,7 +14,7 @@ import pandas as pd
 from crs.axes import effective_robustness, seed_axes
 from crs.evaluate.artifacts import PREDICTIONS_DIR, RunFolder
 from crs.scoring.bootstrap import BootstrapResult, paired_seed_bootstrap, zero_width
-from crs.scoring.case_bootstrap import paired_seed_case_bootstrap, task_kinds
+from crs.scoring.case_bootstrap import default_workers, paired_seed_case_bootstrap, task_kinds
 from crs.scoring.coverage import Coverage, declared_records, every_task_encoders, is_complete, placement
 from crs.scoring.formula import AXES, EQUITY, PointEstimate, ScoreInputError, point_estimate, rank_descending
 from crs.scoring.measurements import Measurements, measure
@@ -536,7 +536,7 @@ def _score_cohort(
     found = extra = None
     if folder is not None:
         encoders = sorted(str(e) for e in errors.index)  # the point estimate's order
-        found = _subgroups(measurements, folder, settings, encoders, task_kinds(records))
+        found = _subgroups(measurements, folder, settings, encoders, task_kinds(records), workers)
         if settings.equity:  # the fifth axis: same draws as the CRS, appended after the four
             try:
                 extra = equity_replicates(found, encoders)[:, :, None]
@@ -596,13 +596,15 @@ def _equity_stability(point: PointEstimate, table: pd.DataFrame) -> pd.DataFrame
 
 
 def _subgroups(
-    measurements: Measurements, folder: RunFolder, settings: ScoreSettings, encoders: list[str], kinds: dict[str, str]
+    measurements: Measurements, folder: RunFolder, settings: ScoreSettings, encoders: list[str], kinds: dict[str, str],
+    workers: int | None = None,
 ) -> SubgroupResult:
     """The subgroup tables under the score's own replicates (same seed, same task numbers, same draws)."""
     targets = {task: list(layout.targets) for task, layout in measurements.layouts.items()}
     return subgroup_scores(
         folder, encoders, kinds, targets, settings.n_boot, settings.seed, settings.alpha,
         settings.full_fraction, settings.subgroup_min_images, settings.subgroup_min_positives,
+        default_workers() if workers is None else max(1, int(workers)),
     )
 
 

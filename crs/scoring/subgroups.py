@@ -8,10 +8,11 @@ own patient-level replicates (docs/decisions/0041-0043, docs/subgroups.md).
   encoder sees the same draws, so the intervals are paired across encoders.
 * Groups and sizes: fairlearn's :class:`~fairlearn.metrics.MetricFrame` does the by-group
   bookkeeping (the groups of an attribute, each group's size and the positives of its rarest label,
-  which decide scored or too small; the rows' positions are passed as ``y_true``/``y_pred`` so any
-  label shape works). The measures go through the weighted metrics (:mod:`crs.axes.weighted`) on each
-  group's own rows under every replicate at once; row 0 (every case once) is the point estimate
-  (decision 0041 says why not MetricFrame per replicate).
+  which decide scored or too small), on one row per joint group (a distinct combination of the
+  attributes' values) whose counts its metric functions add. The measures go through the weighted
+  metrics (:mod:`crs.axes.weighted`) under every replicate at once, every group of every attribute
+  in one pass over the rows (decision 0044; a group's value is its value on its own rows); row 0
+  (every case once) is the point estimate (decision 0041 says why not MetricFrame per replicate).
 * Gaps are between the groups named by the point estimate (best minus worst AUROC; worst minus
   best calibration error), recomputed for that pair in every replicate, so the interval of a gap
   that does not exist covers 0 (a max-minus-min gap would be positive in every replicate).
@@ -27,26 +28,39 @@ the mean over the full-fraction seeds (each distinct prediction scored once).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import pandas as pd
 
-from crs.axes.weighted import ReplicateWeights, prepare_weights, weighted_debiased_ece
+from crs.axes.weighted import (
+    ReplicateWeights,
+    nanmean_classes,
+    prepare_weights,
+    weighted_auroc_by_group,
+    weighted_cell_sums,
+    weighted_debiased_ece,
+    weighted_debiased_ece_by_group,
+)
 from crs.evaluate import artifacts
 from crs.evaluate.artifacts import RunFolder
 from crs.scoring.case_bootstrap import (
     TaskLayout,
     _class_labels,
     _distinct_rows,
-    macro_auroc_columns,
     read_unit,
     task_layout,
 )
+from crs.scoring.resample import GroupBootstrap
 
 SCORED_CALIBRATION: Callable[..., np.ndarray] = weighted_debiased_ece
 """The scored calibration error (the records' ``ece_debiased``) under replicate weights, (B,): the one
 line to change when the scored estimator changes (crs.axes.calibration)."""
+SCORED_CALIBRATION_BY_GROUP: Callable[..., list[np.ndarray]] = weighted_debiased_ece_by_group
+""":data:`SCORED_CALIBRATION` of every group of several groupings in one pass, (B, G) per grouping: what the
+subgroup tables call. Changed together with :data:`SCORED_CALIBRATION` (a test holds them equal)."""
 
 MIN_IMAGES = 50
 """Fewest test images of a group that is scored."""
@@ -72,7 +86,7 @@ class SubgroupRows:
     condition: str  # "clean" or "shift:<target>"
     labels: np.ndarray
     categories: Mapping[str, np.ndarray]
-    weights: np.ndarray  # (B + 1, N) integer counts: row 0 every case once, then the score's replicates
+    weights: np.ndarray | ReplicateWeights  # (B + 1, N) counts: row 0 every case once, then the score's replicates
 
 
 def positive_counts(labels: np.ndarray, kind: str, n_outputs: int) -> np.ndarray:
@@ -80,27 +94,21 @@ def positive_counts(labels: np.ndarray, kind: str, n_outputs: int) -> np.ndarray
     return np.array([np.nansum(column) for _, column in _class_labels(labels, kind, n_outputs)])
 
 
-def positive_rate(labels: np.ndarray, kind: str, weights: np.ndarray) -> np.ndarray:
-    """(B,) weighted share of positives: multilabel and binary the mean over labels; ordinal the share
-    above grade 0; multiclass NaN (no one positive class)."""
-    if kind == "multiclass":
-        return np.full(len(weights), np.nan)
+def _positive_columns(labels: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """(positive, known) 0/1 float columns whose weighted share is the positive rate: multilabel and
+    binary each label; ordinal above grade 0 (one column)."""
     if kind == "ordinal":
         positive = (np.asarray(labels) > 0).astype(np.float64)[:, None]
     else:
         positive = np.asarray(labels, dtype=np.float64).reshape(len(labels), -1)
     known = (~np.isnan(positive)).astype(np.float64)
-    positive = np.nan_to_num(positive)
-    out = np.empty(len(weights))
-    for start in range(0, len(weights), RATE_BLOCK):  # float64 copies of a block of replicates only
-        block = np.asarray(weights[start:start + RATE_BLOCK], dtype=np.float64)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out[start:start + RATE_BLOCK] = _nanmean_rows((block @ positive) / (block @ known))
-    return out
+    return np.nan_to_num(positive), known
 
 
-RATE_BLOCK = 64
-"""Replicates per float64 block of :func:`positive_rate` (its memory: block x rows x 8 bytes)."""
+def _rate(positive: np.ndarray, known: np.ndarray) -> np.ndarray:
+    """(B,) mean over the labels of each replicate's weighted positive share (weighted sums (B, K))."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return _nanmean_rows(positive / known)
 
 
 def _nanmean_rows(values: np.ndarray) -> np.ndarray:
@@ -133,95 +141,173 @@ def _metric_frame(metrics: dict[str, Callable], rows: np.ndarray, sensitive: np.
     return frame.by_group
 
 
-def _condition_measures(
-    labels: np.ndarray, kind: str, probs: list[np.ndarray], keys: list[np.ndarray], index: np.ndarray,
-    weights: ReplicateWeights,
-) -> tuple[np.ndarray, np.ndarray]:
-    """(B + 1,) AUROC and calibration error under ``weights``, mean over the seeds (``index``: each
-    seed's distinct prediction, scored once)."""
-    auroc = macro_auroc_columns(keys, labels, kind, weights)[:, index].mean(axis=1)
-    calibration = np.stack([SCORED_CALIBRATION(labels, p, kind, weights) for p in probs], axis=1)[:, index].mean(axis=1)
-    if len(calibration) > 1:  # centred as the score's (crs.scoring.case_bootstrap.centre_calibration)
-        calibration[1:] -= calibration[1:].mean() - calibration[0]
-    return auroc, calibration
-
-
 @dataclass(frozen=True)
 class GroupPlan:
-    """One group of one attribute on one condition: what every encoder shares (made once per task).
-
-    A group's measures are taken on its own rows only (``rows``; their replicate counts in ``weights``):
-    rows of other groups carry zero weight in every replicate, so leaving them out changes nothing and
-    each attribute's groups together cost one pass over the test rows, not one per group."""
+    """One group of one attribute on one condition: what every encoder shares (made once per task)."""
 
     group: str
     n_images: int
     min_positives: int
     scored: bool
-    rows: np.ndarray
-    labels: np.ndarray
-    weights: ReplicateWeights | None  # None when the group is too small
+    rows: np.ndarray  # the group's row positions
     positive_rate: np.ndarray  # (B + 1,)
+
+
+@dataclass(frozen=True)
+class ConditionPlan:
+    """One condition's groups of every attribute, and what every encoder's measures share.
+
+    ``scored_codes``: per attribute, each row's scored group (its position among the attribute's scored
+    groups, in ``groups`` order) or -1; ``weights``: the condition's replicate counts laid out once for
+    the weighted metrics. A group is measured on the whole condition with every other row left out
+    (no side for the AUROC, weight 0 for the calibration sums), which is the group on its own rows
+    (tested), so no per-group copy of the weights is made.
+    """
+
+    groups: Mapping[str, list[GroupPlan]]
+    scored_codes: Mapping[str, np.ndarray]
+    labels: np.ndarray
+    weights: ReplicateWeights
+
+
+def _codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted distinct values and each row's position among them."""
+    names, codes = np.unique(np.asarray(values), return_inverse=True)
+    return names, codes.ravel()
 
 
 def plan_groups(
     rows: SubgroupRows, kind: str, n_outputs: int, min_images: int = MIN_IMAGES, min_positives: int = MIN_POSITIVES,
-) -> dict[str, list[GroupPlan]]:
-    """Per attribute, its groups (sorted), sized and judged by fairlearn's MetricFrame, with their weights."""
+) -> ConditionPlan:
+    """Per attribute, its groups (sorted), sized and judged by fairlearn's MetricFrame, with their positive rates.
+
+    The rows are first split into joint groups (each distinct combination of the attributes' values);
+    sizes, positives and the replicates' weighted positive and known counts are summed per joint group
+    in one pass, and each attribute's groups add up their joint groups. MetricFrame sees one row per
+    joint group (its metric functions add the joint groups' integer counts), so its bookkeeping costs
+    the same for 300 and for 300,000 test rows; the sums are whole numbers, so nothing changes.
+    """
     labels = rows.labels
+    weights = prepare_weights(rows.weights)
+    attributes = list(rows.categories)
+    coded = [_codes(rows.categories[a]) for a in attributes]
+    if not attributes:
+        return ConditionPlan({}, {}, labels, weights)
+    joint_codes, joint = np.unique(np.stack([c for _, c in coded], axis=1), axis=0, return_inverse=True)
+    joint = joint.ravel()
+    n_joint = len(joint_codes)
+    problems = _class_labels(labels, kind, n_outputs)
     needed = positive_counts(labels, kind, n_outputs) > 0
-    positions = np.arange(len(labels))
-    plans: dict[str, list[GroupPlan]] = {}
-    for attribute, values in rows.categories.items():
+    joint_sizes = np.bincount(joint, minlength=n_joint)
+    joint_positives = np.stack(
+        [np.bincount(joint, weights=np.nan_to_num(column), minlength=n_joint) for _, column in problems], axis=1)
+    rate_sums = None
+    if kind != "multiclass":  # per joint group and label: weighted positives and known labels, (B + 1, J, K, 2)
+        positive, known = _positive_columns(labels, kind)
+        n_columns = positive.shape[1]
+        rate_sums = weighted_cell_sums(
+            joint[:, None] * n_columns + np.arange(n_columns), np.stack([positive, known], axis=-1),
+            n_joint * n_columns, weights).reshape(weights.n_replicates, n_joint, n_columns, 2)
+    groups: dict[str, list[GroupPlan]] = {}
+    scored_codes: dict[str, np.ndarray] = {}
+    for a, (attribute, (names, codes)) in enumerate(zip(attributes, coded, strict=True)):
         sizes = _metric_frame({
-            "n_images": lambda r, _: len(r),
-            "min_positives": lambda r, _: int(positive_counts(labels[r], kind, n_outputs)[needed].min(initial=10**6)),
-        }, positions, values)
-        plans[attribute] = []
+            "n_images": lambda j, _: int(joint_sizes[j].sum()),
+            "min_positives": lambda j, _: int(joint_positives[j].sum(axis=0)[needed].min(initial=10**6)),
+        }, np.arange(n_joint), names[joint_codes[:, a]])
+        groups[attribute] = []
+        scored_codes[attribute] = np.full(len(labels), -1, dtype=np.int64)
         for group, size in sizes.iterrows():
-            members = np.flatnonzero(values == group)
-            weights = rows.weights[:, members]
+            code = int(np.searchsorted(names, group))
+            members = np.flatnonzero(codes == code)
             scored = bool(size["n_images"] >= min_images and size["min_positives"] >= min_positives)
-            plans[attribute].append(GroupPlan(
-                str(group), int(size["n_images"]), int(size["min_positives"]), scored, members, labels[members],
-                prepare_weights(weights) if scored else None,
-                positive_rate(labels[members], kind, weights),
-            ))
-    return plans
+            if scored:
+                scored_codes[attribute][members] = sum(p.scored for p in groups[attribute])
+            if rate_sums is None:
+                rate = np.full(weights.n_replicates, np.nan)
+            else:
+                summed = rate_sums[:, joint_codes[:, a] == code].sum(axis=1)
+                rate = _rate(summed[..., 0], summed[..., 1])
+            groups[attribute].append(
+                GroupPlan(str(group), int(size["n_images"]), int(size["min_positives"]), scored, members, rate))
+    return ConditionPlan(groups, scored_codes, labels, weights)
+
+
+def _group_aurocs(
+    keys: list[np.ndarray], labels: np.ndarray, kind: str, plan: ConditionPlan,
+) -> dict[str, list[np.ndarray]]:
+    """Per attribute, the (B + 1, M) macro AUROC of the M distinct score arrays ``keys`` for each of its
+    scored groups, in order: per class one walk over the rows scores every group of every attribute
+    (:func:`crs.axes.weighted.weighted_auroc_by_group`; a group's rows alone on the two sides)."""
+    attributes = list(plan.groups)
+    per_class = []
+    for k, column in _class_labels(labels, kind, keys[0].shape[1]):
+        scores = np.stack([np.asarray(key[:, k], dtype=np.float32) for key in keys], axis=1)
+        per_class.append(weighted_auroc_by_group(scores, column, plan.weights, [plan.scored_codes[a] for a in attributes]))
+    return {
+        attribute: [nanmean_classes(np.stack([found[a][:, :, g] for found in per_class], axis=-1))
+                    for g in range(per_class[0][a].shape[2])]
+        for a, attribute in enumerate(attributes)
+    }
+
+
+def _centred_seed_mean(per_distinct: np.ndarray, index: np.ndarray, centre: bool) -> np.ndarray:
+    """(B + 1,) the mean over the seeds (``index``: each seed's distinct prediction) of (B + 1, M) values;
+    calibration replicates centred on the point estimate as the score's (case_bootstrap.centre_calibration)."""
+    values = per_distinct[:, index].mean(axis=1)
+    if centre and len(values) > 1:
+        values[1:] -= values[1:].mean() - values[0]
+    return values
 
 
 def encoder_subgroups(
     encoder: str, task: str, kind: str, arrays: Mapping[str, np.ndarray], condition: str,
-    plans: Mapping[str, list[GroupPlan]], probs_key: str, seeds: Sequence[int], alpha: float,
+    plan: ConditionPlan, probs_key: str, seeds: Sequence[int], alpha: float,
 ) -> tuple[list[dict], list[dict], dict[str, np.ndarray]]:
     """One encoder's group rows and gap rows on one condition of one task, and per attribute with a
-    scored group the worst-group AUROC under every replicate (B + 1,)."""
+    scored group the worst-group AUROC under every replicate (B + 1,).
+
+    The calibration errors of every scored group of every attribute come from one pass over the rows
+    (:data:`SCORED_CALIBRATION_BY_GROUP`), and their AUROCs from one walk per class and distinct
+    prediction (:func:`crs.axes.weighted.weighted_auroc_by_group`)."""
     full_seeds = np.asarray(arrays[artifacts.FULL_SEEDS])
     full_rows = [int(np.flatnonzero(full_seeds == seed)[0]) for seed in seeds]
     probs_all = np.asarray(arrays[probs_key])[full_rows]
     keys_all = artifacts.auroc_scores(arrays, probs_key)[full_rows]
     probs, index = _distinct_rows(probs_all)
     keys = [np.asarray(keys_all[int(np.flatnonzero(index == d)[0])], dtype=np.float32) for d in range(len(probs))]
+    attributes = list(plan.groups)
+    calibration_by_distinct = [
+        SCORED_CALIBRATION_BY_GROUP(plan.labels, p, kind, plan.weights, [plan.scored_codes[a] for a in attributes])
+        for p in probs
+    ]  # per distinct prediction, per attribute (B + 1, scored groups)
     group_rows: list[dict] = []
     gap_rows: list[dict] = []
     worst_by_attribute: dict[str, np.ndarray] = {}
-    for attribute, groups in plans.items():
+    aurocs_by_attribute = _group_aurocs(keys, plan.labels, kind, plan)
+    for a, (attribute, groups) in enumerate(plan.groups.items()):
+        aurocs = aurocs_by_attribute[attribute]
         replicates: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        for plan in groups:
-            rate = plan.positive_rate
+        scored_position = 0
+        for group_plan in groups:
+            rate = group_plan.positive_rate
             row = {"encoder": encoder, "task": task, "condition": condition, "attribute": attribute,
-                   "group": plan.group, "n_images": plan.n_images, "min_positives": plan.min_positives,
-                   "scored": plan.scored, "positive_rate": float(rate[0]),
+                   "group": group_plan.group, "n_images": group_plan.n_images,
+                   "min_positives": group_plan.min_positives, "scored": group_plan.scored,
+                   "positive_rate": float(rate[0]),
                    **dict(zip(("positive_rate_low", "positive_rate_high"), _interval(rate[1:], alpha), strict=True))}
-            if plan.scored and plan.weights is not None:
-                auroc, calibration = _condition_measures(
-                    plan.labels, kind, [p[plan.rows] for p in probs], [k[plan.rows] for k in keys], index, plan.weights)
-                replicates[plan.group] = (auroc, calibration)
+            if group_plan.scored:
+                auroc = _centred_seed_mean(aurocs[scored_position], index, centre=False)
+                calibration = _centred_seed_mean(
+                    np.stack([found[a][:, scored_position] for found in calibration_by_distinct], axis=1), index,
+                    centre=True)
+                scored_position += 1
+                replicates[group_plan.group] = (auroc, calibration)
                 row.update(auroc=float(auroc[0]), calibration=float(calibration[0]))
                 row.update(zip(("auroc_low", "auroc_high"), _interval(auroc[1:], alpha), strict=True))
                 row.update(zip(("calibration_low", "calibration_high"), _interval(calibration[1:], alpha), strict=True))
             group_rows.append(row)
-        too_small = ", ".join(plan.group for plan in groups if not plan.scored)
+        too_small = ", ".join(group_plan.group for group_plan in groups if not group_plan.scored)
         gap = {"encoder": encoder, "task": task, "condition": condition, "attribute": attribute,
                "n_groups": len(replicates), "too_small": too_small}
         if replicates:
@@ -246,10 +332,12 @@ def encoder_subgroups(
     return group_rows, gap_rows, worst_by_attribute
 
 
-def _with_unit_row(counts: np.ndarray) -> np.ndarray:
-    """Row 0 every case once, then the replicate counts, in the counts' own integer dtype (uint16 mostly:
-    a quarter of float64's memory at paper size)."""
-    return np.vstack([np.ones((1, counts.shape[1]), dtype=counts.dtype), counts])
+def _replicate_weights(draws: GroupBootstrap, n_boot: int) -> ReplicateWeights:
+    """Row 0 every case once, then the score's replicate counts, laid out for the weighted metrics from the
+    draws' per-patient counts (uint16 mostly: a quarter of float64's memory at paper size)."""
+    counts = draws.group_counts(range(n_boot))
+    return prepare_weights(np.vstack([np.ones((1, counts.shape[1]), dtype=counts.dtype), counts]),
+                           columns=draws.row_group)
 
 
 def task_rows(layout: TaskLayout, first: Mapping[str, np.ndarray], n_boot: int) -> list[tuple[SubgroupRows, str]]:
@@ -258,16 +346,26 @@ def task_rows(layout: TaskLayout, first: Mapping[str, np.ndarray], n_boot: int) 
     out = []
     clean = {a: np.asarray(first[artifacts.subgroup_key(a)]).astype(str) for a in artifacts.subgroup_attributes(first)}
     if clean:
-        weights = _with_unit_row(layout.draws.counts(range(n_boot)))
+        weights = _replicate_weights(layout.draws, n_boot)
         out.append((SubgroupRows(artifacts.CLEAN, layout.labels, clean, weights), artifacts.probs_key(artifacts.CLEAN)))
     for shift in layout.shifts:
         found = {a: np.asarray(first[artifacts.subgroup_key(a, shift.target)]).astype(str)
                  for a in artifacts.subgroup_attributes(first, shift.target)}
         if found:
-            weights = _with_unit_row(shift.draws.counts(range(n_boot)))
+            weights = _replicate_weights(shift.draws, n_boot)
             key = artifacts.probs_key(artifacts.condition_key(artifacts.SHIFT, target=shift.target))
             out.append((SubgroupRows(f"shift:{shift.target}", shift.labels, found, weights), key))
     return out
+
+
+class _ReadOnDemand(RunFolder):
+    """The run folder with each predictions array read when first asked for: the subgroup tables need the
+    clean and shift predictions and categories of a file that holds every condition (a CheXpert-sized
+    file took 3.5-4.4 s to read whole, and was read three times per task). The score's own readers
+    (:func:`crs.scoring.case_bootstrap.task_layout`, ``read_unit``) only look arrays up by name."""
+
+    def read_predictions(self, encoder: str, task: str) -> dict[str, np.ndarray]:
+        return cast(dict[str, np.ndarray], self.read_predictions_on_demand(encoder, task))
 
 
 @dataclass(frozen=True)
@@ -289,32 +387,55 @@ class SubgroupResult:
 def subgroup_scores(
     folder: RunFolder, encoders: Sequence[str], kinds: Mapping[str, str], targets: Mapping[str, Sequence[str]],
     n_boot: int, seed: int, alpha: float, full_fraction: float = 1.0,
-    min_images: int = MIN_IMAGES, min_positives: int = MIN_POSITIVES,
+    min_images: int = MIN_IMAGES, min_positives: int = MIN_POSITIVES, workers: int = 1,
 ) -> SubgroupResult:
     """Every encoder's subgroup table from the run folder's predictions, under the score's replicates.
 
     ``kinds``: task -> kind (the task numbers, hence the draws, follow their sorted order, as the score's);
-    ``targets``: task -> its shift targets in the records.
+    ``targets``: task -> its shift targets in the records. The groups, their sizes, positive rates and
+    weights are made once per task (``workers`` threads plan the tasks side by side); the threads then
+    take one (task, encoder) each (the weighted metrics release the GIL), as the score's own replicates do.
     """
-    group_rows: list[dict] = []
-    gap_rows: list[dict] = []
-    worst: dict[tuple[str, str, str], np.ndarray] = {}
-    for number, task in enumerate(sorted(kinds)):
+    folder = _ReadOnDemand(folder.root)
+    tasks = sorted(kinds)
+
+    def plan_task(number: int) -> tuple[tuple[int, ...], Mapping[str, np.ndarray], list]:
+        task = tasks[number]
         layout = task_layout(folder, task, kinds[task], encoders[0], number, seed, full_fraction,
                              targets.get(task) or None)
         first = read_unit(folder, encoders[0], task)
         n_outputs = int(np.asarray(first[artifacts.probs_key(artifacts.CLEAN)]).shape[-1])
         conditions = [(rows, probs_key, plan_groups(rows, kinds[task], n_outputs, min_images, min_positives))
                       for rows, probs_key in task_rows(layout, first, n_boot)]
-        for encoder in encoders:
-            arrays = first if encoder == encoders[0] else read_unit(folder, encoder, task)
-            for rows, probs_key, plans in conditions:
-                found = encoder_subgroups(encoder, task, kinds[task], arrays, rows.condition, plans, probs_key,
-                                          layout.seeds, alpha)
-                group_rows += found[0]
-                gap_rows += found[1]
-                if rows.condition == artifacts.CLEAN:
-                    worst.update({(encoder, task, a): values for a, values in found[2].items()})
+        return layout.seeds, first, conditions
+
+    def one(job: tuple[str, str]) -> list[tuple]:
+        task, encoder = job
+        seeds, first, conditions = planned[task]
+        arrays = first if encoder == encoders[0] else read_unit(folder, encoder, task)
+        return [(rows.condition, encoder_subgroups(encoder, task, kinds[task], arrays, rows.condition, plan,
+                                                   probs_key, seeds, alpha))
+                for rows, probs_key, plan in conditions]
+
+    # the tasks are planned side by side, then every (task, encoder) pair is a job; results keep this order
+    pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 else None
+    try:
+        mapper = pool.map if pool is not None else map
+        planned = dict(zip(tasks, mapper(plan_task, range(len(tasks))), strict=True))
+        jobs = [(task, encoder) for task in tasks if planned[task][2] for encoder in encoders]
+        found_by_job = list(mapper(one, jobs))
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    group_rows: list[dict] = []
+    gap_rows: list[dict] = []
+    worst: dict[tuple[str, str, str], np.ndarray] = {}
+    for (task, encoder), found_conditions in zip(jobs, found_by_job, strict=True):
+        for condition, found in found_conditions:
+            group_rows += found[0]
+            gap_rows += found[1]
+            if condition == artifacts.CLEAN:
+                worst.update({(encoder, task, a): values for a, values in found[2].items()})
     groups = pd.DataFrame(group_rows).reindex(columns=list(GROUP_COLUMNS))
     gaps = pd.DataFrame(gap_rows).reindex(columns=list(GAP_COLUMNS))
     return SubgroupResult(groups, gaps, min_images, min_positives, worst)

@@ -115,3 +115,17 @@ def test_the_truth_integrals_agree_with_a_large_sample():
 
     for level in ("mild", "strong"):
         assert population_value("binary", level) == pytest.approx(sampled("l2_width", "binary", level), abs=5e-4)
+
+
+def test_calibration_error_alone_is_the_moments_error():
+    # the same arithmetic without the standard error's quadrature: equal bit for bit, empty rows NaN
+    from crs.axes.calibration import calibration_error
+
+    rng = np.random.default_rng(3)
+    count = rng.integers(0, 6, size=(50, 3, 15)).astype(float)
+    count[0] = 0.0
+    residual_sum = rng.normal(size=count.shape) * count * 0.2
+    square_sum = residual_sum**2 / np.maximum(count, 1) + rng.uniform(size=count.shape) * count
+    expected = axes.calibration_error_moments(count, residual_sum, square_sum)[0]
+    np.testing.assert_array_equal(calibration_error(count, residual_sum, square_sum), expected)
+    assert np.isnan(expected[0]).all() and np.isfinite(expected[1:]).all()

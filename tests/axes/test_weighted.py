@@ -259,3 +259,106 @@ def test_calibrated_ece_is_the_closed_form_per_bin():
     got = weighted_calibrated_ece(confidence, np.array([[1, 1, 1], [2, 0, 1]]))
     assert got[0] == pytest.approx(np.sqrt(2 * 2 * 0.0475 / np.pi) / 3, abs=1e-12)
     assert got[1] == pytest.approx(np.sqrt(2 * 2 * 0.0475 / np.pi) / 3, abs=1e-12)
+
+
+def _random_task(rng, kind: str, n: int):
+    if kind == "multilabel":
+        y = (rng.uniform(size=(n, 4)) < [0.3, 0.1, 0.5, 0.05]).astype(float)
+        y[rng.uniform(size=y.shape) < 0.1] = np.nan  # unknown labels count on neither side
+        return y, np.clip(np.nan_to_num(y) * 0.3 + rng.uniform(size=(n, 4)) * 0.7, 0.0, 1.0)
+    n_classes = 2 if kind == "binary" else 5
+    y = rng.integers(0, n_classes, size=n)
+    logits = rng.normal(size=(n, n_classes)) + 1.5 * np.eye(n_classes)[y]
+    probs = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    return y, np.round(probs, 2)  # coarse grid: many cases on bin edges
+
+
+@pytest.mark.parametrize("kind", ["multilabel", "multiclass", "ordinal", "binary"])
+@pytest.mark.parametrize("case", range(3))
+def test_debiased_ece_by_group_equals_the_ece_of_each_group_on_its_own_rows(kind, case):
+    # the one-pass per-group error (joint groups of several groupings, one weight read per case)
+    # against the straightforward one: weighted_debiased_ece on each group's own rows and weights
+    from crs.axes import weighted
+    from crs.axes.weighted import weighted_debiased_ece_by_group
+
+    rng = np.random.default_rng(500 + case)
+    n = int(rng.integers(200, 600))
+    y, probs = _random_task(rng, kind, n)
+    counts = np.vstack([np.ones(n, int), rng.poisson(1.0, size=(40, n))])
+    groupings = [rng.integers(-1, 3, size=n), rng.integers(0, 5, size=n), np.repeat(rng.integers(0, 2, n // 3 + 1), 3)[:n]]
+    prepared = prepare_weights(counts, block_bytes=8192)  # several blocks
+    got = weighted_debiased_ece_by_group(y, probs, kind, prepared, groupings)
+    if case == 2:  # the same through one pass per grouping (too many joint groups)
+        previous, weighted.MAX_JOINT_GROUPS = weighted.MAX_JOINT_GROUPS, 2
+        try:
+            for one, other in zip(got, weighted_debiased_ece_by_group(y, probs, kind, prepared, groupings), strict=True):
+                np.testing.assert_allclose(one, other, atol=1e-12, rtol=0)
+        finally:
+            weighted.MAX_JOINT_GROUPS = previous
+    for codes, found in zip(groupings, got, strict=True):
+        assert found.shape == (len(counts), codes.max() + 1)
+        for g in range(codes.max() + 1):
+            rows = np.flatnonzero(codes == g)
+            expected = weighted_debiased_ece(y[rows], probs[rows], kind, counts[:, rows])
+            np.testing.assert_allclose(found[:, g], expected, atol=1e-12, rtol=0)
+
+
+def test_cell_sums_add_each_entry_into_its_cell():
+    # two cases, two entries each; case 1's second entry in no cell: hand sums per replicate
+    from crs.axes.weighted import weighted_cell_sums
+
+    cells = np.array([[0, 2], [2, -1]])
+    values = np.array([[[1.0, 0.5], [1.0, 2.0]], [[1.0, -1.0], [7.0, 7.0]]])
+    got = weighted_cell_sums(cells, values, 3, np.array([[1, 1], [3, 2]]))
+    np.testing.assert_array_equal(got[0], [[1.0, 0.5], [0.0, 0.0], [2.0, 1.0]])
+    np.testing.assert_array_equal(got[1], [[3.0, 1.5], [0.0, 0.0], [5.0, 4.0]])
+    with pytest.raises(AxisInputError, match="cells must lie"):
+        weighted_cell_sums(cells, values, 2, np.ones((1, 2)))
+
+
+@pytest.mark.parametrize("dtype", [np.uint16, np.float64])
+def test_weights_laid_out_from_group_counts_equal_the_expanded_weights(dtype):
+    # a cluster bootstrap's (B, groups) counts and each case's group: the same blocks as the (B, N) counts
+    rng = np.random.default_rng(11)
+    group_counts = rng.poisson(1.0, size=(30, 40)).astype(dtype)
+    row_group = rng.integers(0, 40, size=150)
+    expanded = prepare_weights(group_counts[:, row_group], block_bytes=2048)
+    direct = prepare_weights(group_counts, block_bytes=2048, columns=row_group)
+    assert (direct.n_replicates, direct.n_cases, direct.exact_uint16) == (30, 150, expanded.exact_uint16)
+    assert len(direct.blocks) == len(expanded.blocks) > 1
+    for one, other in zip(direct.blocks, expanded.blocks, strict=True):
+        assert one.dtype == other.dtype
+        np.testing.assert_array_equal(one, other)
+    with pytest.raises(AxisInputError, match="columns"):
+        prepare_weights(group_counts, columns=np.array([40]))
+
+
+@pytest.mark.parametrize("whole", [True, False])
+@pytest.mark.parametrize("case", range(3))
+def test_auroc_by_group_equals_the_auroc_with_other_cases_on_no_side(whole, case):
+    # one sort and one walk for every group of every grouping against weighted_auroc group by group;
+    # coarse scores (heavy ties across groups), unknown labels, groups on one side only
+    from crs.axes.weighted import weighted_auroc_by_group
+
+    rng = np.random.default_rng(800 + case)
+    n = int(rng.integers(150, 400))
+    labels = (rng.uniform(size=n) < [0.2, 0.5, 0.8][case]).astype(float)
+    labels[rng.uniform(size=n) < 0.1] = np.nan
+    scores = np.round(rng.uniform(size=(n, 2)) + 0.3 * np.nan_to_num(labels)[:, None], 1).astype(np.float32)
+    weights = rng.poisson(1.0, size=(25, n)) if whole else rng.uniform(0, 2, size=(25, n))
+    groupings = [rng.integers(-1, 3, size=n), rng.integers(0, 4, size=n)]
+    groupings[1][labels == 1] = np.where(groupings[1][labels == 1] == 3, 2, groupings[1][labels == 1])  # group 3: no positive
+    prepared = prepare_weights(weights, block_bytes=4096)
+    got = weighted_auroc_by_group(scores, labels, prepared, groupings)
+    for codes, found in zip(groupings, got, strict=True):
+        assert found.shape == (25, 2, codes.max() + 1)
+        for g in range(codes.max() + 1):
+            expected = weighted_auroc(scores, np.where(codes == g, labels, np.nan), prepared)
+            if whole:
+                np.testing.assert_array_equal(found[:, :, g], expected)
+            else:
+                np.testing.assert_allclose(found[:, :, g], expected, atol=1e-12, rtol=0)
+    assert np.isnan(got[1][:, :, 3]).all() and np.isfinite(got[1][:, :, :3]).all()
+    nobody = weighted_auroc_by_group(scores, labels, prepared, [np.full(n, -1), groupings[0]])  # no group at all
+    assert nobody[0].shape == (25, 2, 0)
+    np.testing.assert_allclose(nobody[1], got[0], atol=0 if whole else 1e-12, rtol=0)
