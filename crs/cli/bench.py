@@ -80,8 +80,8 @@ def extract(as_json: bool, quick: bool, device: str, threads: int | None, no_sav
 @click.option("--in-process", is_flag=True,
               help="Run the stages in this process (quick runs: no start-up per stage; peaks are upper bounds).")
 @click.option("--subgroups", is_flag=True,
-              help="Score patient subgroups too (Sex, Age band, AP/PA as CheXpert's CSV has them); compare the score "
-                   "stage with and without.")
+              help="Score patient subgroups too (Sex, Age band, AP/PA as CheXpert's CSV has them); the score "
+                   "stage's figures then include them (docs/subgroups.md: how the share was measured).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def paper_scale(encoders: int, scale: float, dim: int, max_corruptions: int | None, severities: str, n_boot: int,
                 jobs: int | str | None, workdir: str | None, keep: bool, reuse: bool, in_process: bool,
