@@ -106,6 +106,15 @@ def test_subsample_extraction_stage2_and_bootstrap(tmp_path):
     table = score.bootstrap.table
     assert np.allclose(table["crs_from_predictions"], table["crs"], atol=1e-6)
 
+    # The report states the robustness axis's standard error and what the subsample saved.
+    report = (bench.report().parent / "report.md").read_text()
+    test_images = len(clean_labels)
+    assert f"cxr: corrupted conditions evaluated on a patient-level subsample of {len(positions):,} of " \
+           f"{test_images:,} test images" in report
+    assert f"{(test_images - len(positions)) * VARIANTS:,} forward passes per encoder saved" in report
+    replicates = score.bootstrap.axis_error_replicates["robustness"]["resnet18"].to_numpy()
+    assert f"resnet18 {np.std(replicates, ddof=1):.4f}" in report
+
 
 def test_case_bootstrap_weights_on_subsample_rows_are_the_patient_draws():
     rng = np.random.default_rng(0)
