@@ -212,7 +212,9 @@ class EncoderEntry:
 class ExtractConfig:
     """Stage 1. ``chunk_rows`` caps the row chunks (sized so a kill loses little, decision 0031);
     ``threads`` = "auto" sets the forward pass's threads from the cores this process may use
-    (affinity, cgroup quota) less those other processes keep busy."""
+    (affinity, cgroup quota) less those other processes keep busy; ``corruption_rows`` = N makes the
+    corrupted variants for a fixed, stratified, patient-level subsample of about N test images per
+    data set instead of the whole test split (decision 0032; unset: the whole split)."""
 
     batch_size: int = DEFAULT_BATCH_SIZE
     device: str = "cpu"
@@ -221,9 +223,13 @@ class ExtractConfig:
     chunk_rows: int = DEFAULT_CHUNK_ROWS
     skip_bad: bool = False
     threads: int | str = "auto"  # intra-op threads on CPU; "auto": the usable cores others leave free
+    corruption_rows: int | None = None  # corrupted variants for a patient-level subsample of about N test images
 
     def __post_init__(self) -> None:
         where = "extract"
+        if self.corruption_rows is not None and _scalar(where, "corruption_rows", self.corruption_rows, "int") < 1:
+            raise SpecError(f"{where}: corruption_rows must be a positive number of test images (leave it out for "
+                            f"the whole test split), got {self.corruption_rows}")
         if self.threads != "auto" and (isinstance(self.threads, bool) or not isinstance(self.threads, int)
                                        or self.threads < 1):
             raise SpecError(f"{where}: threads must be \"auto\" or a number of threads (1 or more), got {self.threads!r}")

@@ -52,6 +52,8 @@ import psutil
 
 from crs.benchmark import Benchmark
 from crs.cache.imports import import_features, write_table_from_spec
+from crs.cache.store import FeatureStore, store_path
+from crs.data.subsample import corruption_rows
 
 ISIC_CLASSES = ("MEL", "NV", "BCC", "AK", "BKL", "DF", "VASC", "SCC")
 CHEXPERT_LABELS = ("Atelectasis", "Cardiomegaly", "Consolidation", "Edema", "Pleural Effusion")
@@ -106,6 +108,7 @@ class PaperScaleConfig:
     keep: bool = False
     reuse: bool = False  # measure the stages on the cache a kept work folder already holds (no prepare)
     subgroups: bool = False  # score patient subgroups (Sex, Age band; AP/PA on chest films) as CheXpert's CSV has them
+    corruption_rows: int | None = None  # corrupted conditions on a patient-level subsample of about N test images
 
     def encoder_names(self) -> list[str]:
         return [f"enc{k:02d}" for k in range(self.encoders)]
@@ -237,6 +240,7 @@ def write_spec(config: PaperScaleConfig, work: Path) -> Path:
         'name = "paper-scale"', f'cache = "{work / "cache"}"', f'output = "{work / "out"}"',
         f"encoders = {json.dumps(config.encoder_names())}",
         "", "[extract]", 'corruptions = "none"',
+        *([f"corruption_rows = {config.corruption_rows}"] if config.corruption_rows is not None else []),
         "", "[probe]", f'backend = "{config.backend}"',
         f"label_fractions = {list(config.label_fractions)}", f"seeds = {list(config.seeds)}",
         f"Cs = {list(config.Cs)}", "min_per_class = 3",
@@ -349,6 +353,7 @@ def prepare(config: PaperScaleConfig, work: Path) -> dict[str, Any]:
             write_csv(task, shift_table, work / "data" / task.shift[0])
             write_table_from_spec(spec, task.shift[0])
         test_rows = np.flatnonzero(table.splits == "test")
+        subsample = corruption_subsample(work, task.name, config.corruption_rows)
         for encoder, name in enumerate(config.encoder_names()):
             captured: list[np.ndarray] = []
             blocks = _capturing(feature_blocks(task, table, encoder, config.dim, config.seed),
@@ -362,22 +367,30 @@ def prepare(config: PaperScaleConfig, work: Path) -> dict[str, Any]:
             del captured
             for condition in size.conditions:
                 started = time.perf_counter()
-                noisy = corrupt(clean_test, task, encoder, condition, config.seed)
+                # Drawn for every test row, then subset: a subsample's rows are the whole split's rows.
+                noisy = corrupt(clean_test, task, encoder, condition, config.seed)[subsample]
                 stats["generate_s"] += time.perf_counter() - started
-                _import_one(work, stats, task.name, name, condition, table.ids[test_rows], iter([noisy]),
-                            len(test_rows), config.dim)
+                _import_one(work, stats, task.name, name, condition, table.ids[test_rows][subsample], iter([noisy]),
+                            len(noisy), config.dim, config.corruption_rows)
             del clean_test
     return stats
 
 
+def corruption_subsample(work: Path, dataset: str, rows: int | None) -> np.ndarray:
+    """Positions into the test split of the corruption subsample the store's table gives (all rows for None)."""
+    table = FeatureStore(store_path(work / "cache", dataset)).read_table()
+    test = table.indices("test")
+    return corruption_rows(table.ids[test], table.labels[test], table.groups[test], rows).positions
+
+
 def _import_one(work: Path, stats: dict[str, Any], dataset: str, encoder: str, condition: str, ids: np.ndarray,
-                blocks: Iterator[np.ndarray], n_rows: int, dim: int) -> None:
+                blocks: Iterator[np.ndarray], n_rows: int, dim: int, corruption_rows_wanted: int | None = None) -> None:
     path = work / "import.h5"
     started = time.perf_counter()
     _write_h5(path, ids, blocks, n_rows, dim)
     stats["generate_s"] += time.perf_counter() - started
     started = time.perf_counter()
-    import_features(work / "cache", dataset, encoder, path, condition)
+    import_features(work / "cache", dataset, encoder, path, condition, corruption_rows_wanted=corruption_rows_wanted)
     stats["import_s"] += time.perf_counter() - started
     stats["imported_bytes"] += n_rows * dim * 2
     stats["imports"] += 1
@@ -550,7 +563,8 @@ def disk_estimate(config: PaperScaleConfig) -> int:
     total = 0
     for task in TASKS:
         size = task_size(task, config)
-        rows = size.n_images + size.n_test * len(size.conditions) + size.shift_images
+        corrupted = size.n_test if config.corruption_rows is None else min(size.n_test, config.corruption_rows)
+        rows = size.n_images + corrupted * len(size.conditions) + size.shift_images
         total += rows * config.dim * 2 * config.encoders
     return int(total * 1.1)
 

@@ -6,6 +6,7 @@ File layout (``crs cache export-h5``; ``crs import-features`` reads it back)::
     /labels           (N,) int64 or (N, L) float32 (NaN = ignored label)
     /splits, /groups  (N,)  utf-8 strings
     /test_ids         (N_test,) the rows of every corrupt/ array, in order
+    /corrupt_ids      (N_sub,) instead, when they hold a corruption subsample (``[extract] corruption_rows``)
     /features/clean                     (N, D) float16
     /features/corrupt/<corruption>/<severity>   (N_test, D) float16
 
@@ -24,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from crs.cache.corrupt_rows import group_positions
 from crs.cache.fingerprint import canonical_json
 from crs.cache.inspect import feature_array_names
 from crs.cache.store import CacheError, FeatureStore, store_path
@@ -65,6 +67,10 @@ def export_h5(cache_root: Path | str, dataset: str, encoder: str, out: Path | st
         f.create_dataset("groups", data=table.groups.astype(object), dtype=strings)
         f.create_dataset("test_ids", data=table.ids[table.indices("test")].astype(object), dtype=strings)
         f.create_dataset("labels", data=table.labels)
+        positions = group_positions(group)  # a corruption subsample: its own ids
+        if positions is not None:
+            f.create_dataset("corrupt_ids", data=table.ids[table.indices("test")][positions].astype(object),
+                             dtype=strings)
         for name in names:
             done = np.asarray(group[f"{name}__done"][:])
             if not done.all():
@@ -76,7 +82,7 @@ def export_h5(cache_root: Path | str, dataset: str, encoder: str, out: Path | st
                 # Raw float16 from zarr (not read_features' float32) so the export is bit-exact.
                 node[start:start + step] = np.asarray(source[start:start + step])
             node.attrs["condition"] = name
-            node.attrs["rows"] = "ids" if name == "clean" else "test_ids"
+            node.attrs["rows"] = "ids" if name == "clean" else "test_ids" if positions is None else "corrupt_ids"
         attrs = {
             "format": H5_FORMAT, "format_version": H5_FORMAT_VERSION, "dataset": table.name,
             "encoder": encoder, "fingerprint": fingerprint, "task_name": table.task.name,

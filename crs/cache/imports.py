@@ -37,6 +37,7 @@ from typing import Any, cast
 import numpy as np
 import zarr
 
+from crs.cache import corrupt_rows as stored_rows
 from crs.cache.feature_files import FeatureFile, FeatureImportError, open_feature_file, read_ids
 from crs.cache.fingerprint import fingerprint as hash_fields
 from crs.cache.h5 import export_fields, h5_conditions
@@ -50,10 +51,11 @@ from crs.cache.store import (
     child_group,
     store_path,
 )
-from crs.cache.writer import CHECKSUM_SUFFIX, DONE_SUFFIX, ChunkedFeatureArray, fsync_file
+from crs.cache.writer import CHECKSUM_SUFFIX, DONE_SUFFIX, ChunkedFeatureArray, fsync_file, is_marker_array
 from crs.data import load_entry
 from crs.data.check import FILE_LOADERS
 from crs.data.shift import shift_target_dataset
+from crs.data.subsample import CorruptionRows, corruption_rows, subsample_digest
 from crs.spec import load_spec
 
 __all__ = [
@@ -134,22 +136,33 @@ class _Rows:
     name: str
     ids: np.ndarray
     splits: np.ndarray
+    corrupt: CorruptionRows | None = None  # the corrupted conditions' rows (None: the whole test split)
 
     @staticmethod
-    def read(store: FeatureStore) -> _Rows:
+    def read(store: FeatureStore, corruption_rows_wanted: int | None = None) -> _Rows:
         attrs: Any = store.root.attrs
         if "id_digest" not in attrs:
             raise CacheError(f"{store.path} has no sample table; run `crs extract` first or give the spec")
         # zarr hands back numpy's variable-width StringDType; fixed-width str is what the rest compares with
         ids, splits = (np.array(np.asarray(child_array(store.root, key)[:]).tolist(), dtype=str) for key in ("ids", "splits"))
-        return _Rows(str(attrs["dataset"]), ids, splits)
+        rows = None
+        if corruption_rows_wanted is not None:  # drawn as `crs extract` draws it, from the stored table
+            table = store.read_table()
+            test = table.indices("test")
+            rows = corruption_rows(table.ids[test], table.labels[test], table.groups[test], corruption_rows_wanted)
+        return _Rows(str(attrs["dataset"]), ids, splits, rows)
 
 
 def expected_rows(table: SampleTable | _Rows, condition: str) -> tuple[np.ndarray, str]:
     """The ids an array of ``condition`` holds, in store order, and how to name that set in errors."""
     if condition == "clean":
         return table.ids, f"data set {table.name!r}"
-    return table.ids[table.splits == "test"], f"the test split of data set {table.name!r}"
+    test_ids = table.ids[table.splits == "test"]
+    rows = getattr(table, "corrupt", None)
+    if rows is not None and not rows.is_full:
+        return test_ids[rows.positions], (f"the corruption subsample ({len(rows.positions):,} test images, "
+                                          f"corruption_rows = {rows.requested:,}) of data set {table.name!r}")
+    return test_ids, f"the test split of data set {table.name!r}"
 
 
 def match_rows(opened: FeatureFile, expected_ids: np.ndarray, source: str, target: str) -> np.ndarray:
@@ -461,8 +474,12 @@ def import_features(
     condition: str = "clean",
     ids_path: Path | str | None = None,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    corruption_rows_wanted: int | None = None,
 ) -> ImportResult:
     """Store the features in ``path`` for ``condition`` (or ``all`` conditions of a crs export) under ``encoder``.
+
+    ``corruption_rows_wanted``: corrupted conditions hold the corruption subsample of about that
+    many test images (as ``[extract] corruption_rows`` draws it) instead of the whole test split.
 
     Every condition is read in row blocks, checked and written to the staging folder first; only
     then does anything in the store change: appended arrays are renamed into the current group, or
@@ -477,7 +494,7 @@ def import_features(
         raise FeatureImportError(f"encoder name {encoder!r} must be letters, digits, '_', '-' or '.'")
     conditions = _conditions_to_import(path, condition, ids_path)
     store = _open_store(cache_root, dataset)
-    table = _Rows.read(store)
+    table = _Rows.read(store, corruption_rows_wanted)
     if table.name != dataset:
         raise CacheError(f"{store.path} holds data set {table.name!r}, not {dataset!r}")
 
@@ -499,6 +516,7 @@ def import_features(
     # An import is a writer like `crs extract`: one per (store, encoder) at a time.
     with WriterLock(writer_lock_path(store.path, encoder), purpose=f"crs import-features {path.name}"):
         previous, current = _current_group(store, encoder, dim)
+        rows = _corrupt_rows(store, table, conditions, current)
         staging = _Staging(cache_root, dataset, encoder)
         try:
             kept, staged = [], []
@@ -516,9 +534,45 @@ def import_features(
                     continue
                 staged.append(done)
             result = _commit(store, dataset, encoder, dim, path, staging, staged, kept, conditions, previous, current)
+            if rows is not None:
+                group = store.encoder_group(encoder, result.fingerprint)
+                for name in conditions:
+                    if name.startswith("corrupt/"):
+                        stored_rows.mark_array(group, name, rows)
+                stored_rows.record_rows(group, rows)
         finally:
             staging.remove()
     return result
+
+
+def _corrupt_rows(store: FeatureStore, table: _Rows, conditions: list[str], current: _Current | None,
+                  ) -> CorruptionRows | None:
+    """The rows of the corrupted conditions being imported (None: none is); refuses to mix them in one
+    group with corrupted conditions of other rows (another ``corruption_rows``)."""
+    if not any(name.startswith("corrupt/") for name in conditions):
+        return None
+    test = table.ids[table.splits == "test"]
+    rows = table.corrupt or CorruptionRows(np.arange(len(test)), len(test), None, subsample_digest(test))
+    if current is not None:
+        whole_split = str(store.root.attrs.get("test_digest", ""))
+        other = [name for name in _held_corrupt(current) if name not in conditions
+                 and stored_rows.array_rows_digest(current.group, name, whole_split) != rows.digest]
+        if other:
+            raise FeatureImportError(
+                f"the encoder's current group holds {len(other)} corrupted condition(s) of other test rows "
+                f"({other[0]}, ...); import every corrupted condition with the same corruption_rows, or use a new "
+                "encoder name"
+            )
+    return rows
+
+
+def _held_corrupt(current: _Current) -> list[str]:
+    """The corrupted conditions the group holds (a look at its folders: listing every member is slow)."""
+    folder = _folder(current.group) / "corrupt"
+    if not folder.is_dir():
+        return []
+    return sorted(f"corrupt/{c.name}/{s.name}" for c in folder.iterdir() if c.is_dir()
+                  for s in c.iterdir() if (s / "zarr.json").is_file() and not is_marker_array(s.name))
 
 
 def _commit(store: FeatureStore, dataset: str, encoder: str, dim: int, path: Path, staging: _Staging,

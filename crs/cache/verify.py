@@ -21,6 +21,7 @@ from typing import cast
 import numpy as np
 import zarr
 
+from crs.cache.corrupt_rows import group_positions
 from crs.cache.store import FEATURE_DTYPE, CacheError, child_array, child_group
 from crs.cache.writer import CHECKSUM_SUFFIX, DONE_SUFFIX, chunk_checksum, chunk_file, is_marker_array
 from crs.spec import for_setting
@@ -146,8 +147,10 @@ def verify_store(path: Path | str, check_data: bool = True) -> list[Problem]:
             prefix = f"encoders/{encoder}/{fingerprint}"
             names = sorted(name for name, node in group.members(max_depth=None)
                            if isinstance(node, zarr.Array) and not is_marker_array(name))
+            positions = group_positions(group)  # a corruption subsample: its corrupted arrays hold these rows
+            n_corrupt = n_test if positions is None else len(positions)
             for name in names:
-                expected = n_images if name == "clean" else n_test if name.startswith("corrupt/") else None
+                expected = n_images if name == "clean" else n_corrupt if name.startswith("corrupt/") else None
                 problems += _check_array(store, group, prefix, name, expected, check_data)
     return problems
 

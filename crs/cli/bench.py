@@ -82,10 +82,13 @@ def extract(as_json: bool, quick: bool, device: str, threads: int | None, no_sav
 @click.option("--subgroups", is_flag=True,
               help="Score patient subgroups too (Sex, Age band, AP/PA as CheXpert's CSV has them); the score "
                    "stage's figures then include them (docs/subgroups.md: how the share was measured).")
+@click.option("--corruption-rows", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Corrupted conditions on the patient-level subsample of about N test images ([extract] "
+                   "corruption_rows; decision 0032). `python -m crs.bench.corruption_subsample` compares sizes.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def paper_scale(encoders: int, scale: float, dim: int, max_corruptions: int | None, severities: str, n_boot: int,
                 jobs: int | str | None, workdir: str | None, keep: bool, reuse: bool, in_process: bool,
-                subgroups: bool, as_json: bool) -> None:
+                subgroups: bool, corruption_rows: int | None, as_json: bool) -> None:
     """Stage 2 and scoring at the paper's sample counts: probe, score and report timed separately.
 
     Generates features with planted signal for ISIC 2019, APTOS 2019 and CheXpert (+ a MIMIC-CXR-sized
@@ -102,7 +105,8 @@ def paper_scale(encoders: int, scale: float, dim: int, max_corruptions: int | No
     config = paper_scale_bench.PaperScaleConfig(encoders=encoders, scale=scale, dim=dim, severities=levels,
                                                 max_corruptions=max_corruptions, n_boot=n_boot, jobs=jobs,
                                                 workdir=workdir, keep=keep or reuse, reuse=reuse,
-                                                in_process=in_process, subgroups=subgroups)
+                                                in_process=in_process, subgroups=subgroups,
+                                                corruption_rows=corruption_rows)
     paper_scale_bench.run(config, json_out=as_json, echo=click.echo)
 
 

@@ -81,8 +81,11 @@ def _only_store_with(cache_root: str, encoder: str) -> str:
                    "the images need not be on this machine).")
 @click.option("--cache", "cache_root", default=None, type=click.Path(file_okay=False),
               help="Cache root folder [default: the spec's cache with --spec, else 'cache'].")
+@click.option("--corruption-rows", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Corrupted conditions hold the patient-level subsample of about N test images that "
+                   "[extract] corruption_rows = N draws (default: the whole test split).")
 def import_features(file: str, dataset: str, encoder: str, condition: str, ids_path: str | None,
-                    spec_path: str | None, cache_root: str | None) -> None:
+                    spec_path: str | None, cache_root: str | None, corruption_rows: int | None) -> None:
     """Store features computed elsewhere (.npy + --ids, .npz, .h5) in the cache under ENCODER.
 
     Rows are matched to the data set by id; missing, extra or repeated ids, NaN or infinite values
@@ -92,7 +95,8 @@ def import_features(file: str, dataset: str, encoder: str, condition: str, ids_p
     """
     if spec_path is not None:  # the table lands in the spec's cache unless --cache names another
         cache_root = str(write_table_from_spec(spec_path, dataset, cache_root).parent)
-    result = import_feature_file(Path(cache_root or "cache"), dataset, encoder, Path(file), condition, ids_path)
+    result = import_feature_file(Path(cache_root or "cache"), dataset, encoder, Path(file), condition, ids_path,
+                                 corruption_rows_wanted=corruption_rows)
     click.echo(result.format())
 
 

@@ -15,7 +15,8 @@ Prediction keys: ``<condition>_probs`` and ``<condition>_labels`` with condition
 rank keys in each probability column's order, which AUROCs are computed on: see
 :class:`crs.probes.base.PredictedScores`; a folder written before them ranks the probabilities),
 ``subset_fraction``, ``subset_seed`` (one per probe)
-and ``full_seeds`` (the seeds of the full-fraction rows); ``clean_groups`` and
+and ``full_seeds`` (the seeds of the full-fraction rows); ``corrupt_rows``: where the corrupted
+conditions were evaluated on a corruption subsample, its positions in the clean test rows; ``clean_groups`` and
 ``shift_groups__<target>``: the patient or lesion id of each test row and of each shift target's
 rows, for the group-level bootstrap; ``clean_subgroup__<attribute>`` and
 ``shift_subgroup__<target>__<attribute>``: the patient-group category (sex, age band, view...) of each
@@ -67,6 +68,9 @@ SUBSET_FRACTION = "subset_fraction"
 SUBSET_SEED = "subset_seed"
 FULL_SEEDS = "full_seeds"
 CLEAN_GROUPS = "clean_groups"
+CORRUPT_ROWS = "corrupt_rows"
+"""Positions into the clean test rows of the rows every corrupted condition was evaluated on; absent:
+all of them (``[extract] corruption_rows``, decision 0032)."""
 SHIFT_GROUPS = "shift_groups"
 """Group ids of an older folder's one shift target (today: :func:`shift_groups_key`)."""
 _CORRUPT_PREFIX = "corrupt__"

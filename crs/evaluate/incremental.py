@@ -2,7 +2,8 @@
 
 A unit's run records are a pure function of its cached features, its sample table and the probe
 settings. Each unit therefore gets a key: a hash of the encoder's current cache fingerprint and
-feature-array names on the task store (and on each shift-target store), the stores' table digests,
+feature-array names on the task store (and on each shift-target store), the ids of a corruption
+subsample's rows where the group has one, the stores' table digests,
 the probe settings and the crs version. The keys are saved in the records file's provenance; on the
 next run a unit whose key is unchanged, whose rows are in the previous records and whose
 predictions file exists is reused, every other unit is fitted. Cohort-level results (dominance,
@@ -15,10 +16,11 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
+from crs.cache import corrupt_rows
 from crs.cache.fingerprint import fingerprint
 from crs.cache.store import FeatureStore, store_path
 from crs.evaluate.artifacts import RunFolder
@@ -38,11 +40,16 @@ def _store_fields(cache_root: Path, dataset: str, encoder: str) -> dict[str, Any
     store = FeatureStore(store_path(cache_root, dataset))
     attrs: Any = store.root.attrs
     current = store.current_fingerprint(encoder)
-    return {
+    fields = {
         "fingerprint": current,
         "arrays": store.feature_array_names(encoder, current),
         "table": attrs.get("table_digest") or attrs.get("id_digest"),
     }
+    # A corruption subsample rewrites the corrupted arrays in place (same fingerprint, same names).
+    rows = cast(dict[str, Any] | None, store.encoder_group(encoder, current).attrs.get(corrupt_rows.GROUP_ATTR))
+    if rows is not None:
+        fields["corrupt_rows"] = rows["ids_sha256"]
+    return fields
 
 
 def unit_key(unit: ProbeUnit, cache_root: Path, settings: ProbeSettings) -> str:

@@ -30,6 +30,7 @@ import zarr
 from threadpoolctl import threadpool_limits
 
 from crs import axes
+from crs.cache.corrupt_rows import checked_positions
 from crs.cache.direct import read_block
 from crs.cache.store import FeatureStore, SampleTable, store_path
 from crs.data.base import VALIDATION_STREAM, nested_label_fractions
@@ -247,11 +248,13 @@ def evaluation_conditions(
                       subgroups={a: values[test_rows] for a, values in table.subgroups.items()})
     yield clean
     del clean, clean_test  # the caller may free the clean test rows once they are evaluated
-    for name in store.feature_array_names(unit.encoder):
-        if name.startswith("corrupt/"):
-            _, corruption, severity_name = name.split("/")
-            yield Condition("corrupt", corruption, int(severity_name), "", test_labels,
-                            store.feature_array(unit.encoder, name))
+    corrupted = [name for name in store.feature_array_names(unit.encoder) if name.startswith("corrupt/")]
+    positions = corrupt_positions(store, unit.encoder, corrupted)
+    corrupt_labels = test_labels if positions is None else test_labels[positions]
+    for name in corrupted:
+        _, corruption, severity_name = name.split("/")
+        yield Condition("corrupt", corruption, int(severity_name), "", corrupt_labels,
+                        store.feature_array(unit.encoder, name))
     for target in unit.targets:  # each its own condition: own labels, rows and groups
         target_store = FeatureStore(store_path(cache_root, target))
         target_table = target_store.read_table()
@@ -266,6 +269,14 @@ def evaluation_conditions(
                         target_store.feature_array(unit.encoder, "clean"), target_rows,
                         groups=target_table.groups[target_rows],
                         subgroups={a: values[target_rows] for a, values in target_table.subgroups.items()})
+
+
+def corrupt_positions(store: FeatureStore, encoder: str, corrupted: list[str]) -> np.ndarray | None:
+    """Positions into the test rows of the encoder's corrupted rows (None: all of them), checked against
+    every corrupted array (a corruption subsample, ``[extract] corruption_rows``)."""
+    if not corrupted:
+        return None
+    return checked_positions(store, encoder, corrupted, str(store.root.attrs.get("test_digest", "")))
 
 
 # --- one unit -------------------------------------------------------------------------------------
@@ -485,6 +496,10 @@ def _run_unit(
         predictions: dict[str, np.ndarray] = {
             artifacts.SUBSET_FRACTION: fractions, artifacts.SUBSET_SEED: seeds, artifacts.FULL_SEEDS: seeds[full],
         }
+        corrupted = [name for name in store.feature_array_names(unit.encoder) if name.startswith("corrupt/")]
+        positions = corrupt_positions(store, unit.encoder, corrupted)
+        if positions is not None:  # the bootstrap weights these rows by the clean rows' patient draws
+            predictions[artifacts.CORRUPT_ROWS] = positions
         writer = folder.open_predictions(unit.encoder, unit.task) if folder is not None else None
         reader = ConditionReader(evaluation_conditions(unit, cache_root, store, table, X_test))
         del X_test  # the reader's clean condition holds the clean test rows until they are evaluated

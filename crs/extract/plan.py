@@ -16,13 +16,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+import numpy as np
+
+from crs.cache.corrupt_rows import array_rows_digest
 from crs.cache.store import FeatureStore, child_group, store_path, test_digest
 from crs.cache.writer import stored_rows_done
 from crs.corruptions import SUITE_VERSION
 from crs.corruptions.variants import resolve_variants
 from crs.data import Dataset, load_entry
 from crs.data.published import PUBLISHED_SIZES
-from crs.data.subsample import group_subsample
+from crs.data.subsample import corruption_rows as subsample_rows
 from crs.encoders import get_spec
 from crs.encoders.factory import with_input_size
 from crs.encoders.registry import EncoderSpec
@@ -59,6 +62,13 @@ class PlanRow:
     @property
     def passes(self) -> int:
         return self.clean_passes + self.corrupted_passes
+
+    @property
+    def corruption_se_factor(self) -> float:
+        """How much larger a corrupted AUROC's standard error is on the subsample than on the whole
+        test split, at the same prevalence (AUROC's standard error goes as 1 / sqrt(rows))."""
+        images = self.test_images if self.corruption_images is None else self.corruption_images
+        return float(np.sqrt(self.test_images / images)) if images else 1.0
 
     @property
     def passes_to_go(self) -> int:
@@ -104,7 +114,8 @@ class ExtractPlan:
                        "passes_saved": sum(row.passes_saved for row in self.rows),
                        "passes_to_go": self.passes - self.cached_passes, "bytes_to_write": self.bytes_to_write,
                        "seconds_to_go": {device: self.seconds(device) for device in PLAN_DEVICES}},
-            "rows": [{**asdict(row), "passes": row.passes, "passes_to_go": row.passes_to_go} for row in self.rows],
+            "rows": [{**asdict(row), "passes": row.passes, "passes_to_go": row.passes_to_go,
+                      "corruption_se_factor": row.corruption_se_factor} for row in self.rows],
         }
 
     def format(self) -> str:
@@ -128,7 +139,14 @@ class ExtractPlan:
         saved = sum(row.passes_saved for row in self.rows)
         if saved:
             lines.append(f"corruption subsample: {saved:,} forward passes saved against the full test split "
-                         f"({saved / (self.passes + saved):.0%} of the full-split plan)")
+                         f"({saved / (self.passes + saved):.0%} of the full-split plan, "
+                         f"{(self.passes + saved) / self.passes:.1f}x fewer)")
+            for row in _first_per_dataset(self.rows):
+                if row.corruption_images is not None and row.corruption_images < row.test_images:
+                    lines.append(f"  {row.dataset}: corruptions on {row.corruption_images:,} of {row.test_images:,} "
+                                 f"test images: a corrupted AUROC's standard error about "
+                                 f"{row.corruption_se_factor:.2f}x the whole split's (1/sqrt(rows)); the robustness "
+                                 "axis's measured standard error is in the report (`crs report`)")
         lines.extend(f"note: {note}" for note in self.notes)
         return "\n".join(lines)
 
@@ -166,17 +184,20 @@ def free_bytes(folder: Path) -> int | None:
 
 
 def cached_rows(store: FeatureStore, spec: EncoderSpec, dataset_fields: dict[str, Any],
-                arrays: Sequence[tuple[str, int]]) -> tuple[dict[str, int], str | None]:
+                arrays: Sequence[tuple[str, int]], rows_digest: str | None = None) -> tuple[dict[str, int], str | None]:
     """Complete rows per planned array of the best matching group of ``spec.name`` (weights not compared).
 
     A group matches when every fingerprint field the plan can know without building the encoder
     agrees; among matches, the encoder's ``current`` group wins, then the one with most rows done.
+    A corrupted array counts only when it holds the planned rows (``rows_digest``: the sha256 of
+    their ids; extraction rewrites arrays made for another corruption subsample).
     """
     if spec.name not in store.encoder_names():
         return {}, None
     node = child_group(store.root, f"encoders/{spec.name}")
     current = node.attrs.get("current")
     best: tuple[tuple[bool, int], dict[str, int], str] | None = None
+    whole_split = dataset_fields["test_ids_sha256"]
     for fingerprint in store.fingerprints(spec.name):
         group = child_group(node, fingerprint)
         fields = cast(dict[str, Any], group.attrs.get("fields", {}))
@@ -184,7 +205,8 @@ def cached_rows(store: FeatureStore, spec: EncoderSpec, dataset_fields: dict[str
                   "pooling": spec.pooling}
         if any(fields.get(key) != value for key, value in wanted.items()):
             continue
-        done = {name: min(stored_rows_done(group, name), rows) for name, rows in arrays}
+        done = {name: min(stored_rows_done(group, name), rows) for name, rows in arrays
+                if name == "clean" or array_rows_digest(group, name, whole_split) in (None, rows_digest or whole_split)}
         key = (fingerprint == current, sum(done.values()))
         if best is None or key > best[0]:
             best = (key, done, fingerprint)
@@ -196,29 +218,26 @@ def plan_dataset(dataset: Dataset, specs: Sequence[EncoderSpec], cache_root: Pat
                  corruption_rows: int | None = None) -> list[PlanRow]:
     """Plan rows for one loaded data set (its corrupted variants are made for its test split only).
 
-    ``corruption_rows``: what if the variants were made for a patient-level subsample of about that
-    many test images (:func:`crs.data.subsample.group_subsample`); the cached corrupted arrays then
-    do not count (a subsample would be new arrays).
+    ``corruption_rows``: the variants are made for a patient-level subsample of about that many
+    test images (:func:`crs.data.subsample.corruption_rows`, as ``crs extract`` draws it).
     """
-    n_images, n_test = len(dataset), len(dataset.indices("test"))
-    n_corrupt = n_test
-    if corruption_rows is not None and variants:
-        test = dataset.indices("test")
-        n_corrupt = len(group_subsample(dataset.labels[test], dataset.groups[test], corruption_rows))
-    arrays = [("clean", n_images), *((f"corrupt/{name}/{severity}", n_test) for name, severity in variants)]
-    if n_corrupt != n_test:
-        arrays = arrays[:1]
+    n_images, test = len(dataset), dataset.indices("test")
+    n_test = len(test)
+    rows = subsample_rows(np.asarray(dataset.ids)[test], np.asarray(dataset.labels)[test],
+                          np.asarray(dataset.groups)[test], corruption_rows if variants else None)
+    n_corrupt = len(rows.positions)
+    arrays = [("clean", n_images), *((f"corrupt/{name}/{severity}", n_corrupt) for name, severity in variants)]
     path = store_path(cache_root, dataset.name)
     store = FeatureStore(path) if (path / "zarr.json").exists() else None
     dataset_fields = {"image_ids_sha256": dataset.id_digest(), "test_ids_sha256": test_digest(dataset),
                       "image_size": dataset.image_size, "image_fit": dataset.fit,
                       "corruption_suite_version": SUITE_VERSION}
-    rows = []
+    plan_rows = []
     for spec in specs:
-        done, group = cached_rows(store, spec, dataset_fields, arrays) if store else ({}, None)
-        rows.append(_row(dataset.name, spec, n_images, n_test, len(variants), sum(done.values()), cores,
-                         measurements, "data", group, n_corrupt))
-    return rows
+        done, group = cached_rows(store, spec, dataset_fields, arrays, rows.digest) if store else ({}, None)
+        plan_rows.append(_row(dataset.name, spec, n_images, n_test, len(variants), sum(done.values()), cores,
+                              measurements, "data", group, n_corrupt))
+    return plan_rows
 
 
 def _row(dataset: str, spec: EncoderSpec, n_images: int, n_test: int, n_variants: int, cached: int, cores: int,
@@ -248,9 +267,12 @@ def plan_spec(spec: Spec, encoder_names: Sequence[str] | None = None, corruption
               ) -> ExtractPlan:
     """The plan of ``crs extract`` for a spec: every data set and shift target, every encoder.
 
-    ``corruption_rows`` plans a what-if: corrupted variants for a patient-level subsample of about
-    that many test images per data set, and the forward passes it would save.
+    ``corruption_rows`` (default: the spec's ``[extract] corruption_rows``) plans corrupted variants
+    for a patient-level subsample of about that many test images per data set, and states the
+    forward passes it saves against the whole test split.
     """
+    if corruption_rows is None:
+        corruption_rows = spec.extract.corruption_rows
     specs = [with_input_size(get_spec(e.name), e.input_size) for e in spec.encoders
              if encoder_names is None or e.name in encoder_names]
     cores = usable_cores()
@@ -274,9 +296,11 @@ def plan_spec(spec: Spec, encoder_names: Sequence[str] | None = None, corruption
 
             rows.extend(plan_dataset(shift_target_dataset(target, source), specs, spec.cache, (), cores, measurements))
     if corruption_rows is not None:
-        notes.append(f"what-if: corrupted variants for a patient-level subsample of about {corruption_rows:,} test "
-                     "images per data set (not yet an extraction setting; stage 2 and the bootstrap read the full "
-                     "test split)")
+        origin = "the spec's [extract] corruption_rows" if corruption_rows == spec.extract.corruption_rows \
+            else "a what-if (set [extract] corruption_rows to extract it)"
+        notes.append(f"corrupted variants for a patient-level subsample of about {corruption_rows:,} test images per "
+                     f"data set ({origin}); stage 2 evaluates corruptions on those rows and the bootstrap "
+                     "draws them with the same patients")
     return ExtractPlan(tuple(rows), str(spec.cache), free_bytes(spec.cache), cores, tuple(notes))
 
 

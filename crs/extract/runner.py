@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from crs.cache import corrupt_rows as stored_rows
 from crs.cache.fingerprint import fingerprint
 from crs.cache.lock import WriterLock, layout_lock_path, writer_lock_path
 from crs.cache.store import FEATURE_DTYPE, CacheError, FeatureStore, store_path, test_digest
@@ -28,6 +29,7 @@ from crs.cache.writer import ChunkedFeatureArray
 from crs.corruptions import SUITE_VERSION, apply_severities
 from crs.data.base import Dataset
 from crs.data.images import dataset_image
+from crs.data.subsample import CorruptionRows, corruption_rows
 from crs.data.validate import validate_for_extraction
 from crs.extract.chunking import chunk_rows_for
 from crs.extract.cores import ThreadGovernor, thread_plan
@@ -85,8 +87,10 @@ class _EncoderJob:
     """One encoder's pending work on one data set: which arrays, which chunks (of this shard), row buffers."""
 
     def __init__(self, encoder: Any, store: FeatureStore, dataset: Dataset, variants: Sequence[tuple[str, int]],
-                 test_rows: np.ndarray, chunk_rows: int, suite_version: str, batch_size: int):
+                 rows: CorruptionRows, chunk_rows: int, suite_version: str, batch_size: int):
         self.encoder = encoder
+        # Data-set rows of the corrupted arrays' positions: the test split, or its corruption subsample.
+        test_rows = dataset.indices("test")[rows.positions]
         self.image_ids = dataset.ids
         self.name = encoder.spec.name
         self.fields = encoder_fingerprint_fields(encoder, dataset, suite_version)
@@ -99,13 +103,16 @@ class _EncoderJob:
         clean_chunk, *variant_chunks = chunk_rows_for(
             [len(dataset), *(len(test_rows) for _ in variants)], batch_size, chunk_rows)
         self.clean = ChunkedFeatureArray(group, "clean", len(dataset), dim, clean_chunk, label=f"{where} clean")
-        self.corrupt = {
-            (name, severity): ChunkedFeatureArray(
-                group, f"corrupt/{name}/{severity}", len(test_rows), dim, rows,
-                label=f"{where} corrupt/{name}/{severity}",
-            )
-            for (name, severity), rows in zip(variants, variant_chunks, strict=True)
-        }
+        self.corrupt = {}
+        whole_split = test_digest(dataset)
+        for (name, severity), rows_per_chunk in zip(variants, variant_chunks, strict=True):
+            array = f"corrupt/{name}/{severity}"
+            if stored_rows.array_rows_digest(group, array, whole_split) not in (None, rows.digest):
+                stored_rows.drop_array(group, array)  # made for another subsample: its features are stale
+            self.corrupt[(name, severity)] = ChunkedFeatureArray(
+                group, array, len(test_rows), dim, rows_per_chunk, label=f"{where} {array}")
+            stored_rows.mark_array(group, array, rows)
+        stored_rows.record_rows(group, rows)
         self.test_rows = test_rows
         self.n_rows = len(dataset)
         # Row buffers: array -> chunk -> (features, filled mask)
@@ -257,8 +264,12 @@ def extract_dataset(
     wait: bool = False,
     announce: Callable[[str], None] | None = None,
     threads: int | None = None,
+    corruption_rows_wanted: int | None = None,
 ) -> ExtractStats:
     """Fill the cache for ``dataset`` with every encoder's clean and corrupted features.
+
+    ``corruption_rows_wanted``: make the corrupted variants for a patient-level subsample of about
+    that many test images (:func:`crs.data.subsample.corruption_rows`) instead of the whole split.
 
     ``shard=(i, n)`` fills only the chunks ``k`` with ``k % n == i`` of every array, so ``n``
     workers fill one store together. Each (store, encoder, shard) is written under one lock: a
@@ -276,10 +287,16 @@ def extract_dataset(
     _writable_cache(cache_root)
     path = store_path(cache_root, dataset.name)
     test_rows = dataset.indices("test")
+    rows = corruption_rows(np.asarray(dataset.ids)[test_rows], np.asarray(dataset.labels)[test_rows],
+                           np.asarray(dataset.groups)[test_rows], corruption_rows_wanted if variants else None)
+    if corruption_rows_wanted is not None and variants:
+        log.info("%s: %s", dataset.name, rows.note())
+        if announce is not None:
+            announce(f"{dataset.name}: {rows.note()}")
     with WriterLock(layout_lock_path(path), "create arrays", wait=True):
         store = FeatureStore(path, mode="a")
         store.write_table(dataset)
-        all_jobs = [_EncoderJob(encoder, store, dataset, variants, test_rows, chunk_rows, SUITE_VERSION, batch_size)
+        all_jobs = [_EncoderJob(encoder, store, dataset, variants, rows, chunk_rows, SUITE_VERSION, batch_size)
                     for encoder in encoders]
     jobs = []
     with contextlib.ExitStack() as locks:

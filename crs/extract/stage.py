@@ -52,7 +52,8 @@ def extract_spec(spec: Spec, encoder_names: list[str] | None = None, progress: b
         stats.merge(
             extract_dataset(dataset, encoders, spec.cache, variants, spec.extract.batch_size,
                             spec.extract.chunk_rows, spec.extract.device, progress, shard=shard, wait=wait,
-                            announce=announce, threads=_threads(spec))
+                            announce=announce, threads=_threads(spec),
+                            corruption_rows_wanted=spec.extract.corruption_rows)
         )
         _record_skipped(spec, dataset)
         for target_entry in entry.shift_targets:

@@ -29,6 +29,7 @@ from crs.report.leaderboards import (
     task_tables,
 )
 from crs.report.provenance import encoder_provenance, exposure_flags, task_infos
+from crs.report.robustness_precision import standard_error_note, subsample_notes
 from crs.report.shifts import shift_table, shift_targets
 from crs.report.stability import Table, leave_one_out_table, reference_table, stability_text
 from crs.report.style import encoder_styles
@@ -224,6 +225,8 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
         robustness.notes.extend(grids.notes)
     calibration = Section("calibration", "Calibration on clean and shifted data")
     predictions = plots_runs.load_predictions(predictions_dir, everyone, tasks)
+    precision = standard_error_note(score, order)
+    robustness.notes.extend([*([precision] if precision else []), *subsample_notes(predictions)])
     _add(calibration, plots_runs.reliability_diagrams(predictions, styles, folder / "reliability.png",
                                                       shift_targets(records)),
          "Reliability diagrams: observed frequency against predicted probability; the diagonal is perfect calibration.",

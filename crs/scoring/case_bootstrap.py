@@ -12,7 +12,9 @@ Each replicate draws
 * per task, one stratified group-level resample of its test rows (:func:`crs.scoring.resample.group_bootstrap`
   with entropy ``[seed, task_number, 0]``: whole patients or lesions, every image of a drawn group
   counted as often as the group), shared by every encoder and by the clean and corrupted
-  conditions (the same rows); each shift target's rows are resampled separately
+  conditions (the same rows; corrupted conditions evaluated on a corruption subsample,
+  ``[extract] corruption_rows``, take the subsample rows' counts from the same draw, so a patient
+  drawn twice counts twice in every condition); each shift target's rows are resampled separately
   (``[seed, task_number, 1 + g]`` for the g-th target by name, so a task with one target keeps its
   draw), also shared by every encoder. Prediction files without group ids fall back to the image
   level, with a logged warning;
@@ -118,6 +120,12 @@ class TaskLayout:
     corrupt_stems: tuple[str, ...]
     draws: GroupBootstrap
     shifts: tuple[ShiftLayout, ...] = ()
+    corrupt_rows: np.ndarray | None = None  # positions in the test rows of a corruption subsample (None: all)
+
+    @property
+    def corrupt_labels(self) -> np.ndarray:
+        """Labels of the rows the corrupted conditions were evaluated on."""
+        return self.labels if self.corrupt_rows is None else self.labels[self.corrupt_rows]
 
     @property
     def targets(self) -> tuple[str, ...]:
@@ -214,9 +222,15 @@ def task_layout(
         shift_groups = _groups_or_images(first, found.groups, where)
         shift_draws = group_bootstrap(shift_groups, shift_labels, kind, seed=[seed, task_number, SHIFT_STREAM + g])
         shifts.append(ShiftLayout(found.target, shift_labels, shift_draws))
+    corrupt_rows = first.get(artifacts.CORRUPT_ROWS)
+    if corrupt_rows is not None and (corrupt_rows.ndim != 1 or len(corrupt_rows) == 0
+                                     or corrupt_rows.min() < 0 or corrupt_rows.max() >= len(labels)):
+        raise CaseBootstrapError(f"{where}: {artifacts.CORRUPT_ROWS} are not positions of its {len(labels)} test rows; "
+                                 "rerun `crs probe`")
     return TaskLayout(
         task=task, kind=kind, task_number=task_number, seeds=seeds, fractions=fractions, labels=labels,
         corrupt_stems=tuple(sorted(artifacts.corrupt_stems(first))), draws=draws, shifts=tuple(shifts),
+        corrupt_rows=None if corrupt_rows is None else np.asarray(corrupt_rows, dtype=np.int64),
     )  # fmt: skip
 
 
@@ -241,6 +255,14 @@ def _check_unit(
                 f"task {task!r}: {key} of {encoder!r} differ from those of {first_encoder!r}; the test cases must be "
                 "the same for every encoder (rerun `crs probe`)"
             )
+    rows = arrays.get(artifacts.CORRUPT_ROWS)
+    expected_rows = layout.corrupt_rows
+    same_rows = rows is None if expected_rows is None else rows is not None and np.array_equal(rows, expected_rows)
+    if not same_rows:
+        raise CaseBootstrapError(
+            f"task {task!r}: encoders {first_encoder!r} and {encoder!r} evaluated corruptions on different test rows "
+            "(another [extract] corruption_rows); extract and probe every encoder with the same setting"
+        )
     if tuple(int(s) for s in sorted(arrays[artifacts.FULL_SEEDS])) != layout.seeds:
         raise CaseBootstrapError(
             f"task {task!r}: predictions of {encoder!r} have seeds {sorted(arrays[artifacts.FULL_SEEDS])}, "
@@ -313,21 +335,24 @@ def unit_metrics(
     shift_weights: Sequence[ReplicateWeights],
     workers: int = 1,
     shift_keys: Sequence[artifacts.ShiftKeys] | None = None,
+    corrupt_weights: ReplicateWeights | None = None,
 ) -> UnitMetrics:
     """Every measurement of one (encoder, task) under the task's replicate weights.
 
     ``shift_weights``: one per shift target of ``layout``, each under its own draws; ``shift_keys``
-    where this unit holds them (default: read from ``arrays`` with the layout's target names).
+    where this unit holds them (default: read from ``arrays`` with the layout's target names);
+    ``corrupt_weights``: the same replicates restricted to a corruption subsample's rows (needed
+    when ``layout.corrupt_rows`` is set; :func:`replicate_weights`).
     """
     task, seeds = layout.task, layout.seeds
     full_seeds = np.asarray(arrays[artifacts.FULL_SEEDS])
     full_rows = [int(np.flatnonzero(full_seeds == seed)[0]) for seed in seeds]
     columns: list[np.ndarray] = []
 
-    def add(stack: np.ndarray) -> np.ndarray:
+    def add(stack: np.ndarray, into: list[np.ndarray] = columns) -> np.ndarray:
         distinct, index = _distinct_rows(stack)
-        start = len(columns)
-        columns.extend(distinct)
+        start = len(into)
+        into.extend(distinct)
         return start + index
 
     # AUROCs rank the stored rank keys (order-exact) where the folder has them; calibration reads probabilities
@@ -349,9 +374,17 @@ def unit_metrics(
             rows.append(len(columns))
             columns.append(np.asarray(all_probs[found[0]], dtype=np.float32))
         fraction_at.append(rows)
-    corrupt_at = [add(artifacts.auroc_scores(arrays, artifacts.probs_key(stem))[full_rows]) for stem in layout.corrupt_stems]
-
+    corrupt_stacks = [artifacts.auroc_scores(arrays, artifacts.probs_key(stem))[full_rows] for stem in layout.corrupt_stems]
+    if layout.corrupt_rows is None:  # the clean test rows: scored in one call with the clean columns
+        corrupt_at = [add(stack) for stack in corrupt_stacks]
     aurocs = macro_auroc_columns(columns, layout.labels, layout.kind, weights, workers)  # (B, M)
+    if layout.corrupt_rows is not None:  # a corruption subsample: its own rows, labels and weights
+        if corrupt_weights is None:
+            raise ValueError("corrupt_weights are needed when the corruptions were evaluated on a subsample")
+        subsample_columns: list[np.ndarray] = []
+        corrupt_at = [aurocs.shape[1] + add(stack, subsample_columns) for stack in corrupt_stacks]
+        aurocs = np.concatenate([aurocs, macro_auroc_columns(
+            subsample_columns, layout.corrupt_labels, layout.kind, corrupt_weights, workers)], axis=1)
     n_boot = weights.n_replicates
     distinct_clean, clean_index = _distinct_rows(clean_full)
     calibration = np.stack(
@@ -379,10 +412,14 @@ def unit_metrics(
     )
 
 
-def replicate_weights(draws: GroupBootstrap, n_boot: int) -> ReplicateWeights:
-    """Unit weights (row 0, every case once) then ``n_boot`` replicate row counts, laid out for the weighted metrics."""
+def replicate_weights(draws: GroupBootstrap, n_boot: int, rows: np.ndarray | None = None) -> ReplicateWeights:
+    """Unit weights (row 0, every case once) then ``n_boot`` replicate row counts, laid out for the weighted metrics.
+
+    ``rows``: only those test rows (a corruption subsample), with the counts the same patient draws give them.
+    """
     counts = draws.counts(range(n_boot))
-    return prepare_weights(np.vstack([np.ones((1, draws.n_rows), dtype=counts.dtype), counts]))
+    matrix = np.vstack([np.ones((1, draws.n_rows), dtype=counts.dtype), counts])
+    return prepare_weights(matrix if rows is None else matrix[:, rows])
 
 
 def task_metrics(
@@ -396,6 +433,7 @@ def task_metrics(
     serial (measured at paper size: 122 s wall with 2 threads sharing one encoder's columns).
     """
     weights = replicate_weights(layout.draws, n_boot)
+    corrupt_weights = None if layout.corrupt_rows is None else replicate_weights(layout.draws, n_boot, layout.corrupt_rows)
     shift_weights = [replicate_weights(shift.draws, n_boot) for shift in layout.shifts]
 
     def one(encoder: str) -> UnitMetrics:
@@ -404,7 +442,7 @@ def task_metrics(
         keys = unit_shift_keys(arrays, layout.targets if layout.shifts else None, where)
         _check_unit(layout, arrays, encoder, encoders[0], keys)
         column_threads = workers if len(encoders) == 1 else 1  # one encoder: its columns share the threads
-        return unit_metrics(layout, arrays, weights, shift_weights, column_threads, keys)
+        return unit_metrics(layout, arrays, weights, shift_weights, column_threads, keys, corrupt_weights)
 
     if workers > 1 and len(encoders) > 1:
         with ThreadPoolExecutor(max_workers=workers) as pool:

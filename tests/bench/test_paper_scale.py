@@ -164,3 +164,27 @@ def test_subgroups_enter_the_paper_scale_tables_only_when_asked(tmp_path):
     assert sorted(isic.subgroups) == ["age", "sex"]
     prepare(TINY, tmp_path / "off")
     assert FeatureStore(store_path(tmp_path / "off" / "cache", "chexpert")).read_table().subgroups == {}
+
+
+def test_a_corruption_subsample_imports_the_whole_splits_rows(tmp_path):
+    # The subsample bench compares runs that differ only in which rows are evaluated: a subsample's
+    # corrupted features must be the whole split's at those rows, and only those rows are imported.
+    from dataclasses import replace
+
+    from crs.bench.corruption_subsample import forward_passes
+    from crs.bench.paper_scale import corruption_subsample
+
+    for name in ("whole", "sub"):
+        (tmp_path / name).mkdir()
+    prepare(TINY, tmp_path / "whole")
+    small = replace(TINY, corruption_rows=20)
+    prepare(small, tmp_path / "sub")
+    corruption = task_size(TASKS[2], TINY).conditions[0]
+    whole = FeatureStore(store_path(tmp_path / "whole" / "cache", "chexpert")).read_features("enc01", corruption)
+    sub = FeatureStore(store_path(tmp_path / "sub" / "cache", "chexpert")).read_features("enc01", corruption)
+    positions = corruption_subsample(tmp_path / "sub", "chexpert", 20)
+    assert 20 <= len(positions) < len(whole) and np.array_equal(sub, whole[positions])
+    counts = {task.name: len(corruption_subsample(tmp_path / "sub", task.name, 20)) for task in TASKS}
+    passes, full = forward_passes(small, counts), forward_passes(TINY, {t.name: task_size(t, TINY).n_test for t in TASKS})
+    assert passes["clean"] == full["clean"] and passes["corrupted"] < full["corrupted"]
+    assert passes["corrupted"] == sum(counts[t.name] * len(task_size(t, TINY).conditions) for t in TASKS)
