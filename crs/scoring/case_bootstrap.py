@@ -155,10 +155,11 @@ _NEEDED = (
 )
 
 
-def read_unit(folder: RunFolder, encoder: str, task: str) -> dict[str, np.ndarray]:
-    """One (encoder, task)'s stored predictions, checked for the keys the bootstrap needs."""
+def read_unit(folder: RunFolder, encoder: str, task: str, lazy: bool = False) -> Mapping[str, np.ndarray]:
+    """One (encoder, task)'s stored predictions, checked for the keys the bootstrap needs; with
+    ``lazy`` each array is read when first asked for (what needs only the labels and groups)."""
     try:
-        arrays = folder.read_predictions(encoder, task)
+        arrays = folder.read_predictions_on_demand(encoder, task) if lazy else folder.read_predictions(encoder, task)
     except RunFolderError as error:
         raise CaseBootstrapError(str(error)) from None
     missing = [key for key in _NEEDED if key not in arrays]
@@ -199,7 +200,7 @@ def task_layout(
     ``targets``: the task's shift targets in the run records (None: take the file's); the
     predictions must hold the same ones.
     """
-    first = read_unit(folder, first_encoder, task)
+    first = read_unit(folder, first_encoder, task, lazy=True)  # labels and groups: not the ~200 conditions
     where = str(folder.predictions_path(first_encoder, task))
     seeds = tuple(int(s) for s in sorted(first[artifacts.FULL_SEEDS]))
     fractions = tuple(float(f) for f in sorted(set(first[artifacts.SUBSET_FRACTION].tolist())))

@@ -209,6 +209,28 @@ def test_with_every_case_once_the_point_estimate_is_the_records_estimate(planted
     assert result.table["crs_from_predictions"].to_dict() == pytest.approx(point.table["crs"].to_dict(), abs=1e-12)
 
 
+class _CountingReads(RunFolder):
+    """A run folder that counts whole reads of each predictions file."""
+
+    def __init__(self, root) -> None:
+        super().__init__(root)
+        self.whole_reads: dict[tuple[str, str], int] = {}
+
+    def read_predictions(self, encoder: str, task: str) -> dict[str, np.ndarray]:
+        self.whole_reads[(encoder, task)] = self.whole_reads.get((encoder, task), 0) + 1
+        return super().read_predictions(encoder, task)
+
+
+def test_each_predictions_file_is_read_whole_once(planted):
+    # the task's layout (labels, groups, draws) reads the first encoder's file array by array: at
+    # CheXpert size a whole read takes seconds and the scoring loop reads that file whole anyway
+    folder, _, records = planted
+    counting = _CountingReads(folder.root)
+    point, result = _case_bootstrap(counting, records, "a", 10)
+    assert counting.whole_reads == {(encoder, "t"): 1 for encoder in ("a", "b", "c")}
+    assert result.table["crs_from_predictions"].to_dict() == pytest.approx(point.table["crs"].to_dict(), abs=1e-12)
+
+
 def test_threads_and_replicate_count_do_not_change_a_replicate(planted):
     folder, _, records = planted
     _, one = _case_bootstrap(folder, records, "a", 30, workers=1)
