@@ -362,6 +362,7 @@ def subset_basis(
     np_dtype = _numpy_dtype(dtype)
     eigh = cpu_eigh if on_cpu else torch.linalg.eigh
     like = lambda a: a.astype(np_dtype) if on_cpu else torch.as_tensor(a, dtype=dtype, device=device)  # noqa: E731
+    exact = None
     if n > dim:
         gram = centered_gram(data, subset, device, dtype)
         standardised_gram = (gram - np.outer(mean, mean)) / np.outer(std, std)
@@ -374,8 +375,6 @@ def subset_basis(
         V64, variance64, Z64 = exact
         keep = variance64 > RANK_TOL * variance64.max()
         V, variance, Z = V64[:, keep].astype(np_dtype), variance64[keep].astype(np_dtype), Z64[:, keep].astype(np_dtype)
-        as_numpy = lambda a: torch.from_numpy(np.ascontiguousarray(a))  # noqa: E731
-        return SubsetBasis(mean, std, as_numpy(V), as_numpy(variance), as_numpy(Z), exact)
     else:
         Xs = (centered_rows(data, subset, device, dtype) - like(mean)) / like(std)
         variance, U = eigh(Xs @ Xs.T / n)
@@ -385,7 +384,7 @@ def subset_basis(
         V = Xs.T @ U / scale
         Z = U * scale
     as_torch = (lambda a: torch.from_numpy(np.ascontiguousarray(a))) if on_cpu else (lambda a: a)  # noqa: E731
-    return SubsetBasis(mean, std, as_torch(V), as_torch(variance), None if Z is None else as_torch(Z))
+    return SubsetBasis(mean, std, as_torch(V), as_torch(variance), None if Z is None else as_torch(Z), exact)
 
 
 def project_into(
