@@ -30,8 +30,16 @@ folder should not pay for. ``from crs import Benchmark`` and ``crs.Benchmark`` w
 from __future__ import annotations
 
 import importlib
+import os
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
+
+# CPU forward passes give the same float32 bits on every x86 CPU with AVX2 (decision 0080): oneDNN and
+# MKL otherwise pick kernels by instruction set, and a random-weight resnet18 on an AVX-512 machine
+# differs from an AVX2 machine's in its float16 features (enough to flip a selected C on the tiny
+# golden spec). Both libraries read these variables lazily, at their first kernel; set your own to override.
+os.environ.setdefault("ONEDNN_MAX_CPU_ISA", "AVX2")
+os.environ.setdefault("MKL_CBWR", "AVX2")
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from crs.benchmark import Benchmark, RunOutcome

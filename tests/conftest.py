@@ -7,6 +7,7 @@ import os
 import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+import crs  # noqa: E402,F401  (caps the CPU instruction set before any test runs a kernel: decision 0080)
 
 
 @pytest.fixture(scope="session")
