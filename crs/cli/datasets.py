@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from crs.data import DATASET_DESCRIPTIONS, DATASET_LOADERS
+from crs.data import DATASET_ACCESS, DATASET_DESCRIPTIONS, DATASET_LOADERS
 from crs.data.check import check_dataset
 
 
@@ -33,6 +33,25 @@ def list_loaders() -> None:
     """Print every registered loader with a one-line description."""
     for name in sorted(DATASET_LOADERS):
         click.echo(f"{name:<10} {DATASET_DESCRIPTIONS.get(name, '')}")
+
+
+@datasets.command("show")
+@click.argument("name")
+def show(name: str) -> None:
+    """Print what loader NAME reads, its licence and access, and the shipped label maps onto or from it."""
+    from crs.data.label_map import read_label_map, shipped_maps
+
+    if name not in DATASET_LOADERS:
+        raise click.ClickException(f"unknown loader {name!r}; known: {', '.join(sorted(DATASET_LOADERS))}")
+    click.echo(f"loader     {name}")
+    click.echo(f"reads      {DATASET_DESCRIPTIONS.get(name, '')}")
+    click.echo(f"licence    {DATASET_ACCESS.get(name, 'see the data set page')}")
+    for map_name in shipped_maps():
+        label_map = read_label_map(map_name)
+        if label_map.target_loader == name or map_name.startswith(f"{name}-to-"):
+            pairs = ", ".join(f"{t}->{s}" for t, s in label_map.classes.items())
+            none = f"; no counterpart: {', '.join(label_map.no_counterpart)}" if label_map.no_counterpart else ""
+            click.echo(f"label map  {map_name}: {pairs}{none}")
 
 
 @datasets.command("check")

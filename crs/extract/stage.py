@@ -72,9 +72,13 @@ def _threads(spec: Spec) -> int | None:
 
 
 def _record_skipped(spec: Spec, dataset: Dataset) -> None:
-    """Keep the list of skipped images with the cache, so stage 2 can put it in the run records."""
+    """Keep the list of skipped images (and a target's label map: the classes scored) with the cache,
+    so stage 2 can put them in the run's audit."""
     path = store_path(spec.cache, dataset.name)
     with WriterLock(layout_lock_path(path), wait=True):  # shards may write the same attributes
-        FeatureStore(path, mode="a").root.attrs["skipped_images"] = list(dataset.skipped)
+        attrs = FeatureStore(path, mode="a").root.attrs
+        attrs["skipped_images"] = list(dataset.skipped)
+        if dataset.label_map:
+            attrs["label_map"] = dict(dataset.label_map)
 
 
