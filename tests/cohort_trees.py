@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from PIL import Image
 
 from data_trees import Tree, write_image
 
@@ -176,3 +177,78 @@ def build_vindr_cxr(root: Path) -> Tree:
             train.append(row)
     pd.DataFrame(train).to_csv(root / "annotations" / "image_labels_train.csv", index=False)
     return Tree(root, n_listed=6)
+
+
+def structured_image(seed: int, width: int = 96, height: int = 72) -> Image.Image:
+    """A picture with its own structure (a gradient in a random direction, 2-4 ellipses, stripes), not just
+    noise: distinct seeds give distinct layouts, as distinct patients' images are."""
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[:height, :width].astype(np.float32)
+    angle = rng.uniform(0, 2 * np.pi)
+    base = 0.5 + 0.4 * ((np.cos(angle) * xx / width + np.sin(angle) * yy / height) - 0.5)
+    pixels = np.repeat(base[..., None], 3, axis=2) * rng.uniform(0.5, 1.0, 3)
+    for _ in range(int(rng.integers(2, 5))):
+        cy, cx = rng.uniform(0, height), rng.uniform(0, width)
+        ry, rx = rng.uniform(6, height / 2), rng.uniform(6, width / 2)
+        inside = ((yy - cy) / ry) ** 2 + ((xx - cx) / rx) ** 2 < 1
+        pixels[inside] = rng.uniform(0, 1, 3)
+    frequency = rng.uniform(0.05, 0.3)
+    pixels += 0.08 * np.sin(frequency * (xx * np.cos(angle * 2) + yy * np.sin(angle * 2)))[..., None]
+    pixels += rng.normal(0, 0.02, pixels.shape)
+    return Image.fromarray((np.clip(pixels, 0, 1) * 255).round().astype(np.uint8))
+
+
+def build_isic_structured(root: Path, n: int = 60) -> list[str]:
+    """An ISIC 2019-layout tree of ``n`` structured JPEGs (ISIC_0000000...), classes cycling, one lesion each."""
+    classes = ("MEL", "NV", "BCC", "AK", "BKL", "DF", "VASC", "SCC")
+    truth, meta, names = [], [], []
+    for i in range(n):
+        name = f"ISIC_{i:07d}"
+        path = root / "ISIC_2019_Training_Input" / f"{name}.jpg"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        structured_image(i).save(path, quality=90)
+        truth.append({"image": name, **{c: float(c == classes[i % 8]) for c in classes}, "UNK": 0.0})
+        meta.append({"image": name, "age_approx": 40, "anatom_site_general": "torso", "lesion_id": f"BCN_{i:07d}", "sex": "male"})
+        names.append(name)
+    pd.DataFrame(truth).to_csv(root / "ISIC_2019_Training_GroundTruth.csv", index=False)
+    pd.DataFrame(meta).to_csv(root / "ISIC_2019_Training_Metadata.csv", index=False)
+    return names
+
+
+def build_ham_with_copies(root: Path, isic_root: Path, isic_names: list[str], n_distinct: int = 60) -> dict[str, str]:
+    """A HAM10000-layout tree: ``n_distinct`` structured images of its own (seeds 10,000+) plus 30 copies of
+    ISIC images, planted as: 8 byte-identical, 8 resized to 2/3 and re-encoded, 7 re-encoded as JPEG at
+    quality 55, 7 as 16-bit grey PNG of an 8-bit grey ISIC-side PNG twin (ISIC images 50-56 are written
+    as 8-bit grey PNG bytes under their .jpg name). Returns {HAM image id: ISIC image id} of the copies."""
+    folder = root / "HAM10000_images_part_1"
+    folder.mkdir(parents=True, exist_ok=True)
+    rows, planted = [], {}
+    dx = ("akiec", "bcc", "bkl", "df", "mel", "nv", "vasc")
+    for i in range(n_distinct):
+        image = f"ISIC_{24306 + i:07d}"
+        structured_image(10_000 + i).save(folder / f"{image}.jpg", quality=90)
+        rows.append(image)
+    for k in range(30):
+        source_name = isic_names[k if k < 23 else 50 + (k - 23)]
+        source_path = isic_root / "ISIC_2019_Training_Input" / f"{source_name}.jpg"
+        image = f"ISIC_{25306 + k:07d}"
+        target = folder / f"{image}.jpg"
+        if k < 8:
+            target.write_bytes(source_path.read_bytes())
+        elif k < 16:
+            with Image.open(source_path) as picture:
+                picture.resize((64, 48), Image.Resampling.BILINEAR).save(target, format="JPEG", quality=80)
+        elif k < 23:
+            with Image.open(source_path) as picture:
+                picture.save(target, format="JPEG", quality=55)
+        else:
+            with Image.open(source_path) as picture:
+                grey = np.asarray(picture.convert("L"))
+            Image.fromarray(grey).save(source_path, format="PNG")  # the ISIC side: 8-bit grey PNG bytes
+            Image.fromarray(grey.astype(np.uint16) * 257).save(target, format="PNG")  # HAM side: 16-bit
+        planted[image] = source_name
+        rows.append(image)
+    table = [{"lesion_id": f"HAM_{i:07d}", "image_id": image, "dx": dx[i % 7], "dx_type": "histo", "age": 50,
+              "sex": "male", "localization": "back"} for i, image in enumerate(rows)]
+    pd.DataFrame(table).to_csv(root / "HAM10000_metadata.csv", index=False)
+    return planted

@@ -21,6 +21,7 @@ def audit_tables(spec: Spec) -> dict[str, object]:
     settings = probe_settings(spec)
     skipped_images: dict[str, list[str]] = {}
     label_maps: dict[str, object] = {}
+    overlaps: dict[str, object] = {}
     label_fraction_ids: dict[str, dict[str, dict[str, list[str]]]] = {}
     validation_fraction_ids: dict[str, dict[str, dict[str, list[str]]]] = {}
     shift_targets = {entry.name: list(entry.shift_target_names) for entry in spec.datasets}
@@ -31,6 +32,8 @@ def audit_tables(spec: Spec) -> dict[str, object]:
         skipped_images[name] = list(cast(list[str], store.root.attrs.get("skipped_images", [])))
         if "label_map" in store.root.attrs:  # a target relabelled by a label map: the classes scored on it
             label_maps[name] = store.root.attrs["label_map"]
+        if "overlap" in store.root.attrs:  # images a target shares with its source: dropped, or kept and marked
+            overlaps[name] = store.root.attrs["overlap"]
     for entry in spec.datasets:
         table = FeatureStore(store_path(spec.cache, entry.name)).read_table()
         train_ids = table.ids[table.indices("train")]
@@ -49,6 +52,9 @@ def audit_tables(spec: Spec) -> dict[str, object]:
         "skipped_images": skipped_images,
         "shift_targets": shift_targets,
         "shift_label_maps": label_maps,
+        "shift_overlaps": overlaps,
+        "overlap_allowed": any(bool(o.get("allowed")) and o.get("n_overlapping") for o in overlaps.values()
+                               if isinstance(o, dict)),
         "label_fraction_ids": label_fraction_ids,
         "validation_fraction_ids": validation_fraction_ids,
     }
