@@ -54,6 +54,41 @@ def show(name: str) -> None:
             click.echo(f"label map  {map_name}: {pairs}{none}")
 
 
+@datasets.command("overlap")
+@click.argument("spec_path", metavar="SPEC", type=click.Path(exists=True, dir_okay=False))
+@click.argument("names", nargs=-1)
+@click.option("--json", "as_json", is_flag=True, help="Print every overlapping pair as JSON.")
+@click.option("--workers", default=4, show_default=True, help="Threads reading images.")
+def overlap(spec_path: str, names: tuple[str, ...], as_json: bool, workers: int) -> None:
+    """Images shared by the data sets and shift targets of SPEC (every pair, or the NAMES given); exit 1 if any."""
+    from crs.data import load_entry
+    from crs.data.overlap import find_overlaps, fingerprint, overlapping_ids
+    from crs.spec import load_spec
+
+    spec = load_spec(spec_path)
+    entries = [e for d in spec.datasets for e in (d, *d.shift_targets)]
+    if names:
+        unknown = sorted(set(names) - {e.name for e in entries})
+        if unknown:
+            raise click.ClickException(f"{unknown} are not data sets or shift targets of {spec_path}")
+        entries = [e for e in entries if e.name in names]
+    prints = {e.name: fingerprint(load_entry(e), workers) for e in entries}
+    pairs = []
+    for i, first in enumerate(entries):
+        for second in entries[i + 1:]:
+            found = find_overlaps(prints[first.name], prints[second.name], first.name, second.name)
+            pairs.append((first.name, second.name, found))
+    if as_json:
+        click.echo(json.dumps([o.to_dict() for _, _, found in pairs for o in found], indent=2))
+    else:
+        for a, b, found in pairs:
+            exact = sum(o.kind == "exact" for o in found)
+            click.echo(f"{a} x {b}: {len(overlapping_ids(found))} image(s) of {b} also in {a} "
+                       f"({exact} exact, {len(found) - exact} near)")
+    if any(found for _, _, found in pairs):
+        sys.exit(1)
+
+
 @datasets.command("check")
 @click.argument("name")
 @click.argument("root", type=click.Path(file_okay=False, path_type=str))

@@ -3,6 +3,8 @@ and a map leaving fewer than two scorable classes is refused in one line."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from cohort_trees import build_chestxray14, build_ham10000, build_idrid, build_pad_ufes_20
@@ -96,3 +98,26 @@ def test_dr_grades_map_onto_aptos_names(tmp_path):
     data = load_dataset("idrid", tmp_path, label_map="aptos2019-to-idrid")
     assert data.task.class_names == APTOS_CLASSES and data.task.kind == "ordinal"
     assert np.bincount(data.labels).tolist() == [3, 3, 3, 3, 3]
+
+
+def test_paper_shift_spec_gives_every_task_targets_with_a_fitting_map():
+    from pathlib import Path
+
+    from crs.spec import load_spec
+
+    spec = load_spec(Path(__file__).parents[2] / "examples" / "paper_shift.toml")
+    assert all(entry.shift_targets for entry in spec.datasets)
+    for entry in spec.datasets:
+        for target in entry.shift_targets:
+            if "label_map" in target.options:
+                label_map = read_label_map(target.options["label_map"])
+                assert label_map.target_loader == target.loader and label_map.name.startswith(f"{entry.loader}-to-")
+
+
+def test_the_demo_scores_shift_on_all_three_tasks():
+    from importlib import resources
+
+    from crs.spec import load_spec
+
+    spec = load_spec(Path(str(resources.files("crs") / "specs" / "quickstart.toml")))
+    assert [len(entry.shift_targets) for entry in spec.datasets] == [1, 1, 1]

@@ -108,3 +108,25 @@ shift_target = {{ name = "ham", loader = "ham10000", root = "{base / 'ham'}", op
     assert sorted(audit["shift_overlaps"]["ham"]["dropped"]) == sorted(copies)
     assert audit["overlap_allowed"] is False
     assert audit["shift_label_maps"]["ham"]["no_counterpart"] == ["SCC"]
+
+
+def test_cli_overlap_reports_the_pair_and_exits_1(planted, tmp_path):
+    from click.testing import CliRunner
+
+    from crs.cli.main import cli
+
+    base, copies = planted
+    spec = tmp_path / "spec.toml"
+    spec.write_text(f"""
+name = "o"
+cache = "{tmp_path / 'cache'}"
+encoders = ["pixel_stats"]
+[[datasets]]
+name = "isic"
+loader = "isic2019"
+root = "{base / 'isic'}"
+shift_target = {{ name = "ham", loader = "ham10000", root = "{base / 'ham'}" }}
+""")
+    result = CliRunner().invoke(cli, ["datasets", "overlap", str(spec)])
+    assert result.exit_code == 1, result.output
+    assert "isic x ham: 30 image(s) of ham also in isic (8 exact, 22 near)" in result.output
