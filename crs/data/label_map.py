@@ -146,6 +146,7 @@ def apply_label_map(dataset: Dataset, label_map: LabelMap) -> Dataset:
     source_index = {name: i for i, name in enumerate(label_map.source)}
     dropped_rows: dict[str, int] = {}
     labels = np.asarray(dataset.labels)
+    mapped: np.ndarray
     if multilabel:
         # Target labels the map does not name have no source output: they are left out, not scored.
         mapped = np.full((len(labels), len(label_map.source)), np.nan, dtype=np.float32)

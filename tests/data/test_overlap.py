@@ -108,6 +108,10 @@ shift_target = {{ name = "ham", loader = "ham10000", root = "{base / 'ham'}", op
     assert sorted(audit["shift_overlaps"]["ham"]["dropped"]) == sorted(copies)
     assert audit["overlap_allowed"] is False
     assert audit["shift_label_maps"]["ham"]["no_counterpart"] == ["SCC"]
+    from crs.report.shifts import scored_classes
+
+    assert scored_classes(["ham"], bench.spec.cache) == {
+        "ham": "scored on MEL, NV, BCC, AK, BKL, DF, VASC (not scored: SCC), label map isic2019-to-ham10000"}
 
 
 def test_cli_overlap_reports_the_pair_and_exits_1(planted, tmp_path):
