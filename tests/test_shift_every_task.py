@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from tiny import write_tiny_spec
-
 from crs.benchmark import Benchmark
+
+from tiny import write_tiny_spec
 
 
 def test_demo_layout_scores_shift_on_all_three_tasks(tmp_path):

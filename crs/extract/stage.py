@@ -9,13 +9,15 @@ from crs.cache.lock import WriterLock, layout_lock_path
 from crs.cache.store import FeatureStore, store_path
 from crs.corruptions.variants import resolve_variants
 from crs.data import Dataset, load_entry
-from crs.data.overlap import fingerprint, screen_target
+from crs.data.overlap import fingerprint_cached, screen_target
 from crs.data.shift import shift_target_dataset
 from crs.encoders import create
 from crs.extract.runner import ExtractStats, extract_dataset
 from crs.spec import Spec
 
 log = logging.getLogger("crs")
+PRINTS_FOLDER = "overlap-prints"
+"""Cache sub-folder of the images' overlap prints (:func:`crs.data.overlap.fingerprint_cached`)."""
 
 
 def _chosen(spec: Spec, names: list[str] | None) -> list:
@@ -62,9 +64,10 @@ def extract_spec(spec: Spec, encoder_names: list[str] | None = None, progress: b
         source_prints = None
         for target_entry in entry.shift_targets:
             target = shift_target_dataset(load_entry(target_entry, **bad_images), dataset)
+            prints_folder = spec.cache / PRINTS_FOLDER
             if source_prints is None:
-                source_prints = fingerprint(dataset)
-            target, overlap = screen_target(dataset, target, allow_overlap, source_prints)
+                source_prints = fingerprint_cached(dataset, prints_folder)
+            target, overlap = screen_target(dataset, target, allow_overlap, source_prints, prints_folder=prints_folder)
             if overlap["n_overlapping"]:
                 log.warning("%s: %d image(s) also in %s (%s; listed in audit.json)", target.name,
                             overlap["n_overlapping"], dataset.name, "kept" if allow_overlap else "dropped")

@@ -134,3 +134,26 @@ shift_target = {{ name = "ham", loader = "ham10000", root = "{base / 'ham'}" }}
     result = CliRunner().invoke(cli, ["datasets", "overlap", str(spec)])
     assert result.exit_code == 1, result.output
     assert "isic x ham: 30 image(s) of ham also in isic (8 exact, 22 near)" in result.output
+
+
+def test_prints_are_reused_until_a_file_changes(planted, tmp_path, monkeypatch):
+    import os
+
+    import crs.data.overlap as overlap
+
+    base, _ = planted
+    isic = load_dataset("isic2019", base / "isic")
+    first = overlap.fingerprint_cached(isic, tmp_path)
+    assert len(list(tmp_path.glob("isic2019-*.npz"))) == 1
+
+    def no_decode(path):
+        raise AssertionError(f"decoded {path} again")
+
+    monkeypatch.setattr(overlap, "fingerprint_file", no_decode)
+    again = overlap.fingerprint_cached(isic, tmp_path)  # read back, no image decoded
+    assert (again.phash == first.phash).all() and (again.sha256 == first.sha256).all()
+    changed = base / "isic" / isic.paths[0]
+    stat = changed.stat()
+    os.utime(changed, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    with pytest.raises(AssertionError, match="decoded"):
+        overlap.fingerprint_cached(isic, tmp_path)
