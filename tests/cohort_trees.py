@@ -252,3 +252,26 @@ def build_ham_with_copies(root: Path, isic_root: Path, isic_names: list[str], n_
               "sex": "male", "localization": "back"} for i, image in enumerate(rows)]
     pd.DataFrame(table).to_csv(root / "HAM10000_metadata.csv", index=False)
     return planted
+
+
+DERM7PT_DIAGNOSES = ("melanoma (in situ)", "clark nevus", "lentigo", "basal cell carcinoma", "seborrheic keratosis",
+                     "dermatofibroma", "vascular lesion", "reed or spitz nevus")
+
+
+def build_derm7pt(root: Path) -> Tree:
+    """meta/meta.csv with 8 diagnoses x 2 cases = 16 cases (case_num 0-15), each a dermoscopic and a clinical
+    JPEG under images/<folder>/ (Derm7pt's own naming, e.g. images/A1l/Aal002.jpg); sexes alternate."""
+    rows = []
+    for case in range(16):
+        diagnosis = DERM7PT_DIAGNOSES[case // 2]
+        folder = f"F{case // 4}"
+        derm, clinic = f"{folder}/Dd{case:03d}.jpg", f"{folder}/Dc{case:03d}.jpg"
+        write_image(root / "images" / derm, seed=6000 + case, size=24)
+        write_image(root / "images" / clinic, seed=6100 + case, size=24)
+        rows.append({"case_num": case, "diagnosis": diagnosis, "seven_point_score": 1, "pigment_network": "typical",
+                     "notes": "", "clinic": clinic, "derm": derm, "elevation": "flat",
+                     "location": ("back", "lower limbs")[case % 2], "sex": ("female", "male")[case % 2],
+                     "management": "excision"})
+    (root / "meta").mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_csv(root / "meta" / "meta.csv", index=False)
+    return Tree(root, n_listed=16)

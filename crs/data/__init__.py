@@ -85,6 +85,7 @@ DATASET_LOADERS: dict[str, Callable[..., Dataset]] = {
     "folder": _folder,
     "ham10000": _cohort("ham10000", "load_ham10000"),
     "pad_ufes_20": _cohort("pad_ufes_20", "load_pad_ufes_20"),
+    "derm7pt": _cohort("derm7pt", "load_derm7pt"),
     "messidor2": _cohort("fundus_cohorts", "load_messidor2"),
     "idrid": _cohort("fundus_cohorts", "load_idrid"),
     "eyepacs": _cohort("fundus_cohorts", "load_eyepacs"),
@@ -102,6 +103,7 @@ DATASET_DESCRIPTIONS: dict[str, str] = {
     "folder": "any image folder with a CSV (path, label column(s), optional group and split columns)",
     "ham10000": "HAM10000 dermatoscopy, 7 diagnoses (dx), split by lesion_id; inside ISIC 2019",
     "pad_ufes_20": "PAD-UFES-20 smartphone skin photographs (Brazil), 6 diagnoses, split by patient, Fitzpatrick type",
+    "derm7pt": "Derm7pt dermoscopic (or clinical) images, 20 diagnoses, one group per case",
     "messidor2": "Messidor-2 fundus, adjudicated DR grade 0-4 (ordinal), ungradable left out",
     "idrid": "IDRiD disease grading fundus, DR grade 0-4 (ordinal)",
     "eyepacs": "EyePACS (Kaggle 2015) fundus, DR level 0-4 (ordinal), both eyes of a patient grouped",
@@ -117,6 +119,7 @@ DATASET_ACCESS: dict[str, str] = {
     "mimic_cxr": "PhysioNet Credentialed Health Data License 1.5.0; credentialed access, CITI training, data use agreement",
     "ham10000": "CC BY-NC 4.0; Harvard Dataverse doi:10.7910/DVN/DBW86T (accept the terms), also in the ISIC archive",
     "pad_ufes_20": "CC BY 4.0; Mendeley Data doi:10.17632/zr7vgbcyr2.1, free download",
+    "derm7pt": "research use under the Derm7pt terms (Kawahara et al. 2019); registration at derm.cs.sfu.ca",
     "messidor2": "Messidor-2 licence (research and teaching, no redistribution); request form at adcis.net; "
                  "adjudicated grades: Kaggle google-brain/messidor2-dr-grades",
     "idrid": "CC BY 4.0; IEEE DataPort doi:10.21227/H25W98 (free IEEE account)",

@@ -41,6 +41,7 @@ DEFAULT_ATTRIBUTES: dict[str, dict[str, str]] = {
     "pad_ufes_20": {"fitzpatrick": "fitzpatrick", "sex": "sex", AGE: "age"},
     "chestxray14": {"sex": "sex", AGE: "age", "view": "view"},
     "eyepacs": {"eye": "eye"},
+    "derm7pt": {"sex": "sex", "site": "location"},
 }
 """Loader -> {attribute: metadata column} used when the spec names none."""
 

@@ -24,6 +24,7 @@ DATASET_WORDS = {
     "mimic_cxr": ("MIMIC-CXR", "MIMIC CXR"),
     "ham10000": ("HAM10000", "ISIC"),
     "pad_ufes_20": ("PAD-UFES",),
+    "derm7pt": ("Derm7pt", "7-point"),
     "messidor2": ("Messidor",),
     "idrid": ("IDRiD",),
     "eyepacs": ("EyePACS",),
@@ -37,7 +38,7 @@ MODALITY_WORDS = {
     "fundus": ("fundus", "retina", "retinal", "APTOS", "EyePACS"),
 }
 LOADER_MODALITY = {"isic2019": "dermoscopy", "aptos2019": "fundus", "chexpert": "chest_xray", "mimic_cxr": "chest_xray",
-                   "ham10000": "dermoscopy", "pad_ufes_20": "dermoscopy", "messidor2": "fundus", "idrid": "fundus",
+                   "ham10000": "dermoscopy", "pad_ufes_20": "dermoscopy", "derm7pt": "dermoscopy", "messidor2": "fundus", "idrid": "fundus",
                    "eyepacs": "fundus", "chestxray14": "chest_xray", "vindr_cxr": "chest_xray"}
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from cohort_trees import (
     build_chestxray14,
+    build_derm7pt,
     build_eyepacs,
     build_ham10000,
     build_idrid,
@@ -94,7 +95,7 @@ def test_vindr_cxr_test_consensus_and_train_majority(tmp_path):
 
 
 @pytest.mark.parametrize("loader, build, n", [
-    ("ham10000", build_ham10000, 21), ("pad_ufes_20", build_pad_ufes_20, 18), ("messidor2", build_messidor2, 9),
+    ("ham10000", build_ham10000, 21), ("pad_ufes_20", build_pad_ufes_20, 18), ("derm7pt", build_derm7pt, 16), ("messidor2", build_messidor2, 9),
     ("idrid", build_idrid, 15), ("eyepacs", build_eyepacs, 12), ("chestxray14", build_chestxray14, 12),
 ])
 def test_datasets_check_reads_every_cohort(tmp_path, loader, build, n):
@@ -119,3 +120,17 @@ def test_wrong_class_is_refused_naming_the_image(tmp_path):
     (tmp_path / "HAM10000_metadata.csv").write_text(table)
     with pytest.raises(DataError, match="ISIC_0024306.*dx 'scc'"):
         load_dataset("ham10000", tmp_path)
+
+
+def test_derm7pt_cases_images_and_map_onto_isic(tmp_path):
+    build_derm7pt(tmp_path)
+    data = load_dataset("derm7pt", tmp_path)
+    assert len(data) == 16 and len(set(data.groups)) == 16 and len(data.task.class_names) == 8
+    assert all("/Dd" in p for p in data.paths)
+    assert all("/Dc" in p for p in load_dataset("derm7pt", tmp_path, image="clinic").paths)
+    assert list(data.subgroups.columns) == ["sex", "site"]
+    mapped = load_dataset("derm7pt", tmp_path, label_map="isic2019-to-derm7pt")
+    assert len(mapped) == 14 and mapped.accounting.dropped == {"class lentigo (no source counterpart)": 2}
+    counts = dict(zip(mapped.task.class_names, np.bincount(mapped.labels, minlength=8).tolist(), strict=True))
+    assert counts == {"MEL": 2, "NV": 4, "BCC": 2, "AK": 0, "BKL": 2, "DF": 2, "VASC": 2, "SCC": 0}
+    assert mapped.label_map["no_counterpart"] == ["AK", "SCC"]
