@@ -275,3 +275,35 @@ def build_derm7pt(root: Path) -> Tree:
     (root / "meta").mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_csv(root / "meta" / "meta.csv", index=False)
     return Tree(root, n_listed=16)
+
+
+PADCHEST_ROWS = (  # (Projection, MethodLabel, Labels)
+    ("PA", "Physician", "['pleural effusion', 'cardiomegaly']"),
+    ("L", "Physician", "['pleural effusion']"),
+    ("PA", "RNN_model", "['normal']"),
+    ("AP", "RNN_model", "[' atelectasis', 'consolidation']"),
+    ("PA", "Physician", "['pulmonary edema', 'cardiomegaly']"),
+    ("AP_horizontal", "RNN_model", "['pleural effusion', 'chronic changes']"),
+    ("L", "RNN_model", "['normal']"),
+    ("PA", "RNN_model", None),
+    ("PA", "Physician", "['atelectasis']"),
+    ("PA", "RNN_model", "['normal']"),
+)
+
+
+def build_padchest(root: Path) -> Tree:
+    """PADCHEST_..._01.02.19.csv with 10 rows of 4 patients; images are 16-bit grey PNGs in <ImageDir>/ (0 and 1).
+    2 laterals (L) and 1 row without labels: 7 kept by default; 3 of those labelled by a physician."""
+    rows = []
+    for i, (projection, method, labels) in enumerate(PADCHEST_ROWS):
+        image = f"2165092784{i:02d}_00-{i:03d}-{i:03d}.png"
+        folder = str(i % 2)
+        pixels = (np.random.default_rng(4000 + i).integers(0, 4096, (32, 32)) * 16).astype(np.uint16)
+        (root / folder).mkdir(parents=True, exist_ok=True)
+        Image.fromarray(pixels).save(root / folder / image)
+        rows.append({"ImageID": image, "ImageDir": int(folder), "StudyDate_DICOM": 20140610 + i, "StudyID": f"s{i}",
+                     "PatientID": f"pat{i // 3}", "PatientBirth": 1950.0 + i, "PatientSex_DICOM": "MF"[i % 2],
+                     "ViewPosition_DICOM": "POSTEROANTERIOR", "Projection": projection, "MethodProjection": "Manual review",
+                     "Pediatric": "No", "ReportID": 100 + i, "Report": "texto", "MethodLabel": method, "Labels": labels})
+    pd.DataFrame(rows).to_csv(root / "PADCHEST_chest_x_ray_images_labels_160K_01.02.19.csv", index=False)
+    return Tree(root, n_listed=7)

@@ -136,3 +136,83 @@ def load_vindr_cxr(
     return build_cohort("vindr_cxr", root, Task("vindr_cxr", "multilabel", label_names), "chest_xray", ids,
                         table["path"].tolist(), ids, labels, metadata, image_size=image_size, skip_bad=skip_bad,
                         verify=verify, seed=seed, proportions=proportions, rows_listed=rows_listed, group_word="images")
+
+
+PADCHEST_CSVS = ("PADCHEST_chest_x_ray_images_labels_160K_01.02.19.csv", "PADCHEST_chest_x_ray_images_labels_160K_01.02.19.csv.gz")
+PADCHEST_FRONTAL = ("PA", "AP", "AP_horizontal")
+
+
+def _padchest_labels(text: object) -> list[str] | None:
+    """``"['pleural effusion', ' cardiomegaly']"`` -> the stripped, lower-case findings; None if unreadable."""
+    import ast
+
+    if not isinstance(text, str) or not text.strip():
+        return None
+    try:
+        value = ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError):
+        return None
+    if not isinstance(value, list | tuple):
+        return None
+    return [str(item).strip().lower() for item in value if str(item).strip()]
+
+
+def load_padchest(
+    root: Path | str, image_size: int = 224, skip_bad: bool = False, verify: str | None = None, seed: int = 0,
+    proportions: Sequence[float] = (0.6, 0.2, 0.2), projections: Sequence[str] = PADCHEST_FRONTAL,
+    physician_only: bool = False,
+) -> Dataset:
+    """Load PadChest (BIMCV) as a multilabel task over the findings its ``Labels`` column uses, split by patient.
+
+    ``projections`` keeps those views (frontal by default); ``physician_only`` keeps the reports labelled
+    by physicians (``MethodLabel`` Physician), leaving out those labelled by the authors' RNN.
+    Images are ``ROOT/<ImageDir>/<ImageID>`` (16-bit grey PNG in the release).
+    """
+    root = Path(root).resolve()
+    csv_name = next((name for name in PADCHEST_CSVS if (root / name).is_file()), PADCHEST_CSVS[0])
+    table = read_csv(root / csv_name, "padchest", "ImageID, ImageDir, PatientID, Projection, MethodLabel, Labels",
+                     low_memory=False)
+    require_columns(table, ("ImageID", "ImageDir", "PatientID", "Labels"), csv_name)
+    rows_listed = len(table)
+    dropped: dict[str, int] = {}
+    keep = np.ones(len(table), dtype=bool)
+    if "Projection" in table and projections:
+        view_ok = table["Projection"].astype(str).str.strip().isin(list(projections)).to_numpy()
+        dropped["projection not in " + "/".join(projections)] = int((~view_ok).sum())
+        keep &= view_ok
+    if physician_only:
+        require_columns(table, ("MethodLabel",), csv_name)
+        by_physician = (table["MethodLabel"].astype(str).str.strip() == "Physician").to_numpy()
+        dropped["labelled by the RNN (physician_only)"] = int((keep & ~by_physician).sum())
+        keep &= by_physician
+    parsed = [_padchest_labels(text) for text in table["Labels"]]
+    readable = np.array([p is not None for p in parsed])
+    dropped["Labels unreadable or empty"] = int((keep & ~readable).sum())
+    keep &= readable
+    dropped = {reason: n for reason, n in dropped.items() if n}
+    table = table[keep].reset_index(drop=True)
+    parsed = [p for p, k in zip(parsed, keep, strict=True) if k]
+    if table.empty:
+        raise DataError(f"padchest: no rows left in {csv_name} after the projection and label filters")
+    findings = tuple(sorted({f for labels in parsed for f in labels if f} - {"normal"}))
+    labels = np.zeros((len(table), len(findings)), dtype=np.float32)
+    column = {name: j for j, name in enumerate(findings)}
+    for row, found in enumerate(parsed):
+        for finding in found:
+            if finding in column:
+                labels[row, column[finding]] = 1.0
+    relative = [f"{str(d).strip()}/{str(i).strip()}" for d, i in zip(table["ImageDir"], table["ImageID"], strict=True)]
+    ids = [str(i).strip().rsplit(".", 1)[0] for i in table["ImageID"]]
+    study_year = pd.to_numeric(table.get("StudyDate_DICOM", pd.Series(np.nan, index=table.index)).astype(str).str[:4], errors="coerce")
+    birth_year = pd.to_numeric(table.get("PatientBirth", pd.Series(np.nan, index=table.index)), errors="coerce")
+    metadata = pd.DataFrame({
+        "patient": table["PatientID"].astype(str).to_numpy(),
+        "sex": table.get("PatientSex_DICOM", pd.Series(None, index=table.index)).to_numpy(),
+        "age": (study_year - birth_year).to_numpy(),
+        "view": table.get("Projection", pd.Series(None, index=table.index)).to_numpy(),
+        "method": table.get("MethodLabel", pd.Series(None, index=table.index)).to_numpy(),
+    })
+    return build_cohort("padchest", root, Task("padchest", "multilabel", findings), "chest_xray", ids, relative,
+                        table["PatientID"].astype(str).tolist(), labels, metadata, image_size=image_size,
+                        skip_bad=skip_bad, verify=verify, seed=seed, proportions=proportions, rows_listed=rows_listed,
+                        dropped=dropped)

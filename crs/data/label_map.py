@@ -155,9 +155,7 @@ def apply_label_map(dataset: Dataset, label_map: LabelMap) -> Dataset:
                 i = source_index[label_map.classes[name]]
                 column = labels[:, j]
                 mapped[:, i] = np.where(np.isnan(mapped[:, i]), column, np.fmax(mapped[:, i], column))
-        unmatched = [c for c in label_map.classes if c not in names]
-        if unmatched:
-            raise DataError(f"{where}: map names target labels {unmatched} the data set does not have ({list(names)}); fix the map")
+        # A mapped label the data set lacks (a finding no loaded report mentions) stays NaN: absent, not scored.
         keep = np.ones(len(labels), dtype=bool)
     else:
         used = [names[c] for c in np.unique(labels.astype(np.int64))]

@@ -42,6 +42,7 @@ DEFAULT_ATTRIBUTES: dict[str, dict[str, str]] = {
     "chestxray14": {"sex": "sex", AGE: "age", "view": "view"},
     "eyepacs": {"eye": "eye"},
     "derm7pt": {"sex": "sex", "site": "location"},
+    "padchest": {"sex": "sex", AGE: "age", "view": "view"},
 }
 """Loader -> {attribute: metadata column} used when the spec names none."""
 

@@ -30,6 +30,7 @@ DATASET_WORDS = {
     "eyepacs": ("EyePACS",),
     "chestxray14": ("ChestX-ray14", "ChestX-ray8", "NIH chest"),
     "vindr_cxr": ("VinDr",),
+    "padchest": ("PadChest",),
 }
 # Modality -> words saying the pretraining data were of that kind of image.
 MODALITY_WORDS = {
@@ -39,7 +40,8 @@ MODALITY_WORDS = {
 }
 LOADER_MODALITY = {"isic2019": "dermoscopy", "aptos2019": "fundus", "chexpert": "chest_xray", "mimic_cxr": "chest_xray",
                    "ham10000": "dermoscopy", "pad_ufes_20": "dermoscopy", "derm7pt": "dermoscopy", "messidor2": "fundus", "idrid": "fundus",
-                   "eyepacs": "fundus", "chestxray14": "chest_xray", "vindr_cxr": "chest_xray"}
+                   "eyepacs": "fundus", "chestxray14": "chest_xray", "vindr_cxr": "chest_xray",
+                   "padchest": "chest_xray"}
 
 
 @dataclass(frozen=True)

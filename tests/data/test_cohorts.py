@@ -12,6 +12,7 @@ from cohort_trees import (
     build_idrid,
     build_messidor2,
     build_pad_ufes_20,
+    build_padchest,
     build_vindr_cxr,
 )
 
@@ -97,6 +98,7 @@ def test_vindr_cxr_test_consensus_and_train_majority(tmp_path):
 @pytest.mark.parametrize("loader, build, n", [
     ("ham10000", build_ham10000, 21), ("pad_ufes_20", build_pad_ufes_20, 18), ("derm7pt", build_derm7pt, 16), ("messidor2", build_messidor2, 9),
     ("idrid", build_idrid, 15), ("eyepacs", build_eyepacs, 12), ("chestxray14", build_chestxray14, 12),
+    ("padchest", build_padchest, 7),
 ])
 def test_datasets_check_reads_every_cohort(tmp_path, loader, build, n):
     build(tmp_path)
@@ -134,3 +136,20 @@ def test_derm7pt_cases_images_and_map_onto_isic(tmp_path):
     counts = dict(zip(mapped.task.class_names, np.bincount(mapped.labels, minlength=8).tolist(), strict=True))
     assert counts == {"MEL": 2, "NV": 4, "BCC": 2, "AK": 0, "BKL": 2, "DF": 2, "VASC": 2, "SCC": 0}
     assert mapped.label_map["no_counterpart"] == ["AK", "SCC"]
+
+
+def test_padchest_frontal_rows_findings_and_map(tmp_path):
+    build_padchest(tmp_path)
+    data = load_dataset("padchest", tmp_path)
+    assert len(data) == 7 and len(set(data.groups)) == 4
+    assert data.accounting.dropped == {"projection not in PA/AP/AP_horizontal": 2, "Labels unreadable or empty": 1}
+    assert data.task.class_names == ("atelectasis", "cardiomegaly", "chronic changes", "consolidation",
+                                     "pleural effusion", "pulmonary edema")
+    assert list(data.subgroups.columns) == ["sex", "age", "view"]
+    assert len(load_dataset("padchest", tmp_path, physician_only=True)) == 3
+    mapped = load_dataset("padchest", tmp_path, label_map="chexpert-to-padchest")
+    positives = dict(zip(mapped.task.class_names, mapped.labels.sum(axis=0).astype(int).tolist(), strict=True))
+    assert positives == {"Atelectasis": 2, "Cardiomegaly": 2, "Consolidation": 1, "Edema": 1, "Pleural Effusion": 2}
+    # physician-labelled only: no consolidation in the subset, so that label is absent, not scored
+    few = load_dataset("padchest", tmp_path, physician_only=True, label_map="chexpert-to-padchest")
+    assert "Consolidation" in few.label_map["absent"] and "Consolidation" not in few.label_map["scored"]
