@@ -191,13 +191,13 @@ def load_padchest(
     keep &= readable
     dropped = {reason: n for reason, n in dropped.items() if n}
     table = table[keep].reset_index(drop=True)
-    parsed = [p for p, k in zip(parsed, keep, strict=True) if k]
+    kept_labels = [p for p, k in zip(parsed, keep, strict=True) if k and p is not None]
     if table.empty:
         raise DataError(f"padchest: no rows left in {csv_name} after the projection and label filters")
-    findings = tuple(sorted({f for labels in parsed for f in labels if f} - {"normal"}))
+    findings = tuple(sorted({f for labels in kept_labels for f in labels if f} - {"normal"}))
     labels = np.zeros((len(table), len(findings)), dtype=np.float32)
     column = {name: j for j, name in enumerate(findings)}
-    for row, found in enumerate(parsed):
+    for row, found in enumerate(kept_labels):
         for finding in found:
             if finding in column:
                 labels[row, column[finding]] = 1.0
