@@ -169,15 +169,23 @@ def fingerprint_cached(dataset: Dataset, folder: Path | None, workers: int = 4) 
 
 
 def _popcount(values: np.ndarray) -> np.ndarray:
+    """Set bits per uint64 (uint8 counts: a block of pairs stays small)."""
     if hasattr(np, "bitwise_count"):
-        return np.bitwise_count(values).astype(np.int64)
+        return np.bitwise_count(values)
     bytes_view = values.view(np.uint8).reshape(*values.shape, 8)
-    return np.unpackbits(bytes_view, axis=-1).sum(axis=-1).astype(np.int64)
+    return np.unpackbits(bytes_view, axis=-1).sum(axis=-1, dtype=np.uint8)
 
 
-def find_overlaps(a: Prints, b: Prints, a_name: str = "a", b_name: str = "b", block: int = 2048,
+PAIRS_PER_BLOCK = 2**23
+"""Hash pairs compared at once (64 MiB of uint64 XORs), whatever the data sets' sizes."""
+
+
+def find_overlaps(a: Prints, b: Prints, a_name: str = "a", b_name: str = "b", block: int | None = None,
                   max_hamming: int = MAX_HAMMING, min_correlation: float = MIN_CORRELATION) -> list[Overlap]:
-    """Every pair (image of ``a``, image of ``b``) that is an exact or a near copy, in ``b``'s row order."""
+    """Every pair (image of ``a``, image of ``b``) that is an exact or a near copy, sorted by ``b``'s id.
+
+    ``block`` rows of ``b`` are compared with all of ``a`` at once (default: :data:`PAIRS_PER_BLOCK` pairs)."""
+    block = block or max(1, PAIRS_PER_BLOCK // max(1, len(a)))
     found: list[Overlap] = []
     by_hash: dict[str, int] = {}
     for i, digest in enumerate(a.sha256.tolist()):
@@ -200,7 +208,8 @@ def find_overlaps(a: Prints, b: Prints, a_name: str = "a", b_name: str = "b", bl
                 j = start + r
                 if j in exact_b or corr < min_correlation:
                     continue
-                found.append(Overlap(a_name, str(a.ids[c]), b_name, str(b.ids[j]), "near", int(distance[r, c]), float(corr)))
+                found.append(Overlap(a_name, str(a.ids[c]), b_name, str(b.ids[j]), "near", int(distance[r, c]),
+                                     float(corr)))
     found.sort(key=lambda o: (o.b_id, o.kind != "exact", o.distance, o.a_id))
     return found
 

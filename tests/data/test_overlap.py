@@ -157,3 +157,11 @@ def test_prints_are_reused_until_a_file_changes(planted, tmp_path, monkeypatch):
     os.utime(changed, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
     with pytest.raises(AssertionError, match="decoded"):
         overlap.fingerprint_cached(isic, tmp_path)
+
+
+def test_block_size_does_not_change_what_is_found(planted):
+    base, _ = planted
+    isic = fingerprint(load_dataset("isic2019", base / "isic"))
+    ham = fingerprint(load_dataset("ham10000", base / "ham"))
+    whole = find_overlaps(isic, ham)
+    assert find_overlaps(isic, ham, block=1) == whole == find_overlaps(isic, ham, block=7)
