@@ -96,7 +96,7 @@ DATASET_LOADERS: dict[str, Callable[..., Dataset]] = {
 
 # One line per loader for `crs datasets list` and the docs.
 DATASET_DESCRIPTIONS: dict[str, str] = {
-    "synthetic": "built-in generated benchmark (three modalities plus a shifted chest site)",
+    "synthetic": "built-in generated benchmark (three modalities, each with a shifted second site)",
     "isic2019": "ISIC 2019 dermoscopy, 8-class diagnosis, split by lesion_id",
     "aptos2019": "APTOS 2019 fundus, diabetic retinopathy grade 0-4 (ordinal)",
     "chexpert": "CheXpert v1.0 chest X-ray, 5 findings (multilabel), uncertainty policy, split by patient",
