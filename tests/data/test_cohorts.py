@@ -153,3 +153,10 @@ def test_padchest_frontal_rows_findings_and_map(tmp_path):
     # physician-labelled only: no consolidation in the subset, so that label is absent, not scored
     few = load_dataset("padchest", tmp_path, physician_only=True, label_map="chexpert-to-padchest")
     assert "Consolidation" in few.label_map["absent"] and "Consolidation" not in few.label_map["scored"]
+
+
+def test_datasets_check_reads_vindr_dicom(tmp_path):
+    pytest.importorskip("pydicom")
+    build_vindr_cxr(tmp_path)
+    report = check_dataset("vindr_cxr", tmp_path)
+    assert report.ok and report.n_images == 6 and report.dicom["n_files"] == 6
