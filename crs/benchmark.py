@@ -135,8 +135,12 @@ class Benchmark:
         shard: tuple[int, int] | None = None,
         wait: bool = False,
         announce: Callable[[str], None] | None = None,
+        allow_overlap: bool = False,
     ) -> ExtractStats:
         """Stage 1: cache clean and corrupted features of every encoder (skips what is cached).
+
+        A shift target's images that are also in its source are dropped from it and listed in the
+        run's audit (``allow_overlap=True`` keeps them and marks the run; :mod:`crs.data.overlap`).
 
         ``shard=(i, n)`` fills only row chunks ``k % n == i``; ``wait`` waits for another writer of
         the same (store, encoder, shard) instead of failing. ``announce`` receives one line per
@@ -144,7 +148,8 @@ class Benchmark:
         """
         from crs.extract.stage import extract_spec
 
-        return extract_spec(self.spec, encoders, progress=progress, shard=shard, wait=wait, announce=announce)
+        return extract_spec(self.spec, encoders, progress=progress, shard=shard, wait=wait, announce=announce,
+                            allow_overlap=allow_overlap)
 
     def plan(self, encoders: list[str] | None = None, corruption_rows: int | None = None) -> ExtractPlan:
         """What :meth:`extract` would do: forward passes, cached part, bytes, disk and time per data set x encoder.

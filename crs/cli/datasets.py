@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from crs.data import DATASET_DESCRIPTIONS, DATASET_LOADERS
+from crs.data import DATASET_ACCESS, DATASET_DESCRIPTIONS, DATASET_LOADERS
 from crs.data.check import check_dataset
 
 
@@ -33,6 +33,60 @@ def list_loaders() -> None:
     """Print every registered loader with a one-line description."""
     for name in sorted(DATASET_LOADERS):
         click.echo(f"{name:<10} {DATASET_DESCRIPTIONS.get(name, '')}")
+
+
+@datasets.command("show")
+@click.argument("name")
+def show(name: str) -> None:
+    """Print what loader NAME reads, its licence and access, and the shipped label maps onto or from it."""
+    from crs.data.label_map import read_label_map, shipped_maps
+
+    if name not in DATASET_LOADERS:
+        raise click.ClickException(f"unknown loader {name!r}; known: {', '.join(sorted(DATASET_LOADERS))}")
+    click.echo(f"loader     {name}")
+    click.echo(f"reads      {DATASET_DESCRIPTIONS.get(name, '')}")
+    click.echo(f"licence    {DATASET_ACCESS.get(name, 'see the data set page')}")
+    for map_name in shipped_maps():
+        label_map = read_label_map(map_name)
+        if label_map.target_loader == name or map_name.startswith(f"{name}-to-"):
+            pairs = ", ".join(f"{t}->{s}" for t, s in label_map.classes.items())
+            none = f"; no counterpart: {', '.join(label_map.no_counterpart)}" if label_map.no_counterpart else ""
+            click.echo(f"label map  {map_name}: {pairs}{none}")
+
+
+@datasets.command("overlap")
+@click.argument("spec_path", metavar="SPEC", type=click.Path(exists=True, dir_okay=False))
+@click.argument("names", nargs=-1)
+@click.option("--json", "as_json", is_flag=True, help="Print every overlapping pair as JSON.")
+@click.option("--workers", default=4, show_default=True, help="Threads reading images.")
+def overlap(spec_path: str, names: tuple[str, ...], as_json: bool, workers: int) -> None:
+    """Images shared by the data sets and shift targets of SPEC (every pair, or the NAMES given); exit 1 if any."""
+    from crs.data import load_entry
+    from crs.data.overlap import find_overlaps, fingerprint, overlapping_ids
+    from crs.spec import load_spec
+
+    spec = load_spec(spec_path)
+    entries = [e for d in spec.datasets for e in (d, *d.shift_targets)]
+    if names:
+        unknown = sorted(set(names) - {e.name for e in entries})
+        if unknown:
+            raise click.ClickException(f"{unknown} are not data sets or shift targets of {spec_path}")
+        entries = [e for e in entries if e.name in names]
+    prints = {e.name: fingerprint(load_entry(e), workers) for e in entries}
+    pairs = []
+    for i, first in enumerate(entries):
+        for second in entries[i + 1:]:
+            found = find_overlaps(prints[first.name], prints[second.name], first.name, second.name)
+            pairs.append((first.name, second.name, found))
+    if as_json:
+        click.echo(json.dumps([o.to_dict() for _, _, found in pairs for o in found], indent=2))
+    else:
+        for a, b, found in pairs:
+            exact = sum(o.kind == "exact" for o in found)
+            click.echo(f"{a} x {b}: {len(overlapping_ids(found))} image(s) of {b} also in {a} "
+                       f"({exact} exact, {len(found) - exact} near)")
+    if any(found for _, _, found in pairs):
+        sys.exit(1)
 
 
 @datasets.command("check")

@@ -50,13 +50,14 @@ skip_bad_option = click.option(
 )
 
 
-def _extract(bench: Benchmark, quiet: bool, shard: str | None = None, wait: bool = False) -> None:
+def _extract(bench: Benchmark, quiet: bool, shard: str | None = None, wait: bool = False,
+             allow_overlap: bool = False) -> None:
     try:
         click.echo(bench.plan().summary_line())
     except Exception as error:  # the plan is a courtesy: extraction reports its own errors, by name
         click.echo(f"plan: not available ({str(error).splitlines()[0] if str(error) else type(error).__name__})")
     stats = bench.extract(progress=not quiet, shard=parse_shard(shard) if shard else None, wait=wait,
-                          announce=lambda line: click.echo(f"extract: {line}"))
+                          announce=lambda line: click.echo(f"extract: {line}"), allow_overlap=allow_overlap)
     counts = ", ".join(f"{name} {n:,}" for name, n in stats.forward_images.items())
     click.echo(
         f"extract: {stats.images_decoded:,} images decoded, forward passes per encoder: {counts or 'none'}"
@@ -116,10 +117,12 @@ def _all_stages(bench: Benchmark, jobs: int | str | None, cluster: str | None, q
 @shard_option
 @wait_option
 @skip_bad_option
+@click.option("--allow-overlap", is_flag=True,
+              help="Keep shift-target images that are also in their source (default: drop them, listed in audit.json).")
 def extract(spec_path: str, cache: str | None, out: str | None, quiet: bool, shard: str | None, wait: bool,
-            skip_bad: bool) -> None:
+            skip_bad: bool, allow_overlap: bool) -> None:
     """Stage 1: cache clean and corrupted features of every encoder (skips what is cached)."""
-    _extract(Benchmark(spec_path, cache=cache, output=out, skip_bad=skip_bad), quiet, shard, wait)
+    _extract(Benchmark(spec_path, cache=cache, output=out, skip_bad=skip_bad), quiet, shard, wait, allow_overlap)
 
 
 @click.command()

@@ -12,6 +12,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -72,6 +73,8 @@ class Dataset:
     the modality's default (:data:`DEFAULT_FIT`).
     ``subgroups`` holds one categorical column per patient-group attribute (sex, age band, view...),
     one row per image; empty when the data set has none (:mod:`crs.data.subgroups` fills it).
+    ``label_map`` is what a label map did to a target cohort (:mod:`crs.data.label_map`): the classes
+    scored, those with no counterpart; empty when no map was applied.
     """
 
     name: str
@@ -89,6 +92,7 @@ class Dataset:
     fit: str = ""
     accounting: RowAccounting | None = None
     subgroups: pd.DataFrame = field(default_factory=pd.DataFrame)
+    label_map: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.fit = self.fit or default_fit(self.modality)
@@ -119,7 +123,7 @@ class Dataset:
         return Dataset(
             self.name, self.root, self.task, self.modality, self.image_size, self.ids[idx],
             [self.paths[i] for i in idx], self.groups[idx], self.labels[idx], self.splits[idx], meta,
-            list(self.skipped), self.fit, self.accounting, subgroups,
+            list(self.skipped), self.fit, self.accounting, subgroups, dict(self.label_map),
         )
 
     def id_digest(self) -> str:

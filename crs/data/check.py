@@ -28,7 +28,8 @@ REPORT_KEYS = (
     "dicom", "problems",
 )
 # Loaders that read files from disk accept verify="none", which loads the table only.
-FILE_LOADERS = ("isic2019", "aptos2019", "chexpert", "mimic_cxr", "folder")
+FILE_LOADERS = ("isic2019", "aptos2019", "chexpert", "mimic_cxr", "folder", "ham10000", "pad_ufes_20", "derm7pt", "messidor2",
+                "idrid", "eyepacs", "chestxray14", "vindr_cxr", "padchest")
 
 
 @dataclass(frozen=True)

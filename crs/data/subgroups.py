@@ -37,6 +37,12 @@ DEFAULT_ATTRIBUTES: dict[str, dict[str, str]] = {
     "synthetic": {"sex": "sex", AGE: "age"},
     "aptos2019": {},
     "folder": {},
+    "ham10000": {"sex": "sex", AGE: "age", "site": "localization"},
+    "pad_ufes_20": {"fitzpatrick": "fitzpatrick", "sex": "sex", AGE: "age"},
+    "chestxray14": {"sex": "sex", AGE: "age", "view": "view"},
+    "eyepacs": {"eye": "eye"},
+    "derm7pt": {"sex": "sex", "site": "location"},
+    "padchest": {"sex": "sex", AGE: "age", "view": "view"},
 }
 """Loader -> {attribute: metadata column} used when the spec names none."""
 

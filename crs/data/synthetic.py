@@ -1,4 +1,4 @@
-"""The embedded default benchmark: three small synthetic modalities plus a shifted chest site.
+"""The embedded default benchmark: three small synthetic modalities, each with a shifted second site.
 
 Images are generated deterministically from a seed, written once as PNG files with a CSV (so stage 1
 exercises real decoding), and carry planted, learnable class signal:
@@ -12,6 +12,8 @@ exercises real decoding), and carry planted, learnable class signal:
   intensity structures (wide heart, basal fluid, haze, bands, patches); 1 to 3 films per patient.
   ``site="b"`` draws a second hospital: other contrast, gamma, noise and a resolution loss;
   ``site="c"`` a third: over-exposed, flatter contrast, a little blur (another shift target).
+* dermoscopy and fundus ``site="b"``: another site's camera (:func:`_second_camera`: colour cast,
+  gamma, resolution loss, noise) over other patients, so ``crs demo`` scores shift on all three tasks.
 
 Every data set also has a ``sex`` and an ``age`` column per group (patient or lesion), drawn from a
 random stream of their own (:func:`demographics`), so adding them changed no image and no label.
@@ -34,6 +36,8 @@ from crs.data.base import DataError, Dataset, Task, group_split
 GENERATOR_VERSION = "2"
 SITES = ("a", "b", "c")
 """Hospitals of the synthetic chest task: ``a`` the source, ``b`` and ``c`` shifted sites."""
+SITES_OF = {"dermoscopy": ("a", "b"), "fundus": ("a", "b"), "chest_xray": SITES}
+"""Sites per modality: dermoscopy and fundus have a second site ``b`` (another camera), chest three."""
 
 DERM_CLASSES = ("MEL", "NV", "BCC", "AK", "BKL", "DF", "VASC", "SCC")
 # ISIC 2019 training proportions, tempered by a square root so rare classes still have examples.
@@ -145,6 +149,21 @@ def _chest(rng: np.random.Generator, findings: np.ndarray, size: int, site: str)
     return np.repeat(image[..., None], 3, axis=2)
 
 
+def _second_camera(rng: np.random.Generator, image: np.ndarray, size: int, tint: tuple[float, float, float],
+                   gamma: float) -> np.ndarray:
+    """Another site's camera: a colour cast, another gamma, a resolution loss (2/3) and more sensor noise.
+
+    Used for site ``b`` of dermoscopy (a smartphone-like camera) and fundus (another fundus camera);
+    site ``a`` images never pass here, so they stay byte-identical."""
+    channels = []
+    for c in range(3):
+        plane = Image.fromarray(np.clip(image[..., c], 0, 1).astype(np.float32), mode="F")
+        small = plane.resize((size * 2 // 3, size * 2 // 3), Image.Resampling.BILINEAR)
+        channels.append(np.asarray(small.resize((size, size), Image.Resampling.BILINEAR), dtype=np.float32))
+    shifted = np.clip(np.stack(channels, axis=2), 0, 1) ** gamma * np.asarray(tint, dtype=np.float32)
+    return shifted + rng.normal(0, 0.05, shifted.shape)
+
+
 def _labels_and_groups(modality: str, n_images: int, rng: np.random.Generator):
     if modality == "dermoscopy":
         labels = rng.choice(len(DERM_CLASSES), size=n_images, p=DERM_PREVALENCE / DERM_PREVALENCE.sum())
@@ -201,8 +220,8 @@ def generate_synthetic(
         raise DataError(f"synthetic: modality {modality!r} is not one of {sorted(MODALITY_TASK)}")
     if site not in SITES:
         raise DataError(f"synthetic: site must be one of {SITES}, got {site!r}")
-    if site != "a" and modality != "chest_xray":
-        raise DataError(f"synthetic: a shifted site {site!r} exists for modality 'chest_xray' only")
+    if site not in SITES_OF[modality]:
+        raise DataError(f"synthetic: modality {modality!r} has sites {SITES_OF[modality]}, not {site!r}")
     params = dict(version=GENERATOR_VERSION, modality=modality, n_images=n_images, image_size=image_size,
                   seed=seed, site=site)
     digest = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:12]
@@ -220,8 +239,12 @@ def generate_synthetic(
         image_rng = np.random.default_rng([seed, stream + 1, list(MODALITY_TASK).index(modality), i])
         if modality == "dermoscopy":
             array = _dermoscopy(image_rng, int(labels[i]), image_size)
+            if site == "b":
+                array = _second_camera(image_rng, array, image_size, tint=(1.08, 0.97, 0.86), gamma=0.85)
         elif modality == "fundus":
             array = _fundus(image_rng, int(labels[i]), image_size)
+            if site == "b":
+                array = _second_camera(image_rng, array, image_size, tint=(0.8, 1.05, 1.1), gamma=1.25)
         else:
             array = _chest(image_rng, labels[i], image_size, site)
         image_id = f"{modality[:4]}{site}_{i:05d}"

@@ -9,12 +9,15 @@ from crs.cache.lock import WriterLock, layout_lock_path
 from crs.cache.store import FeatureStore, store_path
 from crs.corruptions.variants import resolve_variants
 from crs.data import Dataset, load_entry
+from crs.data.overlap import fingerprint_cached, screen_target
 from crs.data.shift import shift_target_dataset
 from crs.encoders import create
 from crs.extract.runner import ExtractStats, extract_dataset
 from crs.spec import Spec
 
 log = logging.getLogger("crs")
+PRINTS_FOLDER = "overlap-prints"
+"""Cache sub-folder of the images' overlap prints (:func:`crs.data.overlap.fingerprint_cached`)."""
 
 
 def _chosen(spec: Spec, names: list[str] | None) -> list:
@@ -30,11 +33,13 @@ def create_encoders(spec: Spec, names: list[str] | None = None, device: str | No
 
 def extract_spec(spec: Spec, encoder_names: list[str] | None = None, progress: bool = True,
             shard: tuple[int, int] | None = None, wait: bool = False,
-            announce: Callable[[str], None] | None = None) -> ExtractStats:
+            announce: Callable[[str], None] | None = None, allow_overlap: bool = False) -> ExtractStats:
     """Stage 1 for every data set of the spec and every one of its shift targets.
 
     ``shard=(i, n)`` fills only chunks ``k % n == i`` (``crs extract --shard i/n``); ``wait`` waits
-    for another writer of the same (store, encoder, shard) instead of failing.
+    for another writer of the same (store, encoder, shard) instead of failing. Each shift target is
+    first compared with its source image by image (:mod:`crs.data.overlap`): images it shares with the
+    source are dropped from it and listed in its cache, or kept and marked with ``allow_overlap``.
     """
     all_encoders = create_encoders(spec, encoder_names)
     stats = ExtractStats()
@@ -56,14 +61,22 @@ def extract_spec(spec: Spec, encoder_names: list[str] | None = None, progress: b
                             corruption_rows_wanted=spec.extract.corruption_rows)
         )
         _record_skipped(spec, dataset)
+        source_prints = None
         for target_entry in entry.shift_targets:
             target = shift_target_dataset(load_entry(target_entry, **bad_images), dataset)
+            prints_folder = spec.cache / PRINTS_FOLDER
+            if source_prints is None:
+                source_prints = fingerprint_cached(dataset, prints_folder)
+            target, overlap = screen_target(dataset, target, allow_overlap, source_prints, prints_folder=prints_folder)
+            if overlap["n_overlapping"]:
+                log.warning("%s: %d image(s) also in %s (%s; listed in audit.json)", target.name,
+                            overlap["n_overlapping"], dataset.name, "kept" if allow_overlap else "dropped")
             stats.merge(
                 extract_dataset(target, encoders, spec.cache, (), spec.extract.batch_size,
                                 spec.extract.chunk_rows, spec.extract.device, progress, shard=shard, wait=wait,
                             announce=announce, threads=_threads(spec))
             )
-            _record_skipped(spec, target)
+            _record_skipped(spec, target, overlap)
     return stats
 
 
@@ -71,10 +84,16 @@ def _threads(spec: Spec) -> int | None:
     return None if spec.extract.threads == "auto" else int(spec.extract.threads)
 
 
-def _record_skipped(spec: Spec, dataset: Dataset) -> None:
-    """Keep the list of skipped images with the cache, so stage 2 can put it in the run records."""
+def _record_skipped(spec: Spec, dataset: Dataset, overlap: dict | None = None) -> None:
+    """Keep the list of skipped images (and a target's label map: the classes scored) with the cache,
+    so stage 2 can put them in the run's audit."""
     path = store_path(spec.cache, dataset.name)
     with WriterLock(layout_lock_path(path), wait=True):  # shards may write the same attributes
-        FeatureStore(path, mode="a").root.attrs["skipped_images"] = list(dataset.skipped)
+        attrs = FeatureStore(path, mode="a").root.attrs
+        attrs["skipped_images"] = list(dataset.skipped)
+        if dataset.label_map:
+            attrs["label_map"] = dict(dataset.label_map)
+        if overlap is not None:
+            attrs["overlap"] = overlap
 
 

@@ -210,7 +210,7 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
     _add(robustness, plots_runs.severity_curves(records, styles, folder / "severity.png", modalities),
          "Macro AUROC against corruption severity per corruption family (severity 0 = clean).",
          "No corrupted evaluations in these run records: severity curves skipped.")
-    sites = shift_table(records, everyone)
+    sites = shift_table(records, everyone, cache_root)
     if sites is not None:
         robustness.tables.append(sites)
     if draw_corruption_grids:

@@ -22,6 +22,15 @@ DATASET_WORDS = {
     "aptos2019": ("APTOS",),
     "chexpert": ("CheXpert",),
     "mimic_cxr": ("MIMIC-CXR", "MIMIC CXR"),
+    "ham10000": ("HAM10000", "ISIC"),
+    "pad_ufes_20": ("PAD-UFES",),
+    "derm7pt": ("Derm7pt", "7-point"),
+    "messidor2": ("Messidor",),
+    "idrid": ("IDRiD",),
+    "eyepacs": ("EyePACS",),
+    "chestxray14": ("ChestX-ray14", "ChestX-ray8", "NIH chest"),
+    "vindr_cxr": ("VinDr",),
+    "padchest": ("PadChest",),
 }
 # Modality -> words saying the pretraining data were of that kind of image.
 MODALITY_WORDS = {
@@ -29,7 +38,10 @@ MODALITY_WORDS = {
     "dermoscopy": ("dermatolog", "dermoscop", "skin lesion", "ISIC"),
     "fundus": ("fundus", "retina", "retinal", "APTOS", "EyePACS"),
 }
-LOADER_MODALITY = {"isic2019": "dermoscopy", "aptos2019": "fundus", "chexpert": "chest_xray", "mimic_cxr": "chest_xray"}
+LOADER_MODALITY = {"isic2019": "dermoscopy", "aptos2019": "fundus", "chexpert": "chest_xray", "mimic_cxr": "chest_xray",
+                   "ham10000": "dermoscopy", "pad_ufes_20": "dermoscopy", "derm7pt": "dermoscopy", "messidor2": "fundus", "idrid": "fundus",
+                   "eyepacs": "fundus", "chestxray14": "chest_xray", "vindr_cxr": "chest_xray",
+                   "padchest": "chest_xray"}
 
 
 @dataclass(frozen=True)

@@ -72,7 +72,18 @@ def test_site_c_is_a_third_hospital_brighter_than_both(tmp_path):
 def test_rejects_unknown_modality_and_site(tmp_path):
     with pytest.raises(DataError, match="modality"):
         load_dataset("synthetic", tmp_path, modality="mri")
-    with pytest.raises(DataError, match="site 'b'"):
-        load_dataset("synthetic", tmp_path, modality="fundus", site="b")
+    with pytest.raises(DataError, match="has sites \\('a', 'b'\\), not 'c'"):
+        load_dataset("synthetic", tmp_path, modality="fundus", site="c")
     with pytest.raises(DataError, match=r"site must be one of \('a', 'b', 'c'\)"):
         load_dataset("synthetic", tmp_path, modality="chest_xray", site="d")
+
+
+@pytest.mark.parametrize("modality", ["dermoscopy", "fundus"])
+def test_second_site_is_another_camera_with_no_copies_of_site_a(tmp_path, modality):
+    from crs.data.overlap import find_overlaps, fingerprint
+
+    a = load_dataset("synthetic", tmp_path, modality=modality, n_images=80, image_size=32)
+    b = load_dataset("synthetic", tmp_path, modality=modality, n_images=40, image_size=32, site="b", shift_target=True)
+    assert b.name == f"synthetic-{modality}-site-b" and set(b.splits) == {"test"}
+    assert b.task == a.task and set(b.ids).isdisjoint(a.ids)
+    assert find_overlaps(fingerprint(a), fingerprint(b)) == []  # the demo's overlap check drops nothing
