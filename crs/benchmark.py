@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -174,6 +174,15 @@ class Benchmark:
         ``check_data=False`` checks shapes, dtypes and flags without reading chunk data.
         """
         return verify_cache(self.spec.cache, check_data=check_data)
+
+    def verify_images(self, *, workers: int = 8) -> dict[str, Any]:
+        """Re-hash every image of the spec's data sets against what their stores recorded.
+
+        Data set -> list of changed images (empty: same files), or a line saying why nothing was compared.
+        """
+        from crs.extract.stage import verify_images
+
+        return dict(verify_images(self.spec, workers=workers))
 
     def repair_cache(
         self, problems: Mapping[str, Sequence[Problem]], *, progress: bool = True
