@@ -184,6 +184,17 @@ class Benchmark:
 
         return dict(verify_images(self.spec, workers=workers))
 
+    def kept(self, stage: str) -> str:
+        """One line: what a ``stage`` (extract | probe | score | report) stopped part-way left for the next run."""
+        from crs.evaluate.kept import kept_by_probing
+        from crs.extract.kept import kept_by_extraction
+
+        if stage == "extract":
+            return kept_by_extraction(self.plan(), self.spec.cache)
+        if stage == "probe":
+            return kept_by_probing(self.folder)
+        return "kept the feature cache and the run records; only this step is redone"
+
     def repair_cache(
         self, problems: Mapping[str, Sequence[Problem]], *, progress: bool = True
     ) -> CacheRepair:

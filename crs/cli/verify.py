@@ -1,7 +1,9 @@
 """``crs cache verify [--cache DIR | --spec SPEC] [--repair]``: check (and repair) the feature cache.
 
-Exit codes: 0 every store is sound; 1 problems were found (each printed on its own line, naming
-the store, the array and the chunk); 2 a usage or input error.
+Exit codes: 0 nothing is damaged (chunks an interrupted extraction has not written yet are listed,
+one ``INCOMPLETE`` line per feature group: they resume); 1 damage was found (each problem printed on
+its own ``BAD`` line, naming the store, the array and the chunk) or an image file changed; 2 a usage
+or input error.
 """
 
 from __future__ import annotations
@@ -12,17 +14,21 @@ from typing import Any
 import click
 
 from crs.benchmark import Benchmark
-from crs.cache.verify import Problem, verify_cache
+from crs.cache.verify import Problem, interrupted_summary, verify_cache
 
 
 def _report(results: dict[str, list[Problem]], quiet: bool) -> int:
+    """``BAD`` lines for damage; one ``INCOMPLETE`` line per unfinished group (it resumes). Returns the damage count."""
     count = 0
     for store, problems in results.items():
-        if not problems and not quiet:
-            click.echo(f"{Path(store).name}: ok")
-        for problem in problems:
+        damaged = [problem for problem in problems if problem.damaged]
+        if not damaged and not quiet:
+            click.echo(f"{Path(store).name}: ok" + (" (unfinished: see below)" if problems else ""))
+        for problem in damaged:
             click.echo(f"BAD {problem}")
-        count += len(problems)
+        for line in interrupted_summary([problem for problem in problems if not problem.damaged]):
+            click.echo(f"INCOMPLETE {line}")
+        count += len(damaged)
     return count
 
 
@@ -63,7 +69,7 @@ def verify(cache_root: str | None, spec_path: str | None, repair: bool, metadata
     root = bench.spec.cache if bench is not None else Path(cache_root or "cache")
     results = verify_cache(root, check_data=not metadata_only)
     found = _report(results, quiet)
-    if found and bench is not None and repair:
+    if any(results.values()) and bench is not None and repair:  # unfinished groups resume too
         repaired = bench.repair_cache(results, progress=not quiet)
         for action in repaired.actions:
             click.echo(f"repair: {action}")
@@ -78,5 +84,7 @@ def verify(cache_root: str | None, spec_path: str | None, repair: bool, metadata
         click.echo(f"verify: {found} problem(s) in {root}"
                    + (f"; {changed_images} image file(s) changed" if changed_images else ""), err=True)
         raise SystemExit(1)
+    unfinished = sum(1 for problems in results.values() if problems)
     if not quiet:
-        click.echo(f"verify: {len(results)} store(s) sound")
+        click.echo(f"verify: {len(results)} store(s) sound, nothing damaged"
+                   + (f"; {unfinished} with unfinished extractions (`crs extract` resumes them)" if unfinished else ""))
