@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # the stages' modules are imported when a stage runs: extract
     # torch, torchvision and the encoder libraries (seconds), which scoring and reporting never need
     from crs.evaluate.stage import ProbeOutcome
     from crs.extract.plan import ExtractPlan
+    from crs.extract.preflight import PreflightReport
     from crs.extract.runner import ExtractStats
 
 __all__ = ["DEMO_SPEC", "Benchmark", "CacheRepair", "RunOutcome"]
@@ -183,6 +184,16 @@ class Benchmark:
         from crs.extract.stage import verify_images
 
         return dict(verify_images(self.spec, workers=workers))
+
+    def check(self, encoders: list[str] | None = None) -> PreflightReport:
+        """The pre-flight check: every problem stage 1 would meet, found in one pass before any encoder runs.
+
+        Raises :class:`~crs.extract.preflight.PreflightError` holding all of them; returns the report
+        (with what it saw: pixel formats, bytes to write) when there is none.
+        """
+        from crs.extract.preflight import require_preflight
+
+        return require_preflight(self.spec, encoders)
 
     def kept(self, stage: str) -> str:
         """One line: what a ``stage`` (extract | probe | score | report) stopped part-way left for the next run."""

@@ -128,30 +128,39 @@ def _sampled_modes(dataset: Dataset) -> set[str]:
     return modes
 
 
+def image_problem(store: FeatureStore, dataset: Dataset, workers: int = 8) -> str | None:
+    """Why the store's features may not be reused for ``dataset``'s files (one line), or None. Writes nothing.
+
+    Sampled files that differ from the record; or, for a store recorded before crs kept digests, 16-bit
+    or float grey images, whose features the old decoder computed from clipped, white pictures (0045).
+    A store whose table is of another image list has nothing to compare (extraction rewrites the table).
+    """
+    if store.root.attrs.get("id_digest") != dataset.id_digest():
+        return None
+    if recorded_digests(store) is None:
+        if store.encoder_names() and RECORD_ATTRIBUTE not in store.root.attrs:
+            recoded = sorted(_sampled_modes(dataset) & RECODED_MODES)
+            if recoded:
+                return (f"{store.path} was extracted before crs decoded {', '.join(recoded)} images faithfully "
+                        f"(they were clipped to white; decision 0045); delete it to extract {dataset.name!r} again")
+        return None
+    rows = sample_rows(len(dataset))
+    changes = compare(store, dataset, rows, workers)
+    return changed_message(store, dataset, changes, len(rows)) if changes else None
+
+
 def ensure_same_images(store: FeatureStore, dataset: Dataset, workers: int = 8) -> str:
     """Record the images of a new store, or check a sample of them against the record.
 
     Call after ``store.write_table(dataset)`` under the store's layout lock. Returns what happened
-    (``recorded`` | ``same`` | ``moved``); raises :class:`CacheError` in one line when sampled files
-    differ, or when a store recorded before crs kept digests holds features of 16-bit images that
-    the old decoder clipped to white (decision 0045).
+    (``recorded`` | ``same`` | ``moved``); raises :class:`CacheError` with :func:`image_problem`'s line.
     """
-    recorded = recorded_digests(store)
-    if recorded is None:
-        had_features = bool(store.encoder_names())
-        if had_features and RECORD_ATTRIBUTE not in store.root.attrs:
-            recoded = sorted(_sampled_modes(dataset) & RECODED_MODES)
-            if recoded:
-                raise CacheError(
-                    f"{store.path} was extracted before crs decoded {', '.join(recoded)} images faithfully "
-                    f"(they were clipped to white; decision 0045); delete it to extract {dataset.name!r} again"
-                )
+    problem = image_problem(store, dataset, workers)
+    if problem is not None:
+        raise CacheError(problem)
+    if recorded_digests(store) is None:
         _record(store, dataset, workers)
         return "recorded"
-    rows = sample_rows(len(dataset))
-    changes = compare(store, dataset, rows, workers)
-    if changes:
-        raise CacheError(changed_message(store, dataset, changes, len(rows)))
     record = dict(cast(dict[str, Any], store.root.attrs[RECORD_ATTRIBUTE]))
     if record.get("root") != str(dataset.root):
         log.info("%s: same image files now under %s (were under %s)", dataset.name, dataset.root, record.get("root"))

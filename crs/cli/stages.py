@@ -88,6 +88,13 @@ def _stage(bench: Benchmark, stage: str) -> Iterator[None]:
         sys.exit(130)
 
 
+def _preflight(bench: Benchmark) -> None:
+    """`crs check` before any encoder runs (imported here: it loads the encoder libraries, which score never needs)."""
+    from crs.cli.check import preflight_or_stop
+
+    preflight_or_stop(bench)
+
+
 def _extract(bench: Benchmark, quiet: bool, shard: str | None = None, wait: bool = False) -> None:
     with _stage(bench, "extract"):
         _extract_stage(bench, quiet, shard, wait)
@@ -147,6 +154,7 @@ def _report(bench: Benchmark, score: ScoreResult | None = None) -> Path:
 
 
 def _all_stages(bench: Benchmark, jobs: int | str | None, cluster: str | None, quiet: bool) -> None:
+    _preflight(bench)
     for limit in bench.ranking_limits():  # said before the run, and again under the score
         click.echo(f"note: {limit}")
     _extract(bench, quiet)
@@ -165,7 +173,9 @@ def _all_stages(bench: Benchmark, jobs: int | str | None, cluster: str | None, q
 def extract(spec_path: str, cache: str | None, out: str | None, quiet: bool, shard: str | None, wait: bool,
             skip_bad: bool) -> None:
     """Stage 1: cache clean and corrupted features of every encoder (skips what is cached)."""
-    _extract(Benchmark(spec_path, cache=cache, output=out, skip_bad=skip_bad), quiet, shard, wait)
+    bench = Benchmark(spec_path, cache=cache, output=out, skip_bad=skip_bad)
+    _preflight(bench)
+    _extract(bench, quiet, shard, wait)
 
 
 @click.command()
