@@ -23,6 +23,7 @@ from crs.cache.images import image_problem, sample_rows
 from crs.cache.store import CacheError, FeatureStore, store_path
 from crs.data import Dataset, load_entry
 from crs.data.base import DataError
+from crs.data.check import FILE_LOADERS
 from crs.data.dicom import looks_like_dicom
 from crs.data.pixels import describe, to_eight_bit
 from crs.data.shift import shift_target_dataset
@@ -104,12 +105,19 @@ def writable(folder: Path, what: str, setting: str) -> Finding | None:
     return None
 
 
+def _bad_images(spec: Spec, loader: str) -> dict[str, object]:
+    """Loader options as stage 1 passes them, except that skipped images are found by a stat, not a decode:
+    with ``skip_bad`` the loaders decode every image to find unreadable ones, which stage 1 does anyway."""
+    if not spec.extract.skip_bad:
+        return {}
+    return {"skip_bad": True, **({"verify": "exists"} if loader in FILE_LOADERS else {})}
+
+
 def _datasets(spec: Spec, problems: list[Finding]) -> list[Dataset]:
-    bad_images = {"skip_bad": True} if spec.extract.skip_bad else {}
     loaded = []
     for entry in spec.datasets:
         try:
-            source = load_entry(entry, **bad_images)
+            source = load_entry(entry, **_bad_images(spec, entry.loader))
             validate_for_extraction(source)
             loaded.append(source)
         except (DataError, CacheError, OSError, TypeError) as error:
@@ -117,7 +125,7 @@ def _datasets(spec: Spec, problems: list[Finding]) -> list[Dataset]:
             continue
         for target_entry in entry.shift_targets:
             try:
-                target = shift_target_dataset(load_entry(target_entry, **bad_images), source)
+                target = shift_target_dataset(load_entry(target_entry, **_bad_images(spec, target_entry.loader)), source)
                 validate_for_extraction(target)
                 loaded.append(target)
             except (DataError, CacheError, OSError, TypeError) as error:
