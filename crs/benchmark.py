@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # the stages' modules are imported when a stage runs: extract
     # torch, torchvision and the encoder libraries (seconds), which scoring and reporting never need
     from crs.evaluate.stage import ProbeOutcome
     from crs.extract.plan import ExtractPlan
+    from crs.extract.preflight import PreflightReport
     from crs.extract.runner import ExtractStats
 
 __all__ = ["DEMO_SPEC", "Benchmark", "CacheRepair", "RunOutcome"]
@@ -179,6 +180,36 @@ class Benchmark:
         ``check_data=False`` checks shapes, dtypes and flags without reading chunk data.
         """
         return verify_cache(self.spec.cache, check_data=check_data)
+
+    def verify_images(self, *, workers: int = 8) -> dict[str, Any]:
+        """Re-hash every image of the spec's data sets against what their stores recorded.
+
+        Data set -> list of changed images (empty: same files), or a line saying why nothing was compared.
+        """
+        from crs.extract.stage import verify_images
+
+        return dict(verify_images(self.spec, workers=workers))
+
+    def check(self, encoders: list[str] | None = None) -> PreflightReport:
+        """The pre-flight check: every problem stage 1 would meet, found in one pass before any encoder runs.
+
+        Raises :class:`~crs.extract.preflight.PreflightError` holding all of them; returns the report
+        (with what it saw: pixel formats, bytes to write) when there is none.
+        """
+        from crs.extract.preflight import require_preflight
+
+        return require_preflight(self.spec, encoders)
+
+    def kept(self, stage: str) -> str:
+        """One line: what a ``stage`` (extract | probe | score | report) stopped part-way left for the next run."""
+        from crs.evaluate.kept import kept_by_probing
+        from crs.extract.kept import kept_by_extraction
+
+        if stage == "extract":
+            return kept_by_extraction(self.plan(), self.spec.cache)
+        if stage == "probe":
+            return kept_by_probing(self.folder)
+        return "kept the feature cache and the run records; only this step is redone"
 
     def repair_cache(
         self, problems: Mapping[str, Sequence[Problem]], *, progress: bool = True

@@ -30,6 +30,8 @@ from crs.spec import for_setting
 CHUNK_KINDS = ("incomplete", "missing-chunk", "unreadable", "checksum", "no-checksum", "non-finite")
 ARRAY_KINDS = ("shape", "dtype", "markers")
 STORE_KINDS = ("table", "temp-file")
+# What an interrupted extraction leaves: not damage, a later `crs extract` resumes (or a repair removes) it.
+INTERRUPTED_KINDS = ("incomplete", "temp-file")
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,34 @@ class Problem:
     def __str__(self) -> str:
         where = self.array + (f" chunk {self.chunk}" if self.chunk is not None else "")
         return f"{Path(self.store).name}: {where}: {self.kind}: {self.detail}"
+
+    @property
+    def damaged(self) -> bool:
+        """False for what an interrupted run leaves (unwritten chunks, temporary files): that resumes."""
+        return self.kind not in INTERRUPTED_KINDS
+
+
+def interrupted_summary(problems: list[Problem]) -> list[str]:
+    """One line per feature group (and per store for temporary files) of what an interrupted run left.
+
+    A cache killed mid-extraction has one ``incomplete`` problem per unwritten row chunk (171 on the
+    demo); they say one thing: the group is unfinished and `crs extract` resumes it.
+    """
+    chunks: dict[tuple[str, str], dict[str, int]] = {}
+    temp_files: dict[str, int] = {}
+    for problem in problems:
+        if problem.kind == "incomplete":
+            group = "/".join(problem.array.split("/")[:3])
+            per_array = chunks.setdefault((problem.store, group), {})
+            per_array[problem.array] = per_array.get(problem.array, 0) + 1
+        elif problem.kind == "temp-file":
+            temp_files[problem.store] = temp_files.get(problem.store, 0) + 1
+    lines = [f"{Path(store).name}: {group}: {sum(per_array.values())} row chunk(s) in {len(per_array)} array(s) "
+             "not yet written (an unfinished extraction; `crs extract` resumes it)"
+             for (store, group), per_array in chunks.items()]
+    lines += [f"{Path(store).name}: {n} temporary file(s) left by an interrupted write (harmless; "
+              "a repair removes them)" for store, n in temp_files.items()]
+    return lines
 
 
 def _check_table(store: Path, root: zarr.Group) -> tuple[list[Problem], int | None, int | None]:

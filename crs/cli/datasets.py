@@ -125,6 +125,8 @@ def format_report(report: Any) -> str:
         lines.append("classes    " + ", ".join(f"{k} {v}" for k, v in report.classes.items()))
     for split, entry in report.splits.items():
         lines.append(f"{split:<10} {entry['images']} images, {entry['groups']} groups")
+    if report.pixel_formats:
+        lines.append("pixels     " + ", ".join(f"{fmt} {n}" for fmt, n in report.pixel_formats.items()))
     lines.append(f"duplicates {len(report.duplicates)} across splits")
     lines.extend(f"note       {note}" for note in rows.get("notes", []))
     if report.dicom.get("n_files"):

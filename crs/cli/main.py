@@ -16,6 +16,7 @@ import click
 
 from crs.cli.cache import cache, import_features
 from crs.cli.datasets import datasets
+from crs.cli.flags import SETTING_FLAGS
 from crs.cli.stages import STAGE_COMMANDS
 from crs.spec import SETTING_ATTRIBUTE
 
@@ -27,6 +28,7 @@ LAZY_COMMANDS = {
     "reproduce": "crs.cli.reproduce:reproduce",
     "compare": "crs.cli.reproduce:compare",
     "plan": "crs.cli.plan:plan",
+    "check": "crs.cli.check:check",
 }
 """Commands whose modules import torch, torchvision or the encoder libraries (seconds): imported when
 the command is asked for, so ``crs score`` and ``crs report`` start without them."""
@@ -37,10 +39,6 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
-# The command-line flag of each setting a library error may name (crs.spec.for_setting).
-SETTING_FLAGS = {
-    "cache": "--cache", "output": "--out", "shard": "--shard", "cluster": "--cluster", "jobs": "--jobs",
-}
 
 
 def error_line(error: BaseException) -> str:

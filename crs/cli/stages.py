@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -50,8 +53,56 @@ skip_bad_option = click.option(
 )
 
 
+RESUMED_OPTIONS = ("cache", "out", "shard", "jobs", "cluster")
+"""Options a resumed command must repeat to find the same cache and output (quiet and the like need not)."""
+
+
+def _resume_command() -> str:
+    """The command line that resumes the running command: its path, the spec and the options naming its folders."""
+    ctx = click.get_current_context()
+    words = [ctx.command_path]
+    if ctx.params.get("spec_path"):
+        words.append(str(ctx.params["spec_path"]))
+    for name in RESUMED_OPTIONS:
+        if ctx.params.get(name) is not None:
+            words += [f"--{name}", str(ctx.params[name])]
+    if ctx.params.get("skip_bad"):
+        words.append("--skip-bad")
+    return " ".join(words)
+
+
+@contextlib.contextmanager
+def _stage(bench: Benchmark, stage: str) -> Iterator[None]:
+    """Turn Ctrl-C into what was kept and how to resume (instead of click's bare ``Aborted!``), exit 130."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        click.echo("", err=True)  # end a progress bar's line
+        click.echo(f"crs: interrupted during {stage}", err=True)
+        try:
+            click.echo(f"crs: {bench.kept(stage)}", err=True)
+        except Exception as error:  # a second problem must not hide the first: say so and carry on
+            click.echo(f"crs: could not read what was kept ({str(error).splitlines()[0] if str(error) else error})",
+                       err=True)
+        click.echo(f"crs: to resume, run again: {_resume_command()}", err=True)
+        sys.exit(130)
+
+
+def _preflight(bench: Benchmark) -> None:
+    """`crs check` before any encoder runs (imported here: it loads the encoder libraries, which score never needs)."""
+    from crs.cli.check import preflight_or_stop
+
+    preflight_or_stop(bench)
+
+
 def _extract(bench: Benchmark, quiet: bool, shard: str | None = None, wait: bool = False,
              allow_overlap: bool = False) -> None:
+    with _stage(bench, "extract"):
+        _extract_stage(bench, quiet, shard, wait, allow_overlap)
+
+
+def _extract_stage(bench: Benchmark, quiet: bool, shard: str | None = None, wait: bool = False,
+                   allow_overlap: bool = False) -> None:
     try:
         click.echo(bench.plan().summary_line())
     except Exception as error:  # the plan is a courtesy: extraction reports its own errors, by name
@@ -72,7 +123,8 @@ def _extract(bench: Benchmark, quiet: bool, shard: str | None = None, wait: bool
 
 def _probe(bench: Benchmark, jobs: int | str | None, cluster: str | None, quiet: bool, full: bool = False) -> None:
     started = time.perf_counter()
-    outcome = bench.probe(jobs=jobs, cluster=cluster, progress=not quiet, full=full)
+    with _stage(bench, "probe"):
+        outcome = bench.probe(jobs=jobs, cluster=cluster, progress=not quiet, full=full)
     click.echo(
         f"probe: {outcome.n_probes} probes, {len(outcome.records)} evaluation records -> {bench.folder.records_path}"
         f" [{time.perf_counter() - started:.1f} s]"
@@ -85,7 +137,8 @@ def _probe(bench: Benchmark, jobs: int | str | None, cluster: str | None, quiet:
 
 
 def _score(bench: Benchmark) -> ScoreResult:
-    result = bench.score()
+    with _stage(bench, "score"):
+        result = bench.score()
     click.echo(result.format())
     for limit in bench.ranking_limits():
         click.echo(f"note: {limit}")
@@ -96,12 +149,14 @@ def _report(bench: Benchmark, score: ScoreResult | None = None) -> Path:
     if score is None:
         score, source = bench.stored_score()
         click.echo(source)
-    path = bench.report(score)
+    with _stage(bench, "report"):
+        path = bench.report(score)
     click.echo(f"report: {path.resolve()}")
     return path
 
 
 def _all_stages(bench: Benchmark, jobs: int | str | None, cluster: str | None, quiet: bool) -> None:
+    _preflight(bench)
     for limit in bench.ranking_limits():  # said before the run, and again under the score
         click.echo(f"note: {limit}")
     _extract(bench, quiet)
@@ -122,7 +177,9 @@ def _all_stages(bench: Benchmark, jobs: int | str | None, cluster: str | None, q
 def extract(spec_path: str, cache: str | None, out: str | None, quiet: bool, shard: str | None, wait: bool,
             skip_bad: bool, allow_overlap: bool) -> None:
     """Stage 1: cache clean and corrupted features of every encoder (skips what is cached)."""
-    _extract(Benchmark(spec_path, cache=cache, output=out, skip_bad=skip_bad), quiet, shard, wait, allow_overlap)
+    bench = Benchmark(spec_path, cache=cache, output=out, skip_bad=skip_bad)
+    _preflight(bench)
+    _extract(bench, quiet, shard, wait, allow_overlap)
 
 
 @click.command()

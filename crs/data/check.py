@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import io
-from collections import defaultdict
+from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -22,10 +22,11 @@ from PIL import Image, UnidentifiedImageError
 from crs.data import load_dataset
 from crs.data.base import SPLITS, DataError, Dataset
 from crs.data.dicom import looks_like_dicom, scan_dicom
+from crs.data.pixels import describe, to_eight_bit
 
 REPORT_KEYS = (
     "dataset", "root", "rows", "n_images", "n_missing", "n_unreadable", "classes", "splits", "n_groups", "duplicates",
-    "dicom", "problems",
+    "dicom", "pixel_formats", "problems",
 )
 # Loaders that read files from disk accept verify="none", which loads the table only.
 FILE_LOADERS = ("isic2019", "aptos2019", "chexpert", "mimic_cxr", "folder", "ham10000", "pad_ufes_20", "derm7pt", "messidor2",
@@ -40,6 +41,8 @@ class CheckReport:
     pixel data: two exports of one image differ in their headers); ``dicom``: how many listed
     files are DICOM and, per kind of problem (unsupported transfer syntax, no pixel data,
     multi-frame, unsupported pixels, unreadable), how many, the first file and what to do;
+    ``pixel_formats``: images per PIL mode and bit depth (``L 8-bit``, ``I;16 16-bit``, ``DICOM``),
+    as :mod:`crs.data.pixels` maps them to 8 bit; images it cannot map are ``n_unreadable``;
     ``rows``: rows the CSVs list, rows kept, rows dropped by reason, groups (patients) lost with
     them, and notes on the splits (for example a radiologist-labelled file pooled into them)."""
 
@@ -54,6 +57,7 @@ class CheckReport:
     n_groups: int = 0
     duplicates: list[dict[str, Any]] = field(default_factory=list)
     dicom: dict[str, Any] = field(default_factory=dict)
+    pixel_formats: dict[str, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list, repr=False)
     unreadable: list[str] = field(default_factory=list, repr=False)
@@ -77,22 +81,24 @@ class CheckReport:
 
 @dataclass(frozen=True)
 class ImageScan:
-    """One file read once: ``status`` ok | missing | unreadable, a content digest, a detail, and
-    for DICOM files ``dicom`` = "ok" or the kind of problem ("" for other formats)."""
+    """One file read once: ``status`` ok | missing | unreadable | unmappable, a content digest, a
+    detail, for DICOM files ``dicom`` = "ok" or the kind of problem ("" for other formats), and
+    ``pixels``: its mode and bit depth (:func:`crs.data.pixels.describe`)."""
 
     status: str
     digest: str | None = None
     detail: str = ""
     dicom: str = ""
+    pixels: str = ""
 
 
 def scan_image(path: Path) -> ImageScan:
-    """Read ``path`` once: hash it (DICOM: its pixel data) and decode it."""
+    """Read ``path`` once: hash it (DICOM: its pixel data), decode it and map it to 8 bit."""
     if path.is_file() and looks_like_dicom(path):
         problem, digest = scan_dicom(path, decode=True)
         if problem is None:
-            return ImageScan("ok", digest, "", "ok")
-        return ImageScan("unreadable", digest, problem.detail, problem.kind)
+            return ImageScan("ok", digest, "", "ok", "DICOM")
+        return ImageScan("unreadable", digest, problem.detail, problem.kind, "DICOM")
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -102,11 +108,15 @@ def scan_image(path: Path) -> ImageScan:
     digest = hashlib.sha256(data).hexdigest()
     try:
         with Image.open(io.BytesIO(data)) as image:
+            pixels = describe(image)
             image.draft("RGB", (64, 64))
             image.load()
+            to_eight_bit(image, path)
+    except DataError as error:
+        return ImageScan("unmappable", digest, str(error), "", pixels)
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
         return ImageScan("unreadable", digest, str(error))
-    return ImageScan("ok", digest)
+    return ImageScan("ok", digest, pixels=pixels)
 
 
 def dicom_summary(paths: list[str], scans: list[ImageScan]) -> dict[str, Any]:
@@ -149,7 +159,9 @@ def check_dataset(name: str, root: Path | str, workers: int = 4, **options: Any)
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         scans = list(pool.map(lambda p: scan_image(base / p), dataset.paths))
     missing = [p for p, scan in zip(dataset.paths, scans, strict=True) if scan.status == "missing"]
-    unreadable = [f"{p}: {scan.detail}" for p, scan in zip(dataset.paths, scans, strict=True) if scan.status == "unreadable"]
+    unreadable = [f"{p}: {scan.detail}" for p, scan in zip(dataset.paths, scans, strict=True)
+                  if scan.status in ("unreadable", "unmappable")]
+    pixel_formats = dict(sorted(Counter(scan.pixels for scan in scans if scan.pixels).items()))
     dicom = dicom_summary(dataset.paths, scans)
 
     split_report: dict[str, dict[str, Any]] = {}
@@ -181,6 +193,10 @@ def check_dataset(name: str, root: Path | str, workers: int = 4, **options: Any)
     ]
     if other_unreadable:
         problems.append(f"{len(other_unreadable)} image(s) unreadable, first: {base / other_unreadable[0]}")
+    unmappable = [scan.detail for scan in scans if scan.status == "unmappable"]
+    if unmappable:
+        more = f" (+{len(unmappable) - 1} more)" if len(unmappable) > 1 else ""
+        problems.append(f"{len(unmappable)} image(s) with pixels crs cannot map to 8 bit faithfully{more}: {unmappable[0]}")
     for kind, entry in dicom["problems"].items():
         problems.append(f"{entry['count']} DICOM file(s): {kind} ({entry['detail']}), first: {base / entry['first']}")
     for split, entry in split_report.items():
@@ -205,6 +221,7 @@ def check_dataset(name: str, root: Path | str, workers: int = 4, **options: Any)
         n_groups=int(len(set(dataset.groups.tolist()))),
         duplicates=duplicates,
         dicom=dicom,
+        pixel_formats=pixel_formats,
         problems=problems,
         missing=missing,
         unreadable=unreadable,

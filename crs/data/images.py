@@ -23,6 +23,7 @@ from PIL import Image, UnidentifiedImageError
 from crs.data.base import DataError, Dataset, safe_join
 from crs.data.dicom import looks_like_dicom, read_dicom, scan_dicom
 from crs.data.fit import check_fit, fit_square
+from crs.data.pixels import to_eight_bit
 
 VERIFY_MODES = ("none", "exists", "decode")
 
@@ -33,7 +34,9 @@ def decode_image(path: Path | str, draft_size: int | None = None, grey_ok: bool 
     ``draft_size`` lets PIL decode a large JPEG at reduced scale (a power of two, never below
     ``draft_size`` on either side, so every fit mode still resizes down). DICOM files are decoded
     by :func:`crs.data.dicom.read_dicom` (rescale, VOI LUT or window, MONOCHROME1 inverted, to 8
-    bit). ``grey_ok`` returns grey pictures as one band (mode ``L``), so a caller can resize one
+    bit). Other formats are mapped to 8 bit by :func:`crs.data.pixels.to_eight_bit` (16-bit grey
+    scaled by its bit depth's maximum, never clipped; a mode with no faithful mapping is refused,
+    naming the file). ``grey_ok`` returns grey pictures as one band (mode ``L``), so a caller can resize one
     band instead of three before converting (bit-identical: PIL resamples each band alike). A
     missing, truncated or unreadable file raises :class:`DataError` naming it.
     """
@@ -45,7 +48,8 @@ def decode_image(path: Path | str, draft_size: int | None = None, grey_ok: bool 
             with Image.open(path) as opened:
                 if draft_size:
                     opened.draft("RGB", (draft_size, draft_size))
-                picture = opened if opened.mode == "L" and grey_ok else opened.convert("RGB")
+                opened.load()
+                picture = opened if opened.mode == "L" and grey_ok else to_eight_bit(opened, path, grey_ok)
                 picture.load()
         return picture if picture.mode == "RGB" or (grey_ok and picture.mode == "L") else picture.convert("RGB")
     except FileNotFoundError as error:
@@ -136,6 +140,9 @@ def check_image_file(path: Path, decode: bool) -> tuple[str, str] | None:
         with Image.open(path) as image:
             image.draft("RGB", (64, 64))
             image.load()
+            to_eight_bit(image, path)
+    except DataError as error:  # decodes, but has no faithful 8-bit picture (crs.data.pixels)
+        return ("unreadable", str(error))
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
         return ("unreadable", str(error))
     return None

@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 
 from crs.cache import corrupt_rows as stored_rows
 from crs.cache.fingerprint import fingerprint
+from crs.cache.images import ensure_same_images
 from crs.cache.lock import WriterLock, layout_lock_path, writer_lock_path
 from crs.cache.store import FEATURE_DTYPE, CacheError, FeatureStore, store_path, test_digest
 from crs.cache.writer import ChunkedFeatureArray
@@ -296,6 +297,7 @@ def extract_dataset(
     with WriterLock(layout_lock_path(path), "create arrays", wait=True):
         store = FeatureStore(path, mode="a")
         store.write_table(dataset)
+        ensure_same_images(store, dataset)  # ids say nothing of pixels: a changed folder is refused (0046)
         all_jobs = [_EncoderJob(encoder, store, dataset, variants, rows, chunk_rows, SUITE_VERSION, batch_size)
                     for encoder in encoders]
     jobs = []

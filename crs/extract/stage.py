@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from crs.cache.images import ImageChange, compare
 from crs.cache.lock import WriterLock, layout_lock_path
-from crs.cache.store import FeatureStore, store_path
+from crs.cache.store import CacheError, FeatureStore, store_path
 from crs.corruptions.variants import resolve_variants
 from crs.data import Dataset, load_entry
 from crs.data.overlap import fingerprint_cached, screen_target
@@ -97,3 +98,33 @@ def _record_skipped(spec: Spec, dataset: Dataset, overlap: dict | None = None) -
             attrs["overlap"] = overlap
 
 
+
+
+def spec_datasets(spec: Spec) -> list[Dataset]:
+    """Every data set of the spec and each of its shift targets, loaded as stage 1 loads them (tables only)."""
+    bad_images = {"skip_bad": True} if spec.extract.skip_bad else {}
+    loaded = []
+    for entry in spec.datasets:
+        dataset = load_entry(entry, **bad_images)
+        loaded.append(dataset)
+        loaded.extend(shift_target_dataset(load_entry(target, **bad_images), dataset) for target in entry.shift_targets)
+    return loaded
+
+
+def verify_images(spec: Spec, workers: int = 8) -> dict[str, list[ImageChange] | str]:
+    """Re-hash every image of every data set of ``spec`` against its store's record (decision 0046).
+
+    Data set name -> the images whose files differ (empty: all the same), or a one-line reason
+    there is nothing to compare with (no store yet, or a store recorded before crs kept digests).
+    """
+    results: dict[str, list[ImageChange] | str] = {}
+    for dataset in spec_datasets(spec):
+        path = store_path(spec.cache, dataset.name)
+        if not path.exists():
+            results[dataset.name] = f"no store at {path} yet (nothing extracted)"
+            continue
+        try:
+            results[dataset.name] = compare(FeatureStore(path), dataset, workers=workers)
+        except CacheError as error:
+            results[dataset.name] = str(error)
+    return results

@@ -114,6 +114,13 @@ def test_corrupt_image_stops_with_its_name_and_marks_nothing_half_done(tmp_path)
     code, line = invoke("extract", str(spec), "-q")
     assert code == 2 and "image unreadable or truncated" in line and "img009.png" in line
     store = tmp_path / "cache" / "folder.zarr"
+    assert not store.exists()  # the CLI's pre-flight check (crs check) found it before stage 1 began
+    # Stage 1 on its own (the library, no pre-flight) meets it mid-run and marks nothing half done.
+    from crs.benchmark import Benchmark
+    from crs.data import DataError
+
+    with pytest.raises(DataError, match=r"image unreadable or truncated: .*img009\.png"):
+        Benchmark(str(spec)).extract(progress=False)
     assert {p.kind for p in verify_store(store)} == {"incomplete"}
     assert zarr.open_group(str(store), mode="r")["encoders/pixel_stats"].attrs.get("current") is None
 
