@@ -47,6 +47,23 @@ CACHED_BYTES = 64 * 2**20
 
 
 @dataclass
+class PassCounter:
+    """Full float64 passes of the polish over its subsets' rows, counted as they happen: each
+    objective evaluation is one pass (two products with every row of the subset). A measure of the
+    polish's work that does not depend on the machine's load (``scripts/polish_counts.py``)."""
+
+    probes: int = 0
+    evaluations: int = 0
+    rows: int = 0  # rows touched, summed over evaluations (divide by the training rows: full passes)
+
+    def reset(self) -> None:
+        self.probes = self.evaluations = self.rows = 0
+
+
+PASSES = PassCounter()
+
+
+@dataclass
 class ExactProblem:
     """One subset's L2 logistic problem in float64, in coordinates w = basis @ u (plus intercept).
 
@@ -69,6 +86,7 @@ class ExactProblem:
         # Small subsets are converted to float64 once; large ones block by block at each evaluation.
         small = self.rows.size * 8 <= CACHED_BYTES
         self._converted = as_float(self.rows, np.float64) if small and self.rows.dtype != np.float64 else None
+        self._buffer: np.ndarray | None = None
         # the basis products run through torch's BLAS: about 3x numpy's on these D x r x K products
         self._basis = None if self.basis is None else torch.from_numpy(np.ascontiguousarray(self.basis))
 
@@ -78,8 +96,10 @@ class ExactProblem:
             for start in range(0, len(rows), BLOCK_ROWS):
                 yield start, rows[start : start + BLOCK_ROWS]
             return
+        if self._buffer is None:  # one block buffer for every evaluation: fresh 64 MB blocks are faulted in anew
+            self._buffer = np.empty((min(BLOCK_ROWS, len(self.rows)), self.rows.shape[1]))
         for start in range(0, len(self.rows), BLOCK_ROWS):
-            yield start, as_float(self.rows[start : start + BLOCK_ROWS], np.float64)
+            yield start, as_float(self.rows[start : start + BLOCK_ROWS], np.float64, self._buffer)
 
     def weights(self, u: np.ndarray) -> np.ndarray:
         """The standardised weights (D, K) of coordinates u (r + 1, K)."""
@@ -87,6 +107,8 @@ class ExactProblem:
 
     def value_and_grad(self, u: np.ndarray) -> tuple[float, np.ndarray]:
         """Objective and gradient at u (r + 1, K) (last row: the intercept)."""
+        PASSES.evaluations += 1
+        PASSES.rows += len(self.rows)
         weights = self.weights(u)
         if self._basis is None:
             scaled, intercept = weights, u[-1]
@@ -390,6 +412,7 @@ def polish(
         problem = ExactProblem(rows=projected, offset=None, std=None, basis=None, curvature=curvature, lam=lam, **targets)
     else:
         problem = ExactProblem(rows=rows, offset=offset, std=std, basis=basis, curvature=curvature, lam=lam, **targets)
+    PASSES.probes += 1
     u, converged = minimise(problem, u0, tol)
     polished_weights = basis @ u[:-1]
     polished_bias = u[-1].copy()
