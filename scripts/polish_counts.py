@@ -9,8 +9,9 @@ thread. Each variant is fitted in turn in one process, so the CPU seconds are si
 
     python scripts/polish_counts.py [--task chexpert] [--scale 0.15] [--variant NAME ...]
 
-Variants: ``fresh-blocks`` (the code before 0075: a new float64 block allocated at each block of
-each evaluation instead of one reused buffer; the same numbers), ``tol=X`` (the float32 refinement's tolerance before the polish; the default is the
+Variants: ``before`` (the evaluation before decision 0075: a new float64 array for each block of
+each evaluation instead of one reused buffer, and the products with the rows through torch),
+``default`` (this code), ``tol=X`` (the float32 refinement's tolerance before the polish; the default is the
 backend's), ``polish=X`` (the polish's gradient tolerance). Prints, per variant, the polish's
 evaluations per probe by label fraction, its full passes in units of the training rows, and the
 fit's CPU seconds; the first variant's probes are the reference for the logits' largest difference
@@ -69,6 +70,62 @@ def _fresh_blocks(self):
         yield start, as_float(self.rows[start : start + polish_module.BLOCK_ROWS], np.float64)
 
 
+def _torch_value_and_grad(self, u: np.ndarray) -> tuple[float, np.ndarray]:
+    """ExactProblem.value_and_grad before 0075: the rows' two products through torch (same function)."""
+    polish_module.PASSES.evaluations += 1
+    polish_module.PASSES.rows += len(self.rows)
+    weights = self.weights(u)
+    if self._basis is None:
+        scaled, intercept = weights, u[-1]
+    else:
+        assert self.std is not None and self.offset is not None
+        scaled = weights / self.std[:, None]  # on raw features
+        intercept = u[-1] - self.offset @ scaled
+    n = len(self.rows)
+    value = 0.0
+    raw_grad = torch.zeros(u.shape[1], scaled.shape[0], dtype=torch.float64)
+    residual_sum = np.zeros(u.shape[1])
+    scaled_t = torch.from_numpy(np.ascontiguousarray(scaled))
+    for start, block in self._blocks():
+        block_t = torch.from_numpy(block)
+        logits = (block_t @ scaled_t).numpy()
+        logits += intercept
+        stop = start + len(block)
+        y = self.targets[start:stop]
+        if self.row_weights is not None:
+            weight = self.row_weights[start:stop]
+            e = np.exp(-np.abs(logits))  # shared by log(1 + e^x) and the sigmoid
+            value += float((weight * (np.maximum(logits, 0.0) + np.log1p(e) - y * logits)).sum())
+            residual = (np.where(logits >= 0, 1.0, e) / (1.0 + e) - y) * weight
+        else:
+            assert self.class_mask is not None
+            logits += self.class_mask
+            logits -= logits.max(axis=1, keepdims=True)
+            exp = np.exp(logits)
+            total = exp.sum(axis=1, keepdims=True)
+            # log-loss: log sum exp - the picked logit (logits shifted by the row's top)
+            value += float(np.log(total).sum() - np.where(y > 0, logits, 0.0).sum()) / n
+            residual = exp / total
+            residual -= y
+            residual /= n
+        # residual^T X rather than X^T residual: the long axis stays contiguous (torch: ~2x numpy here)
+        raw_grad += torch.from_numpy(np.ascontiguousarray(residual.T)) @ block_t
+        residual_sum += residual.sum(axis=0)
+    grad = np.empty_like(u)
+    grad[-1] = residual_sum
+    if self._basis is None:
+        grad[:-1] = raw_grad.numpy().T + self.lam * weights
+    else:  # d/d(weights) of the data term, (X - offset)^T R / std, from the raw products; all (K, D)
+        assert self.std is not None and self.offset is not None
+        data_grad = raw_grad.numpy()
+        data_grad -= residual_sum[:, None] * self.offset[None, :]
+        data_grad /= self.std[None, :]
+        data_grad += self.lam[:, None] * weights.T
+        grad[:-1] = (torch.from_numpy(data_grad) @ self._basis).numpy().T
+    value += 0.5 * float((self.lam * weights * weights).sum())
+    return value, grad
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--task", default="chexpert", choices=[t.name for t in paper_scale.TASKS])
@@ -83,12 +140,15 @@ def main() -> None:
     torch.set_num_threads(1)
     reference = None
     buffered_blocks = polish_module.ExactProblem._blocks
+    current_value_and_grad = polish_module.ExactProblem.value_and_grad
     for variant in args.variant or ["default"]:
         options: dict = {}
         torch_batched.polish = original
         polish_module.ExactProblem._blocks = buffered_blocks  # type: ignore[method-assign]
-        if variant == "fresh-blocks":
+        polish_module.ExactProblem.value_and_grad = current_value_and_grad  # type: ignore[method-assign]
+        if variant == "before":
             polish_module.ExactProblem._blocks = _fresh_blocks  # type: ignore[method-assign]
+            polish_module.ExactProblem.value_and_grad = _torch_value_and_grad  # type: ignore[method-assign]
         elif variant.startswith("tol="):
             options["tol"] = float(variant[4:])
         elif variant.startswith("polish="):

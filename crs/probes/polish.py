@@ -118,12 +118,14 @@ class ExactProblem:
             intercept = u[-1] - self.offset @ scaled
         n = len(self.rows)
         value = 0.0
-        raw_grad = torch.zeros(u.shape[1], scaled.shape[0], dtype=torch.float64)
+        # The two products with the rows run through numpy's BLAS: with K outputs they read the block
+        # and do little else, and there OpenBLAS took 14 + 12 ms per 8,192 x 1,024 block against
+        # torch's 17 + 22 (both kernels, decision 0075).
+        raw_grad = np.zeros((u.shape[1], scaled.shape[0]))
         residual_sum = np.zeros(u.shape[1])
-        scaled_t = torch.from_numpy(np.ascontiguousarray(scaled))
+        scaled = np.ascontiguousarray(scaled)
         for start, block in self._blocks():
-            block_t = torch.from_numpy(block)
-            logits = (block_t @ scaled_t).numpy()
+            logits = block @ scaled
             logits += intercept
             stop = start + len(block)
             y = self.targets[start:stop]
@@ -143,16 +145,16 @@ class ExactProblem:
                 residual = exp / total
                 residual -= y
                 residual /= n
-            # residual^T X rather than X^T residual: the long axis stays contiguous (torch: ~2x numpy here)
-            raw_grad += torch.from_numpy(np.ascontiguousarray(residual.T)) @ block_t
+            # residual^T X rather than X^T residual: the long axis stays contiguous
+            raw_grad += np.ascontiguousarray(residual.T) @ block
             residual_sum += residual.sum(axis=0)
         grad = np.empty_like(u)
         grad[-1] = residual_sum
         if self._basis is None:
-            grad[:-1] = raw_grad.numpy().T + self.lam * weights
+            grad[:-1] = raw_grad.T + self.lam * weights
         else:  # d/d(weights) of the data term, (X - offset)^T R / std, from the raw products; all (K, D)
             assert self.std is not None and self.offset is not None
-            data_grad = raw_grad.numpy()
+            data_grad = raw_grad
             data_grad -= residual_sum[:, None] * self.offset[None, :]
             data_grad /= self.std[None, :]
             data_grad += self.lam[:, None] * weights.T
