@@ -155,9 +155,12 @@ def main() -> None:
             torch_batched.polish = functools.partial(original, tol=float(variant[7:]))
         per_probe: list[tuple[int, int]] = []
 
-        def counted(data, unique, *rest, inner=torch_batched.polish, log=per_probe, **kw):
-            before = polish_module.PASSES.evaluations
+        polish_seconds = [0.0]
+
+        def counted(data, unique, *rest, inner=torch_batched.polish, log=per_probe, clock=polish_seconds, **kw):
+            before, started = polish_module.PASSES.evaluations, time.process_time()
             out = inner(data, unique, *rest, **kw)
+            clock[0] += time.process_time() - started
             log.append((len(data.unique_subsets[unique]), polish_module.PASSES.evaluations - before))
             return out
 
@@ -180,7 +183,8 @@ def main() -> None:
             spread = np.ptp(reference, axis=1).max(axis=1)
             difference = float((np.abs(logits - reference).max(axis=(1, 2)) / np.maximum(spread, 1e-300)).max())
         print(f"{variant:14s} polish evaluations per probe by fraction {{{line}}}; "
-              f"{polish_module.PASSES.evaluations} evaluations, {passes:.1f} full passes; fit {seconds:.1f} CPU s; "
+              f"{polish_module.PASSES.evaluations} evaluations, {passes:.1f} full passes; fit {seconds:.1f} CPU s "
+              f"(polish {polish_seconds[0]:.1f}); "
               f"logits vs the first variant {difference:.1e} of their spread; C {sorted(set(probes.selected_C))}",
               flush=True)
 
