@@ -171,9 +171,9 @@ def main() -> None:
             probes = fit_probes(X_train, y_train, X_val, y_val, subsets, kind, backend="torch", Cs=CS, **options)
             seconds = time.process_time() - start
         torch_batched.polish = original
-        by_size = dict(per_probe)
+        counts = np.array(per_probe)  # (size, evaluations) per polished subset; a fraction's subsets share a size
         line = ", ".join(
-            f"{f:g}: {np.mean([by_size[n] for n in sizes[np.asarray(fractions) == f]]):.1f}" for f in FRACTIONS
+            f"{f:g}: {counts[np.isin(counts[:, 0], sizes[np.asarray(fractions) == f]), 1].mean():.1f}" for f in FRACTIONS
         )
         passes = polish_module.PASSES.rows / len(X_train)
         logits = relative_logits(probes, X_test)
