@@ -152,3 +152,29 @@ def test_block_preconditioner_reaches_the_diagonal_ones_optimum_in_fewer_steps()
     spread = np.ptp(log_p["diagonal"], axis=0).max()
     assert np.abs(log_p["blocks"] - log_p["diagonal"]).max() <= 1e-10 * spread
     assert results["blocks"][1] < results["diagonal"][1]
+
+
+def test_block_conversion_reuses_one_buffer_and_counts_each_pass(monkeypatch):
+    # A subset too large to convert once goes block by block through one reused float64 buffer
+    # (its last block shorter than the buffer); the objective must equal the float64 rows' bit for
+    # bit, and every evaluation counts as one pass over the subset's rows.
+    from crs.probes import polish as polish_module
+
+    parts = _problem("multilabel", n=70, D=40, K=3, seed=6)
+    rows, offset, std, basis, _, _, targets, row_weights, class_mask, lam = parts
+    rows16 = rows.astype(np.float16)
+    monkeypatch.setattr(polish_module, "BLOCK_ROWS", 16)
+    monkeypatch.setattr(polish_module, "CACHED_BYTES", 0)
+    curvature = np.ones((basis.shape[1] + 1, targets.shape[1]))
+    blocked = ExactProblem(rows16, offset, std, basis, curvature, targets, row_weights, class_mask, lam)
+    whole = ExactProblem(rows16.astype(np.float64), offset, std, basis, curvature, targets, row_weights, class_mask, lam)
+    assert blocked._converted is None
+    u = np.random.default_rng(7).standard_normal((basis.shape[1] + 1, targets.shape[1])) * 0.1
+    polish_module.PASSES.reset()
+    for _ in range(3):
+        f_blocked, g_blocked = blocked.value_and_grad(u)
+        f_whole, g_whole = whole.value_and_grad(u)
+        assert f_blocked == f_whole
+        np.testing.assert_array_equal(g_blocked, g_whole)
+    assert blocked._buffer is not None and blocked._buffer.shape == (16, rows.shape[1])
+    assert (polish_module.PASSES.evaluations, polish_module.PASSES.rows) == (6, 6 * len(rows))
