@@ -174,7 +174,7 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
     _add(axes, plots.axis_profiles(score.crs, styles, folder / "axis_profiles.png", score.reference),
          "Axis profile per encoder: u per axis, worst axis hatched, dashed line at the reference (0.5).")
     _add(axes, plots.pareto_views(axis_values(score).reindex(order), styles, folder / "pareto.png"),
-         "Pareto view: clean macro AUROC against calibration (debiased ECE), label efficiency (mean AUROC below "
+         "Pareto view: clean macro AUROC against calibration (RMS calibration error), label efficiency (mean AUROC below "
          "100 % labels) and robustness (mean AUROC under corruption and shift).")
     ranks = Section("ranks", "Does clean AUROC pick the same encoder?")
     _add(ranks, plots.rank_slope(score.crs, score.reversals.reversed_pairs, styles, folder / "rank_slope.png"),

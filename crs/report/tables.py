@@ -25,14 +25,14 @@ AXIS_VALUES = {
 }
 AXIS_DESCRIPTIONS = {
     "auroc": "discrimination (clean macro AUROC)",
-    "calibration_error": "calibration (debiased ECE, lower is better)",
+    "calibration_error": "calibration (debiased RMS calibration error, lower is better)",
     "label_auroc": "label efficiency (mean AUROC below 100\u00a0% labels)",
     "robust_auroc": "robustness (mean AUROC, corrupted and shifted)",
 }
 
 
 def axis_values(score) -> pd.DataFrame:
-    """Per encoder: each scored axis in its own units (AUROC, debiased ECE, label AUROC, robust AUROC).
+    """Per encoder: each scored axis in its own units (AUROC, RMS calibration error, label AUROC, robust AUROC).
 
     Mean over seeds per task, then over tasks (each task once): the values behind the axis errors.
     """
