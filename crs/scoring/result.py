@@ -254,9 +254,11 @@ class ScoreResult:
             return []
         found = gaps[gaps["auroc_gap_low"].fillna(0) > 0]
         if found.empty:
-            return [f"subgroups: no AUROC gap's {1 - self.settings.alpha:.0%} interval excludes 0 "
+            return [f"subgroups: no AUROC gap's {1 - self.settings.alpha:.0%} interval (simultaneous over the pairs of "
+                    "groups) excludes 0 "
                     f"({len(gaps)} encoder x task x condition x attribute rows; score/subgroup_gaps.parquet)"]
-        return ["subgroups (AUROC gaps whose interval excludes 0; reported, never scored):"] + [
+        return ["subgroups (AUROC gaps whose interval, simultaneous over every pair of groups, excludes 0; "
+                "reported, never scored):"] + [
             f"  {row['encoder']} on {row['task']} ({row['condition']}), by {row['attribute']}: worst {row['worst_group']} "
             f"{row['worst_auroc']:.3f}, gap to {row['best_group']} {row['auroc_gap']:.3f} "
             f"[{row['auroc_gap_low']:.3f}, {row['auroc_gap_high']:.3f}]"
