@@ -228,12 +228,13 @@ def simulate_gap_null(n_groups: int, data_sets: int = 200, n_boot: int = 200, se
     group's AUROC (``weighted_auroc``, one column per group); the gap is best minus worst group by
     the point estimate. A finding: the interval's lower bound above 0. Rates for the percentile
     interval of the picked pair (the old method) and the simultaneous max-|t| interval
-    (:func:`crs.scoring.intervals.simultaneous_gap_interval`, what ``crs score`` prints). The Monte
+    (:func:`crs.scoring.intervals.simultaneous_gap_interval`) on the AUROC scale and on the logit
+    scale (what ``crs score`` prints). The Monte
     Carlo SE of a rate p is sqrt(p (1 - p) / data_sets).
     """
     rng = np.random.default_rng([seed, n_groups])
     n = n_groups * patients_per_group
-    percentile_findings = simultaneous_findings = 0
+    percentile_findings = raw_findings = simultaneous_findings = 0
     for data_set in range(data_sets):
         group = np.repeat(np.arange(n_groups), patients_per_group)
         label = np.zeros(n, dtype=np.int64)
@@ -247,9 +248,11 @@ def simulate_gap_null(n_groups: int, data_sets: int = 200, n_boot: int = 200, se
         best, worst = int(np.argmax(aurocs[0])), int(np.argmin(aurocs[0]))
         gap = aurocs[1:, best] - aurocs[1:, worst]
         percentile_findings += np.nanpercentile(gap, 100 * alpha / 2) > 0
-        simultaneous_findings += simultaneous_gap_interval(aurocs, best, worst, alpha)[0] > 0
+        raw_findings += simultaneous_gap_interval(aurocs, best, worst, alpha)[0] > 0
+        simultaneous_findings += simultaneous_gap_interval(aurocs, best, worst, alpha, logit_scale=True)[0] > 0
     return {"percentile interval of the picked pair": percentile_findings / data_sets,
-            "simultaneous max-|t| interval (printed)": simultaneous_findings / data_sets}
+            "simultaneous max-|t|, AUROC scale": raw_findings / data_sets,
+            "simultaneous max-|t|, logit scale (printed)": simultaneous_findings / data_sets}
 
 
 def gap_null_markdown(data_sets: int, n_boot: int) -> str:

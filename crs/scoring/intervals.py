@@ -37,8 +37,12 @@ def centre_on_squares(values: np.ndarray) -> np.ndarray:
     return out
 
 
+_LOGIT_CLIP = 1e-4
+"""AUROCs are clipped to [1e-4, 1 - 1e-4] before the logit (a group ranked perfectly in a replicate)."""
+
+
 def simultaneous_gap_interval(
-    values: np.ndarray, first: int, second: int, alpha: float
+    values: np.ndarray, first: int, second: int, alpha: float, *, logit_scale: bool = False
 ) -> tuple[float, float, float]:
     """The (1 - alpha) interval of ``values[:, first] - values[:, second]``, simultaneous over every pair of groups.
 
@@ -49,10 +53,23 @@ def simultaneous_gap_interval(
     (:mod:`crs.scoring.rank_sets`): d_jk the point difference, se_jk its bootstrap SD,
     c the (1 - alpha) quantile over replicates of max_jk |d*_jk - d_jk| / se_jk; every pair's
     d_jk +- c se_jk holds together with probability 1 - alpha, so the picked pair's does too
-    (decision 0062). Returns (low, high, c); NaN where fewer than two replicates are finite.
-    A replicate in which a group has no value (no positives drawn) counts over the pairs it has.
+    (decision 0062). A replicate in which a group has no value (no positives drawn) counts over
+    the pairs it has.
+
+    ``logit_scale`` (AUROCs): the pairs are studentised on the logit scale, where an AUROC's
+    spread no longer shrinks as it nears 1 (on the raw scale the group that is best by chance has
+    the smallest SE, which inflated its t: 8.5 % null findings at eight groups against 3.5 % on the
+    logit scale, same data sets). The picked pair's logit interval D +- c s is mapped back with the
+    secant slope of the inverse logit between the two groups, d / D (the point's own ratio), so the
+    AUROC interval d +- c s d / D excludes 0 exactly when the logit one does.
+
+    Returns (low, high, c); NaN where fewer than two replicates are finite.
     """
     values = np.asarray(values, dtype=np.float64)
+    raw_gap = float(values[0, first] - values[0, second])
+    if logit_scale:
+        clipped = np.clip(values, _LOGIT_CLIP, 1.0 - _LOGIT_CLIP)
+        values = np.log(clipped) - np.log1p(-clipped)
     point, replicates = values[0], values[1:]
     n_groups = values.shape[1]
     j, k = np.triu_indices(n_groups, 1)
@@ -69,4 +86,42 @@ def simultaneous_gap_interval(
         return float("nan"), float("nan"), float("nan")
     critical = float(np.quantile(largest, 1.0 - alpha))
     gap = float(point[first] - point[second])
-    return gap - critical * float(se[pair]), gap + critical * float(se[pair]), critical
+    half = critical * float(se[pair])
+    if logit_scale:
+        mean = 0.5 * (point[first] + point[second])
+        slope = raw_gap / gap if gap != 0.0 else float(np.exp(-np.logaddexp(0.0, -mean) - np.logaddexp(0.0, mean)))
+        return raw_gap - half * slope, raw_gap + half * slope, critical
+    return gap - half, gap + half, critical
+
+
+MEASURED_COVERAGE: dict[str, dict[str, float]] = {
+    "crs": {"mean_low": 0.929, "mean_high": 0.985, "worst_encoder": 0.840},
+    "auroc": {"mean_low": 0.927, "mean_high": 0.943, "worst_encoder": 0.905},
+    "calibration": {"mean_low": 0.945, "mean_high": 0.991, "worst_encoder": 0.830},
+}
+"""Coverage of the case-level percentile intervals at the nominal 95 %, measured by
+``python -m crs.bench.interval_coverage`` (200 test sets x 200 replicates, five encoders, clustered
+and independent images, random and stratified test sets; docs/crs.md section 7b): the range of the
+mean over encoders across the designs, and the worst encoder in the worst design. None reaches 0.93
+for its worst encoder everywhere, so the report, the summary and ``crs score`` name these figures
+beside the nominal level (issue 30, decision 0063). Update them with the table when the method moves."""
+
+MEASURED_AT_ALPHA = 0.05
+"""The level the coverage figures were measured at; another alpha is labelled by its nominal level alone."""
+
+
+def measured_coverage(alpha: float) -> dict[str, dict[str, float]] | None:
+    """The measured coverage figures when ``alpha`` is the level they were measured at, else None."""
+    return {name: dict(found) for name, found in MEASURED_COVERAGE.items()} if alpha == MEASURED_AT_ALPHA else None
+
+
+def coverage_sentence(alpha: float) -> str | None:
+    """One sentence naming each interval's measured coverage, or None when none was measured at ``alpha``."""
+    found = measured_coverage(alpha)
+    if found is None:
+        return None
+    names = {"crs": "CRS", "auroc": "AUROC", "calibration": "calibration error"}
+    parts = [f"{names[name]} {c['mean_low']:.2f}-{c['mean_high']:.2f} on average over encoders, "
+             f"{c['worst_encoder']:.2f} for the worst encoder" for name, c in found.items()]
+    return ("Nominal level 95 %; coverage measured by simulation of fresh patient samples (docs/crs.md "
+            "section 7b): " + "; ".join(parts) + ".")

@@ -330,7 +330,7 @@ def encoder_subgroups(
             gap.update(zip(("worst_auroc_low", "worst_auroc_high"), _interval(worst_replicates, alpha), strict=True))
             if len(names) > 1:  # simultaneous over every pair of groups: the pair was picked by the point (0062)
                 gap.update(zip(("auroc_gap_low", "auroc_gap_high"),
-                               simultaneous_gap_interval(auroc, best, worst, alpha)[:2], strict=True))
+                               simultaneous_gap_interval(auroc, best, worst, alpha, logit_scale=True)[:2], strict=True))
                 gap.update(zip(("calibration_gap_low", "calibration_gap_high"),
                                simultaneous_gap_interval(calibration, worst_cal, best_cal, alpha)[:2], strict=True))
         gap_rows.append(gap)

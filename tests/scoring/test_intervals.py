@@ -80,7 +80,40 @@ def test_null_gaps_are_rarely_findings_whatever_the_number_of_groups():
 
     for n_groups in (4, 8):
         rates = simulate_gap_null(n_groups, data_sets=60, n_boot=100, patients_per_group=60)
-        simultaneous = rates["simultaneous max-|t| interval (printed)"]
+        simultaneous = rates["simultaneous max-|t|, logit scale (printed)"]
         old = rates["percentile interval of the picked pair"]
         assert simultaneous <= 0.05 + 2 * np.sqrt(0.05 * 0.95 / 60)  # within its Monte Carlo error of 5 %
         assert old > simultaneous  # the picked pair's own interval finds gaps that are not there
+
+
+def test_on_the_logit_scale_the_auroc_interval_excludes_0_exactly_when_the_logit_one_does():
+    from scipy.special import logit
+
+    from crs.scoring.intervals import simultaneous_gap_interval
+
+    rng = np.random.default_rng(5)
+    aurocs = np.clip(np.array([0.9, 0.8, 0.7, 0.72]) + 0.04 * rng.normal(size=(401, 4)), 0.01, 0.99)
+    aurocs[0] = [0.9, 0.8, 0.7, 0.72]
+    low, high, critical = simultaneous_gap_interval(aurocs, 0, 2, 0.05, logit_scale=True)
+    logits = logit(aurocs)
+    on_logits = simultaneous_gap_interval(logits, 0, 2, 0.05)
+    assert critical == pytest.approx(on_logits[2], abs=1e-12)
+    ratio = 0.2 / (logits[0, 0] - logits[0, 2])
+    assert (low, high) == pytest.approx((on_logits[0] * ratio, on_logits[1] * ratio), abs=1e-9)
+    assert (low > 0) == (on_logits[0] > 0) and low < 0.2 < high
+
+
+def test_the_measured_coverage_is_named_wherever_the_level_is_printed():
+    """Issue 30 item 5: an interval that does not reach 0.93 for its worst encoder is labelled with its
+    measured level (summary, crs score's text, the report's label and note), never a bare 95 %."""
+    from types import SimpleNamespace
+
+    from crs.report.tables import interval_label, interval_note
+    from crs.scoring.intervals import MEASURED_COVERAGE, coverage_sentence, measured_coverage
+
+    assert all(c["worst_encoder"] < 0.93 for c in MEASURED_COVERAGE.values())  # why the label is needed
+    case = SimpleNamespace(alpha=0.05, n_boot=200, level="seed+case")
+    assert interval_label(case) == "95\u00a0% nominal, \u2265\u00a083\u00a0% measured"
+    assert coverage_sentence(0.05) in interval_note(case) and "0.84 for the worst encoder" in coverage_sentence(0.05)
+    assert measured_coverage(0.10) is None and interval_label(SimpleNamespace(alpha=0.10, level="seed+case")) == "90\u00a0%"
+    assert interval_label(SimpleNamespace(alpha=0.05, level="seed")) == "95\u00a0%"

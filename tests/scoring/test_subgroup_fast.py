@@ -134,7 +134,8 @@ def test_fast_subgroup_measures_equal_the_group_by_group_reference(kind, case):
         names = sorted(g for (a, g), e in expected.items() if a == gap["attribute"] and e["scored"])
         if len(names) < 2:
             continue
-        values = np.stack([expected[gap["attribute"], g]["auroc"] for g in names], axis=1)
+        aurocs = np.stack([expected[gap["attribute"], g]["auroc"] for g in names], axis=1)
+        values = np.log(aurocs) - np.log1p(-aurocs)  # studentised on the logit scale
         j, k = np.triu_indices(len(names), 1)
         differences = values[:, j] - values[:, k]
         se = differences[1:].std(axis=0, ddof=1)
@@ -142,8 +143,10 @@ def test_fast_subgroup_measures_equal_the_group_by_group_reference(kind, case):
         best, worst = names.index(gap["best_group"]), names.index(gap["worst_group"])
         pair = int(np.flatnonzero((j == min(best, worst)) & (k == max(best, worst)))[0])
         point = values[0, best] - values[0, worst]
+        slope = (aurocs[0, best] - aurocs[0, worst]) / point  # mapped back by the secant slope
+        gap_value = aurocs[0, best] - aurocs[0, worst]
         assert (gap["auroc_gap_low"], gap["auroc_gap_high"]) == pytest.approx(
-            (point - critical * se[pair], point + critical * se[pair]), abs=1e-12)
+            (gap_value - critical * se[pair] * slope, gap_value + critical * se[pair] * slope), abs=1e-12)
         checked += 1
     assert checked >= 1
 
