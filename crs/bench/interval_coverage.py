@@ -78,10 +78,15 @@ def draw_test_set(n_patients: int, tau: float, extra_images: float, rng: np.rand
     return y, patient, probs
 
 
-def point_metrics(y: np.ndarray, probs: np.ndarray) -> dict[str, np.ndarray]:
-    """Per encoder: AUROC, its DeLong SE, the debiased calibration error and its SE."""
+def point_metrics(y: np.ndarray, probs: np.ndarray, patient: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """Per encoder: AUROC, its DeLong SE (and with ``patient`` the clustered one), the debiased
+    calibration error and its SE."""
     columns = range(probs.shape[1])
+    clustered = {} if patient is None else {
+        "auroc_se_clustered": np.array([axes.auroc_standard_error(y, probs[:, e], "binary", patient) for e in columns])
+    }
     return {
+        **clustered,
         "auroc": np.array([axes.auroc(y, probs[:, e], "binary") for e in columns]),
         "auroc_se": np.array([axes.auroc_standard_error(y, probs[:, e], "binary") for e in columns]),
         "calibration": np.array([axes.debiased_ece(y, probs[:, e], "binary") for e in columns]),
@@ -148,7 +153,7 @@ def simulate(configuration: str, data_sets: int = 200, n_boot: int = 200, seed: 
     floors, stored = [], []
     for data_set in range(data_sets):
         y, patient, probs = draw_test_set(n_patients, tau, extra, rng, stratified)
-        point = point_metrics(y, probs)
+        point = point_metrics(y, probs, patient)
         floor = np.array([np.median(point["auroc_se"]), np.median(point["calibration_se"])])
         draws = group_bootstrap(patient, y.astype(np.int64), "binary", seed=[seed, data_set])
         weights = prepare_weights(draws.counts(range(n_boot)))
@@ -181,6 +186,8 @@ def simulate(configuration: str, data_sets: int = 200, n_boot: int = 200, seed: 
         hit("AUROC percentile, (G-1)/G corrected", _covers(_inflate(auroc_boot, factor), truth["auroc"]))
         delong = np.abs(point["auroc"] - truth["auroc"]) <= 1.959964 * point["auroc_se"]
         hit("AUROC +- 1.96 DeLong SE (images independent)", delong)
+        clustered = np.abs(point["auroc"] - truth["auroc"]) <= 1.959964 * point["auroc_se_clustered"]
+        hit("AUROC +- 1.96 clustered DeLong SE (Obuchowski)", clustered)
         hit("calibration error percentile interval (centred on squares, 0061)", _covers(calibration_boot, truth["calibration"]))
         hit("calibration, (G-1)/G corrected", _covers(_inflate(calibration_boot, factor), truth["calibration"]))
         hit("CRS percentile interval", _covers(crs_boot, truth_crs))
@@ -207,6 +214,8 @@ def simulate(configuration: str, data_sets: int = 200, n_boot: int = 200, seed: 
             np.mean(np.mean(boot_sd_inflated, axis=0)[part] / spread[part])
         )
     delong_se = np.mean([p["auroc_se"] for p, *_ in stored], axis=0)
+    rows["AUROC: clustered DeLong SE / fresh-sample SD"] = float(
+        np.mean(np.mean([p["auroc_se_clustered"] for p, *_ in stored], axis=0) / spread[:n_enc]))
     calibration_se = np.mean([p["calibration_se"] for p, *_ in stored], axis=0)
     rows["AUROC: DeLong SE / fresh-sample SD"] = float(np.mean(delong_se / spread[:n_enc]))
     rows["calibration: ece_se / fresh-sample SD"] = float(np.mean(calibration_se / spread[n_enc : 2 * n_enc]))
