@@ -121,7 +121,7 @@ def coverage_sentence(alpha: float) -> str | None:
     if found is None:
         return None
     names = {"crs": "CRS", "auroc": "AUROC", "calibration": "calibration error"}
-    parts = [f"{names[name]} {c['mean_low']:.2f}-{c['mean_high']:.2f} on average over encoders, "
-             f"{c['worst_encoder']:.2f} for the worst encoder" for name, c in found.items()]
+    parts = [f"{names[name]} {c['mean_low']:.3f}-{c['mean_high']:.3f} on average over encoders, "
+             f"{c['worst_encoder']:.3f} for the worst encoder" for name, c in found.items()]
     return ("Nominal level 95 %; coverage measured by simulation of fresh patient samples (docs/crs.md "
             "section 7b): " + "; ".join(parts) + ".")

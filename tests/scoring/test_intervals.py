@@ -114,6 +114,6 @@ def test_the_measured_coverage_is_named_wherever_the_level_is_printed():
     assert all(c["worst_encoder"] < 0.93 for c in MEASURED_COVERAGE.values())  # why the label is needed
     case = SimpleNamespace(alpha=0.05, n_boot=200, level="seed+case")
     assert interval_label(case) == "95\u00a0% nominal, \u2265\u00a083\u00a0% measured"
-    assert coverage_sentence(0.05) in interval_note(case) and "0.84 for the worst encoder" in coverage_sentence(0.05)
+    assert coverage_sentence(0.05) in interval_note(case) and "0.840 for the worst encoder" in coverage_sentence(0.05)
     assert measured_coverage(0.10) is None and interval_label(SimpleNamespace(alpha=0.10, level="seed+case")) == "90\u00a0%"
     assert interval_label(SimpleNamespace(alpha=0.05, level="seed")) == "95\u00a0%"
