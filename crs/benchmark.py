@@ -26,12 +26,13 @@ from crs.spec import Spec, SpecError, load_spec, spec_from_dict
 
 if TYPE_CHECKING:  # the stages' modules are imported when a stage runs: extraction and probing load
     # torch, torchvision and the encoder libraries (seconds), which scoring and reporting never need
+    from crs.evaluate.compare import Comparison
     from crs.evaluate.stage import ProbeOutcome
     from crs.extract.plan import ExtractPlan
     from crs.extract.preflight import PreflightReport
     from crs.extract.runner import ExtractStats
 
-__all__ = ["DEMO_SPEC", "Benchmark", "CacheRepair", "RunOutcome"]
+__all__ = ["DEMO_SPEC", "Benchmark", "CacheRepair", "RunOutcome", "reproduce"]
 
 DEMO_SPEC = Path(__file__).resolve().parent / "specs" / "quickstart.toml"
 """The packaged quickstart spec of ``crs demo`` (examples/quickstart.toml links to it)."""
@@ -303,3 +304,25 @@ class Benchmark:
         scored = self.score()
         path = self.report(scored)
         return RunOutcome(extracted, probed, scored, path, time.perf_counter() - started)
+
+
+def reproduce(
+    published: str | Path, *, cache: str | Path | None = None, workdir: str | Path | None = None,
+    jobs: int | str | None = None, progress: bool = True,
+) -> Comparison:
+    """Re-run stage 2 (and the score, when the published folder has one) of the run folder
+    ``published`` from its embedded spec into ``workdir`` (default: a temporary folder), reading
+    features from ``cache`` (default: the cache the run recorded), and compare every table."""
+    import tempfile
+
+    from crs.evaluate.compare import compare_run_folders
+
+    source = Benchmark.from_run_folder(published, cache=cache)
+    with tempfile.TemporaryDirectory(prefix="crs-reproduce-") as scratch:
+        target = Path(workdir) if workdir is not None else Path(scratch) / "rerun"
+        rerun = Benchmark(source.spec, output=target)
+        rerun.probe(jobs=jobs, progress=progress, full=True)
+        has_score = RunFolder(published).has_score()
+        if has_score:
+            rerun.score()
+        return compare_run_folders(RunFolder(published), RunFolder(target), score=has_score)

@@ -17,7 +17,7 @@ import warnings
 import numpy as np
 from scipy.stats import rankdata
 
-from crs.axes._inputs import binary_pair, check_kind, multiclass_pair, multilabel_pair
+from crs.axes._inputs import AxisInputError, binary_pair, check_kind, multiclass_pair, multilabel_pair
 
 
 def binary_auroc(y: np.ndarray, scores: np.ndarray) -> float:
@@ -94,14 +94,18 @@ def _placement_influence(positive: np.ndarray, negative: np.ndarray, scores: np.
     return out
 
 
-def auroc_standard_error(y: np.ndarray, scores: np.ndarray, kind: str) -> float:
+def auroc_standard_error(y: np.ndarray, scores: np.ndarray, kind: str, groups: np.ndarray | None = None) -> float:
     """Standard error of :func:`auroc` (the macro one-vs-rest AUROC) on this test set.
 
     Per case, the influences of the scorable classes (:func:`_placement_influence`) are averaged as
     the macro mean averages the classes; the variance is the sum over cases of their squares (the
     large-sample DeLong variance, which for one class is DeLong's S10 / n_pos + S01 / n_neg with
-    n instead of n - 1). Cases are taken as independent: images of one patient make it too small,
-    which the patient-level bootstrap corrects. NaN when no class can be scored.
+    n instead of n - 1). Cases are taken as independent unless ``groups`` (one patient or lesion id
+    per case) is given: then the influences are summed within each group first and the variance is
+    the sum over groups of those sums squared, Obuchowski's (1997) clustered DeLong variance
+    S10 / M + S01 / N + 2 S11 / (M N) with its within-patient covariance (issue 30; without it the
+    SE of about two images a patient was 18-20 % small). One case a group gives the unclustered SE
+    exactly. NaN when no class can be scored.
     """
     check_kind(kind)
     if kind == "binary":
@@ -118,6 +122,12 @@ def auroc_standard_error(y: np.ndarray, scores: np.ndarray, kind: str) -> float:
     if not scorable:
         return float("nan")
     per_case = np.mean(scorable, axis=0)
+    if groups is not None:
+        groups = np.asarray(groups)
+        if len(groups) != len(per_case):
+            raise AxisInputError(f"{len(groups)} group ids for {len(per_case)} cases; give one id per case")
+        _, index = np.unique(groups, return_inverse=True)
+        per_case = np.bincount(index.ravel(), weights=per_case)
     return float(np.sqrt(np.sum(per_case**2)))
 
 

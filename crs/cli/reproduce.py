@@ -34,7 +34,7 @@ def reproduce(run_folder: str, cache: str | None, workdir: str | None, jobs: int
     """Re-run stage 2 and the score of RUN_FOLDER from its embedded spec and compare every table.
 
     Exits 1 when a column breaks the contract (docs/reproducibility.md), naming it and a record."""
-    from crs.reproduce import reproduce as run
+    from crs.benchmark import reproduce as run
 
     comparison = run(run_folder, cache=cache, workdir=workdir, jobs=jobs, progress=not quiet)
     _print(comparison)

@@ -404,11 +404,22 @@ class RunFolder:
 
     # --- score ----------------------------------------------------------------------------------
     def write_score(self, tables: Mapping[str, pd.DataFrame], summary: Mapping[str, Any], text: str) -> Path:
-        """Every score table as parquet, the summary as JSON and the terminal text, under ``score/``."""
+        """Every score table as parquet, the summary as JSON and the terminal text, under ``score/``.
+
+        The tables are one set: the old summary goes first (so no reader takes the folder for a whole
+        score while it is rewritten), then every table of this score is written, every table an earlier
+        score left that this one does not have is removed (scoring again without ``equity`` must not
+        leave the old equity tables beside the new summary), and the summary comes last.
+        """
         folder = self.score_dir
         folder.mkdir(parents=True, exist_ok=True)
+        (folder / SCORE_SUMMARY_FILE).unlink(missing_ok=True)
         for name, table in tables.items():
             table.to_parquet(folder / f"{name}.parquet", index=False)
+        current = {f"{name}.parquet" for name in tables}
+        for stale in folder.glob("*.parquet"):
+            if stale.name not in current:
+                stale.unlink()
         (folder / SCORE_SUMMARY_FILE).write_text(json.dumps(dict(summary), indent=2, default=str))
         (folder / SCORE_TEXT_FILE).write_text(text + "\n")
         return folder

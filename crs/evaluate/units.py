@@ -115,11 +115,12 @@ class UnitResult:
     cost: UnitCost | None = None
 
 
-def condition_metrics(y: np.ndarray, probs: np.ndarray, kind: str) -> dict[str, float]:
-    """Every per-condition metric of one probe's predictions."""
+def condition_metrics(y: np.ndarray, probs: np.ndarray, kind: str, groups: np.ndarray | None = None) -> dict[str, float]:
+    """Every per-condition metric of one probe's predictions (``groups``: patient ids, for the AUROC SE)."""
     row = {
         "auroc": axes.auroc(y, probs, kind),
-        "auroc_se": axes.auroc_standard_error(y, probs, kind),  # noise level: sets the CRS error floor
+        # noise level: sets the CRS error floor; clustered by patient where the condition has ids (issue 30)
+        "auroc_se": axes.auroc_standard_error(y, probs, kind, groups),
         "ece": axes.ece(y, probs, kind),
         "ece_debiased": axes.debiased_ece(y, probs, kind),  # the scored calibration error
         "ece_se": axes.ece_standard_error(y, probs, kind),
@@ -405,18 +406,20 @@ def predict_condition(
                 probs[:, start:stop] = probe_set.predict_proba(rows)
 
 
-def probe_metrics(y: np.ndarray, scores: PredictedScores, kind: str, reference_columns: list[str]) -> dict[str, np.ndarray]:
+def probe_metrics(
+    y: np.ndarray, scores: PredictedScores, kind: str, reference_columns: list[str], groups: np.ndarray | None = None
+) -> dict[str, np.ndarray]:
     """Every column of :func:`condition_metrics` for each probe of ``scores`` (P, N, K): the batched
     metrics (AUROCs ranked on the rank keys), and per probe only the columns the batched path does
     not have (none today)."""
     probs = scores.probs
     batched = evaluation_metrics(
         y, probs, kind, metrics=[name for name in reference_columns if name in METRICS],
-        ovr_keys=scores.ovr_keys, exceed_keys=scores.exceed_keys,
+        ovr_keys=scores.ovr_keys, exceed_keys=scores.exceed_keys, groups=groups,
     )
     extra = [name for name in reference_columns if name not in batched]
     if extra:
-        rows = [condition_metrics(y, p, kind) for p in probs]
+        rows = [condition_metrics(y, p, kind, groups) for p in probs]
         batched.update({name: np.array([row[name] for row in rows], dtype=np.float64) for name in extra})
     return {name: batched[name] for name in reference_columns}
 
@@ -521,7 +524,7 @@ def _run_unit(
                 with clock.phase("metrics"):
                     if not reference_columns:  # the columns the per-probe reference defines
                         reference_columns = list(condition_metrics(condition.labels, distinct_probs[0], kind))
-                    metrics = probe_metrics(condition.labels, distinct_scores, kind, reference_columns)
+                    metrics = probe_metrics(condition.labels, distinct_scores, kind, reference_columns, condition.groups)
                     frames.append(pd.DataFrame({
                         **{name: value[evaluated] if isinstance(value, np.ndarray) else value for name, value in keys.items()},
                         "condition": condition.condition, "corruption": condition.corruption,

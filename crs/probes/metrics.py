@@ -93,10 +93,17 @@ def _binned_ece(confidence: np.ndarray, correct: np.ndarray, n_bins: int) -> tup
     return (gap * share).sum(axis=1), error, standard_error
 
 
-def auroc_standard_error(auroc: np.ndarray, case_totals: np.ndarray) -> np.ndarray:
+def auroc_standard_error(auroc: np.ndarray, case_totals: np.ndarray, groups: np.ndarray | None = None) -> np.ndarray:
     """Standard error of the macro AUROC per probe: per case, the influences summed over the
     scorable columns (``case_totals`` (P, N), from :func:`batched_auroc_influence`) divided by their
-    number (AUROC not NaN), then the square root of the sum of their squares."""
+    number (AUROC not NaN), then the square root of the sum of their squares. With ``groups`` (a
+    patient or lesion id per case) the influences are summed within each group first: Obuchowski's
+    clustered DeLong variance, as :func:`crs.axes.auroc_standard_error` (issue 30)."""
+    if groups is not None and case_totals.shape[1]:
+        _, index = np.unique(np.asarray(groups), return_inverse=True)
+        order = np.argsort(index.ravel(), kind="stable")
+        starts = np.flatnonzero(np.r_[True, np.diff(index.ravel()[order]) != 0])
+        case_totals = np.add.reduceat(case_totals[:, order], starts, axis=1)
     scorable = (~np.isnan(auroc)).sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(scorable > 0, np.sqrt(np.einsum("pn,pn->p", case_totals, case_totals)) / scorable, np.nan)
@@ -108,7 +115,8 @@ def _clip(probs: np.ndarray) -> np.ndarray:
 
 
 def _multiclass(
-    y: np.ndarray, probs: np.ndarray, n_bins: int, influence: bool, keys: np.ndarray | None = None
+    y: np.ndarray, probs: np.ndarray, n_bins: int, influence: bool, keys: np.ndarray | None = None,
+    groups: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     P, N, K = probs.shape
     if N == 0:
@@ -130,7 +138,7 @@ def _multiclass(
     auroc, case_totals = batched_auroc_influence(y, ranked, influence)
     return {
         "auroc": _nanmean(auroc),
-        "auroc_se": auroc_standard_error(auroc, case_totals) if case_totals is not None else np.full(P, np.nan),
+        "auroc_se": auroc_standard_error(auroc, case_totals, groups) if case_totals is not None else np.full(P, np.nan),
         "ece": ece,
         "ece_debiased": calibration_error,
         "ece_se": calibration_se,
@@ -140,7 +148,8 @@ def _multiclass(
 
 
 def _multilabel(
-    y: np.ndarray, probs: np.ndarray, n_bins: int, influence: bool, keys: np.ndarray | None = None
+    y: np.ndarray, probs: np.ndarray, n_bins: int, influence: bool, keys: np.ndarray | None = None,
+    groups: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     P, _, L = probs.shape
     ece, calibration_error, calibration_se, brier, nll = (np.full((P, L), np.nan) for _ in range(5))
@@ -164,7 +173,7 @@ def _multilabel(
         ece_se = np.sqrt(np.nansum(calibration_se**2, axis=1)) / labels
     return {
         "auroc": _nanmean(auroc),
-        "auroc_se": auroc_standard_error(auroc, case_totals) if case_totals is not None else np.full(P, np.nan),
+        "auroc_se": auroc_standard_error(auroc, case_totals, groups) if case_totals is not None else np.full(P, np.nan),
         "ece": _nanmean(ece), "ece_debiased": _nanmean(calibration_error),
         "ece_se": np.where(labels > 0, ece_se, np.nan),
         "brier": _nanmean(brier), "nll": _nanmean(nll),
@@ -226,7 +235,7 @@ def distinct_probes(probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def evaluation_metrics(
     y: np.ndarray, probs: np.ndarray, kind: str, n_bins: int = ECE_BINS, metrics: Sequence[str] = METRICS,
-    ovr_keys: np.ndarray | None = None, exceed_keys: np.ndarray | None = None,
+    ovr_keys: np.ndarray | None = None, exceed_keys: np.ndarray | None = None, groups: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """The ``metrics`` (default: all of :data:`METRICS`) of each probe of ``probs`` (P, N, K) on labels
     ``y``: ``(P,)`` each.
@@ -236,6 +245,7 @@ def evaluation_metrics(
     error (per-case influences) is computed only when asked for. ``ovr_keys`` and ``exceed_keys``
     (:class:`crs.probes.base.PredictedScores`): rank AUROC and ordinal AUROC on these scores, in the
     probabilities' order but free of the ties float32 rounding makes (default: the probabilities).
+    ``groups``: a patient or lesion id per case; the AUROC standard error is then clustered by them.
     """
     unknown = sorted(set(metrics) - set(METRICS))
     if unknown:
@@ -244,11 +254,11 @@ def evaluation_metrics(
     keep, inverse = distinct_probes(probs)
     if len(keep) < len(probs):
         subset = lambda keys: None if keys is None else keys[keep]  # noqa: E731
-        scored = evaluation_metrics(y, probs[keep], kind, n_bins, metrics, subset(ovr_keys), subset(exceed_keys))
+        scored = evaluation_metrics(y, probs[keep], kind, n_bins, metrics, subset(ovr_keys), subset(exceed_keys), groups)
         return {name: values[inverse] for name, values in scored.items()}
     influence = "auroc_se" in metrics
     metric_of = _multilabel if kind == "multilabel" else _multiclass
-    out = metric_of(y, probs, n_bins, influence, ovr_keys)
+    out = metric_of(y, probs, n_bins, influence, ovr_keys, groups)
     nan = np.full(probs.shape[0], np.nan)
     out["kappa"], out["ordinal_auroc"] = nan, nan.copy()
     if kind == "ordinal" and len(y):

@@ -37,7 +37,7 @@ from crs.report.tables import (
     AXIS_VALUES,
     axis_values,
     bootstrap_name,
-    confidence_label,
+    interval_label,
     interval_note,
     is_case_level,
     leaderboard,
@@ -92,7 +92,7 @@ def _board_rows(board: pd.DataFrame, text: pd.DataFrame, styles, flags) -> list[
 
         rows.append({
             "rank": int(row["rank"]), "encoder": row["encoder"], "colour": styles[row["encoder"]].colour,
-            "crs": f"{row['crs']:.3f}", "crs_ci": split(shown["CRS [95 % CI]"])["ci"],
+            "crs": f"{row['crs']:.3f}", "crs_ci": split(shown["CRS [CI]"])["ci"],
             "leading": bool(row["tier"]), "p_rank1": shown["P(rank 1)"], "auroc_rank": int(row["auroc_rank"]),
             "shift": row["rank_shift"], "reversed_with": row["reversed_with"],
             "axes": [split(shown[label]) for _, label, _ in AXIS_VALUES.values()],
@@ -174,7 +174,7 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
     _add(axes, plots.axis_profiles(score.crs, styles, folder / "axis_profiles.png", score.reference),
          "Axis profile per encoder: u per axis, worst axis hatched, dashed line at the reference (0.5).")
     _add(axes, plots.pareto_views(axis_values(score).reindex(order), styles, folder / "pareto.png"),
-         "Pareto view: clean macro AUROC against calibration (debiased ECE), label efficiency (mean AUROC below "
+         "Pareto view: clean macro AUROC against calibration (RMS calibration error), label efficiency (mean AUROC below "
          "100 % labels) and robustness (mean AUROC under corruption and shift).")
     ranks = Section("ranks", "Does clean AUROC pick the same encoder?")
     _add(ranks, plots.rank_slope(score.crs, score.reversals.reversed_pairs, styles, folder / "rank_slope.png"),
@@ -263,7 +263,7 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
     page = _render_html(
         title=title, headline=head, board=_board_rows(board, text, styles, flags), reference=score.reference,
         reversal_note=reversal_note, interval_note=interval_note(score.bootstrap),
-        ci_label=confidence_label(score.bootstrap.alpha), sections=sections,
+        ci_label=interval_label(score.bootstrap), sections=sections,
         cards=[{**card.__dict__, "colour": styles[card.encoder].colour,
                 "p_rank1": percent(card.p_rank1) if np.isfinite(card.p_rank1) else "n/a"} for card in cards],
         settings=settings,
@@ -290,7 +290,10 @@ def _subgroup_section(score, styles, folder: Path) -> Section:
     section.text = ("Per patient subgroup, at 100 % labels, on the clean test split and on each shifted site. Gaps are "
                     "between the groups the point estimate names (best minus worst AUROC; worst minus best calibration "
                     "error), with intervals from the score's own patient-level replicates, so an interval that covers 0 "
-                    "is no evidence of a gap. Gaps are reported, never scored.")
+                    "is no evidence of a gap. The pair is picked after looking, so each gap's interval holds for every "
+                    "pair of the attribute's groups at once (max-|t| bootstrap): a gap is a finding only when it "
+                    "excludes 0, at most about 5 % of attributes under equal signal whatever their number of groups. "
+                    "Gaps are reported, never scored.")
     section.notes.extend(subgroup_report.worst_group_sentences(gaps))
     section.tables.append(subgroup_report.group_table(groups, score.settings.subgroup_min_images,
                                                       score.settings.subgroup_min_positives))
@@ -329,7 +332,7 @@ def _markdown(title, head, text, reversal_note, sections, cards, settings, out_d
             f"**Weakest: {card.worst_axis}.** {card.encoder} {card.worst_sentence}.", "",
             markdown_table(pd.DataFrame([(label, f"{value} {interval}".strip(), f"{u:.2f}" if np.isfinite(u) else "n/a")
                                          for label, value, interval, u in card.axes],
-                                        columns=["axis", "value [95 % CI]", "u"])),
+                                        columns=["axis", "value [CI]", "u"])),
             "",
             f"- source: {p.source or 'unknown'}{f' ({p.family})' if p.family else ''}",
             f"- weights: {p.weights}" + (f" (`{p.weights_digest}`)" if p.weights_digest else ""),

@@ -86,7 +86,7 @@ def worst_robustness(records: pd.DataFrame, encoder: str) -> str:
 def _calibration_column(records: pd.DataFrame) -> tuple[str, str]:
     """The scored calibration error when the records carry it, else raw ECE (older records)."""
     if "ece_debiased" in records and records["ece_debiased"].notna().any():
-        return "ece_debiased", "debiased ECE"
+        return "ece_debiased", "RMS calibration error"
     return "ece", "ECE"
 
 

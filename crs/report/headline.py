@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from crs.report.tables import bootstrap_name, confidence_label, is_case_level, percent
+from crs.report.tables import bootstrap_name, confidence_label, interval_label, is_case_level, percent
 
 
 def reversal_uncertainty(score) -> dict[str, Any] | None:
@@ -79,6 +79,14 @@ def headline(score, board: pd.DataFrame) -> str:
              f"({interval_phrase(score.bootstrap, leader['crs_low'], leader['crs_high'])}), "
              f"and ranks first in {percent(leader['p_rank1'])} of {score.bootstrap.n_boot} "
              f"{bootstrap_name(score.bootstrap)} replicates."]
+    more_often = board[board["p_rank1"] > leader["p_rank1"]]
+    if len(more_often):  # the point and the replicates disagree about who is first (issue 30)
+        top = more_often.sort_values("p_rank1", ascending=False).iloc[0]
+        parts.append(f"{top['encoder']} ranks first in more replicates ({percent(top['p_rank1'])}): the CRS jumps "
+                     "where one encoder starts or stops dominating another and where the median reference "
+                     "moves, so the replicates scatter around such a step instead of around the point estimate, "
+                     "and the point leader need not lead most often. P(rank 1) describes the bootstrap; the leading "
+                     "tier (simultaneous rank sets) is the confidence statement.")
     if others:
         parts.append(f"Its lead is not significant over {', '.join(others)}: they share the leading tier.")
     else:
@@ -93,7 +101,7 @@ def headline(score, board: pd.DataFrame) -> str:
 def interval_phrase(bootstrap, low: float, high: float) -> str:
     """The CRS interval in words; a seed-only interval is named so, and a zero-width one is refused as an interval."""
     if is_case_level(bootstrap):
-        return f"{confidence_label(bootstrap.alpha)} CI {low:.3f} to {high:.3f}"
+        return f"{interval_label(bootstrap)} CI {low:.3f} to {high:.3f}"
     if abs(high - low) <= 1e-12:
         return "no interval: every seed gave the same measurements and the test set was not resampled"
     return f"seed-only {confidence_label(bootstrap.alpha)} interval {low:.3f} to {high:.3f}, test set not resampled"

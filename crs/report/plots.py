@@ -95,7 +95,7 @@ def pareto_views(values: pd.DataFrame, styles: dict[str, EncoderStyle], path: Pa
     The grey step line joins the encoders not beaten on both axes of that panel.
     """
     others = [(column, label, higher) for column, label, higher in (
-        ("calibration_error", "calibration: debiased ECE (axis flipped)", False),
+        ("calibration_error", "calibration: RMS calibration error (axis flipped)", False),
         ("label_auroc", "label efficiency: AUROC below 100 % labels", True),
         ("robust_auroc", "robustness: AUROC corrupted / shifted", True),
     ) if column in values and values[column].notna().any()]

@@ -14,6 +14,8 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from crs.scoring.intervals import coverage_sentence, measured_coverage
+
 # axis -> (value column, short label, higher is better). Values are the scored measurements in their
 # own units: value = 1 - error for the AUROC axes, the error itself for calibration
 # (crs.scoring.formula.axis_errors_from_metrics).
@@ -25,14 +27,14 @@ AXIS_VALUES = {
 }
 AXIS_DESCRIPTIONS = {
     "auroc": "discrimination (clean macro AUROC)",
-    "calibration_error": "calibration (debiased ECE, lower is better)",
+    "calibration_error": "calibration (debiased RMS calibration error, lower is better)",
     "label_auroc": "label efficiency (mean AUROC below 100\u00a0% labels)",
     "robust_auroc": "robustness (mean AUROC, corrupted and shifted)",
 }
 
 
 def axis_values(score) -> pd.DataFrame:
-    """Per encoder: each scored axis in its own units (AUROC, debiased ECE, label AUROC, robust AUROC).
+    """Per encoder: each scored axis in its own units (AUROC, RMS calibration error, label AUROC, robust AUROC).
 
     Mean over seeds per task, then over tasks (each task once): the values behind the axis errors.
     """
@@ -60,6 +62,18 @@ def confidence_label(alpha: float) -> str:
     return f"{100 * (1 - alpha):g}\u00a0%"
 
 
+def interval_label(bootstrap) -> str:
+    """The intervals' level as printed: '95 %' where no coverage was measured, else the nominal level
+    with the lowest measured coverage (docs/crs.md 7b, decision 0063), never a bare '95 %' that the
+    intervals do not reach."""
+    level = confidence_label(bootstrap.alpha)
+    found = measured_coverage(float(bootstrap.alpha)) if is_case_level(bootstrap) else None
+    if not found:
+        return level
+    worst = min(c["worst_encoder"] for c in found.values())
+    return f"{level} nominal, \u2265\u00a0{100 * worst:.0f}\u00a0% measured"
+
+
 def interval_note(bootstrap) -> str:
     """One sentence naming the intervals' level, the bootstrap that made them and its replicate count."""
     level = confidence_label(bootstrap.alpha)
@@ -69,8 +83,10 @@ def interval_note(bootstrap) -> str:
                 "the same draw for every encoder and condition")
     else:
         what = "each replicate draws one multiset of seeds, the same for every encoder and task; test cases are not resampled"
-    return (f"Every interval (CRS and the four axes) is a {level} percentile interval over the same "
+    note = (f"Every interval (CRS and the four axes) is a {level} percentile interval over the same "
             f"{bootstrap.n_boot} replicates of the {bootstrap_name(bootstrap)}: {what}.")
+    sentence = coverage_sentence(float(bootstrap.alpha)) if is_case_level(bootstrap) else None
+    return f"{note} {sentence}" if sentence else note
 
 
 def axis_value_replicates(score) -> dict[str, pd.DataFrame]:
@@ -190,7 +206,7 @@ def leaderboard_text(board: pd.DataFrame) -> pd.DataFrame:
             {
                 "CRS rank": int(row.rank),
                 "encoder": row.encoder,
-                "CRS [95 % CI]": format_interval(row.crs, row.crs_low, row.crs_high),
+                "CRS [CI]": format_interval(row.crs, row.crs_low, row.crs_high),
                 "tier": row.tier or "",
                 "P(rank 1)": percent(row.p_rank1) if np.isfinite(row.p_rank1) else "n/a",
                 "AUROC rank": f"{int(row.auroc_rank)} ({row.rank_shift})",

@@ -69,15 +69,20 @@ class BootstrapResult:
     """seed+case only: per task with shift targets, {target name: the GroupBootstrap of its rows}."""
     axis_error_replicates: Mapping[str, pd.DataFrame] | None = None
     """Per axis (crs.scoring.formula.AXES), one row per replicate and one error column per encoder,
-    every axis (also one the CRS leaves out: all NaN); lets the report give each axis an interval
+    every axis that has a value (an axis never measured is left out); lets the report give each axis an interval
     from the same replicates as the CRS interval."""
 
 
 def axis_error_frames(errors: np.ndarray, encoders: Sequence[str]) -> dict[str, pd.DataFrame]:
-    """(B, E, 4) replicate axis errors -> per axis of :data:`crs.scoring.formula.AXES`, a (replicate x encoder) table."""
+    """(B, E, 4) replicate axis errors -> per axis of :data:`crs.scoring.formula.AXES`, a (replicate x encoder) table.
+
+    An axis with no value in any replicate (robustness of a clean-only spec: nothing was corrupted
+    or shifted) is left out rather than stored as a table of NaN; readers treat a missing axis as
+    not measured (``crs.report.tables.axis_value_replicates``)."""
     return {
         axis: pd.DataFrame(errors[:, :, a], columns=list(encoders)).rename_axis("replicate")
         for a, axis in enumerate(AXES)
+        if not np.isnan(errors[:, :, a]).all()
     }
 
 

@@ -34,7 +34,7 @@ gives the same predictions: such seed rows are scored once.
 
 Row 0 of every weight matrix is the unit weights (every case once): the CRS it gives is
 ``crs_from_predictions``, checked against the run records' point estimate, and the calibration
-replicates are centred on it (:func:`centre_calibration`; docs/decisions/0017-wired-case-bootstrap.md).
+replicates are centred on it on the squared scale (:func:`centre_calibration`; decisions 0017, 0061).
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ from crs.evaluate import artifacts
 from crs.evaluate.artifacts import RunFolder, RunFolderError
 from crs.scoring import bootstrap
 from crs.scoring.formula import PointEstimate, ScoreInputError, TaskMetrics, axis_errors_from_metrics
+from crs.scoring.intervals import centre_on_squares
 from crs.scoring.measurements import Measurements
 from crs.scoring.resample import GroupBootstrap, group_bootstrap
 
@@ -464,19 +465,19 @@ def task_metrics(
 
 
 def centre_calibration(metrics: TaskMetrics) -> TaskMetrics:
-    """Shift each (encoder, seed)'s replicate calibration errors (rows 1..) so their mean is row 0's value.
+    """Move each (encoder, seed)'s replicate calibration errors (rows 1..) so their mean square is row 0's square.
 
-    Binned ECE is an absolute value of a sum, so a resample (which adds its own noise to each bin's
-    residual sum) scores higher on average than the data: on the demo the replicate mean sat 0.016-0.028
-    above the point estimate, about one replicate SD, and the percentile interval of a well calibrated
-    encoder could miss its own point estimate. Centring keeps the spread and removes that bootstrap bias
-    (a bias-corrected bootstrap of a non-smooth statistic); kept on purpose when the bootstrap moved to
-    groups (docs/decisions/0017-wired-case-bootstrap.md). AUROC is smooth: its replicates centre on the
-    point estimate without help, so it is left as drawn.
+    The scored error is the root of a debiased mean squared gap (decision 0035); a resample adds its
+    own noise to each bin's gap, so the replicates' squares sit above the data's by that noise, an
+    additive bias on the squared scale (on the demo the replicate mean sat 0.016-0.028 above the
+    point estimate, about one replicate SD, and an uncentred percentile interval of a well
+    calibrated encoder could miss its own point estimate). Centring the squares
+    (:func:`crs.scoring.intervals.centre_on_squares`, decision 0061) removes that bias and keeps
+    every replicate at or above 0; the additive shift of the roots it replaces (decision 0017) gave
+    negative lower bounds. AUROC is smooth: its replicates centre on the point estimate without
+    help, so it is left as drawn.
     """
-    calibration = metrics.calibration_error.copy()
-    if len(calibration) > 1:
-        calibration[1:] -= calibration[1:].mean(axis=0) - calibration[0]
+    calibration = centre_on_squares(metrics.calibration_error)
     return TaskMetrics(
         clean_auroc=metrics.clean_auroc,
         fraction_auroc=metrics.fraction_auroc,

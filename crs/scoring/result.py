@@ -17,6 +17,7 @@ from crs.scoring.bootstrap import BootstrapResult, paired_seed_bootstrap, zero_w
 from crs.scoring.case_bootstrap import default_workers, paired_seed_case_bootstrap, task_kinds
 from crs.scoring.coverage import Coverage, declared_records, every_task_encoders, is_complete, placement
 from crs.scoring.formula import AXES, EQUITY, PointEstimate, ScoreInputError, point_estimate, rank_descending
+from crs.scoring.intervals import coverage_sentence, measured_coverage
 from crs.scoring.measurements import Measurements, measure
 from crs.scoring.rankings import RankReversals, rank_reversals
 from crs.scoring.reversals import Reversals, auroc_crs_reversals
@@ -207,10 +208,14 @@ class ScoreResult:
         """What the CRS intervals cover: the bootstrap level, whether the test set is resampled, and the
         encoders whose (seed-only) interval has zero width, which are no intervals at all."""
         level = getattr(self.bootstrap, "level", "seed")
+        case_level = level == "seed+case"
         return {
             "level": level,
-            "covers_test_set": level == "seed+case",
+            "covers_test_set": case_level,
             "zero_width": zero_width(self.bootstrap.table),
+            "nominal_level": 1.0 - float(self.bootstrap.alpha),
+            # what the case-level intervals cover by simulation (docs/crs.md 7b, decision 0063)
+            "measured_coverage": measured_coverage(float(self.bootstrap.alpha)) if case_level else None,
         }
 
     def format(self) -> str:
@@ -254,9 +259,11 @@ class ScoreResult:
             return []
         found = gaps[gaps["auroc_gap_low"].fillna(0) > 0]
         if found.empty:
-            return [f"subgroups: no AUROC gap's {1 - self.settings.alpha:.0%} interval excludes 0 "
+            return [f"subgroups: no AUROC gap's {1 - self.settings.alpha:.0%} interval (simultaneous over the pairs of "
+                    "groups) excludes 0 "
                     f"({len(gaps)} encoder x task x condition x attribute rows; score/subgroup_gaps.parquet)"]
-        return ["subgroups (AUROC gaps whose interval excludes 0; reported, never scored):"] + [
+        return ["subgroups (AUROC gaps whose interval, simultaneous over every pair of groups, excludes 0; "
+                "reported, never scored):"] + [
             f"  {row['encoder']} on {row['task']} ({row['condition']}), by {row['attribute']}: worst {row['worst_group']} "
             f"{row['worst_auroc']:.3f}, gap to {row['best_group']} {row['auroc_gap']:.3f} "
             f"[{row['auroc_gap_low']:.3f}, {row['auroc_gap_high']:.3f}]"
@@ -280,7 +287,8 @@ class ScoreResult:
     def _interval_lines(self) -> list[str]:
         interval = self.interval_summary()
         if interval["covers_test_set"]:
-            return []
+            sentence = coverage_sentence(float(self.bootstrap.alpha))
+            return [sentence] if sentence else []
         lines = ["intervals are seed-only: the test set is not resampled (set case_bootstrap = true for intervals "
                  "that include test-set sampling)"]  # fmt: skip
         if interval["zero_width"]:

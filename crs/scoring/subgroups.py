@@ -15,7 +15,11 @@ own patient-level replicates (docs/decisions/0041-0043, docs/subgroups.md).
   (every case once) is the point estimate (decision 0041 says why not MetricFrame per replicate).
 * Gaps are between the groups named by the point estimate (best minus worst AUROC; worst minus
   best calibration error), recomputed for that pair in every replicate, so the interval of a gap
-  that does not exist covers 0 (a max-minus-min gap would be positive in every replicate).
+  that does not exist covers 0 (a max-minus-min gap would be positive in every replicate). The
+  pair was picked after looking, so its interval is simultaneous over every pair of groups
+  (max-|t| bootstrap, :func:`crs.scoring.intervals.simultaneous_gap_interval`, decision 0062):
+  under equal signal at most alpha of attributes show a gap whose interval excludes 0, whatever
+  their number of groups.
 * Groups with fewer than ``min_images`` test images, or with fewer than ``min_positives``
   positives of a label that has positives in the test split, are listed as too small, never scored.
 * Gaps are reported, never scored (they fall when the best group improves); the worst-group AUROC
@@ -53,6 +57,7 @@ from crs.scoring.case_bootstrap import (
     read_unit,
     task_layout,
 )
+from crs.scoring.intervals import centre_on_squares, simultaneous_gap_interval
 from crs.scoring.resample import GroupBootstrap
 
 SCORED_CALIBRATION: Callable[..., np.ndarray] = weighted_debiased_ece
@@ -253,11 +258,10 @@ def _group_aurocs(
 
 def _centred_seed_mean(per_distinct: np.ndarray, index: np.ndarray, centre: bool) -> np.ndarray:
     """(B + 1,) the mean over the seeds (``index``: each seed's distinct prediction) of (B + 1, M) values;
-    calibration replicates centred on the point estimate as the score's (case_bootstrap.centre_calibration)."""
+    calibration replicates centred on the point estimate on the squared scale, as the score's
+    (case_bootstrap.centre_calibration, decision 0061)."""
     values = per_distinct[:, index].mean(axis=1)
-    if centre and len(values) > 1:
-        values[1:] -= values[1:].mean() - values[0]
-    return values
+    return centre_on_squares(values) if centre else values
 
 
 def encoder_subgroups(
@@ -324,10 +328,11 @@ def encoder_subgroups(
                        auroc_gap=float(auroc_gap[0]), worst_calibrated_group=names[worst_cal],
                        best_calibrated_group=names[best_cal], calibration_gap=float(calibration_gap[0]))
             gap.update(zip(("worst_auroc_low", "worst_auroc_high"), _interval(worst_replicates, alpha), strict=True))
-            if len(names) > 1:
-                gap.update(zip(("auroc_gap_low", "auroc_gap_high"), _interval(auroc_gap[1:], alpha), strict=True))
+            if len(names) > 1:  # simultaneous over every pair of groups: the pair was picked by the point (0062)
+                gap.update(zip(("auroc_gap_low", "auroc_gap_high"),
+                               simultaneous_gap_interval(auroc, best, worst, alpha, logit_scale=True)[:2], strict=True))
                 gap.update(zip(("calibration_gap_low", "calibration_gap_high"),
-                               _interval(calibration_gap[1:], alpha), strict=True))
+                               simultaneous_gap_interval(calibration, worst_cal, best_cal, alpha)[:2], strict=True))
         gap_rows.append(gap)
     return group_rows, gap_rows, worst_by_attribute
 

@@ -267,3 +267,26 @@ def test_compiled_auroc_kernel_equals_the_numpy_path(batch, monkeypatch):
         np.testing.assert_array_equal(results["1"][0], results["0"][0])
         np.testing.assert_allclose(results["0"][1], results["1"][1], rtol=1e-12, atol=1e-15)
         assert results["0"][1].shape == batch + (400,)
+
+
+@pytest.mark.parametrize("kind", ["multiclass", "multilabel"])
+def test_the_clustered_auroc_se_of_the_batched_path_equals_the_axes_reference(kind):
+    """Issue 30: stage 2's AUROC SE clusters by patient where the condition has patient ids; the
+    batched path and crs.axes agree, and one case a patient is the unclustered SE."""
+    rng = np.random.default_rng(7)
+    n = 240
+    patients = rng.integers(0, 90, n).astype(str)
+    if kind == "multilabel":
+        y = (rng.random((n, 3)) < 0.3).astype(np.float64)
+        y[rng.random(y.shape) < 0.1] = np.nan
+        probs = rng.random((4, n, 3)).astype(np.float32)
+    else:
+        y = rng.integers(0, 3, n)
+        probs = stack(rng, 4, n, 3, ties=True)
+    got = evaluation_metrics(y, probs, kind, groups=patients)["auroc_se"]
+    expected = [axes.auroc_standard_error(y, p, kind, patients) for p in probs]
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-15)
+    unclustered = evaluation_metrics(y, probs, kind)["auroc_se"]
+    np.testing.assert_allclose(evaluation_metrics(y, probs, kind, groups=np.arange(n))["auroc_se"], unclustered,
+                               rtol=1e-12, atol=1e-15)
+    assert not np.allclose(got, unclustered)

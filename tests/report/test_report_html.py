@@ -79,7 +79,12 @@ def test_leaderboard_and_cards_show_what_the_issue_asks(report):
     for encoder in score.crs.index:
         assert f"{encoder}" in page
     # CRS with interval, tier, AUROC rank beside CRS rank, exposure column, one card per encoder.
-    assert "CRS [95\u00a0% CI]" in page and "leading" in page and "AUROC rank" in page and ">exposure<" in page
+    from crs.report.tables import interval_label, is_case_level
+
+    label = interval_label(score.bootstrap)
+    assert f"CRS [{label} CI]" in page and "leading" in page and "AUROC rank" in page and ">exposure<" in page
+    if is_case_level(score.bootstrap):  # issue 30: a level the intervals do not reach is not printed bare
+        assert "measured" in label and "coverage measured by simulation" in page
     assert page.count('class="card"') == len(score.crs)
     leader = score.bootstrap.leader
     low, high = score.crs.loc[leader, ["crs_low", "crs_high"]]

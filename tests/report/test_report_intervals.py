@@ -102,4 +102,23 @@ def test_a_zero_width_seed_only_interval_is_not_called_an_interval():
     assert interval_phrase(seed_level, 0.5, 0.5).startswith("no interval")
     assert "seed-only 95\u00a0% interval 0.400 to 0.600" in interval_phrase(seed_level, 0.4, 0.6)
     case_level = SimpleNamespace(alpha=0.05, n_boot=3, level="seed+case")
-    assert interval_phrase(case_level, 0.4, 0.6) == "95\u00a0% CI 0.400 to 0.600"
+    # issue 30: the case-level intervals do not reach 95 % for every encoder, so the phrase names the measured level
+    assert interval_phrase(case_level, 0.4, 0.6) == "95\u00a0% nominal, \u2265\u00a083\u00a0% measured CI 0.400 to 0.600"
+
+
+def test_the_headline_explains_a_leader_that_ranks_first_in_fewer_replicates():
+    """Issue 30: the demo's top encoder was first by point estimate and first in 30 % of replicates
+    against 39 % for the second; the headline says why instead of leaving the reader to wonder."""
+    import pandas as pd
+
+    from crs.report.headline import headline
+
+    board = pd.DataFrame({"encoder": ["a", "b"], "crs": [0.5, 0.45], "crs_low": [0.33, 0.3], "crs_high": [0.5, 0.6],
+                          "p_rank1": [0.30, 0.39], "tier": ["leading", "leading"], "auroc_rank": [1, 2], "rank": [1, 2]})
+    reversals = SimpleNamespace(summary=lambda: {"n_reversed": 0, "n_pairs": 1})
+    score = SimpleNamespace(bootstrap=SimpleNamespace(alpha=0.05, n_boot=100, level="seed+case"),
+                            reversals=reversals, reversal_uncertainty=None, reference="median")
+    text = headline(score, board)
+    assert "b ranks first in more replicates (39" in text and "leading tier" in text
+    board.loc[1, "p_rank1"] = 0.2
+    assert "ranks first in more replicates" not in headline(score, board)

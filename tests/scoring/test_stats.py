@@ -129,3 +129,15 @@ def test_weight_sensitivity_for_an_encoder_that_dominates_everyone():
     assert result.top == "best" and result.share_top_stays_first == 1.0
     assert result.summary()["mean_kendall_tau"] == pytest.approx(1.0)
     assert result.table.loc["worst", "mean_rank"] == 3.0
+
+
+def test_an_axis_never_measured_is_left_out_of_the_kept_replicates():
+    """Issue 30: a clean-only spec stored an all-NaN bootstrap_axis_robustness table."""
+    from crs.scoring.bootstrap import axis_error_frames
+
+    errors = np.random.default_rng(0).uniform(size=(5, 2, len(AXES)))
+    errors[:, :, AXES.index("robustness")] = np.nan
+    errors[0, 1, AXES.index("calibration")] = np.nan  # one missing value is not a missing axis
+    kept = axis_error_frames(errors, ["a", "b"])
+    assert list(kept) == [axis for axis in AXES if axis != "robustness"]
+    assert kept["calibration"].shape == (5, 2)

@@ -26,6 +26,19 @@ def test_a_stored_score_round_trips_through_the_run_folder(tiny_run, tmp_path):
     assert back.point.score(back.point.errors.to_numpy()[None])["crs"][0] == pytest.approx(score.crs["crs"].to_numpy())
 
 
+def test_a_score_writes_its_tables_as_one_set(tiny_run, tmp_path):
+    """Issue 30: scoring again without a table (equity off) left the earlier one beside the new summary."""
+    _spec, _stats, _records, score = tiny_run
+    folder = RunFolder(tmp_path)
+    tables = score.tables()
+    folder.write_score({**tables, "equity_stability": pd.DataFrame({"x": [1.0]})}, score.summary(), score.format())
+    assert (folder.score_dir / "equity_stability.parquet").exists()
+    folder.write_score(tables, score.summary(), score.format())
+    assert not (folder.score_dir / "equity_stability.parquet").exists()
+    assert {path.stem for path in folder.score_dir.glob("*.parquet")} == set(tables)
+    assert read_score(folder).format() == score.format()
+
+
 def test_a_score_from_an_older_crs_asks_for_a_rescore(tiny_run, tmp_path):
     _spec, _stats, _records, score = tiny_run
     folder = RunFolder(tmp_path)

@@ -56,7 +56,9 @@ def _reference(labels, kind, n_outputs, categories, weights, probs_by_seed, min_
                 found["auroc"] = macro_auroc_columns([k[rows] for k in keys], labels[rows], kind, prepared)[:, index].mean(1)
                 calibration = np.stack([subgroups.SCORED_CALIBRATION(labels[rows], p[rows], kind, prepared) for p in probs],
                                        axis=1)[:, index].mean(axis=1)
-                calibration[1:] -= calibration[1:].mean() - calibration[0]
+                # centred on the squared scale (decision 0061), written out here as the reference
+                shift = np.mean(calibration[1:] ** 2) - calibration[0] ** 2
+                calibration[1:] = np.sqrt(np.maximum(calibration[1:] ** 2 - shift, 0.0))
                 found["calibration"] = calibration
             out[attribute, group] = found
     return out
@@ -127,6 +129,26 @@ def test_fast_subgroup_measures_equal_the_group_by_group_reference(kind, case):
         if scored:
             np.testing.assert_allclose(worst[attribute], np.min(scored, axis=0), atol=1e-12, rtol=0)
     assert {g["attribute"] for g in gap_rows} == set(categories)
+    checked = 0
+    for gap in gap_rows:  # the gap's interval is simultaneous over every pair of groups (decision 0062)
+        names = sorted(g for (a, g), e in expected.items() if a == gap["attribute"] and e["scored"])
+        if len(names) < 2:
+            continue
+        aurocs = np.stack([expected[gap["attribute"], g]["auroc"] for g in names], axis=1)
+        values = np.log(aurocs) - np.log1p(-aurocs)  # studentised on the logit scale
+        j, k = np.triu_indices(len(names), 1)
+        differences = values[:, j] - values[:, k]
+        se = differences[1:].std(axis=0, ddof=1)
+        critical = np.quantile((np.abs(differences[1:] - differences[0]) / se).max(axis=1), 0.95)
+        best, worst = names.index(gap["best_group"]), names.index(gap["worst_group"])
+        pair = int(np.flatnonzero((j == min(best, worst)) & (k == max(best, worst)))[0])
+        point = values[0, best] - values[0, worst]
+        slope = (aurocs[0, best] - aurocs[0, worst]) / point  # mapped back by the secant slope
+        gap_value = aurocs[0, best] - aurocs[0, worst]
+        assert (gap["auroc_gap_low"], gap["auroc_gap_high"]) == pytest.approx(
+            (gap_value - critical * se[pair] * slope, gap_value + critical * se[pair] * slope), abs=1e-12)
+        checked += 1
+    assert checked >= 1
 
 
 def test_scored_calibration_by_group_is_the_scored_calibration_per_group():

@@ -1,0 +1,127 @@
+"""Bootstrap replicates made fit for a percentile interval that stays in its quantity's range (issue 30).
+
+:func:`centre_on_squares` replaces the additive centring of calibration replicates (decision 0017)
+with a centring of their squares (decision 0061): the scored calibration error is the root of a
+debiased mean squared gap T (decision 0035), and a resample's T sits above the data's by the noise
+of each bin's gap, an additive bias on the squared scale. Shifting the squares and taking the root
+again removes that bias and never gives a negative error (the additive shift of the roots gave
+intervals such as ``0.040 [-0.017, 0.090]`` for a calibrated encoder).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+
+def centre_on_squares(values: np.ndarray) -> np.ndarray:
+    """(B + 1, ...) non-negative errors, row 0 the point estimate, rows 1.. the replicates -> the same
+    with every replicate moved on the squared scale so the replicates' mean square is row 0's square:
+
+        r_b' = sqrt(max(r_b^2 - (mean_b r_b^2 - r_0^2), 0))
+
+    per trailing position (each encoder, seed, group apart). Row 0 is kept; a NaN replicate stays
+    NaN; a shift that would raise the replicates (their mean square below the point's) is applied
+    too, so the correction is symmetric.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    out = values.copy()
+    if len(values) < 2:
+        return out
+    squares = np.square(values[1:])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a position never measured: its NaN stays
+        shift = np.nanmean(squares, axis=0) - np.square(values[0])
+    out[1:] = np.sqrt(np.maximum(squares - shift, 0.0))  # NaN propagates through maximum
+    return out
+
+
+_LOGIT_CLIP = 1e-4
+"""AUROCs are clipped to [1e-4, 1 - 1e-4] before the logit (a group ranked perfectly in a replicate)."""
+
+
+def simultaneous_gap_interval(
+    values: np.ndarray, first: int, second: int, alpha: float, *, logit_scale: bool = False
+) -> tuple[float, float, float]:
+    """The (1 - alpha) interval of ``values[:, first] - values[:, second]``, simultaneous over every pair of groups.
+
+    ``values`` (B + 1, G): row 0 the point estimate of each group, rows 1.. the replicates. The pair
+    is the one the point estimate picked (best and worst group), so a plain interval for it ignores
+    the choice (issue 30: with four groups of equal signal the percentile interval excluded 0 in
+    16 of 100 data sets). Max-|t| over all G (G - 1) / 2 differences, as the rank sets do
+    (:mod:`crs.scoring.rank_sets`): d_jk the point difference, se_jk its bootstrap SD,
+    c the (1 - alpha) quantile over replicates of max_jk |d*_jk - d_jk| / se_jk; every pair's
+    d_jk +- c se_jk holds together with probability 1 - alpha, so the picked pair's does too
+    (decision 0062). A replicate in which a group has no value (no positives drawn) counts over
+    the pairs it has.
+
+    ``logit_scale`` (AUROCs): the pairs are studentised on the logit scale, where an AUROC's
+    spread no longer shrinks as it nears 1 (on the raw scale the group that is best by chance has
+    the smallest SE, which inflated its t: 8.5 % null findings at eight groups against 3.5 % on the
+    logit scale, same data sets). The picked pair's logit interval D +- c s is mapped back with the
+    secant slope of the inverse logit between the two groups, d / D (the point's own ratio), so the
+    AUROC interval d +- c s d / D excludes 0 exactly when the logit one does.
+
+    Returns (low, high, c); NaN where fewer than two replicates are finite.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    raw_gap = float(values[0, first] - values[0, second])
+    if logit_scale:
+        clipped = np.clip(values, _LOGIT_CLIP, 1.0 - _LOGIT_CLIP)
+        values = np.log(clipped) - np.log1p(-clipped)
+    point, replicates = values[0], values[1:]
+    n_groups = values.shape[1]
+    j, k = np.triu_indices(n_groups, 1)
+    difference = point[j] - point[k]
+    deviations = (replicates[:, j] - replicates[:, k]) - difference
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        se = np.nanstd(replicates[:, j] - replicates[:, k], axis=0, ddof=1)
+        t = np.abs(deviations) / np.where(se > 0, se, np.nan)
+        largest = np.nanmax(np.where(np.isfinite(t), t, np.nan), axis=1)
+    largest = largest[np.isfinite(largest)]
+    pair = int(np.flatnonzero((j == min(first, second)) & (k == max(first, second)))[0]) if first != second else -1
+    if pair < 0 or len(largest) < 2 or not np.isfinite(se[pair]):
+        return float("nan"), float("nan"), float("nan")
+    critical = float(np.quantile(largest, 1.0 - alpha))
+    gap = float(point[first] - point[second])
+    half = critical * float(se[pair])
+    if logit_scale:
+        mean = 0.5 * (point[first] + point[second])
+        slope = raw_gap / gap if gap != 0.0 else float(np.exp(-np.logaddexp(0.0, -mean) - np.logaddexp(0.0, mean)))
+        return raw_gap - half * slope, raw_gap + half * slope, critical
+    return gap - half, gap + half, critical
+
+
+MEASURED_COVERAGE: dict[str, dict[str, float]] = {
+    "crs": {"mean_low": 0.929, "mean_high": 0.985, "worst_encoder": 0.840},
+    "auroc": {"mean_low": 0.927, "mean_high": 0.943, "worst_encoder": 0.905},
+    "calibration": {"mean_low": 0.945, "mean_high": 0.991, "worst_encoder": 0.830},
+}
+"""Coverage of the case-level percentile intervals at the nominal 95 %, measured by
+``python -m crs.bench.interval_coverage`` (200 test sets x 200 replicates, five encoders, clustered
+and independent images, random and stratified test sets; docs/crs.md section 7b): the range of the
+mean over encoders across the designs, and the worst encoder in the worst design. None reaches 0.93
+for its worst encoder everywhere, so the report, the summary and ``crs score`` name these figures
+beside the nominal level (issue 30, decision 0063). Update them with the table when the method moves."""
+
+MEASURED_AT_ALPHA = 0.05
+"""The level the coverage figures were measured at; another alpha is labelled by its nominal level alone."""
+
+
+def measured_coverage(alpha: float) -> dict[str, dict[str, float]] | None:
+    """The measured coverage figures when ``alpha`` is the level they were measured at, else None."""
+    return {name: dict(found) for name, found in MEASURED_COVERAGE.items()} if alpha == MEASURED_AT_ALPHA else None
+
+
+def coverage_sentence(alpha: float) -> str | None:
+    """One sentence naming each interval's measured coverage, or None when none was measured at ``alpha``."""
+    found = measured_coverage(alpha)
+    if found is None:
+        return None
+    names = {"crs": "CRS", "auroc": "AUROC", "calibration": "calibration error"}
+    parts = [f"{names[name]} {c['mean_low']:.3f}-{c['mean_high']:.3f} on average over encoders, "
+             f"{c['worst_encoder']:.3f} for the worst encoder" for name, c in found.items()]
+    return ("Nominal level 95 %; coverage measured by simulation of fresh patient samples (docs/crs.md "
+            "section 7b): " + "; ".join(parts) + ".")
