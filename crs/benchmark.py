@@ -138,7 +138,7 @@ class Benchmark:
     ) -> ExtractStats:
         """Stage 1: cache clean and corrupted features of every encoder (skips what is cached).
 
-        ``shard=(i, n)`` fills only row chunks ``k % n == i``; ``wait`` waits for another writer of
+        ``shard=(i, n)`` fills the i-th of n stretches of equal forward passes; ``wait`` waits for another writer of
         the same (store, encoder, shard) instead of failing. ``announce`` receives one line per
         data set before its work starts: its forward passes, how many are already cached, how many to go.
         """

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from crs.benchmark import Benchmark
-from crs.cli.shard import parse_shard
+from crs.cli.shard import parse_shard, shard_text
 from crs.scoring.result import ScoreResult
 
 spec_argument = click.argument("spec_path", metavar="SPEC.toml", type=click.Path(dir_okay=False))
@@ -41,7 +41,9 @@ cluster_option = click.option(
 )
 quiet_option = click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
 shard_option = click.option(
-    "--shard", default=None, metavar="I/N", help="Fill only row chunks k with k % N == I (run N workers, one per I)."
+    "--shard", default=None, metavar="I/N|auto",
+    help="Fill only the I-th of N stretches of equal forward passes (run N workers, one per I); 'auto': I/N from "
+         "SLURM_ARRAY_TASK_ID/COUNT, SLURM_PROCID/NTASKS or torchrun's RANK/WORLD_SIZE."
 )
 wait_option = click.option("--wait", is_flag=True, help="Wait for another writer of the same shard instead of exiting.")
 skip_bad_option = click.option(
@@ -55,7 +57,10 @@ def _extract(bench: Benchmark, quiet: bool, shard: str | None = None, wait: bool
         click.echo(bench.plan().summary_line())
     except Exception as error:  # the plan is a courtesy: extraction reports its own errors, by name
         click.echo(f"plan: not available ({str(error).splitlines()[0] if str(error) else type(error).__name__})")
-    stats = bench.extract(progress=not quiet, shard=parse_shard(shard) if shard else None, wait=wait,
+    parsed = parse_shard(shard) if shard else None
+    if shard is not None and parsed is not None and shard.strip().lower() == "auto":
+        click.echo(f"extract: shard {shard_text(parsed)} from the environment")
+    stats = bench.extract(progress=not quiet, shard=parsed, wait=wait,
                           announce=lambda line: click.echo(f"extract: {line}"))
     counts = ", ".join(f"{name} {n:,}" for name, n in stats.forward_images.items())
     click.echo(
@@ -65,7 +70,10 @@ def _extract(bench: Benchmark, quiet: bool, shard: str | None = None, wait: bool
     if stats.passes_cached_at_start:
         click.echo(f"extract: kept {stats.passes_cached_at_start:,} of {stats.passes_planned:,} forward passes "
                    "from the cache")
-    if stats.total_forward == 0:
+    if shard is not None and stats.passes_to_go_here == 0:
+        click.echo(f"extract: shard {shard_text(parsed)}: its work is done (every chunk it fills is complete; "
+                   f"{stats.chunks_left_to_other_shards:,} chunk(s) left to other shards); nothing to do")
+    elif stats.total_forward == 0:
         click.echo("extract: every encoder was cached; no forward pass ran")
 
 

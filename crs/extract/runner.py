@@ -33,6 +33,7 @@ from crs.data.subsample import CorruptionRows, corruption_rows
 from crs.data.validate import validate_for_extraction
 from crs.extract.chunking import chunk_rows_for
 from crs.extract.cores import ThreadGovernor, thread_plan
+from crs.extract.shards import ChunkUnit, array_units, assign
 from crs.spec import for_setting
 
 log = logging.getLogger("crs.extract")
@@ -49,6 +50,7 @@ class ExtractStats:
     chunks_left_to_other_shards: int = 0
     passes_planned: int = 0  # every forward pass the stores need, cached or not
     passes_cached_at_start: int = 0  # of those, already in complete chunks when this run started
+    passes_to_go_here: int = 0  # forward passes this run (this shard) set out to fill
 
     def add_forward(self, encoder: str, n: int) -> None:
         self.forward_images[encoder] = self.forward_images.get(encoder, 0) + n
@@ -62,6 +64,7 @@ class ExtractStats:
         self.chunks_left_to_other_shards += other.chunks_left_to_other_shards
         self.passes_planned += other.passes_planned
         self.passes_cached_at_start += other.passes_cached_at_start
+        self.passes_to_go_here += other.passes_to_go_here
 
     @property
     def total_forward(self) -> int:
@@ -120,10 +123,15 @@ class _EncoderJob:
         self.clean_rows = np.zeros(0, dtype=np.int64)
         self.variant_rows: dict[tuple[str, int], np.ndarray] = {}
 
-    def plan(self, shard: tuple[int, int] | None) -> None:
-        """Read which chunks of this shard are pending (call while holding the writer lock)."""
-        self.clean_rows = self._pending_rows(self.clean, np.arange(self.n_rows), shard)
-        self.variant_rows = {key: self._pending_rows(array, self.test_rows, shard) for key, array in self.corrupt.items()}
+    def plan(self, mine: list[set[int]] | None) -> None:
+        """Read which chunks of this shard are pending (call while holding the writer lock).
+
+        ``mine``: the chunks of this shard per array, in the order of :meth:`arrays` (None: all).
+        """
+        owned: list[set[int] | None] = list(mine) if mine is not None else [None] * (1 + len(self.corrupt))
+        self.clean_rows = self._pending_rows(self.clean, np.arange(self.n_rows), owned[0])
+        self.variant_rows = {key: self._pending_rows(array, self.test_rows, chunks)
+                             for (key, array), chunks in zip(self.corrupt.items(), owned[1:], strict=True)}
 
     def arrays(self) -> list[tuple[ChunkedFeatureArray, np.ndarray]]:
         """Each feature array with the data-set row of each of its positions."""
@@ -131,9 +139,10 @@ class _EncoderJob:
 
     @staticmethod
     def _pending_rows(array: ChunkedFeatureArray, row_of_position: np.ndarray,
-                      shard: tuple[int, int] | None) -> np.ndarray:
-        """Data-set rows (not array positions) whose chunk in ``array`` is not yet complete."""
-        positions = [np.arange(*array.chunk_bounds(c)) for c in array.pending_chunks(shard)]
+                      chunks: set[int] | None) -> np.ndarray:
+        """Data-set rows (not array positions) whose chunk in ``array`` (one of ``chunks``) is not yet complete."""
+        positions = [np.arange(*array.chunk_bounds(c)) for c in array.pending_chunks()
+                     if chunks is None or c in chunks]
         if not positions or array.n_rows == 0:
             return np.zeros(0, dtype=np.int64)
         return row_of_position[np.concatenate(positions)]
@@ -154,8 +163,17 @@ class _EncoderJob:
         """Forward passes already in complete chunks (kept from earlier runs)."""
         return sum(array.rows_done() for array, _ in self.arrays())
 
+    def passes_pending(self) -> int:
+        """Forward passes of the chunks :meth:`plan` found pending (this shard's part)."""
+        return len(self.clean_rows) + sum(len(rows) for rows in self.variant_rows.values())
+
     def chunks_pending(self) -> int:
         return sum(len(array.pending_chunks()) for array, _ in self.arrays())
+
+    def units(self, encoder: int) -> list[ChunkUnit]:
+        """Every chunk of every array as a unit of work (this job is the ``encoder``-th of the walk)."""
+        return [unit for k, (array, row_of_position) in enumerate(self.arrays())
+                for unit in array_units(k, array.n_rows, array.chunk_rows, row_of_position, encoder)]
 
     def _store(self, key: Any, array: ChunkedFeatureArray, positions: np.ndarray, features: np.ndarray,
                stats: ExtractStats) -> None:
@@ -271,9 +289,9 @@ def extract_dataset(
     ``corruption_rows_wanted``: make the corrupted variants for a patient-level subsample of about
     that many test images (:func:`crs.data.subsample.corruption_rows`) instead of the whole split.
 
-    ``shard=(i, n)`` fills only the chunks ``k`` with ``k % n == i`` of every array, so ``n``
-    workers fill one store together. Each (store, encoder, shard) is written under one lock: a
-    second writer fails naming the holder, or waits with ``wait=True``. The encoder's group becomes
+    ``shard=(i, n)`` fills only the chunks of the ``i``-th of ``n`` stretches of rows with equal
+    forward passes (:mod:`crs.extract.shards`), so ``n`` workers fill one store together. Each
+    (store, encoder, shard) is written under one lock: a second writer fails naming the holder, or waits with ``wait=True``. The encoder's group becomes
     ``current`` (what stage 2 reads) once all of its chunks, from every shard, are complete.
     ``announce`` gets one line before the work starts: the forward passes, the cached part, the rest.
     ``threads`` fixes the forward pass's intra-op threads (default: the usable cores that other
@@ -299,8 +317,9 @@ def extract_dataset(
         all_jobs = [_EncoderJob(encoder, store, dataset, variants, rows, chunk_rows, SUITE_VERSION, batch_size)
                     for encoder in encoders]
     jobs = []
+    mine = shard_chunks(all_jobs, shard)
     with contextlib.ExitStack() as locks:
-        for job in all_jobs:
+        for job, owned in zip(all_jobs, mine, strict=True):
             if job.is_done():
                 log.info("%s / %s: cached (fingerprint %s), no forward pass", dataset.name, job.name, job.fingerprint)
                 _mark_current(store, path, job)
@@ -308,19 +327,23 @@ def extract_dataset(
                 continue
             purpose = f"crs extract {dataset.name} {job.name}" + (f" shard {shard[0]}/{shard[1]}" if shard else "")
             locks.enter_context(WriterLock(writer_lock_path(path, job.name, shard), purpose, wait=wait))
-            job.plan(shard)
+            job.plan(owned)
             jobs.append(job)
         stats.passes_planned = sum(job.passes() for job in all_jobs)
         stats.passes_cached_at_start = sum(job.passes_cached() for job in all_jobs)
+        stats.passes_to_go_here = sum(job.passes_pending() for job in jobs)
         if announce is not None:
             announce(resume_line(dataset.name, len(dataset), stats.passes_planned, stats.passes_cached_at_start,
                                  len(all_jobs)))
         if jobs:
             _run(dataset, jobs, all_jobs, batch_size, device, progress, stats, threads)
-        for job in jobs:
+        for job, owned in zip(all_jobs, mine, strict=True):
+            if job not in jobs:
+                continue
             if job.is_done():
                 _mark_current(store, path, job)
-            elif shard is not None and not any(array.pending_chunks(shard) for array, _ in job.arrays()):
+            elif shard is not None and owned is not None and not any(set(array.pending_chunks()) & chunks
+                                               for (array, _), chunks in zip(job.arrays(), owned, strict=True)):
                 left = job.chunks_pending()
                 stats.chunks_left_to_other_shards += left
                 log.info("%s / %s: shard %d/%d done; %d chunk(s) left to other shards",
@@ -329,6 +352,22 @@ def extract_dataset(
                 raise RuntimeError(f"{dataset.name} / {job.name}: extraction ended with unfinished chunks")
     stats.seconds = time.perf_counter() - started
     return stats
+
+
+def shard_chunks(jobs: Sequence[_EncoderJob], shard: tuple[int, int] | None) -> list[list[set[int]] | None]:
+    """For each job, the chunks of each of its arrays that ``shard`` fills (None: no shard, all of them).
+
+    Every chunk of every job is cut by :func:`crs.extract.shards.assign`: shards get contiguous
+    stretches of rows with equal forward passes, whichever encoders are still pending.
+    """
+    if shard is None:
+        return [None] * len(jobs)
+    units = [unit for index, job in enumerate(jobs) for unit in job.units(index)]
+    mine: list[list[set[int]]] = [[set() for _ in job.arrays()] for job in jobs]
+    for unit, owner in zip(units, assign(units, shard[1]), strict=True):
+        if owner == shard[0]:
+            mine[unit.encoder][unit.array].add(unit.chunk)
+    return list(mine)
 
 
 def resume_line(dataset: str, images: int, passes: int, cached: int, encoders: int) -> str:

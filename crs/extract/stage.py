@@ -33,7 +33,7 @@ def extract_spec(spec: Spec, encoder_names: list[str] | None = None, progress: b
             announce: Callable[[str], None] | None = None) -> ExtractStats:
     """Stage 1 for every data set of the spec and every one of its shift targets.
 
-    ``shard=(i, n)`` fills only chunks ``k % n == i`` (``crs extract --shard i/n``); ``wait`` waits
+    ``shard=(i, n)`` fills the i-th of n stretches of equal forward passes (:mod:`crs.extract.shards`); ``wait`` waits
     for another writer of the same (store, encoder, shard) instead of failing.
     """
     all_encoders = create_encoders(spec, encoder_names)
