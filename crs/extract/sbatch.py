@@ -108,6 +108,7 @@ def sbatch_script(plan: ExtractPlan, shards: ShardPlan, command: Sequence[str], 
         f"#SBATCH --cpus-per-task={cpus_per_task}",
         f"#SBATCH --time={slurm_time(shards.time_limit_seconds)}",
         f"#SBATCH --output={output}",
+        "#SBATCH --open-mode=append",  # a requeued task adds to its log instead of replacing it
         "#SBATCH --requeue",
     ]
     if device.startswith("cuda") and gpus_per_task > 0:
