@@ -27,6 +27,7 @@ LAZY_COMMANDS = {
     "reproduce": "crs.cli.reproduce:reproduce",
     "compare": "crs.cli.reproduce:compare",
     "plan": "crs.cli.plan:plan",
+    "status": "crs.cli.plan:status",
 }
 """Commands whose modules import torch, torchvision or the encoder libraries (seconds): imported when
 the command is asked for, so ``crs score`` and ``crs report`` start without them."""

@@ -58,3 +58,14 @@ def plan(spec_path: str, cache: str | None, encoders: tuple[str, ...], corruptio
     click.echo(f"sbatch: {sbatch_path}: {count} task(s), {sum(shards.passes):,} forward passes in all "
                f"(largest task {max(shards.passes):,}), time limit {shards.time_limit_seconds // 60} min each; "
                f"submit with `sbatch {sbatch_path}`")
+
+
+@click.command()
+@spec_argument
+@cache_option
+def status(spec_path: str, cache: str | None) -> None:
+    """Stage 1's progress over every shard, from the cache's chunk flags: passes done, to go, time left."""
+    from crs.benchmark import Benchmark
+    from crs.extract.status import progress
+
+    click.echo(progress(Benchmark(spec_path, cache=cache).plan()).format())

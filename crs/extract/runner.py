@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import shutil
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -25,7 +26,7 @@ from crs.cache import corrupt_rows as stored_rows
 from crs.cache.fingerprint import fingerprint
 from crs.cache.lock import WriterLock, layout_lock_path, writer_lock_path
 from crs.cache.store import FEATURE_DTYPE, CacheError, FeatureStore, store_path, test_digest
-from crs.cache.writer import ChunkedFeatureArray
+from crs.cache.writer import CacheFullError, ChunkedFeatureArray
 from crs.corruptions import SUITE_VERSION, apply_severities
 from crs.data.base import Dataset
 from crs.data.images import dataset_image
@@ -336,7 +337,10 @@ def extract_dataset(
             announce(resume_line(dataset.name, len(dataset), stats.passes_planned, stats.passes_cached_at_start,
                                  len(all_jobs)))
         if jobs:
-            _run(dataset, jobs, all_jobs, batch_size, device, progress, stats, threads)
+            try:
+                _run(dataset, jobs, all_jobs, batch_size, device, progress, stats, threads)
+            except CacheFullError as error:
+                raise _disk_full(path, jobs, error) from None
         for job, owned in zip(all_jobs, mine, strict=True):
             if job not in jobs:
                 continue
@@ -368,6 +372,21 @@ def shard_chunks(jobs: Sequence[_EncoderJob], shard: tuple[int, int] | None) -> 
         if owner == shard[0]:
             mine[unit.encoder][unit.array].add(unit.chunk)
     return list(mine)
+
+
+def _disk_full(path: Path, jobs: Sequence[_EncoderJob], error: CacheFullError) -> CacheFullError:
+    """The full-disk error in one line: the store, the bytes its unfinished chunks still need, the bytes free."""
+    needed = sum((array.n_rows - array.rows_done()) * int(job.encoder.spec.dim) * 2
+                 for job in jobs for array, _ in job.arrays())
+    try:
+        free = f"{shutil.disk_usage(path).free:,} bytes free"
+    except OSError:
+        free = "free space unknown"
+    return for_setting(CacheFullError(
+        f"disk full under the cache store {path}: its unfinished chunks need {needed:,} more bytes ({free}); "
+        "free disk space or choose another cache folder, then re-run to resume (complete chunks are kept, "
+        f"the one being written stays incomplete; {error.chunk_bytes:,} bytes could not be written)",
+        str(path), error.chunk_bytes), "cache")
 
 
 def resume_line(dataset: str, images: int, passes: int, cached: int, encoders: int) -> str:

@@ -148,7 +148,7 @@ def test_a_cpu_spec_asks_for_no_gpu(tmp_path):
 
 
 def test_shards_fill_balanced_disjoint_parts_and_a_finished_shard_says_so(tmp_path):
-    spec_path = write_tiny_spec(tmp_path, encoders=("pixel_stats",), n_images=60, chunk_rows=8)
+    spec_path = write_tiny_spec(tmp_path, encoders=("pixel_stats",), n_images=120, chunk_rows=8)
     runner = CliRunner()
     bench = Benchmark(spec_path)
     total = bench.plan().passes
@@ -156,8 +156,14 @@ def test_shards_fill_balanced_disjoint_parts_and_a_finished_shard_says_so(tmp_pa
     for index in range(3):
         stats = Benchmark(spec_path).extract(progress=False, shard=(index, 3))
         done.append(stats.total_forward)
+        if index == 0:  # progress over all shards, from the flags alone
+            shown = runner.invoke(cli, ["status", str(spec_path)], obj={})
+            assert shown.exit_code == 0, shown.output
+            assert f"status: {done[0]:,} of {total:,} forward passes done" in shown.output
+            assert f"{total - done[0]:,} to go" in shown.output and "left at that rate" in shown.output
     assert sum(done) == total  # disjoint and complete: each pass made by one shard
     assert max(done) - min(done) <= 0.25 * total / 3, done
+    assert "status: complete" in runner.invoke(cli, ["status", str(spec_path)], obj={}).output
     again = runner.invoke(cli, ["extract", str(spec_path), "--shard", "1/3", "-q"], obj={})
     assert again.exit_code == 0, again.output
     assert "shard 1/3: its work is done" in again.output
