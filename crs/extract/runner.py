@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 
 from crs.cache import corrupt_rows as stored_rows
 from crs.cache.fingerprint import fingerprint
-from crs.cache.lock import WriterLock, layout_lock_path, writer_lock_path
+from crs.cache.lock import WriterLock, layout_lock_path, live_writer, writer_lock_path
 from crs.cache.store import FEATURE_DTYPE, CacheError, FeatureStore, store_path, test_digest
 from crs.cache.writer import CacheFullError, ChunkedFeatureArray
 from crs.corruptions import SUITE_VERSION, apply_severities
@@ -91,7 +91,8 @@ class _EncoderJob:
     """One encoder's pending work on one data set: which arrays, which chunks (of this shard), row buffers."""
 
     def __init__(self, encoder: Any, store: FeatureStore, dataset: Dataset, variants: Sequence[tuple[str, int]],
-                 rows: CorruptionRows, chunk_rows: int, suite_version: str, batch_size: int):
+                 rows: CorruptionRows, chunk_rows: int, suite_version: str, batch_size: int,
+                 shard: tuple[int, int] | None = None):
         self.encoder = encoder
         # Data-set rows of the corrupted arrays' positions: the test split, or its corruption subsample.
         test_rows = dataset.indices("test")[rows.positions]
@@ -103,6 +104,7 @@ class _EncoderJob:
         group = store.encoder_group(self.name, self.fingerprint, self.fields)
         dim = int(encoder.spec.dim)
         where = f"{dataset.name} / {self.name} ({self.fingerprint})"
+        guard_mixed_runs(group, where, run_settings(rows, batch_size, variants), shard, store.path, self.name)
         # New arrays get chunks sized so a kill loses little (chunking.py); existing ones keep theirs.
         clean_chunk, *variant_chunks = chunk_rows_for(
             [len(dataset), *(len(test_rows) for _ in variants)], batch_size, chunk_rows)
@@ -223,6 +225,44 @@ class _EncoderJob:
         return features.float().cpu().numpy()
 
 
+RUN_SETTINGS = "extract_settings"
+
+
+def run_settings(rows: CorruptionRows, batch_size: int, variants: Sequence[tuple[str, int]]) -> dict[str, Any]:
+    """The settings every writer of one encoder group must share while it is unfinished: the rows
+    the corrupted variants are made of, the batch size (batches decide a chunk's last bits) and the
+    variants."""
+    return {"corruption_rows": rows.requested if rows.requested is not None else "all",
+            "corruption_rows_sha256": rows.digest, "batch_size": int(batch_size),
+            "variants": [f"{name}/{severity}" for name, severity in variants]}
+
+
+def _group_complete(group: Any) -> bool:
+    flags = [np.asarray(node[:]) for name, node in group.members(max_depth=None)
+             if name.endswith("__done") and hasattr(node, "shape")]
+    return bool(flags) and all(bool(np.all(f != 0)) for f in flags)
+
+
+def guard_mixed_runs(group: Any, where: str, settings: dict[str, Any], shard: tuple[int, int] | None,
+                     store: Path, encoder: str) -> None:
+    """Refuse a writer whose settings differ from those of an unfinished run on the same group.
+
+    Such a run is a sharded one (its other tasks may start at any time) or one writing right now;
+    a lone run may replace what an earlier, finished or abandoned, run left (as it always could).
+    """
+    recorded = cast(dict[str, Any] | None, group.attrs.get(RUN_SETTINGS))
+    if recorded is not None and any(recorded.get(key) != value for key, value in settings.items()) \
+            and not _group_complete(group):
+        other_running = live_writer(store, encoder) is not None
+        if shard is not None or other_running or recorded.get("sharded"):
+            differ = ", ".join(f"{key} {recorded.get(key)!r} here, {settings[key]!r} asked"
+                               for key in settings if recorded.get(key) != settings[key])
+            raise for_setting(CacheError(
+                f"{where}: an unfinished run with other settings is filling this cache ({differ}); finish it with "
+                "its own settings, or use another cache folder (or delete the group to start over)"), "cache")
+    group.attrs[RUN_SETTINGS] = {**settings, "sharded": shard is not None}
+
+
 def batch_windows(n_rows: int, jobs: Sequence[_EncoderJob], batch_size: int) -> Iterator[tuple[int, int]]:
     """Row windows ``[start, stop)`` of at most ``batch_size`` rows that never straddle a chunk of any array.
 
@@ -315,7 +355,7 @@ def extract_dataset(
     with WriterLock(layout_lock_path(path), "create arrays", wait=True):
         store = FeatureStore(path, mode="a")
         store.write_table(dataset)
-        all_jobs = [_EncoderJob(encoder, store, dataset, variants, rows, chunk_rows, SUITE_VERSION, batch_size)
+        all_jobs = [_EncoderJob(encoder, store, dataset, variants, rows, chunk_rows, SUITE_VERSION, batch_size, shard)
                     for encoder in encoders]
     jobs = []
     mine = shard_chunks(all_jobs, shard)
@@ -374,7 +414,7 @@ def shard_chunks(jobs: Sequence[_EncoderJob], shard: tuple[int, int] | None) -> 
     return list(mine)
 
 
-def _disk_full(path: Path, jobs: Sequence[_EncoderJob], error: CacheFullError) -> CacheFullError:
+def _disk_full(path: Path, jobs: Sequence[_EncoderJob], error: CacheFullError) -> BaseException:
     """The full-disk error in one line: the store, the bytes its unfinished chunks still need, the bytes free."""
     needed = sum((array.n_rows - array.rows_done()) * int(job.encoder.spec.dim) * 2
                  for job in jobs for array, _ in job.arrays())
