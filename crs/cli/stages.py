@@ -9,6 +9,7 @@ import click
 
 from crs.benchmark import Benchmark
 from crs.cli.shard import parse_shard, shard_text
+from crs.cli.slurm import slurm_options, submit_extract
 from crs.scoring.result import ScoreResult
 
 spec_argument = click.argument("spec_path", metavar="SPEC.toml", type=click.Path(dir_okay=False))
@@ -124,10 +125,18 @@ def _all_stages(bench: Benchmark, jobs: int | str | None, cluster: str | None, q
 @shard_option
 @wait_option
 @skip_bad_option
+@slurm_options
 def extract(spec_path: str, cache: str | None, out: str | None, quiet: bool, shard: str | None, wait: bool,
-            skip_bad: bool) -> None:
+            skip_bad: bool, slurm: bool, tasks: int | None, partition: str | None, cpus_per_task: int,
+            slurm_logs: str) -> None:
     """Stage 1: cache clean and corrupted features of every encoder (skips what is cached)."""
-    _extract(Benchmark(spec_path, cache=cache, output=out, skip_bad=skip_bad), quiet, shard, wait)
+    bench = Benchmark(spec_path, cache=cache, output=out, skip_bad=skip_bad)
+    if slurm:
+        if shard is not None:
+            raise click.BadParameter("--slurm makes one shard per task; drop --shard", param_hint="--slurm")
+        submit_extract(bench, spec_path, cache, tasks, partition, cpus_per_task, slurm_logs)
+        return
+    _extract(bench, quiet, shard, wait)
 
 
 @click.command()

@@ -175,3 +175,17 @@ def test_a_cancelled_task_requeued_resumes_from_its_flags(slurm, reference, tmp_
     assert forward_passes(resumed) == passes - kept  # nothing kept is redone
     assert float_bits(store) == float_bits(reference_store)
     assert verify_store(store) == []
+
+
+def test_extract_slurm_submits_through_submitit_and_equals_one_process(slurm, reference, tmp_path):
+    import sys
+
+    data, reference_store, passes = reference(64)
+    spec_path = write_spec(tmp_path, data, n_images=64)
+    run = subprocess.run([sys.executable, "-m", "crs", "extract", str(spec_path), "--slurm", "--tasks", "2",
+                          "--cpus-per-task", "1", "--slurm-logs", str(tmp_path / "logs")],
+                         env=slurm, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    made = [int(n.replace(",", "")) for n in re.findall(r"\(shard \d/2\): ([\d,]*\d) forward passes", run.stdout)]
+    assert len(made) == 2 and sum(made) == passes, run.stdout
+    assert float_bits(tmp_path / "cache" / "cxr.zarr") == float_bits(reference_store)
