@@ -30,3 +30,25 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 def shard_text(shard: tuple[int, int] | None) -> str:
     return "none" if shard is None else f"{shard[0]}/{shard[1]}"
+
+
+devices_option = click.option(
+    "--devices", default=None, metavar="LIST|all",
+    help="One worker process per device, each filling one shard: cuda:0,cuda:1,... or all (every GPU here); "
+         "cpu,cpu runs two CPU workers.")
+
+
+def extract_on_devices(bench: object, text: str) -> None:
+    """``crs extract --devices``: spawn the workers, then say what each did in all."""
+    from crs.extract.devices import extract_on_devices as run
+    from crs.extract.devices import parse_devices
+
+    try:
+        devices = parse_devices(text)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--devices") from None
+    click.echo(f"extract: {len(devices)} worker(s), one per device: {', '.join(devices)}")
+    stats = run(bench.spec, devices)  # type: ignore[attr-defined]
+    counts = ", ".join(f"{name} {n:,}" for name, n in stats.forward_images.items())
+    click.echo(f"extract: {stats.images_decoded:,} images decoded by all workers, forward passes per encoder: "
+               f"{counts or 'none'}")

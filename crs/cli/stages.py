@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from crs.benchmark import Benchmark
-from crs.cli.shard import parse_shard, shard_text
+from crs.cli.shard import devices_option, extract_on_devices, parse_shard, shard_text
 from crs.cli.slurm import slurm_options, submit_extract
 from crs.scoring.result import ScoreResult
 
@@ -126,11 +126,18 @@ def _all_stages(bench: Benchmark, jobs: int | str | None, cluster: str | None, q
 @wait_option
 @skip_bad_option
 @slurm_options
+@devices_option
 def extract(spec_path: str, cache: str | None, out: str | None, quiet: bool, shard: str | None, wait: bool,
             skip_bad: bool, slurm: bool, tasks: int | None, partition: str | None, cpus_per_task: int,
-            slurm_logs: str) -> None:
+            slurm_logs: str, devices: str | None) -> None:
     """Stage 1: cache clean and corrupted features of every encoder (skips what is cached)."""
     bench = Benchmark(spec_path, cache=cache, output=out, skip_bad=skip_bad)
+    if devices is not None:
+        if shard is not None or slurm:
+            raise click.BadParameter("--devices makes one shard per device; drop --shard/--slurm",
+                                     param_hint="--devices")
+        extract_on_devices(bench, devices)
+        return
     if slurm:
         if shard is not None:
             raise click.BadParameter("--slurm makes one shard per task; drop --shard", param_hint="--slurm")

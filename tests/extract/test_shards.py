@@ -174,3 +174,28 @@ def test_chunk_units_cover_each_array():
     assert [(u.row, u.passes, u.array, u.chunk) for u in units] == [
         (100.0, 4, 3, 0), (104.0, 4, 3, 1), (108.0, 2, 3, 2)]
     assert isinstance(units[0], ChunkUnit)
+
+
+def store_bytes(store: Path) -> dict[str, bytes]:
+    """Every array of a store (features, flags, checksums, the table) as raw bytes."""
+    import zarr
+
+    root = zarr.open_group(str(store), mode="r")
+    return {name: np.asarray(node[...]).tobytes() for name, node in root.members(max_depth=None)
+            if isinstance(node, zarr.Array)}
+
+
+def test_two_cpu_devices_write_the_cache_of_one_process(tmp_path):
+    one = write_tiny_spec(tmp_path / "one", encoders=("pixel_stats", "resnet18"), n_images=120, chunk_rows=8,
+                          data=tmp_path / "data")
+    two = write_tiny_spec(tmp_path / "two", encoders=("pixel_stats", "resnet18"), n_images=120, chunk_rows=8,
+                          data=tmp_path / "data")
+    Benchmark(one).extract(progress=False)
+    result = CliRunner().invoke(cli, ["extract", str(two), "--devices", "cpu,cpu", "-q"], obj={})
+    assert result.exit_code == 0, result.output
+    assert "2 worker(s), one per device: cpu, cpu" in result.output
+    for name in ("derm", "fundus", "cxr", "cxr-b"):
+        assert store_bytes(tmp_path / "two" / "cache" / f"{name}.zarr") == \
+            store_bytes(tmp_path / "one" / "cache" / f"{name}.zarr"), name
+    bad = CliRunner().invoke(cli, ["extract", str(two), "--devices", "gpu0"], obj={})
+    assert bad.exit_code != 0 and "each must be cpu, cuda or cuda:N" in bad.output
