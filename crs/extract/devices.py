@@ -39,8 +39,9 @@ def parse_devices(text: str) -> list[str]:
 def _worker(spec: Spec, device: str, index: int, count: int, threads: int | None) -> ExtractStats:
     from crs.extract.stage import extract_spec
 
-    extract = dataclasses.replace(spec.extract, device=device,
-                                  **({"threads": threads} if threads is not None else {}))
+    extract = dataclasses.replace(spec.extract, device=device)
+    if threads is not None:
+        extract = dataclasses.replace(extract, threads=threads)
     return extract_spec(dataclasses.replace(spec, extract=extract), progress=False, shard=(index, count))
 
 
