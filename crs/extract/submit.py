@@ -15,6 +15,8 @@ from typing import Any
 
 import submitit
 
+from crs.spec import Spec
+
 
 @dataclass(frozen=True)
 class SlurmOptions:
@@ -29,17 +31,17 @@ class SlurmOptions:
 class ExtractShard(submitit.helpers.Checkpointable):
     """One array task: stage 1 of a spec for one shard; requeued as is when preempted or timed out."""
 
-    def __call__(self, spec_path: str, cache: str | None, index: int, count: int) -> dict[str, Any]:
-        from crs.benchmark import Benchmark
+    def __call__(self, spec: Spec, index: int, count: int) -> dict[str, Any]:
+        from crs.extract.stage import extract_spec
 
-        stats = Benchmark(spec_path, cache=cache).extract(progress=False, shard=(index, count))
+        stats = extract_spec(spec, progress=False, shard=(index, count))
         return {"shard": f"{index}/{count}", "forward": dict(stats.forward_images),
                 "decoded": stats.images_decoded, "to_go_here": stats.passes_to_go_here,
                 "left_to_other_shards": stats.chunks_left_to_other_shards}
 
 
-def submit_array(spec_path: Path, cache: Path | None, options: SlurmOptions) -> list[submitit.Job]:
-    """Submit one array of ``options.tasks`` shards and return its jobs (``job.result()`` waits)."""
+def submit_array(spec: Spec, options: SlurmOptions) -> list[submitit.Job]:
+    """Submit one array of ``options.tasks`` shards of ``spec`` and return its jobs (``job.result()`` waits)."""
     executor = submitit.SlurmExecutor(folder=str(options.folder), max_num_timeout=10)
     extra: dict[str, Any] = {"requeue": True}
     executor.update_parameters(
@@ -49,5 +51,4 @@ def submit_array(spec_path: Path, cache: Path | None, options: SlurmOptions) -> 
         **({"partition": options.partition} if options.partition else {}),
     )
     count = options.tasks
-    return executor.map_array(ExtractShard(), [str(spec_path)] * count, [None if cache is None else str(cache)] * count,
-                              list(range(count)), [count] * count)
+    return executor.map_array(ExtractShard(), [spec] * count, list(range(count)), [count] * count)
