@@ -144,7 +144,7 @@ class Benchmark:
         A shift target's images that are also in its source are dropped from it and listed in the
         run's audit (``allow_overlap=True`` keeps them and marks the run; :mod:`crs.data.overlap`).
 
-        ``shard=(i, n)`` fills only row chunks ``k % n == i``; ``wait`` waits for another writer of
+                ``shard=(i, n)`` fills the i-th of n stretches of equal forward passes; ``wait`` waits for another writer of
         the same (store, encoder, shard) instead of failing. ``announce`` receives one line per
         data set before its work starts: its forward passes, how many are already cached, how many to go.
         """

@@ -42,6 +42,7 @@ import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
+from crs.bench.devices_run import devices_run
 from crs.bench.extract import run_one as pipeline_vs_bare
 from crs.bench.probes import BenchSize, synthetic_unit
 from crs.bench.stage1_run import stage1_run
@@ -233,7 +234,7 @@ def machine(device: str) -> dict[str, Any]:
 
 
 def run(device: str = "cuda", quick: bool = False, out: Path | str = "gpu-check", cpu_chexpert: bool = False,
-        parts: tuple[str, ...] = ("extraction", "corruptions", "probes", "cuml", "stage1"),
+        parts: tuple[str, ...] = ("extraction", "corruptions", "probes", "cuml", "stage1", "devices"),
         encoders: tuple[str, ...] = EXTRACT_ENCODERS, echo=print) -> dict[str, Any]:
     """Measure every part, write ``gpu_check.json`` and ``gpu_check.md`` under ``out``, return the results."""
     if device.startswith("cuda") and not torch.cuda.is_available():
@@ -246,7 +247,9 @@ def run(device: str = "cuda", quick: bool = False, out: Path | str = "gpu-check"
              "probes": lambda: probes(device, sizes, cpu_chexpert), "cuml": lambda: cuml_parity(device, sizes),
              "stage1": lambda: stage1_run(device, sizes.stage1_images, encoders, sizes.extract_batch, sizes.image_size,
                                           max(1, sizes.bare_iterations // 2),
-                                          input_size=sizes.image_size if quick else None)}
+                                          input_size=sizes.image_size if quick else None),
+             "devices": lambda: devices_run(device, min(sizes.stage1_images, 600), encoders, sizes.extract_batch,
+                                            sizes.image_size, input_size=sizes.image_size if quick else None)}
     unknown = sorted(set(parts) - set(steps))
     if unknown:
         raise ValueError(f"unknown part(s) {unknown}; choose from {sorted(steps)}")
@@ -313,6 +316,17 @@ def markdown(results: dict[str, Any]) -> str:
                              r["passes_per_s"], r["bare_forward_s"], r["pipeline_over_bare"], r["decode_s"],
                              r["decode_share"], r["corrupt_s"], r["corrupt_share"]]))
         lines.append("")
+    if isinstance(results.get("devices"), dict) and "error" not in results["devices"]:
+        r = results["devices"]
+        lines += ["## Stage 1 on every device (one worker per device, `crs extract --devices`)", ""]
+        if "skipped" in r:
+            lines += [f"skipped: {r['skipped']}", ""]
+        else:
+            lines += ["| devices | forward passes | one device s | all devices s | speed-up | caches bit-identical |",
+                      "|---|---|---|---|---|---|"]
+            lines.append(_cells([", ".join(r["devices"]), r["passes"], r["seconds_one_device"],
+                                 r["seconds_all_devices"], r["speedup"], r["bit_identical"]]))
+            lines.append("")
     if "cuml" in results:
         lines += ["## cuML parity", "", "```", json.dumps(results["cuml"], default=float), "```", ""]
     errors = {part: value["error"] for part, value in results.items()
@@ -328,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="toy sizes (a CPU smoke run; figures mean nothing)")
     parser.add_argument("--out", default=os.environ.get("OUT") or "gpu-check", help="folder for gpu_check.json/.md")
     parser.add_argument("--cpu-chexpert", action="store_true", help="also fit the CheXpert-sized unit on the CPU")
-    parser.add_argument("--parts", default="extraction,corruptions,probes,cuml,stage1")
+    parser.add_argument("--parts", default="extraction,corruptions,probes,cuml,stage1,devices")
     parser.add_argument("--encoders", default=",".join(EXTRACT_ENCODERS), help="registry names for the extraction part")
     args = parser.parse_args(argv)
     try:

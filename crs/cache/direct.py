@@ -23,6 +23,8 @@ from zarr.codecs import BytesCodec
 from zarr.core.chunk_grids import RegularChunkGrid
 from zarr.storage import LocalStore
 
+from crs.cache.filesystem import is_network_filesystem
+
 
 def chunk_file(array: zarr.Array, chunk: int) -> Path | None:
     """The file holding row chunk ``chunk`` of a 2-D (or flag chunk of a 1-D) array on a local store."""
@@ -80,8 +82,9 @@ def direct_reads() -> bool:
 
 def _read_chunk(path: Path, offset: int, target: memoryview) -> int:
     """Bytes of ``path`` from ``offset`` read into ``target``: O_DIRECT for reads of at least
-    ``DIRECT_MIN_BYTES`` where the file system takes it, else through the page cache."""
-    if len(target) >= DIRECT_MIN_BYTES and direct_reads():
+    ``DIRECT_MIN_BYTES`` where the file system takes it and is local (not NFS, Lustre ...:
+    :mod:`crs.cache.filesystem`), else through the page cache."""
+    if len(target) >= DIRECT_MIN_BYTES and direct_reads() and not is_network_filesystem(path):
         read = _read_direct(path, offset, target)
         if read is not None:
             return read

@@ -15,6 +15,7 @@ outlive the data, even across a power cut.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 from pathlib import Path
@@ -39,6 +40,15 @@ _ARRAY_CONFIG: ArrayConfigParams = {"write_empty_chunks": True}
 
 class CacheWriteError(CacheError):
     """Writing to the cache failed (full disk, read-only folder); the chunk stays marked incomplete."""
+
+
+class CacheFullError(CacheWriteError):
+    """The cache's disk is full (ENOSPC): the chunk stays incomplete, the run resumes once space is freed."""
+
+    def __init__(self, message: str, store: str = "", chunk_bytes: int = 0):
+        super().__init__(message)
+        self.store = store
+        self.chunk_bytes = chunk_bytes
 
 
 def is_marker_array(name: str) -> bool:
@@ -178,6 +188,12 @@ class ChunkedFeatureArray:
             fsync_file(chunk_file(self.done, chunk))
         except OSError as error:
             reason = error.strerror or str(error)
+            if error.errno == errno.ENOSPC:
+                store = str(getattr(self.array.store, "root", "") or self.label)
+                raise for_setting(CacheFullError(
+                    f"no space left on the disk of {store} writing {self.label} chunk {chunk} "
+                    f"({stored.nbytes:,} bytes); free disk space or choose another cache folder, then re-run "
+                    "to resume (the chunk stays marked incomplete)", store, int(stored.nbytes)), "cache") from None
             raise for_setting(CacheWriteError(
                 f"cannot write {self.label} chunk {chunk} ({reason}); free disk space or choose a writable "
                 "cache folder, then re-run to resume (the chunk stays marked incomplete)"

@@ -29,6 +29,7 @@ LAZY_COMMANDS = {
     "compare": "crs.cli.reproduce:compare",
     "plan": "crs.cli.plan:plan",
     "check": "crs.cli.check:check",
+    "status": "crs.cli.plan:status",
 }
 """Commands whose modules import torch, torchvision or the encoder libraries (seconds): imported when
 the command is asked for, so ``crs score`` and ``crs report`` start without them."""

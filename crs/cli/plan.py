@@ -1,8 +1,14 @@
-"""``crs plan SPEC``: what ``crs extract`` will do (forward passes, cache bytes, disk, time) before it runs."""
+"""``crs plan SPEC``: what ``crs extract`` will do (forward passes, cache bytes, disk, time) before it runs.
+
+``--sbatch FILE`` also writes a SLURM array script sized from the plan (``crs.extract.sbatch``).
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import sys
+from pathlib import Path
 
 import click
 
@@ -16,10 +22,50 @@ from crs.cli.stages import cache_option, spec_argument
 @click.option("--corruption-rows", type=click.IntRange(min=1), default=None, metavar="N",
               help="What if: corrupted variants for a patient-level subsample of about N test images per data set.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--sbatch", "sbatch_path", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Write a SLURM array script for stage 1 sized from the plan (one task per shard).")
+@click.option("--tasks", type=click.IntRange(min=1), default=None,
+              help="Array tasks for --sbatch [default: about 4 hours of estimated work each].")
+@click.option("--partition", default=None, help="SLURM partition for --sbatch.")
+@click.option("--cpus-per-task", type=click.IntRange(min=1), default=8, show_default=True,
+              help="CPU cores per task for --sbatch (image decoding runs on them).")
 def plan(spec_path: str, cache: str | None, encoders: tuple[str, ...], corruption_rows: int | None,
-         as_json: bool) -> None:
+         as_json: bool, sbatch_path: str | None, tasks: int | None, partition: str | None, cpus_per_task: int) -> None:
     """Per data set and encoder: images, clean and corrupted forward passes, cached, bytes, time."""
     from crs.benchmark import Benchmark
 
-    result = Benchmark(spec_path, cache=cache).plan(list(encoders) or None, corruption_rows)
+    bench = Benchmark(spec_path, cache=cache)
+    result = bench.plan(list(encoders) or None, corruption_rows)
     click.echo(json.dumps(result.to_json(), indent=2) if as_json else result.format())
+    if sbatch_path is None:
+        return
+    if encoders:
+        raise click.BadParameter("an array script extracts every encoder of the spec; drop --encoder",
+                                 param_hint="--sbatch")
+    from crs.extract.sbatch import sbatch_script, shard_plan
+    from crs.extract.shards import tasks_for
+
+    spec = bench.spec
+    device = "cuda" if spec.extract.device.startswith("cuda") else "cpu"
+    count = tasks or tasks_for(result.seconds(device))
+    shards = shard_plan(result, count, spec.extract.batch_size, spec.extract.chunk_rows, device)
+    command = [sys.executable, "-m", "crs", "extract", str(Path(spec_path).resolve()), "--shard", "auto", "-q"]
+    if cache:
+        command += ["--cache", str(Path(cache).resolve())]
+    script = sbatch_script(result, shards, command, spec.name, device, os.getcwd(), cpus_per_task=cpus_per_task,
+                           partition=partition)
+    Path(sbatch_path).write_text(script)
+    click.echo(f"sbatch: {sbatch_path}: {count} task(s), {sum(shards.passes):,} forward passes in all "
+               f"(largest task {max(shards.passes):,}), time limit {shards.time_limit_seconds // 60} min each; "
+               f"submit with `sbatch {sbatch_path}`")
+
+
+@click.command()
+@spec_argument
+@cache_option
+def status(spec_path: str, cache: str | None) -> None:
+    """Stage 1's progress over every shard, from the cache's chunk flags: passes done, to go, time left."""
+    from crs.benchmark import Benchmark
+    from crs.extract.status import progress
+
+    click.echo(progress(Benchmark(spec_path, cache=cache).plan()).format())

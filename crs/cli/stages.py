@@ -11,7 +11,8 @@ from pathlib import Path
 import click
 
 from crs.benchmark import Benchmark
-from crs.cli.shard import parse_shard
+from crs.cli.shard import devices_option, extract_on_devices, parse_shard, shard_text
+from crs.cli.slurm import slurm_options, submit_extract
 from crs.scoring.result import ScoreResult
 
 spec_argument = click.argument("spec_path", metavar="SPEC.toml", type=click.Path(dir_okay=False))
@@ -44,7 +45,9 @@ cluster_option = click.option(
 )
 quiet_option = click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
 shard_option = click.option(
-    "--shard", default=None, metavar="I/N", help="Fill only row chunks k with k % N == I (run N workers, one per I)."
+    "--shard", default=None, metavar="I/N|auto",
+    help="Fill only the I-th of N stretches of equal forward passes (run N workers, one per I); 'auto': I/N from "
+         "SLURM_ARRAY_TASK_ID/COUNT, SLURM_PROCID/NTASKS or torchrun's RANK/WORLD_SIZE."
 )
 wait_option = click.option("--wait", is_flag=True, help="Wait for another writer of the same shard instead of exiting.")
 skip_bad_option = click.option(
@@ -107,7 +110,10 @@ def _extract_stage(bench: Benchmark, quiet: bool, shard: str | None = None, wait
         click.echo(bench.plan().summary_line())
     except Exception as error:  # the plan is a courtesy: extraction reports its own errors, by name
         click.echo(f"plan: not available ({str(error).splitlines()[0] if str(error) else type(error).__name__})")
-    stats = bench.extract(progress=not quiet, shard=parse_shard(shard) if shard else None, wait=wait,
+    parsed = parse_shard(shard) if shard else None
+    if shard is not None and parsed is not None and shard.strip().lower() == "auto":
+        click.echo(f"extract: shard {shard_text(parsed)} from the environment")
+    stats = bench.extract(progress=not quiet, shard=parsed, wait=wait,
                           announce=lambda line: click.echo(f"extract: {line}"), allow_overlap=allow_overlap)
     counts = ", ".join(f"{name} {n:,}" for name, n in stats.forward_images.items())
     click.echo(
@@ -117,7 +123,10 @@ def _extract_stage(bench: Benchmark, quiet: bool, shard: str | None = None, wait
     if stats.passes_cached_at_start:
         click.echo(f"extract: kept {stats.passes_cached_at_start:,} of {stats.passes_planned:,} forward passes "
                    "from the cache")
-    if stats.total_forward == 0:
+    if shard is not None and stats.passes_to_go_here == 0:
+        click.echo(f"extract: shard {shard_text(parsed)}: its work is done (every chunk it fills is complete; "
+                   f"{stats.chunks_left_to_other_shards:,} chunk(s) left to other shards); nothing to do")
+    elif stats.total_forward == 0:
         click.echo("extract: every encoder was cached; no forward pass ran")
 
 
@@ -174,11 +183,28 @@ def _all_stages(bench: Benchmark, jobs: int | str | None, cluster: str | None, q
 @skip_bad_option
 @click.option("--allow-overlap", is_flag=True,
               help="Keep shift-target images that are also in their source (default: drop them, listed in audit.json).")
+@slurm_options
+@devices_option
 def extract(spec_path: str, cache: str | None, out: str | None, quiet: bool, shard: str | None, wait: bool,
-            skip_bad: bool, allow_overlap: bool) -> None:
+            skip_bad: bool, allow_overlap: bool, slurm: bool, tasks: int | None, partition: str | None,
+            cpus_per_task: int, slurm_logs: str, devices: str | None) -> None:
     """Stage 1: cache clean and corrupted features of every encoder (skips what is cached)."""
     bench = Benchmark(spec_path, cache=cache, output=out, skip_bad=skip_bad)
     _preflight(bench)
+    if allow_overlap and (devices is not None or slurm):
+        raise click.BadParameter("--allow-overlap is for one process; run `crs extract --allow-overlap` once to "
+                                 "screen the shift targets, then --devices/--slurm", param_hint="--allow-overlap")
+    if devices is not None:
+        if shard is not None or slurm:
+            raise click.BadParameter("--devices makes one shard per device; drop --shard/--slurm",
+                                     param_hint="--devices")
+        extract_on_devices(bench, devices)
+        return
+    if slurm:
+        if shard is not None:
+            raise click.BadParameter("--slurm makes one shard per task; drop --shard", param_hint="--slurm")
+        submit_extract(bench, spec_path, cache, tasks, partition, cpus_per_task, slurm_logs)
+        return
     _extract(bench, quiet, shard, wait, allow_overlap)
 
 

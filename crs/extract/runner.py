@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import shutil
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -24,9 +25,9 @@ from tqdm.auto import tqdm
 from crs.cache import corrupt_rows as stored_rows
 from crs.cache.fingerprint import fingerprint
 from crs.cache.images import ensure_same_images
-from crs.cache.lock import WriterLock, layout_lock_path, writer_lock_path
+from crs.cache.lock import WriterLock, layout_lock_path, live_writer, writer_lock_path
 from crs.cache.store import FEATURE_DTYPE, CacheError, FeatureStore, store_path, test_digest
-from crs.cache.writer import ChunkedFeatureArray
+from crs.cache.writer import CacheFullError, ChunkedFeatureArray
 from crs.corruptions import SUITE_VERSION, apply_severities
 from crs.data.base import Dataset
 from crs.data.images import dataset_image
@@ -34,6 +35,7 @@ from crs.data.subsample import CorruptionRows, corruption_rows
 from crs.data.validate import validate_for_extraction
 from crs.extract.chunking import chunk_rows_for
 from crs.extract.cores import ThreadGovernor, thread_plan
+from crs.extract.shards import ChunkUnit, array_units, assign
 from crs.spec import for_setting
 
 log = logging.getLogger("crs.extract")
@@ -50,6 +52,7 @@ class ExtractStats:
     chunks_left_to_other_shards: int = 0
     passes_planned: int = 0  # every forward pass the stores need, cached or not
     passes_cached_at_start: int = 0  # of those, already in complete chunks when this run started
+    passes_to_go_here: int = 0  # forward passes this run (this shard) set out to fill
 
     def add_forward(self, encoder: str, n: int) -> None:
         self.forward_images[encoder] = self.forward_images.get(encoder, 0) + n
@@ -63,6 +66,7 @@ class ExtractStats:
         self.chunks_left_to_other_shards += other.chunks_left_to_other_shards
         self.passes_planned += other.passes_planned
         self.passes_cached_at_start += other.passes_cached_at_start
+        self.passes_to_go_here += other.passes_to_go_here
 
     @property
     def total_forward(self) -> int:
@@ -88,7 +92,8 @@ class _EncoderJob:
     """One encoder's pending work on one data set: which arrays, which chunks (of this shard), row buffers."""
 
     def __init__(self, encoder: Any, store: FeatureStore, dataset: Dataset, variants: Sequence[tuple[str, int]],
-                 rows: CorruptionRows, chunk_rows: int, suite_version: str, batch_size: int):
+                 rows: CorruptionRows, chunk_rows: int, suite_version: str, batch_size: int,
+                 shard: tuple[int, int] | None = None):
         self.encoder = encoder
         # Data-set rows of the corrupted arrays' positions: the test split, or its corruption subsample.
         test_rows = dataset.indices("test")[rows.positions]
@@ -100,6 +105,7 @@ class _EncoderJob:
         group = store.encoder_group(self.name, self.fingerprint, self.fields)
         dim = int(encoder.spec.dim)
         where = f"{dataset.name} / {self.name} ({self.fingerprint})"
+        guard_mixed_runs(group, where, run_settings(rows, batch_size, variants), shard, store.path, self.name)
         # New arrays get chunks sized so a kill loses little (chunking.py); existing ones keep theirs.
         clean_chunk, *variant_chunks = chunk_rows_for(
             [len(dataset), *(len(test_rows) for _ in variants)], batch_size, chunk_rows)
@@ -121,10 +127,15 @@ class _EncoderJob:
         self.clean_rows = np.zeros(0, dtype=np.int64)
         self.variant_rows: dict[tuple[str, int], np.ndarray] = {}
 
-    def plan(self, shard: tuple[int, int] | None) -> None:
-        """Read which chunks of this shard are pending (call while holding the writer lock)."""
-        self.clean_rows = self._pending_rows(self.clean, np.arange(self.n_rows), shard)
-        self.variant_rows = {key: self._pending_rows(array, self.test_rows, shard) for key, array in self.corrupt.items()}
+    def plan(self, mine: list[set[int]] | None) -> None:
+        """Read which chunks of this shard are pending (call while holding the writer lock).
+
+        ``mine``: the chunks of this shard per array, in the order of :meth:`arrays` (None: all).
+        """
+        owned: list[set[int] | None] = list(mine) if mine is not None else [None] * (1 + len(self.corrupt))
+        self.clean_rows = self._pending_rows(self.clean, np.arange(self.n_rows), owned[0])
+        self.variant_rows = {key: self._pending_rows(array, self.test_rows, chunks)
+                             for (key, array), chunks in zip(self.corrupt.items(), owned[1:], strict=True)}
 
     def arrays(self) -> list[tuple[ChunkedFeatureArray, np.ndarray]]:
         """Each feature array with the data-set row of each of its positions."""
@@ -132,9 +143,10 @@ class _EncoderJob:
 
     @staticmethod
     def _pending_rows(array: ChunkedFeatureArray, row_of_position: np.ndarray,
-                      shard: tuple[int, int] | None) -> np.ndarray:
-        """Data-set rows (not array positions) whose chunk in ``array`` is not yet complete."""
-        positions = [np.arange(*array.chunk_bounds(c)) for c in array.pending_chunks(shard)]
+                      chunks: set[int] | None) -> np.ndarray:
+        """Data-set rows (not array positions) whose chunk in ``array`` (one of ``chunks``) is not yet complete."""
+        positions = [np.arange(*array.chunk_bounds(c)) for c in array.pending_chunks()
+                     if chunks is None or c in chunks]
         if not positions or array.n_rows == 0:
             return np.zeros(0, dtype=np.int64)
         return row_of_position[np.concatenate(positions)]
@@ -155,8 +167,17 @@ class _EncoderJob:
         """Forward passes already in complete chunks (kept from earlier runs)."""
         return sum(array.rows_done() for array, _ in self.arrays())
 
+    def passes_pending(self) -> int:
+        """Forward passes of the chunks :meth:`plan` found pending (this shard's part)."""
+        return len(self.clean_rows) + sum(len(rows) for rows in self.variant_rows.values())
+
     def chunks_pending(self) -> int:
         return sum(len(array.pending_chunks()) for array, _ in self.arrays())
+
+    def units(self, encoder: int) -> list[ChunkUnit]:
+        """Every chunk of every array as a unit of work (this job is the ``encoder``-th of the walk)."""
+        return [unit for k, (array, row_of_position) in enumerate(self.arrays())
+                for unit in array_units(k, array.n_rows, array.chunk_rows, row_of_position, encoder)]
 
     def _store(self, key: Any, array: ChunkedFeatureArray, positions: np.ndarray, features: np.ndarray,
                stats: ExtractStats) -> None:
@@ -203,6 +224,44 @@ class _EncoderJob:
         with torch.inference_mode():
             features = self.encoder.embed(x)
         return features.float().cpu().numpy()
+
+
+RUN_SETTINGS = "extract_settings"
+
+
+def run_settings(rows: CorruptionRows, batch_size: int, variants: Sequence[tuple[str, int]]) -> dict[str, Any]:
+    """The settings every writer of one encoder group must share while it is unfinished: the rows
+    the corrupted variants are made of, the batch size (batches decide a chunk's last bits) and the
+    variants."""
+    return {"corruption_rows": rows.requested if rows.requested is not None else "all",
+            "corruption_rows_sha256": rows.digest, "batch_size": int(batch_size),
+            "variants": [f"{name}/{severity}" for name, severity in variants]}
+
+
+def _group_complete(group: Any) -> bool:
+    flags = [np.asarray(node[:]) for name, node in group.members(max_depth=None)
+             if name.endswith("__done") and hasattr(node, "shape")]
+    return bool(flags) and all(bool(np.all(f != 0)) for f in flags)
+
+
+def guard_mixed_runs(group: Any, where: str, settings: dict[str, Any], shard: tuple[int, int] | None,
+                     store: Path, encoder: str) -> None:
+    """Refuse a writer whose settings differ from those of an unfinished run on the same group.
+
+    Such a run is a sharded one (its other tasks may start at any time) or one writing right now;
+    a lone run may replace what an earlier, finished or abandoned, run left (as it always could).
+    """
+    recorded = cast(dict[str, Any] | None, group.attrs.get(RUN_SETTINGS))
+    if recorded is not None and any(recorded.get(key) != value for key, value in settings.items()) \
+            and not _group_complete(group):
+        other_running = live_writer(store, encoder) is not None
+        if shard is not None or other_running or recorded.get("sharded"):
+            differ = ", ".join(f"{key} {recorded.get(key)!r} here, {settings[key]!r} asked"
+                               for key in settings if recorded.get(key) != settings[key])
+            raise for_setting(CacheError(
+                f"{where}: an unfinished run with other settings is filling this cache ({differ}); finish it with "
+                "its own settings, or use another cache folder (or delete the group to start over)"), "cache")
+    group.attrs[RUN_SETTINGS] = {**settings, "sharded": shard is not None}
 
 
 def batch_windows(n_rows: int, jobs: Sequence[_EncoderJob], batch_size: int) -> Iterator[tuple[int, int]]:
@@ -272,9 +331,9 @@ def extract_dataset(
     ``corruption_rows_wanted``: make the corrupted variants for a patient-level subsample of about
     that many test images (:func:`crs.data.subsample.corruption_rows`) instead of the whole split.
 
-    ``shard=(i, n)`` fills only the chunks ``k`` with ``k % n == i`` of every array, so ``n``
-    workers fill one store together. Each (store, encoder, shard) is written under one lock: a
-    second writer fails naming the holder, or waits with ``wait=True``. The encoder's group becomes
+    ``shard=(i, n)`` fills only the chunks of the ``i``-th of ``n`` stretches of rows with equal
+    forward passes (:mod:`crs.extract.shards`), so ``n`` workers fill one store together. Each
+    (store, encoder, shard) is written under one lock: a second writer fails naming the holder, or waits with ``wait=True``. The encoder's group becomes
     ``current`` (what stage 2 reads) once all of its chunks, from every shard, are complete.
     ``announce`` gets one line before the work starts: the forward passes, the cached part, the rest.
     ``threads`` fixes the forward pass's intra-op threads (default: the usable cores that other
@@ -298,11 +357,12 @@ def extract_dataset(
         store = FeatureStore(path, mode="a")
         store.write_table(dataset)
         ensure_same_images(store, dataset)  # ids say nothing of pixels: a changed folder is refused (0046)
-        all_jobs = [_EncoderJob(encoder, store, dataset, variants, rows, chunk_rows, SUITE_VERSION, batch_size)
+        all_jobs = [_EncoderJob(encoder, store, dataset, variants, rows, chunk_rows, SUITE_VERSION, batch_size, shard)
                     for encoder in encoders]
     jobs = []
+    mine = shard_chunks(all_jobs, shard)
     with contextlib.ExitStack() as locks:
-        for job in all_jobs:
+        for job, owned in zip(all_jobs, mine, strict=True):
             if job.is_done():
                 log.info("%s / %s: cached (fingerprint %s), no forward pass", dataset.name, job.name, job.fingerprint)
                 _mark_current(store, path, job)
@@ -310,19 +370,26 @@ def extract_dataset(
                 continue
             purpose = f"crs extract {dataset.name} {job.name}" + (f" shard {shard[0]}/{shard[1]}" if shard else "")
             locks.enter_context(WriterLock(writer_lock_path(path, job.name, shard), purpose, wait=wait))
-            job.plan(shard)
+            job.plan(owned)
             jobs.append(job)
         stats.passes_planned = sum(job.passes() for job in all_jobs)
         stats.passes_cached_at_start = sum(job.passes_cached() for job in all_jobs)
+        stats.passes_to_go_here = sum(job.passes_pending() for job in jobs)
         if announce is not None:
             announce(resume_line(dataset.name, len(dataset), stats.passes_planned, stats.passes_cached_at_start,
                                  len(all_jobs)))
         if jobs:
-            _run(dataset, jobs, all_jobs, batch_size, device, progress, stats, threads)
-        for job in jobs:
+            try:
+                _run(dataset, jobs, all_jobs, batch_size, device, progress, stats, threads)
+            except CacheFullError as error:
+                raise _disk_full(path, jobs, error) from None
+        for job, owned in zip(all_jobs, mine, strict=True):
+            if job not in jobs:
+                continue
             if job.is_done():
                 _mark_current(store, path, job)
-            elif shard is not None and not any(array.pending_chunks(shard) for array, _ in job.arrays()):
+            elif shard is not None and owned is not None and not any(set(array.pending_chunks()) & chunks
+                                               for (array, _), chunks in zip(job.arrays(), owned, strict=True)):
                 left = job.chunks_pending()
                 stats.chunks_left_to_other_shards += left
                 log.info("%s / %s: shard %d/%d done; %d chunk(s) left to other shards",
@@ -331,6 +398,37 @@ def extract_dataset(
                 raise RuntimeError(f"{dataset.name} / {job.name}: extraction ended with unfinished chunks")
     stats.seconds = time.perf_counter() - started
     return stats
+
+
+def shard_chunks(jobs: Sequence[_EncoderJob], shard: tuple[int, int] | None) -> list[list[set[int]] | None]:
+    """For each job, the chunks of each of its arrays that ``shard`` fills (None: no shard, all of them).
+
+    Every chunk of every job is cut by :func:`crs.extract.shards.assign`: shards get contiguous
+    stretches of rows with equal forward passes, whichever encoders are still pending.
+    """
+    if shard is None:
+        return [None] * len(jobs)
+    units = [unit for index, job in enumerate(jobs) for unit in job.units(index)]
+    mine: list[list[set[int]]] = [[set() for _ in job.arrays()] for job in jobs]
+    for unit, owner in zip(units, assign(units, shard[1]), strict=True):
+        if owner == shard[0]:
+            mine[unit.encoder][unit.array].add(unit.chunk)
+    return list(mine)
+
+
+def _disk_full(path: Path, jobs: Sequence[_EncoderJob], error: CacheFullError) -> BaseException:
+    """The full-disk error in one line: the store, the bytes its unfinished chunks still need, the bytes free."""
+    needed = sum((array.n_rows - array.rows_done()) * int(job.encoder.spec.dim) * 2
+                 for job in jobs for array, _ in job.arrays())
+    try:
+        free = f"{shutil.disk_usage(path).free:,} bytes free"
+    except OSError:
+        free = "free space unknown"
+    return for_setting(CacheFullError(
+        f"disk full under the cache store {path}: its unfinished chunks need {needed:,} more bytes ({free}); "
+        "free disk space or choose another cache folder, then re-run to resume (complete chunks are kept, "
+        f"the one being written stays incomplete; {error.chunk_bytes:,} bytes could not be written)",
+        str(path), error.chunk_bytes), "cache")
 
 
 def resume_line(dataset: str, images: int, passes: int, cached: int, encoders: int) -> str:

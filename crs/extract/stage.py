@@ -37,7 +37,7 @@ def extract_spec(spec: Spec, encoder_names: list[str] | None = None, progress: b
             announce: Callable[[str], None] | None = None, allow_overlap: bool = False) -> ExtractStats:
     """Stage 1 for every data set of the spec and every one of its shift targets.
 
-    ``shard=(i, n)`` fills only chunks ``k % n == i`` (``crs extract --shard i/n``); ``wait`` waits
+    ``shard=(i, n)`` fills the i-th of n stretches of equal forward passes (:mod:`crs.extract.shards`); ``wait`` waits
     for another writer of the same (store, encoder, shard) instead of failing. Each shift target is
     first compared with its source image by image (:mod:`crs.data.overlap`): images it shares with the
     source are dropped from it and listed in its cache, or kept and marked with ``allow_overlap``.

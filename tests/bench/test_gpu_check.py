@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_quick_cpu_run_writes_every_part(tmp_path):
     results = gpu.run("cpu", quick=True, out=tmp_path, encoders=("resnet18",), echo=lambda _: None)
     stored = json.loads((tmp_path / "gpu_check.json").read_text())
-    assert set(stored["seconds"]) == {"extraction", "corruptions", "probes", "cuml", "stage1"}
+    assert set(stored["seconds"]) == {"extraction", "corruptions", "probes", "cuml", "stage1", "devices"}
     (extraction,) = stored["extraction"]
     assert extraction["encoder"] == "resnet18" and extraction["pipeline_images_per_s"] > 0
     assert extraction["channels_last_bf16_images_per_s"] > 0
@@ -35,6 +35,11 @@ def test_quick_cpu_run_writes_every_part(tmp_path):
     text = (tmp_path / "gpu_check.md").read_text()
     assert "QUICK sizes" in text and "| resnet18 |" in text and "failed" not in text
     assert "## Stage 1 on CheXpert-geometry JPEGs" in text
+    # The two-device step: on the CPU, two CPU workers; their cache is the one process's, bit for bit.
+    devices = stored["devices"]
+    assert devices["devices"] == ["cpu", "cpu"] and devices["bit_identical"] is True, devices
+    assert devices["passes"] == devices["passes_all_workers"] == stage1["forward_passes"]
+    assert "## Stage 1 on every device" in text
     assert results["machine"]["device"] == "cpu"
 
 

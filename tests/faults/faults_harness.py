@@ -131,7 +131,8 @@ def extract_spec(spec, shard: tuple[int, int] | None = None):
         dataset = load_entry(entry)
         variants = resolve_variants(dataset.modality, spec.extract.corruptions, spec.extract.severities)
         stats.merge(extract_dataset(dataset, encoders, spec.cache, variants, spec.extract.batch_size,
-                                    spec.extract.chunk_rows, spec.extract.device, progress=False, shard=shard))
+                                    spec.extract.chunk_rows, spec.extract.device, progress=False, shard=shard,
+                                    corruption_rows_wanted=spec.extract.corruption_rows))
     return stats
 
 

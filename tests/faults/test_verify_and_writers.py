@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -199,3 +200,23 @@ def test_incomplete_chunks_are_reported_by_verify(reference, tmp_path):
     problems = verify_store(store)
     assert [(p.array, p.chunk, p.kind) for p in problems] == [(path, 2, "incomplete")]
     assert np.asarray(root[path + "__done"][:]).sum() == 7
+
+
+def test_a_second_array_with_other_settings_is_refused_while_the_first_is_unfinished(reference, tmp_path):
+    from crs.cache.store import CacheError
+    from crs.spec import load_spec
+
+    from faults_harness import extract_spec
+
+    spec_path = write_fault_spec(tmp_path, reference[1])
+    assert run_forked(spec_path, shard=(0, 2)) == 0  # the first array's task 0; task 1 has not run
+    spec = load_spec(spec_path)
+    other = dataclasses.replace(spec, extract=dataclasses.replace(spec.extract, corruption_rows=6))
+    with pytest.raises(CacheError, match="unfinished run with other settings") as error:
+        extract_spec(other, (1, 2))
+    assert "\n" not in str(error.value) and "corruption_rows 'all' here, 6 asked" in str(error.value)
+    with pytest.raises(CacheError, match="unfinished run with other settings"):
+        extract_spec(other)  # a lone run is refused too while the sharded one is unfinished
+    assert run_forked(spec_path, shard=(1, 2)) == 0  # the first array finishes, as if nothing happened
+    assert_stores_identical(store := tmp_path / "cache" / "cxr.zarr", reference[2])
+    assert verify_store(store) == []
