@@ -120,3 +120,16 @@ def test_api_doc_and_readme_run_as_written_on_the_tiny_spec(tiny_run, tmp_path, 
     assert outcome.probe.units_reused == 2 * 3 and outcome.probe.units_fitted == 0
     assert outcome.report == output / "report.html"
     pd.testing.assert_frame_equal(readme["later"].crs, outcome.score.crs)
+
+
+def test_the_readme_names_every_command():
+    """Issue 34 item 11: the README's command table names every top-level command (`crs init` for
+    one's own image folder was missing)."""
+    import click
+
+    from crs.cli.main import cli
+
+    table = README.read_text().split("## The command line at a glance", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"`crs ([a-z-]+)", table))
+    assert set(cli.list_commands(click.Context(cli))) <= named
+    assert "your own images" in table

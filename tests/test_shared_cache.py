@@ -87,3 +87,21 @@ def test_nothing_to_go_after_a_complete_run(shared_cache):
     assert plan_after.passes == plan_after.cached_passes  # before: the specialist's undeclared pairs "to go"
     assert all(row.passes_to_go == 0 for row in plan_after.rows)
     assert demo.plan().cached_passes == demo.plan().passes
+
+
+def test_compare_of_two_specs_says_so_in_its_first_line(shared_cache):
+    """Issue 34 item 11: the first line of `crs compare` on runs of different specs was 4,185 characters
+    of broken columns; it now says the specs differ, where, and names at most three broken parts."""
+    from crs.evaluate.compare import compare_run_folders
+
+    demo, special, *_ = shared_cache
+    demo.probe(progress=False)
+    special.probe(progress=False)
+    comparison = compare_run_folders(demo.folder, special.folder, score=False)
+    line = comparison.verdict()
+    assert line.startswith("the two runs were made with different specs (")
+    assert "encoders" in line and "extract.severities" in comparison.spec_differences
+    assert "output" not in comparison.spec_differences and "cache" not in comparison.spec_differences
+    assert len(line) < 400 and "\n" not in line
+    same = compare_run_folders(demo.folder, demo.folder, score=False)
+    assert same.spec_differences == () and same.verdict().startswith("reproduced:")
