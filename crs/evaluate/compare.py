@@ -109,8 +109,8 @@ class Comparison:
         specs = ""
         if self.spec_differences:
             named = ", ".join(self.spec_differences[:VERDICT_PARTS])
-            more = len(self.spec_differences) - VERDICT_PARTS
-            specs = (f"the two runs were made with different specs ({named}{f' and {more} more' if more > 0 else ''}); "
+            hidden = len(self.spec_differences) - VERDICT_PARTS
+            specs = (f"the two runs were made with different specs ({named}{f' and {hidden} more' if hidden > 0 else ''}); "
                      "differences are expected. ")
         if self.holds:
             worst = max((c.max_difference for c in self.checks if np.isfinite(c.max_difference)), default=0.0)

@@ -30,8 +30,8 @@ from crs.report.leaderboards import (
     task_tables,
 )
 from crs.report.provenance import encoder_provenance, exposure_flags, task_infos
-from crs.report.run_provenance import provenance_rows
 from crs.report.robustness_precision import standard_error_note, subsample_notes
+from crs.report.run_provenance import provenance_rows
 from crs.report.shifts import shift_table, shift_targets
 from crs.report.stability import Table, leave_one_out_table, reference_table, stability_text
 from crs.report.style import encoder_styles
