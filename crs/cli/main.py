@@ -40,7 +40,7 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
 # The command-line flag of each setting a library error may name (crs.spec.for_setting).
 SETTING_FLAGS = {
     "cache": "--cache", "output": "--out", "shard": "--shard", "cluster": "--cluster", "jobs": "--jobs",
-    "overwrite": "--overwrite or --to DIR",
+    "overwrite": "--overwrite",
 }
 
 
