@@ -4,6 +4,15 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export OMP_NUM_THREADS ?= 1
+# torch from PyPI for x86_64 is the CUDA build (about 4-5 GB of nvidia-* wheels). `make demo CPU=1`
+# installs the same pins from PyTorch's CPU wheel index instead (TORCH_INDEX; needs that index to be
+# reachable). Installing the PyPI wheel with --no-deps does not work: torch then fails to import
+# (libcudnn.so.9 and ten other CUDA libraries missing), so the default stays the PyPI wheel.
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+TORCH_PINS := torch==2.14.1 torchvision==0.29.1
+ifeq ($(CPU),1)
+TORCH_SOURCE := --index-url $(TORCH_INDEX)
+endif
 
 .PHONY: install demo test test-fast bench bench-paper gpu-check lint clean
 
@@ -11,7 +20,8 @@ $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "make: $(PYTHON) not found; set PYTHON=/path/to/python3.11"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet torch==2.14.1 torchvision==0.29.1
+	@[ "$(CPU)" = 1 ] || command -v nvidia-smi >/dev/null 2>&1 || echo "make: no GPU found (nvidia-smi); the PyPI torch wheel brings about 4-5 GB of CUDA libraries; 'make demo CPU=1' installs the CPU wheels from $(TORCH_INDEX) instead"
+	$(BIN)/pip install --quiet $(TORCH_SOURCE) $(TORCH_PINS)
 	$(BIN)/pip install --quiet -e ".[dev]"
 	$(BIN)/pip install --quiet --no-deps medmnistc==0.1.0
 	touch $(STAMP)

@@ -9,6 +9,7 @@ spec is read back from the run records).
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from crs.evaluate.artifacts import RunFolder, RunFolderError
 from crs.scoring.formula import ScoreInputError
 from crs.scoring.result import ScoreResult, read_score, score_records
 from crs.scoring.settings import ScoreSettings
-from crs.spec import Spec, SpecError, load_spec, spec_from_dict
+from crs.spec import Spec, SpecError, for_setting, load_spec, spec_from_dict
 
 if TYPE_CHECKING:  # the stages' modules are imported when a stage runs: extraction and probing load
     # torch, torchvision and the encoder libraries (seconds), which scoring and reporting never need
@@ -241,22 +242,48 @@ class Benchmark:
                 "the ranking carries to other data sets (each task counts once in the CRS); add data sets to see it")
         return limits
 
-    def score(self, records: pd.DataFrame | None = None) -> ScoreResult:
+    def score(
+        self, records: pd.DataFrame | None = None, *, to: str | Path | None = None, overwrite: bool = False
+    ) -> ScoreResult:
         """Axes, CRS, bootstrap tiers, reversals and sensitivity; stored under ``<output>/score``.
 
         When the spec lets some encoders run on some data sets only, the result is the overall
         leaderboard (encoders on every data set) with one leaderboard per task beside it
         (``ScoreResult.leaderboards``, docs/decisions/0038).
+
+        A run folder's stored score is its published result: a score with other ``[score]``
+        settings (weights, reference, ...) is refused there unless ``overwrite=True``; ``to`` stores
+        it under ``<to>/score`` instead and leaves the run folder untouched (docs/decisions/0052).
         """
         records = self.records() if records is None else records
         missing = sorted(set(self.spec.encoder_names) - set(records["encoder"]))
         if missing:
             raise ValueError(f"encoders {missing} have no run records; run `crs probe` after adding them")
         settings = ScoreSettings.from_config(self.spec.score)
+        target = RunFolder(to) if to is not None else self.folder
+        if not overwrite:
+            self._refuse_other_settings(target, settings)
         coverage = None if self.spec.complete_coverage else self.spec.coverage
         result = score_records(records, settings, run_folder=self.folder, coverage=coverage)
-        self.folder.write_score(result.tables(), result.summary(), result.format())
+        target.write_score(result.tables(), result.summary(), result.format())
         return result
+
+    @staticmethod
+    def _refuse_other_settings(folder: RunFolder, settings: ScoreSettings) -> None:
+        """Raise when ``folder`` stores a score made with other settings than ``settings``."""
+        if not folder.has_score():
+            return
+        try:
+            stored = folder.read_score_summary().get("settings") or {}
+        except (OSError, ValueError):
+            return  # an unreadable summary is rewritten, as stored_score does
+        wanted = json.loads(json.dumps(settings.as_dict(), default=str))
+        changed = sorted(key for key in wanted if key in stored and stored[key] != wanted[key])
+        if changed:
+            raise for_setting(ValueError(
+                f"{folder.score_dir} holds a score made with other [score] settings ({', '.join(changed)}); "
+                "it is left as it is: store this score elsewhere (to=FOLDER) or replace it (overwrite=True)"
+            ), "overwrite")
 
     def stored_score(self, records: pd.DataFrame | None = None) -> tuple[ScoreResult, str]:
         """The score stored under ``<output>/score`` and where it came from; recomputed (and stored) only
@@ -284,17 +311,24 @@ class Benchmark:
                 reason = "the stored score covers other encoders or tasks than the spec"
         return self.score(records), f"score recomputed: {reason}"
 
-    def report(self, score: ScoreResult | None = None) -> Path:
+    def report(self, score: ScoreResult | None = None, *, to: str | Path | None = None,
+               overwrite: bool = False) -> Path:
         """Write report.html, report.md and figures; return the HTML path.
 
         Without ``score`` it reads the stored one (:meth:`stored_score`), recomputing only when needed.
+        ``to`` writes the report there instead of the run folder; a ``score`` with other settings than
+        the run folder's stored one is refused there unless ``overwrite=True`` (as :meth:`score`).
         """
         from crs.report import write_report
 
         records = self.records()
         if score is None:
             score, _ = self.stored_score(records)
-        return write_report(score, records, self.spec.output, title=f"crs report: {self.spec.name}", spec=self.spec)
+        elif to is None and not overwrite:
+            self._refuse_other_settings(self.folder, score.settings)
+        out = Path(to) if to is not None else self.spec.output
+        return write_report(score, records, out, title=f"crs report: {self.spec.name}", spec=self.spec,
+                            predictions_dir=self.folder.predictions_dir)
 
     def run(self, *, jobs: int | str | None = None, cluster: str | None = None, progress: bool = True) -> RunOutcome:
         """Extract, probe, score and report."""

@@ -12,6 +12,7 @@ The defaults and the allowed values of every setting live here; the rooms that u
 
 from __future__ import annotations
 
+import difflib
 import math
 import tomllib
 from collections.abc import Mapping
@@ -127,7 +128,10 @@ def _one_of(where: str, key: str, value: Any, allowed: tuple[str, ...]) -> str:
 def _reject_unknown(where: str, table: dict[str, Any], allowed: set[str] | tuple[str, ...]) -> None:
     unknown = sorted(set(table) - set(allowed))
     if unknown:
-        raise SpecError(f"{where}: unknown field(s) {unknown}; allowed: {sorted(allowed)}")
+        guesses = {key: difflib.get_close_matches(key, sorted(allowed), n=1, cutoff=0.6) for key in unknown}
+        hint = "; ".join(f"did you mean {close[0]!r} for {key!r}?" for key, close in guesses.items() if close)
+        raise SpecError(f"{where}: unknown field(s) {unknown}" + (f"; {hint}" if hint else "")
+                        + f"; allowed: {sorted(allowed)}")
 
 
 def _set(config: Any, **values: Any) -> None:

@@ -17,7 +17,8 @@ then `crs probe SPEC` and `crs score SPEC`):
    cache alone.
 
 Only clean features are imported here, so the robustness axis comes from nothing but the corrupted
-conditions you import (`condition="corrupt/<name>/<severity>"`); with none, it is left out.
+conditions you import (`condition="corrupt/<name>/<severity>"`, named in the spec's `[extract]
+corruptions` and `severities`: stage 2 evaluates exactly those); with none, it is left out.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 import torch
 
 import crs
@@ -56,6 +57,11 @@ def test_import_crs_loads_neither_torch_nor_pandas():
     assert done.stdout.strip() == "[]"
 
 
+def _files(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` and its bytes (what "the folder did not change" means)."""
+    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
 def _code_blocks(text: str) -> list[str]:
     return re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
 
@@ -72,10 +78,22 @@ def test_api_doc_and_readme_run_as_written_on_the_tiny_spec(tiny_run, tmp_path, 
     assert len(blocks) == 4
     assert text.count("examples/quickstart.toml") >= 1 and text.count("crs-out/notebook") >= 3
     namespace: dict = {}
-    for block in blocks:
+    published: dict[str, bytes] = {}
+    for number, block in enumerate(blocks):
+        if number == 1:  # the run is published: exploring from here on must not change its folder
+            published = _files(output)
         code = block.replace("examples/quickstart.toml", str(tiny)).replace("crs-out/notebook", str(output))
         exec(compile(code, str(DOC), "exec"), namespace)
     printed = capsys.readouterr().out
+    # exploring other weights left the published folder byte for byte as it was (issue 34 item 6)
+    assert published and _files(output) == published
+    explored_folder = tmp_path / "crs-out" / "worst-axis-x2"
+    assert RunFolder(explored_folder).read_score_summary()["settings"]["weights"] != \
+        RunFolder(output).read_score_summary()["settings"]["weights"]
+    assert (explored_folder / "report.html").exists()
+    with pytest.raises(ValueError, match=r"other \[score\] settings \(weights\).*overwrite") as refused:
+        namespace["variant"].score()
+    assert "\n" not in str(refused.value) and _files(output) == published
     # the whole run: the cache was reused, probes fitted, a page written
     assert namespace["extracted"].total_forward == 0
     assert namespace["probed"].n_probes == 2 * 3 * 2 * 2
@@ -85,8 +103,9 @@ def test_api_doc_and_readme_run_as_written_on_the_tiny_spec(tiny_run, tmp_path, 
     # the folder scored again without the TOML gives the same CRS
     pd.testing.assert_frame_equal(namespace["rescored"].crs, namespace["scored"].crs)
     assert namespace["again"].spec.output == output
-    # equal weights are the default weights: same ranking
-    assert list(namespace["variant"].score().crs["rank"]) == list(namespace["scored"].crs["rank"])
+    # the explored score is the score of the changed weights
+    assert namespace["explored"].settings.weights != namespace["scored"].settings.weights
+    assert sorted(namespace["explored"].crs.index) == sorted(namespace["scored"].crs.index)
     # the pieces
     assert namespace["probes"].predict_proba(namespace["features"][namespace["val"]]).shape == (2, 100, 3)
     assert tuple(namespace["encoder"].embed(torch.rand(1, 3, 96, 96)).shape) == (1, 512)
@@ -101,3 +120,16 @@ def test_api_doc_and_readme_run_as_written_on_the_tiny_spec(tiny_run, tmp_path, 
     assert outcome.probe.units_reused == 2 * 3 and outcome.probe.units_fitted == 0
     assert outcome.report == output / "report.html"
     pd.testing.assert_frame_equal(readme["later"].crs, outcome.score.crs)
+
+
+def test_the_readme_names_every_command():
+    """Issue 34 item 11: the README's command table names every top-level command (`crs init` for
+    one's own image folder was missing)."""
+    import click
+
+    from crs.cli.main import cli
+
+    table = README.read_text().split("## The command line at a glance", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"`crs ([a-z-]+)", table))
+    assert set(cli.list_commands(click.Context(cli))) <= named
+    assert "your own images" in table

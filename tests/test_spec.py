@@ -75,6 +75,24 @@ def test_bad_fields_name_the_field(tmp_path, change, message):
     assert message in str(error.value)
 
 
+@pytest.mark.parametrize("change,hint", [
+    ({"extract": {"severites": [1]}}, "did you mean 'severities' for 'severites'?"),
+    ({"probe": {"label_fraction": [1.0]}}, "did you mean 'label_fractions' for 'label_fraction'?"),
+    ({"score": {"refrence_encoder": "median"}}, "did you mean 'reference_encoder' for 'refrence_encoder'?"),
+    ({"encoder": ["pixel_stats"]}, "did you mean 'encoders' for 'encoder'?"),
+])
+def test_a_key_typo_gets_did_you_mean(tmp_path, change, hint):
+    with pytest.raises(SpecError) as error:
+        parse_spec(_minimal(**change), base=tmp_path)
+    assert hint in str(error.value) and "\n" not in str(error.value)
+
+
+def test_no_did_you_mean_without_a_close_key(tmp_path):
+    with pytest.raises(SpecError) as error:
+        parse_spec(_minimal(colour="blue"), base=tmp_path)
+    assert "did you mean" not in str(error.value)
+
+
 def test_an_empty_corruption_list_means_clean_only(tmp_path):
     from crs.corruptions.variants import resolve_variants
 

@@ -4,4 +4,5 @@ from __future__ import annotations
 
 SETTING_FLAGS = {
     "cache": "--cache", "output": "--out", "shard": "--shard", "cluster": "--cluster", "jobs": "--jobs",
+    "overwrite": "--overwrite",
 }

@@ -145,9 +145,17 @@ def _probe(bench: Benchmark, jobs: int | str | None, cluster: str | None, quiet:
         )
 
 
-def _score(bench: Benchmark) -> ScoreResult:
+overwrite_option = click.option(
+    "--overwrite", is_flag=True,
+    help="Replace a stored score made with other [score] settings (default: refuse; the run folder is published).",
+)
+
+
+def _score(bench: Benchmark, to: str | None = None, overwrite: bool = False) -> ScoreResult:
     with _stage(bench, "score"):
-        result = bench.score()
+        result = bench.score(to=to, overwrite=overwrite)
+    if to is not None:
+        click.echo(f"score: stored under {Path(to) / 'score'}; {bench.folder.root} left as it was")
     click.echo(result.format())
     for limit in bench.ranking_limits():
         click.echo(f"note: {limit}")
@@ -164,13 +172,14 @@ def _report(bench: Benchmark, score: ScoreResult | None = None) -> Path:
     return path
 
 
-def _all_stages(bench: Benchmark, jobs: int | str | None, cluster: str | None, quiet: bool) -> None:
+def _all_stages(bench: Benchmark, jobs: int | str | None, cluster: str | None, quiet: bool,
+                overwrite: bool = False) -> None:
     _preflight(bench)
     for limit in bench.ranking_limits():  # said before the run, and again under the score
         click.echo(f"note: {limit}")
     _extract(bench, quiet)
     _probe(bench, jobs, cluster, quiet)
-    _report(bench, _score(bench))
+    _report(bench, _score(bench, overwrite=overwrite))
 
 
 @click.command()
@@ -227,9 +236,12 @@ def probe(spec_path: str, cache: str | None, out: str | None, jobs: int | str | 
 @cache_option
 @out_option
 @quiet_option
-def score(spec_path: str, cache: str | None, out: str | None, quiet: bool) -> None:
+@click.option("--to", type=click.Path(file_okay=False), default=None,
+              help="Store the score under DIR/score instead of the run folder (explore without changing it).")
+@overwrite_option
+def score(spec_path: str, cache: str | None, out: str | None, quiet: bool, to: str | None, overwrite: bool) -> None:
     """Compute the axes, the CRS, bootstrap tiers and rank reversals from the run records."""
-    _score(Benchmark(spec_path, cache=cache, output=out))
+    _score(Benchmark(spec_path, cache=cache, output=out), to, overwrite)
 
 
 @click.command()
@@ -249,10 +261,11 @@ def report(spec_path: str, cache: str | None, out: str | None) -> None:
 @cluster_option
 @quiet_option
 @skip_bad_option
+@overwrite_option
 def run(spec_path: str, cache: str | None, out: str | None, jobs: int | str | None, cluster: str | None, quiet: bool,
-        skip_bad: bool) -> None:
+        skip_bad: bool, overwrite: bool) -> None:
     """Extract, probe, score and report for one spec."""
-    _all_stages(Benchmark(spec_path, cache=cache, output=out, skip_bad=skip_bad), jobs, cluster, quiet)
+    _all_stages(Benchmark(spec_path, cache=cache, output=out, skip_bad=skip_bad), jobs, cluster, quiet, overwrite)
 
 
 @click.command()

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import json
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -368,19 +368,32 @@ class RunFolder:
     def read_predictions(self, encoder: str, task: str) -> dict[str, np.ndarray]:
         path = self.predictions_path(encoder, task)
         if not path.exists():
-            raise RunFolderError(
-                f"no per-case predictions at {path}; rerun `crs probe` (stage 2 writes them) "
-                "or score without the case level"
-            )
+            raise self.missing_predictions_error([(encoder, task)])
         with np.load(path, allow_pickle=False) as data:
             return {key: data[key] for key in data.files}
 
     def read_predictions_on_demand(self, encoder: str, task: str) -> LazyPredictions:
         """One (encoder, task)'s predictions, each array read when first asked for (:class:`LazyPredictions`)."""
         path = self.predictions_path(encoder, task)
-        if not path.exists():
-            self.read_predictions(encoder, task)  # raises the error that says what writes the file
+        if not path.exists():  # raised here: a subclass may route read_predictions through this method
+            raise self.missing_predictions_error([(encoder, task)])
         return LazyPredictions(path)
+
+    def missing_predictions(self, pairs: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The (encoder, task) pairs of ``pairs`` whose per-case predictions file is not in this folder."""
+        return [(encoder, task) for encoder, task in pairs if not self.has_predictions(encoder, task)]
+
+    def missing_predictions_error(self, missing: Sequence[tuple[str, str]]) -> RunFolderError:
+        """One line: which per-case predictions are missing, and the two ways on (copy them, or score
+        at the seed level only)."""
+        first = self.predictions_path(*missing[0])
+        where = (f"no {PREDICTIONS_DIR}/ folder in {self.root}" if not self.predictions_dir.exists()
+                 else f"{len(missing)} per-case predictions file(s) missing, first {first}")
+        return RunFolderError(
+            f"{where}: the case-level bootstrap reads the per-case predictions stage 2 wrote ({first.name} ...); "
+            f"copy the run's {PREDICTIONS_DIR}/ folder beside {RECORDS_FILE}, or score at the seed level only "
+            "(spec [score] case_bootstrap = false; ScoreSettings(case_level=False))"
+        )
 
     # --- unit costs -----------------------------------------------------------------------------
     def write_unit_costs(self, costs: pd.DataFrame) -> Path:

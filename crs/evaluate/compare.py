@@ -7,9 +7,10 @@ tolerance the contract states for it, and the verdict says whether the contract 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -50,12 +51,42 @@ class ColumnCheck:
         return self.rows_over <= self.allowed_share * self.rows
 
 
+VERDICT_PARTS = 3
+"""Broken columns named in the verdict line; the rest are counted (the table below lists them all)."""
+SPEC_PLACES = ("output", "cache", "source")
+"""Spec fields that say where a run lies, not what it computed: not compared (nor data roots)."""
+
+
+def spec_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """Dotted names of the spec fields in which two embedded specs differ (``extract.severities``,
+    ``datasets[1].options``), leaving out where the runs lie (:data:`SPEC_PLACES`, data roots)."""
+    flat_a, flat_b = _flatten(a), _flatten(b)
+    return [key for key in sorted(set(flat_a) | set(flat_b))
+            if key not in SPEC_PLACES and not key.endswith(".root") and flat_a.get(key) != flat_b.get(key)]
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    if isinstance(value, list | tuple) and value and all(isinstance(item, Mapping) for item in value):
+        out = {f"{prefix}.count": len(value)}
+        for number, item in enumerate(value):
+            out.update(_flatten(item, f"{prefix}[{number}]"))
+        return out
+    return {prefix: value}
+
+
 @dataclass(frozen=True)
 class Comparison:
-    """Every column compared; ``problems`` names what could not be compared at all."""
+    """Every column compared; ``problems`` names what could not be compared at all;
+    ``spec_differences`` the spec fields in which the two runs' embedded specs differ."""
 
     checks: tuple[ColumnCheck, ...]
     problems: tuple[str, ...]
+    spec_differences: tuple[str, ...] = ()
 
     @property
     def holds(self) -> bool:
@@ -71,14 +102,24 @@ class Comparison:
                                            "allowed_share", "holds", "example"])
 
     def verdict(self) -> str:
+        """One short line: whether the contract holds, the first few broken columns and how many more;
+        first of all, when the runs were made with different specs, that and where they differ."""
         broken = [c for c in self.checks if not c.holds]
         compared = len({c.table for c in self.checks})
+        specs = ""
+        if self.spec_differences:
+            named = ", ".join(self.spec_differences[:VERDICT_PARTS])
+            hidden = len(self.spec_differences) - VERDICT_PARTS
+            specs = (f"the two runs were made with different specs ({named}{f' and {hidden} more' if hidden > 0 else ''}); "
+                     "differences are expected. ")
         if self.holds:
             worst = max((c.max_difference for c in self.checks if np.isfinite(c.max_difference)), default=0.0)
-            return (f"reproduced: {compared} tables, {len(self.checks)} columns agree within the contract "
+            return (f"{specs}reproduced: {compared} tables, {len(self.checks)} columns agree within the contract "
                     f"(largest difference {worst:.2g}; tolerance {ABSOLUTE_TOLERANCE:g}, relative above 1)")
         parts = [f"{c.table}.{c.column} ({c.rows_over} of {c.rows} rows)" for c in broken] + list(self.problems)
-        return f"NOT reproduced: {'; '.join(parts)}"
+        shown = "; ".join(parts[:VERDICT_PARTS])
+        more = f"; and {len(parts) - VERDICT_PARTS} more (listed below)" if len(parts) > VERDICT_PARTS else ""
+        return f"{specs}NOT reproduced: {shown}{more}"
 
 
 def _key_columns(table: pd.DataFrame) -> list[str]:
@@ -155,4 +196,6 @@ def compare_run_folders(published: RunFolder, rerun: RunFolder, score: bool = Tr
         table_checks, table_problems = compare_tables(name, left, right)
         checks += table_checks
         problems += table_problems
-    return Comparison(tuple(checks), tuple(problems))
+    recorded = [folder.provenance().get("spec") for folder in (published, rerun)]
+    differ = spec_differences(*recorded) if all(isinstance(spec, Mapping) for spec in recorded) else []  # type: ignore[arg-type]
+    return Comparison(tuple(checks), tuple(problems), tuple(differ))

@@ -26,7 +26,7 @@ from crs.cache.store import FeatureStore, store_path
 from crs.evaluate.artifacts import RunFolder
 from crs.evaluate.records import crs_version as records_version
 from crs.evaluate.records import read_provenance
-from crs.evaluate.units import RECORDS_FORMAT, ProbeSettings, ProbeUnit, UnitResult
+from crs.evaluate.units import RECORDS_FORMAT, ProbeSettings, ProbeUnit, UnitResult, corrupted_arrays
 
 UNIT_KEYS = "unit_keys"  # provenance entry of the records parquet: unit label -> key
 
@@ -35,14 +35,21 @@ def unit_label(unit: ProbeUnit) -> str:
     return f"{unit.encoder}|{unit.task}|{','.join(unit.targets)}"
 
 
-def _store_fields(cache_root: Path, dataset: str, encoder: str) -> dict[str, Any]:
-    """What a unit reads from one store: the encoder's current group, its arrays and the table."""
+def _store_fields(cache_root: Path, dataset: str, encoder: str, unit: ProbeUnit | None = None) -> dict[str, Any]:
+    """What a unit reads from one store: the encoder's current group, its arrays and the table.
+
+    With ``unit``, only the corrupted arrays the unit evaluates count (another spec's severities in a
+    shared cache change nothing this unit reads)."""
     store = FeatureStore(store_path(cache_root, dataset))
     attrs: Any = store.root.attrs
     current = store.current_fingerprint(encoder)
+    arrays = store.feature_array_names(encoder, current)
+    if unit is not None:
+        evaluated = set(corrupted_arrays(unit, store, str(attrs.get("modality", ""))))
+        arrays = [name for name in arrays if not name.startswith("corrupt/") or name in evaluated]
     fields = {
         "fingerprint": current,
-        "arrays": store.feature_array_names(encoder, current),
+        "arrays": arrays,
         "table": attrs.get("table_digest") or attrs.get("id_digest"),
     }
     # A corruption subsample rewrites the corrupted arrays in place (same fingerprint, same names).
@@ -56,7 +63,7 @@ def unit_key(unit: ProbeUnit, cache_root: Path, settings: ProbeSettings) -> str:
     """Hash of every input of one unit's records; equal keys mean equal records."""
     fields = {
         "unit": unit_label(unit),
-        "task": _store_fields(cache_root, unit.task, unit.encoder),
+        "task": _store_fields(cache_root, unit.task, unit.encoder, unit),
         "targets": [_store_fields(cache_root, target, unit.encoder) for target in unit.targets],
         "settings": dataclasses.asdict(settings),
         "crs_version": records_version(),

@@ -40,6 +40,24 @@ def versions() -> dict[str, str]:
     }
 
 
+def machine() -> dict[str, Any]:
+    """Where stage 2 ran: architecture, system, cores and the BLAS library and kernel numbers went
+    through (``OPENBLAS_CORETYPE`` picks the kernel; docs/reproducibility.md)."""
+    import os
+
+    from threadpoolctl import threadpool_info
+
+    blas = [
+        " ".join(str(part) for part in (info.get("internal_api"), info.get("version"), info.get("architecture")) if part)
+        for info in threadpool_info() if info.get("user_api") == "blas"
+    ]
+    return {
+        "architecture": platform.machine(), "system": f"{platform.system()} {platform.release()}",
+        "cores": os.cpu_count(), "blas": "; ".join(dict.fromkeys(blas)) or "unknown",
+        "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", ""),
+    }
+
+
 def combine(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
     """Concatenate unit records in a stable order."""
     records = pd.concat(list(frames), ignore_index=True)

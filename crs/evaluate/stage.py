@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from crs.cache.store import FeatureStore, store_path
 from crs.evaluate import incremental
 from crs.evaluate import records as records_io
 from crs.evaluate.artifacts import RunFolder
@@ -55,7 +56,8 @@ def probe_spec(
     audit = audit_tables(spec)
     folder.write_audit(audit)
     provenance = {
-        "spec": spec_to_dict(spec), "versions": records_io.versions(),
+        "spec": spec_to_dict(spec), "versions": records_io.versions(), "machine": records_io.machine(),
+        "cache_fingerprints": _cache_fingerprints(spec, units),
         "skipped_images": audit["skipped_images"], incremental.UNIT_KEYS: outcome.unit_keys,
     }
     folder.predictions_dir.mkdir(exist_ok=True)
@@ -66,3 +68,15 @@ def probe_spec(
         folder.write_unit_costs(unit_costs_table(costs))
     folder.write_records(records, provenance)
     return ProbeOutcome(records, len(outcome.fresh), len(outcome.reused))
+
+
+def _cache_fingerprints(spec: Spec, units: list) -> dict[str, str]:
+    """``encoder|task`` -> the cache fingerprint its features were read from (the report's provenance box)."""
+    found: dict[str, str] = {}
+    for unit in units:
+        try:
+            found[f"{unit.encoder}|{unit.task}"] = str(
+                FeatureStore(store_path(spec.cache, unit.task)).current_fingerprint(unit.encoder))
+        except Exception:  # noqa: BLE001 - provenance is a courtesy; the unit itself read the store
+            continue
+    return found

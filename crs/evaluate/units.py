@@ -33,6 +33,7 @@ from crs import axes
 from crs.cache.corrupt_rows import checked_positions
 from crs.cache.direct import read_block
 from crs.cache.store import FeatureStore, SampleTable, store_path
+from crs.corruptions.variants import resolve_variants
 from crs.data.base import VALIDATION_STREAM, nested_label_fractions
 from crs.evaluate import artifacts
 from crs.evaluate.memory import READ_ROWS, PeakRSS, UnitSize
@@ -54,11 +55,18 @@ stratified, same per-class floor); ``full``: on the whole validation split."""
 
 @dataclass(frozen=True)
 class ProbeUnit:
-    """One (encoder, task) unit of stage 2; ``targets`` name the task's shift target stores, in spec order."""
+    """One (encoder, task) unit of stage 2; ``targets`` name the task's shift target stores, in spec order.
+
+    ``corruptions`` and ``severities`` are the spec's ``[extract]`` choice: the unit evaluates exactly
+    those corrupted variants, whatever else a shared cache holds (docs/decisions/0050); ``corruptions``
+    None evaluates every corrupted array cached for the encoder (a unit built without a spec).
+    """
 
     encoder: str
     task: str
     targets: tuple[str, ...] = ()
+    corruptions: tuple[str, ...] | str | None = None
+    severities: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -249,7 +257,7 @@ def evaluation_conditions(
                       subgroups={a: values[test_rows] for a, values in table.subgroups.items()})
     yield clean
     del clean, clean_test  # the caller may free the clean test rows once they are evaluated
-    corrupted = [name for name in store.feature_array_names(unit.encoder) if name.startswith("corrupt/")]
+    corrupted = corrupted_arrays(unit, store, table.modality)
     positions = corrupt_positions(store, unit.encoder, corrupted)
     corrupt_labels = test_labels if positions is None else test_labels[positions]
     for name in corrupted:
@@ -270,6 +278,26 @@ def evaluation_conditions(
                         target_store.feature_array(unit.encoder, "clean"), target_rows,
                         groups=target_table.groups[target_rows],
                         subgroups={a: values[target_rows] for a, values in target_table.subgroups.items()})
+
+
+def corrupted_arrays(unit: ProbeUnit, store: FeatureStore, modality: str) -> list[str]:
+    """The corrupted feature arrays ``unit`` evaluates, in the cache's order: those of the spec's
+    corruptions x severities (all cached ones for a unit without a spec's choice). A shared cache may
+    hold more (another spec's severities); they are left alone. One the spec names but the cache lacks
+    is refused in one line."""
+    cached = [name for name in store.feature_array_names(unit.encoder) if name.startswith("corrupt/")]
+    if unit.corruptions is None:
+        return cached
+    wanted = {f"corrupt/{name}/{severity}"
+              for name, severity in resolve_variants(modality, unit.corruptions, unit.severities)}
+    missing = sorted(wanted - set(cached))
+    if missing:
+        raise ValueError(
+            f"encoder {unit.encoder!r} on {unit.task!r}: the cache holds no features for {len(missing)} corrupted "
+            f"variant(s) the spec names ({', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}); run "
+            "`crs extract` with this spec (or import them), or leave them out of its [extract] corruptions and severities"
+        )
+    return [name for name in cached if name in wanted]
 
 
 def corrupt_positions(store: FeatureStore, encoder: str, corrupted: list[str]) -> np.ndarray | None:
@@ -499,7 +527,7 @@ def _run_unit(
         predictions: dict[str, np.ndarray] = {
             artifacts.SUBSET_FRACTION: fractions, artifacts.SUBSET_SEED: seeds, artifacts.FULL_SEEDS: seeds[full],
         }
-        corrupted = [name for name in store.feature_array_names(unit.encoder) if name.startswith("corrupt/")]
+        corrupted = corrupted_arrays(unit, store, table.modality)
         positions = corrupt_positions(store, unit.encoder, corrupted)
         if positions is not None:  # the bootstrap weights these rows by the clean rows' patient draws
             predictions[artifacts.CORRUPT_ROWS] = positions
@@ -631,9 +659,11 @@ def probe_settings(spec: Spec) -> ProbeSettings:
 
 
 def probe_units(spec: Spec) -> list[ProbeUnit]:
-    """Every (encoder, task) unit the spec declares (:meth:`Spec.encoders_on`), with the task's shift targets."""
+    """Every (encoder, task) unit the spec declares (:meth:`Spec.encoders_on`), with the task's shift
+    targets and the spec's corrupted variants."""
+    corruptions, severities = spec.extract.corruptions, tuple(spec.extract.severities)
     return [
-        ProbeUnit(encoder, entry.name, entry.shift_target_names)
+        ProbeUnit(encoder, entry.name, entry.shift_target_names, corruptions, severities)
         for entry in spec.datasets for encoder in spec.encoders_on(entry.name)
     ]
 

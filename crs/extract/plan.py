@@ -265,7 +265,8 @@ def _known() -> set[str]:
 
 def plan_spec(spec: Spec, encoder_names: Sequence[str] | None = None, corruption_rows: int | None = None,
               ) -> ExtractPlan:
-    """The plan of ``crs extract`` for a spec: every data set and shift target, every encoder.
+    """The plan of ``crs extract`` for a spec: every data set and shift target, each encoder that runs on
+    it (:meth:`Spec.encoders_on`: a specialist on its own data sets only), as :func:`extract_spec` runs them.
 
     ``corruption_rows`` (default: the spec's ``[extract] corruption_rows``) plans corrupted variants
     for a patient-level subsample of about that many test images per data set, and states the
@@ -280,21 +281,26 @@ def plan_spec(spec: Spec, encoder_names: Sequence[str] | None = None, corruption
     rows: list[PlanRow] = []
     notes: list[str] = []
     for entry in spec.datasets:
+        declared = spec.encoders_on(entry.name)  # a specialist is extracted on its own data sets only
+        on_entry = [s for s in specs if s.name in declared]
+        if not on_entry:  # `crs extract` loads nothing for this data set either
+            continue
         source = _load_or_none(entry, spec.extract.skip_bad)
         if source is None:
-            rows.extend(_published_rows(entry, specs, spec, cores, measurements, notes, clean_only=False,
+            rows.extend(_published_rows(entry, on_entry, spec, cores, measurements, notes, clean_only=False,
                                         corruption_rows=corruption_rows))
         else:
             variants = resolve_variants(source.modality, spec.extract.corruptions, spec.extract.severities)
-            rows.extend(plan_dataset(source, specs, spec.cache, variants, cores, measurements, corruption_rows))
+            rows.extend(plan_dataset(source, on_entry, spec.cache, variants, cores, measurements, corruption_rows))
         for target_entry in entry.shift_targets:
             target = _load_or_none(target_entry, spec.extract.skip_bad)
             if target is None or source is None:
-                rows.extend(_published_rows(target_entry, specs, spec, cores, measurements, notes, clean_only=True))
+                rows.extend(_published_rows(target_entry, on_entry, spec, cores, measurements, notes, clean_only=True))
                 continue
             from crs.data.shift import shift_target_dataset
 
-            rows.extend(plan_dataset(shift_target_dataset(target, source), specs, spec.cache, (), cores, measurements))
+            rows.extend(plan_dataset(shift_target_dataset(target, source), on_entry, spec.cache, (), cores,
+                                     measurements))
     if corruption_rows is not None:
         origin = "the spec's [extract] corruption_rows" if corruption_rows == spec.extract.corruption_rows \
             else "a what-if (set [extract] corruption_rows to extract it)"

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
+from crs.evaluate.artifacts import RunFolder
 from crs.report import plots, plots_runs
 from crs.report import subgroups as subgroup_report
 from crs.report.cards import build_cards
@@ -30,6 +31,7 @@ from crs.report.leaderboards import (
 )
 from crs.report.provenance import encoder_provenance, exposure_flags, task_infos
 from crs.report.robustness_precision import standard_error_note, subsample_notes
+from crs.report.run_provenance import provenance_rows
 from crs.report.shifts import shift_table, shift_targets
 from crs.report.stability import Table, leave_one_out_table, reference_table, stability_text
 from crs.report.style import encoder_styles
@@ -149,6 +151,7 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
     folder.mkdir(parents=True, exist_ok=True)
     predictions_dir = Path(predictions_dir) if predictions_dir is not None else out_dir / "predictions"
     cache_root = cache_root if cache_root is not None else getattr(spec, "cache", None)
+    provenance_box = provenance_rows(_run_provenance(predictions_dir.parent))
 
     order = score.crs.sort_values(["rank", "auroc_rank"]).index.astype(str).tolist()
     # encoders ranked only in their tasks' leaderboards (specialists) follow, with their own colours
@@ -266,13 +269,13 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
         ci_label=interval_label(score.bootstrap), sections=sections,
         cards=[{**card.__dict__, "colour": styles[card.encoder].colour,
                 "p_rank1": percent(card.p_rank1) if np.isfinite(card.p_rank1) else "n/a"} for card in cards],
-        settings=settings,
+        settings=settings, provenance=provenance_box,
     )
     path = out_dir / "report.html"
     path.write_text(page, encoding="utf-8")
     (out_dir / "report.md").write_text(
         _markdown(title, head, text, f"{reversal_note} {interval_note(score.bootstrap)}", sections, cards, settings,
-                  out_dir), encoding="utf-8"
+                  out_dir, provenance_box), encoding="utf-8"
     )
     (out_dir / "report_build_seconds.txt").write_text(f"{time.perf_counter() - started:.2f}\n")
     return path
@@ -311,8 +314,20 @@ def _render_html(**context) -> str:
     return environment.get_template("report.html").render(**context)
 
 
-def _markdown(title, head, text, reversal_note, sections, cards, settings, out_dir: Path) -> str:
-    lines = [f"# {title}", "", head, "", "## Leaderboard", "", markdown_table(text), "", reversal_note, ""]
+def _run_provenance(run_root: Path) -> dict:
+    """The run records' metadata of the run folder at ``run_root`` (empty when it has none here)."""
+    try:
+        return RunFolder(run_root).provenance()
+    except (OSError, ValueError):
+        return {}
+
+
+def _markdown(title, head, text, reversal_note, sections, cards, settings, out_dir: Path,
+              provenance: list[tuple[str, str]] | None = None) -> str:
+    lines = [f"# {title}", "", head, ""]
+    if provenance:
+        lines += ["## Provenance", "", markdown_table(pd.DataFrame(list(provenance), columns=["what", "value"])), ""]
+    lines += ["## Leaderboard", "", markdown_table(text), "", reversal_note, ""]
     for section in sections:
         lines += [f"## {section.title}", ""]
         if section.text:

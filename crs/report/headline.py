@@ -69,33 +69,65 @@ def reversal_sentence(n_reversed: int, n_pairs: int, auroc_leader: str, crs_lead
 
 
 def headline(score, board: pd.DataFrame) -> str:
-    """Who leads, whether the lead is real, whether clean AUROC would have picked the same encoder."""
+    """Who leads, whether the lead is real, whether clean AUROC would have picked the same encoder.
+
+    When the leading tier holds several encoders the sentence leads with the tier, not one name; it
+    warns when the first-ranked encoder is the reference itself or when the leader changes under most
+    reference choices, and says that the CRS is relative to the reference."""
     leader = board.iloc[0]
     tier = [name for name, flag in zip(board["encoder"], board["tier"], strict=True) if flag]
     others = [name for name in tier if name != leader["encoder"]]
     auroc_first = board.sort_values(["auroc_rank", "rank"]).iloc[0]["encoder"]
     resampled = "seed and test-case resampling" if is_case_level(score.bootstrap) else "seed resampling"
-    parts = [f"{leader['encoder']} has the highest Clinical Reliability Score, {leader['crs']:.3f} "
-             f"({interval_phrase(score.bootstrap, leader['crs_low'], leader['crs_high'])}), "
-             f"and ranks first in {percent(leader['p_rank1'])} of {score.bootstrap.n_boot} "
-             f"{bootstrap_name(score.bootstrap)} replicates."]
+    point = (f"{leader['crs']:.3f} ({interval_phrase(score.bootstrap, leader['crs_low'], leader['crs_high'])}), "
+             f"first in {percent(leader['p_rank1'])} of {score.bootstrap.n_boot} {bootstrap_name(score.bootstrap)} "
+             "replicates")
+    disagreement: list[str] = []
     more_often = board[board["p_rank1"] > leader["p_rank1"]]
     if len(more_often):  # the point and the replicates disagree about who is first (issue 30)
         top = more_often.sort_values("p_rank1", ascending=False).iloc[0]
-        parts.append(f"{top['encoder']} ranks first in more replicates ({percent(top['p_rank1'])}): the CRS jumps "
+        disagreement.append(f"{top['encoder']} ranks first in more replicates ({percent(top['p_rank1'])}): the CRS jumps "
                      "where one encoder starts or stops dominating another and where the median reference "
                      "moves, so the replicates scatter around such a step instead of around the point estimate, "
                      "and the point leader need not lead most often. P(rank 1) describes the bootstrap; the leading "
                      "tier (simultaneous rank sets) is the confidence statement.")
     if others:
-        parts.append(f"Its lead is not significant over {', '.join(others)}: they share the leading tier.")
+        parts = [f"The leading tier holds {len(tier)} encoders, {_names(tier)}: the data do not separate them "
+                 f"(each one's rank confidence set contains rank 1). {leader['encoder']} has the highest point "
+                 f"estimate of the Clinical Reliability Score, {point}."]
     else:
-        parts.append(f"No other encoder reaches the leading tier: the lead holds under {resampled}.")
+        parts = [f"{leader['encoder']} has the highest Clinical Reliability Score, {point}.",
+                 f"No other encoder reaches the leading tier: the lead holds under {resampled}."]
+    parts.extend(disagreement)
+    parts.extend(caution_sentences(score, str(leader["encoder"])))
     summary = score.reversals.summary()
     parts.append(reversal_sentence(summary["n_reversed"], summary["n_pairs"], auroc_first, leader["encoder"],
                                    reversal_uncertainty(score)))
     parts.append(reference_sentence(score.reference))
     return " ".join(parts)
+
+
+def caution_sentences(score, leader: str) -> list[str]:
+    """Warnings a reader needs before trusting the first name: the leader is the reference itself, or
+    another reference choice would change the leader more often than not (the stability section)."""
+    found = []
+    if score.reference != "median" and leader == score.reference:
+        found.append(f"Caution: the first-ranked encoder, {leader}, is the reference itself, which scores 0.5 on "
+                     "every axis by definition; its rank says how the others compare with it, not that it is best "
+                     "in absolute terms.")
+    stability = getattr(score, "stability", None)
+    if stability is not None and len(getattr(stability, "references", ())):
+        summary = stability.summary()
+        total, kept = int(summary["n_references"]), int(summary["leader_unchanged_under_references"])
+        if total and total - kept > total / 2:
+            found.append(f"Caution: the leader changes under {total - kept} of {total} reference choices (each "
+                         "encoder and the cohort median; see \"How stable is this ranking?\"): this ranking "
+                         "depends on the reference.")
+    return found
+
+
+def _names(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def interval_phrase(bootstrap, low: float, high: float) -> str:
@@ -108,7 +140,9 @@ def interval_phrase(bootstrap, low: float, high: float) -> str:
 
 
 def reference_sentence(reference: str) -> str:
+    """The CRS is relative: each axis is scored against a reference's error; say which."""
     if reference == "median":
-        return ("Reference: the cohort-median encoder (per-axis median error), so u = 0.5 means "
-                "median on that axis and no encoder gets 0.5 by being the reference.")
-    return f"Reference encoder (0.5 on every axis by definition): {reference}."
+        return ("The CRS is relative to a reference: here the cohort-median encoder (per-axis median error), so "
+                "u = 0.5 means median on that axis and no encoder gets 0.5 by being the reference.")
+    return (f"The CRS is relative to a reference: here {reference} (0.5 on every axis by definition); another "
+            "reference can reorder the encoders.")

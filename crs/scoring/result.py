@@ -512,6 +512,10 @@ def score_records(
     folder = None
     if settings.case_level:
         folder = _run_folder(run_folder, predictions_dir)
+        pairs = records[["encoder", "task"]].drop_duplicates().itertuples(index=False, name=None)
+        missing = folder.missing_predictions((str(encoder), str(task)) for encoder, task in pairs)
+        if missing:  # said before any work, in one line (a run folder copied without predictions/)
+            raise folder.missing_predictions_error(missing)
     if coverage is None or is_complete(coverage):
         return _score_cohort(records, settings, folder, workers)
     records = declared_records(records, coverage)

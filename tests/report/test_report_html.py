@@ -102,7 +102,7 @@ def test_page_names_the_bootstrap_that_made_its_intervals(report):
     named = f"{score.bootstrap.n_boot} replicates of the paired seed \u00d7 test-case bootstrap"
     assert named in page and named in markdown
     assert "paired-seed bootstrap replicates" not in page  # the old seed-only wording is gone
-    assert "under seed and test-case resampling" in page or "share the leading tier" in page
+    assert "under seed and test-case resampling" in page or "The leading tier holds" in page
 
 
 def test_page_has_the_stability_section(report):

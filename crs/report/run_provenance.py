@@ -1,0 +1,49 @@
+"""The report's provenance box: which crs, which spec, which cached features, which machine and BLAS
+kernel made the numbers on the page (read from the run records' metadata; nothing is recomputed)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from crs.evaluate.records import crs_version
+
+SPEC_PLACES = ("output", "cache", "source")
+"""Where a run lies, not what it computed: left out of the spec hash, so a moved folder keeps its hash."""
+
+
+def spec_hash(spec: Mapping[str, Any]) -> str:
+    """The first 12 hex digits of the sha256 of the embedded spec (sorted JSON, places left out)."""
+    kept = {key: value for key, value in spec.items() if key not in SPEC_PLACES}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def provenance_rows(provenance: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(label, value) rows of the box; what the records do not hold (an older crs) is said so."""
+    not_recorded = "not recorded (run records of an older crs)"
+    made_with = str(provenance.get("versions", {}).get("crs", "")) or not_recorded
+    here = crs_version()
+    rows = [("crs version", made_with if made_with in (here, not_recorded) else f"{made_with} (this report: {here})")]
+    spec = provenance.get("spec")
+    rows.append(("spec hash", f"sha256 {spec_hash(spec)}" if isinstance(spec, Mapping) else not_recorded))
+    fingerprints = provenance.get("cache_fingerprints")
+    if isinstance(fingerprints, Mapping) and fingerprints:
+        by_encoder: dict[str, list[str]] = {}
+        for key, value in sorted(fingerprints.items()):
+            encoder, _, task = str(key).partition("|")
+            by_encoder.setdefault(encoder, []).append(f"{task} {str(value)[:10]}")
+        rows.append(("cache fingerprints", "; ".join(f"{e}: {', '.join(t)}" for e, t in by_encoder.items())))
+    else:
+        rows.append(("cache fingerprints", not_recorded))
+    machine = provenance.get("machine")
+    if isinstance(machine, Mapping):
+        rows.append(("machine (stage 2)", f"{machine.get('architecture', '?')}, {machine.get('system', '?')}, "
+                                          f"{machine.get('cores', '?')} cores"))
+        coretype = machine.get("openblas_coretype")
+        rows.append(("BLAS kernel (stage 2)", str(machine.get("blas", "unknown"))
+                     + (f" (OPENBLAS_CORETYPE={coretype})" if coretype else "")))
+    else:
+        rows += [("machine (stage 2)", not_recorded), ("BLAS kernel (stage 2)", not_recorded)]
+    return rows

@@ -1,0 +1,87 @@
+"""The report's headline and provenance box (issue 34 item 9): a leading tier of several encoders is
+named as a tier, the reader is warned when the leader is the reference or when most reference
+choices change the leader, the page says the CRS is relative, links "Who does it fail?" and shows
+which crs, spec, cache, machine and BLAS kernel made it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+
+from crs.report.headline import headline
+from crs.report.run_provenance import provenance_rows, spec_hash
+from crs.report.tables import leaderboard
+
+
+def _score(real, reference: str, leader_changes: int = 0, n_references: int = 3):
+    """The real tiny score with another reference name and a stability summary of our choosing."""
+    summary = dict(real.stability.summary(), n_references=n_references,
+                   leader_unchanged_under_references=n_references - leader_changes)
+    stability = SimpleNamespace(references=real.stability.references, summary=lambda: summary)
+    return SimpleNamespace(bootstrap=real.bootstrap, reversals=real.reversals, reference=reference,
+                           stability=stability, reversal_uncertainty=None)
+
+
+def test_a_tier_of_several_leads_with_the_tier(tiny_run):
+    _, _, _, real = tiny_run
+    board = leaderboard(real)
+    board["tier"] = True
+    text = headline(_score(real, "median"), board)
+    names = list(board["encoder"])
+    assert text.startswith(f"The leading tier holds 2 encoders, {names[0]} and {names[1]}: the data do not separate them")
+    alone = board.assign(tier=[True] + [False] * (len(board) - 1))
+    assert headline(_score(real, "median"), alone).startswith(f"{names[0]} has the highest Clinical Reliability Score")
+
+
+def test_the_reference_leading_is_a_caution(tiny_run):
+    _, _, _, real = tiny_run
+    board = leaderboard(real)
+    first = str(board.iloc[0]["encoder"])
+    text = headline(_score(real, first), board)
+    assert f"Caution: the first-ranked encoder, {first}, is the reference itself" in text
+    other = str(board.iloc[1]["encoder"])
+    assert "is the reference itself" not in headline(_score(real, other), board)
+    assert f"The CRS is relative to a reference: here {other}" in headline(_score(real, other), board)
+
+
+def test_a_leader_that_changes_under_most_references_is_a_caution(tiny_run):
+    _, _, _, real = tiny_run
+    board = leaderboard(real)
+    assert "the leader changes under 4 of 5 reference choices" in headline(_score(real, "median", 4, 5), board)
+    assert "reference choices (each" not in headline(_score(real, "median", 2, 5), board)  # 2 of 5: not most
+
+
+def test_provenance_rows_read_the_run_records(tiny_run):
+    spec, *_ = tiny_run
+    from crs.evaluate.artifacts import RunFolder
+
+    provenance = RunFolder(spec.output).provenance()
+    rows = dict(provenance_rows(provenance))
+    assert rows["spec hash"] == f"sha256 {spec_hash(provenance['spec'])}"
+    assert re.search(r"pixel_stats: cxr [0-9a-f]{10}, derm [0-9a-f]{10}, fundus [0-9a-f]{10}", rows["cache fingerprints"])
+    assert rows["BLAS kernel (stage 2)"] != "not recorded (run records of an older crs)"
+    assert "cores" in rows["machine (stage 2)"] and rows["crs version"]
+    moved = dict(provenance["spec"], output="/elsewhere", cache="/other")
+    assert spec_hash(moved) == spec_hash(provenance["spec"])  # where a run lies is not what it computed
+    old = dict(provenance_rows({}))
+    assert old["cache fingerprints"].startswith("not recorded")
+
+
+def test_the_page_links_who_does_it_fail_and_shows_the_provenance_box(tiny_run, tmp_path):
+    from crs.report import write_report
+
+    spec, _, records, score = tiny_run
+    path = write_report(score, records, tmp_path, spec=spec, predictions_dir=Path(spec.output) / "predictions",
+                        draw_corruption_grids=False)
+    page = path.read_text()
+    nav = page.split("<nav>", 1)[1].split("</nav>", 1)[0]
+    assert '<a href="#subgroups">Who does it fail?</a>' in nav and 'id="subgroups"' in page
+    box = page.split('<aside class="provenance" id="provenance">', 1)[1].split("</aside>", 1)[0]
+    for label in ("crs version", "spec hash", "cache fingerprints", "machine (stage 2)", "BLAS kernel (stage 2)"):
+        assert f"<dt>{label}</dt>" in box
+    assert "The CRS is relative to a reference" in page
+    markdown = (tmp_path / "report.md").read_text()
+    assert "## Provenance" in markdown and isinstance(pd.DataFrame, type)
