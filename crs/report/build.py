@@ -44,6 +44,7 @@ from crs.report.tables import (
     leaderboard_text,
     percent,
 )
+from crs.report.zero_shot import zero_shot_tables
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 
@@ -232,6 +233,9 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
          "Reliability diagrams: observed frequency against predicted probability; the diagonal is perfect calibration.",
          f"No predictions found under {predictions_dir}: reliability diagrams skipped.")
     sections = [axes, ranks, uncertainty, stable, labels, robustness, calibration, _subgroup_section(score, styles, folder)]
+    zero_shot = zero_shot_tables(out_dir)
+    if zero_shot is not None:  # only a run with [score] zero_shot = true has it
+        sections.append(Section("zero_shot", "Zero-shot or a probe?", zero_shot[0], tables=zero_shot[1]))
     if has_task_leaderboards(score):
         per_task = Section(
             "tasks", "Leaderboards per task",
