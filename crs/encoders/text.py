@@ -14,7 +14,6 @@ says for each entry whether that output is the projected embedding the text towe
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,8 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from crs.encoders.registry import EncoderError, EncoderSpec, get_spec
-from crs.encoders.weights import RANDOM, RANDOM_SEED
+from crs.encoders.registry import EncoderError, EncoderSpec
 
 LINKS = ("softmax", "sigmoid")
 """How a model turns image-text similarities into probabilities in training: CLIP's softmax over a
@@ -103,36 +101,3 @@ def folder_digest(folder: Path) -> str:
             ".model", ".txt", ".json") and p.name not in ("config.json",))):
         sha.update(path.name.encode() + b"\0" + path.read_bytes())
     return sha.hexdigest()
-
-
-def create_text(
-    name_or_spec: str | EncoderSpec,
-    weights: str | os.PathLike | None = None,
-    tokenizer: str | os.PathLike | None = None,
-) -> TextTower:
-    """Build the text tower of a vision-language entry, from the same weights as its image tower.
-
-    ``weights``: as for :func:`crs.encoders.create` (``"random"`` builds seeded random weights and
-    the checkpoint-free default scale and bias). ``tokenizer``: a folder with the tokenizer files;
-    default, the weights folder (open_clip models with their BPE vocabulary need none).
-    """
-    spec = get_spec(name_or_spec) if isinstance(name_or_spec, str) else name_or_spec
-    support = zero_shot_support(spec)
-    if not support.available:
-        raise TextTowerError(f"encoder {spec.name!r} cannot be scored zero-shot: {support.reason}")
-    weights_arg = weights if weights is None or str(weights) == RANDOM else Path(weights)
-    tokenizer_arg = None if tokenizer is None else Path(tokenizer)
-    if tokenizer_arg is not None and not tokenizer_arg.is_dir():
-        raise TextTowerError(f"encoder {spec.name!r}: tokenizer folder {tokenizer_arg} does not exist")
-    kind = spec.text_options["kind"]
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(RANDOM_SEED)
-        if kind == "open_clip":
-            from crs.encoders import open_clip_
-
-            return open_clip_.build_text(spec, weights_arg, tokenizer_arg)
-        if kind == "hf":
-            from crs.encoders import hf
-
-            return hf.build_text(spec, weights_arg, tokenizer_arg)
-    raise TextTowerError(f"encoder {spec.name!r}: unknown text tower kind {kind!r}; use 'open_clip' or 'hf'")

@@ -105,8 +105,9 @@ def unit_prototypes(spec: Spec, encoder: str, task_name: str, store: FeatureStor
     An encoder that is not in the registry (features brought with ``crs import-features``) uses the
     prototypes imported beside its features.
     """
+    from crs.encoders.factory import create_text
     from crs.encoders.registry import EncoderError, get_spec
-    from crs.encoders.text import TextTowerError, create_text, zero_shot_support
+    from crs.encoders.text import TextTowerError, zero_shot_support
 
     table = store.read_table()
     try:

@@ -9,7 +9,8 @@ import torch
 from crs.data.base import Task
 from crs.data.prompts import PromptSetError, builtin_prompt_set, load_prompt_set
 from crs.encoders import get_spec
-from crs.encoders.text import TextTowerError, create_text, zero_shot_support
+from crs.encoders.factory import create_text
+from crs.encoders.text import TextTowerError, zero_shot_support
 
 TASK = Task("t", "multiclass", ("cat", "dog"))
 
