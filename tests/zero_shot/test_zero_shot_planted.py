@@ -71,7 +71,7 @@ def planted(tmp_path_factory):
     (out / "zero_shot").mkdir(parents=True, exist_ok=True)
     result.records.to_parquet(out / "zero_shot" / "records.parquet")
     result.prompts.to_parquet(out / "zero_shot" / "prompts.parquet")
-    return {"basis": basis, "features": features, "y": y, "splits": splits, "result": result, "out": out,
+    return {"root": root, "cache": cache, "basis": basis, "features": features, "y": y, "splits": splits, "result": result, "out": out,
             "prototypes": prototypes, "rng": rng}
 
 
@@ -130,3 +130,22 @@ def test_records_have_the_zero_label_point_and_a_fitted_row_per_fraction_and_see
     assert sorted(map(tuple, fitted[["label_fraction", "seed"]].to_numpy().tolist())) == [
         (0.25, 0), (0.25, 1), (1.0, 0), (1.0, 1)]
     assert isinstance(records, pd.DataFrame) and Path(planted["out"]).is_dir()
+
+
+def test_import_features_cli_brings_prototypes_and_refuses_bad_ones(planted):
+    from click.testing import CliRunner
+
+    from crs.cli.cache import import_features as command
+
+    root, cache = planted["root"], planted["cache"]
+    args = [str(root / "features.npz"), "--dataset", "planted", "--encoder", "hosted_copy", "--cache", str(cache)]
+    result = CliRunner().invoke(command, [*args, "--prototypes", str(root / "protos.npz")])
+    assert result.exit_code == 0, result.output
+    assert "prototypes 'planted'" in result.output
+    store = FeatureStore(store_path(cache, "planted"))
+    assert len(stored_digests(store, "hosted_copy")) == 1
+    bad = root / "bad.npz"
+    np.savez(bad, positive=np.ones((K, D), np.float32), scale=SCALE, link="softmax")  # not unit vectors
+    result = CliRunner().invoke(command, [*args, "--prototypes", str(bad)])
+    assert result.exit_code != 0 and "unit vectors" in result.output
+    assert len(stored_digests(FeatureStore(store_path(cache, "planted")), "hosted_copy")) == 1  # cache as it was
