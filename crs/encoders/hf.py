@@ -156,6 +156,21 @@ def _scale_bias(folder: Path, link: str) -> tuple[float, float, str]:
     return min(scale, 100.0) if link == "softmax" else scale, bias, "from the checkpoint"
 
 
+def _text_config(folder: Path, config_class):
+    """The text config of a full CLIP / SigLIP folder, with the joint-space width from its top level.
+
+    ``CLIPTextModelWithProjection.from_pretrained`` on a ``CLIPModel`` folder reads ``text_config`` only,
+    whose ``projection_dim`` defaults to 512 while ``CLIPModel`` keeps it at the top level: a 768-wide
+    model (MONET's ViT-L/14) would get a re-initialised projection with only a warning.
+    """
+    values = json.loads((folder / "config.json").read_text())
+    text = dict(values.get("text_config", values))
+    if "projection_dim" in values:
+        text["projection_dim"] = values["projection_dim"]
+    text = {k: v for k, v in text.items() if k not in ("model_type", "architectures", "transformers_version")}
+    return config_class(**text)
+
+
 def build_text(spec: EncoderSpec, weights, tokenizer_folder: Path | None) -> TextTower:
     """The text model, tokenizer, scale and bias of a CLIP / SigLIP entry from its weights folder."""
     transformers = _transformers()
@@ -175,11 +190,13 @@ def build_text(spec: EncoderSpec, weights, tokenizer_folder: Path | None) -> Tex
     else:
         folder = resolve(spec, weights, want_folder=True, hf_repo=spec.source_target)
         tokenizer = _hf_tokenizer(spec, tokenizer_folder or folder)
-        model, info = model_class.from_pretrained(folder, local_files_only=True, output_loading_info=True)
-        missing = list(info.get("missing_keys", []))
+        model, info = model_class.from_pretrained(folder, local_files_only=True, output_loading_info=True,
+                                                  config=_text_config(folder, config_class))
+        missing = list(info.get("missing_keys", [])) + [str(m[0]) if isinstance(m, tuple) else str(m)
+                                                        for m in info.get("mismatched_keys", [])]
         if missing:
-            raise TextTowerError(f"{spec.source} ({folder}): {len(missing)} text weights missing, e.g. {missing[:5]}; "
-                                 "zero-shot needs the full image-text checkpoint")
+            raise TextTowerError(f"{spec.source} ({folder}): {len(missing)} text weights missing or of another shape, "
+                                 f"e.g. {missing[:5]}; zero-shot needs the full image-text checkpoint")
         scale, bias, _ = _scale_bias(folder, link)
         digest, summary = file_digest(folder), f"from_pretrained({folder})"
     model = model.eval().requires_grad_(False)
