@@ -45,6 +45,7 @@ from threadpoolctl import threadpool_limits
 from crs.bench.extract import run_one as pipeline_vs_bare
 from crs.bench.probes import BenchSize, synthetic_unit
 from crs.bench.stage1_run import stage1_run
+from crs.bench.zero_shot_cost import zero_shot_cost
 from crs.corruptions import SEVERITIES, suite
 from crs.corruptions.api import apply_severities
 from crs.corruptions.scenes import scenes
@@ -246,7 +247,8 @@ def run(device: str = "cuda", quick: bool = False, out: Path | str = "gpu-check"
              "probes": lambda: probes(device, sizes, cpu_chexpert), "cuml": lambda: cuml_parity(device, sizes),
              "stage1": lambda: stage1_run(device, sizes.stage1_images, encoders, sizes.extract_batch, sizes.image_size,
                                           max(1, sizes.bare_iterations // 2),
-                                          input_size=sizes.image_size if quick else None)}
+                                          input_size=sizes.image_size if quick else None),
+             "zero_shot": lambda: zero_shot_cost(device, 2_000 if quick else 200_000)}
     unknown = sorted(set(parts) - set(steps))
     if unknown:
         raise ValueError(f"unknown part(s) {unknown}; choose from {sorted(steps)}")
@@ -313,6 +315,16 @@ def markdown(results: dict[str, Any]) -> str:
                              r["passes_per_s"], r["bare_forward_s"], r["pipeline_over_bare"], r["decode_s"],
                              r["decode_share"], r["corrupt_s"], r["corrupt_share"]]))
         lines.append("")
+    if isinstance(results.get("zero_shot"), list):
+        lines += ["## Zero-shot (random weights): text tower build, prototypes per built-in prompt set, prediction", "",
+                  "| encoder | build s | ISIC prompts / s | APTOS prompts / s | CheXpert prompts / s | predict rows / s |",
+                  "|---|---|---|---|---|---|"]
+        for r in results["zero_shot"]:
+            lines.append(_cells([r["encoder"], r["build_s"], f"{r['isic2019_prompts']} / {r['isic2019_encode_s']:.2f}",
+                                 f"{r['aptos2019_prompts']} / {r['aptos2019_encode_s']:.2f}",
+                                 f"{r['chexpert5_prompts']} / {r['chexpert5_encode_s']:.2f}",
+                                 f"{r['predict_rows']} / {r['predict_s']:.2f}"]))
+        lines.append("")
     if "cuml" in results:
         lines += ["## cuML parity", "", "```", json.dumps(results["cuml"], default=float), "```", ""]
     errors = {part: value["error"] for part, value in results.items()
@@ -328,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="toy sizes (a CPU smoke run; figures mean nothing)")
     parser.add_argument("--out", default=os.environ.get("OUT") or "gpu-check", help="folder for gpu_check.json/.md")
     parser.add_argument("--cpu-chexpert", action="store_true", help="also fit the CheXpert-sized unit on the CPU")
-    parser.add_argument("--parts", default="extraction,corruptions,probes,cuml,stage1")
+    parser.add_argument("--parts", default="extraction,corruptions,probes,cuml,stage1,zero_shot")
     parser.add_argument("--encoders", default=",".join(EXTRACT_ENCODERS), help="registry names for the extraction part")
     args = parser.parse_args(argv)
     try:

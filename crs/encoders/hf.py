@@ -203,10 +203,11 @@ def build_text(spec: EncoderSpec, weights, tokenizer_folder: Path | None) -> Tex
 
     def embed(prompts):
         batch = tokenizer(list(prompts), padding=padding, truncation=True, max_length=max_length, return_tensors="pt")
-        kwargs = {"input_ids": batch["input_ids"]}
+        device = next(model.parameters()).device
+        kwargs = {"input_ids": batch["input_ids"].to(device)}
         if "attention_mask" in batch and padding != "max_length":
-            kwargs["attention_mask"] = batch["attention_mask"]
+            kwargs["attention_mask"] = batch["attention_mask"].to(device)
         return getattr(model(**kwargs), output)
 
     tokenizer_digest = folder_digest(Path(tokenizer.name_or_path))
-    return TextTower(spec, embed, scale, bias, link, digest_of(digest, tokenizer_digest), f"{summary}; tokenizer {tokenizer.name_or_path}")
+    return TextTower(spec, embed, scale, bias, link, digest_of(digest, tokenizer_digest), f"{summary}; tokenizer {tokenizer.name_or_path}", module=model)

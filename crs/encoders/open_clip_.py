@@ -197,6 +197,8 @@ def build_text(spec: EncoderSpec, weights, tokenizer_folder: Path | None) -> Tex
     text = text.eval().requires_grad_(False)
 
     def embed(prompts):
-        return truncated_forward(text, tokenize(list(prompts)))
+        device = next(text.parameters()).device
+        return truncated_forward(text, tokenize(list(prompts)).to(device))
 
-    return TextTower(spec, embed, scale, bias, link, digest_of(digest, tokenizer_name), f"{summary}; {tokenizer_name}")
+    return TextTower(spec, embed, scale, bias, link, digest_of(digest, tokenizer_name), f"{summary}; {tokenizer_name}",
+                     module=text)

@@ -69,6 +69,14 @@ class TextTower:
     link: str
     digest: str
     load_summary: str = ""
+    module: torch.nn.Module | None = None
+
+    def to(self, device: str | torch.device) -> TextTower:
+        """Move the text model to ``device`` (tokens follow it); prototypes do not depend on where it runs
+        beyond float rounding."""
+        if self.module is not None:
+            self.module.to(torch.device(device))
+        return self
 
     @torch.inference_mode()
     def encode(self, prompts: Sequence[str], batch_size: int = 64) -> np.ndarray:
