@@ -180,13 +180,13 @@ def _compare(encoder, task, kind, records, prompts, probe_records, probe_predict
         "robustness_auroc": robust_point,
     }
     sens = prompts[(prompts["encoder"] == encoder) & (prompts["task"] == task)] if len(prompts) else prompts
-    if len(sens):
-        by_set = sens.groupby("prompt_digest")["auroc"]
-        row["prompt_spread"] = float((by_set.max() - by_set.min()).max())
-        sets = mine_all = records[(records["encoder"] == encoder) & (records["task"] == task)
-                                  & (records["condition"] == CLEAN) & (records["calibration"] == "shipped")]
-        row["prompt_set_spread"] = float(sets.groupby("prompt_digest")["auroc"].mean().agg(lambda v: v.max() - v.min())) \
-            if mine_all["prompt_digest"].nunique() > 1 else np.nan
+    if len(sens):  # over the prompt variants of the primary set (each class's j-th prompt)
+        by_variant = sens[sens["prompt_digest"] == primary]["auroc"]
+        row["prompt_spread"] = float(by_variant.max() - by_variant.min()) if len(by_variant) else np.nan
+    shipped = records[(records["encoder"] == encoder) & (records["task"] == task)
+                      & (records["condition"] == CLEAN) & (records["calibration"] == "shipped")]
+    per_set = shipped.groupby("prompt_digest")["auroc"].mean()
+    row["prompt_set_spread"] = float(per_set.max() - per_set.min()) if len(per_set) > 1 else np.nan
     if probe_records is None:
         return row
     probes = probe_records[(probe_records["encoder"] == encoder) & (probe_records["task"] == task)

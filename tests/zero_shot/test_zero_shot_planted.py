@@ -149,3 +149,33 @@ def test_import_features_cli_brings_prototypes_and_refuses_bad_ones(planted):
     result = CliRunner().invoke(command, [*args, "--prototypes", str(bad)])
     assert result.exit_code != 0 and "unit vectors" in result.output
     assert len(stored_digests(FeatureStore(store_path(cache, "planted")), "hosted_copy")) == 1  # cache as it was
+
+
+def test_spread_over_prompt_sets_and_records_reproducible_across_thread_counts(planted, tmp_path):
+    from threadpoolctl import threadpool_limits
+
+    cache = planted["cache"]
+    blurred = planted["basis"][:K] + 0.8 * np.roll(planted["basis"][:K], 1, axis=0)  # a worse set: each class tilted to another
+    blurred /= np.linalg.norm(blurred, axis=1, keepdims=True)
+    path = planted["root"] / "blurred.npz"
+    np.savez(path, positive=blurred.astype(np.float32), scale=SCALE, link="softmax", prompt_set="zz-blurred")
+    import_prototypes(cache, "planted", "hosted_vlm", path)
+    store = FeatureStore(store_path(cache, "planted"))
+    sets = [read_prototypes(store, "hosted_vlm", d) for d in stored_digests(store, "hosted_vlm")]
+    assert len(sets) == 2
+    settings = ProbeSettings(label_fractions=(1.0,), seeds=(0,), Cs=(1.0,), validation="full")
+    unit = ProbeUnit("hosted_vlm", "planted")
+    with threadpool_limits(limits=1):
+        one = run_zero_shot_unit(unit, cache, settings, sets, tmp_path / "a")
+    with threadpool_limits(limits=2):
+        two = run_zero_shot_unit(unit, cache, settings, list(reversed(sets)), tmp_path / "b")
+    pd.testing.assert_frame_equal(one.records, two.records, check_exact=False, rtol=0, atol=1e-12)
+    (tmp_path / "a" / "zero_shot").mkdir(parents=True, exist_ok=True)
+    one.records.to_parquet(tmp_path / "a" / "zero_shot" / "records.parquet")
+    one.prompts.to_parquet(tmp_path / "a" / "zero_shot" / "prompts.parquet")
+    score = score_zero_shot(tmp_path / "a", ScoreSettings(n_boot=20, seed=0))
+    row = score.comparison.loc[("hosted_vlm", "planted")]
+    shipped = one.records[(one.records["calibration"] == "shipped") & (one.records["condition"] == "clean")]
+    per_set = shipped.groupby("prompt_set")["auroc"].mean()
+    assert per_set["planted"] > per_set["zz-blurred"]  # the tilt costs AUROC, as planted
+    assert row["prompt_set_spread"] == pytest.approx(per_set.max() - per_set.min(), abs=1e-12)
