@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import torch
 from torch import nn
@@ -140,7 +141,7 @@ def _tokenizer(spec: EncoderSpec, config: dict, folder: Path | None):
     return open_clip.tokenizer.HFTokenizer(str(folder), context_length=context, **kwargs), f"HF tokenizer ({folder})"
 
 
-def truncated_forward(text: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
+def truncated_forward(text: Any, tokens: torch.Tensor) -> torch.Tensor:
     """A causal TextTransformer on tokens cut after the longest prompt's end token.
 
     With a causal mask and end-token pooling, positions after a prompt's end token never reach its

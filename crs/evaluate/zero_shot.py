@@ -291,7 +291,7 @@ def run_zero_shot_unit(
         if output is not None:
             path = predictions_path(output, unit.encoder, unit.task, proto.digest)
             path.parent.mkdir(parents=True, exist_ok=True)
-            np.savez(path, **arrays)
+            np.savez(path, **arrays)  # type: ignore[arg-type]
     records = pd.DataFrame(frames)
     order = [*KEY_COLUMNS, "prompt_set", "calibration"]
     records = records.sort_values(order, kind="stable").reset_index(drop=True)

@@ -115,7 +115,8 @@ def score_zero_shot(
                 parts_point.append(float(np.mean([_macro(arrays[f"{c}_labels"], arrays[f"{c}_probs"], kind,
                                                          np.ones((1, len(arrays[f"{c}_labels"]))))[0] for c in corrupt])))
             if shift:
-                values, values_point = [], []
+                shift_values: list[np.ndarray] = []
+                values_point: list[float] = []
                 for s, stem in enumerate(shift):
                     ys = arrays[f"{stem}_labels"]
                     key = f"{stem}__boot"
@@ -123,9 +124,9 @@ def score_zero_shot(
                         target = stem[len("shift__"):]
                         groups = arrays.get(artifacts.shift_groups_key(target))
                         boots[key] = group_bootstrap(groups, ys, kind, seed=(int(settings.seed), 29, t, 1000 + s)).counts(range(n_boot))
-                    values.append(_macro(ys, arrays[f"{stem}_probs"], kind, boots[key].astype(np.float64)))
+                    shift_values.append(_macro(ys, arrays[f"{stem}_probs"], kind, boots[key].astype(np.float64)))
                     values_point.append(float(_macro(ys, arrays[f"{stem}_probs"], kind, np.ones((1, len(ys))))[0]))
-                parts.append(np.nanmean(np.stack(values), axis=0))
+                parts.append(np.nanmean(np.stack(shift_values), axis=0))
                 parts_point.append(float(np.mean(values_point)))
             robust = np.nanmean(np.stack(parts), axis=0) if parts else np.full(n_boot, np.nan)
             robust_point = float(np.mean(parts_point)) if parts_point else np.nan
@@ -140,13 +141,13 @@ def score_zero_shot(
         errors_point = np.nanmean(point, axis=1)[:, axes]
         errors_boot = np.nanmean(replicate, axis=2)[:, :, axes]
     names = [ZERO_SHOT_AXES[a] for a in axes]
-    parts = crs_components(errors_point, None, np.asarray(settings.weights), MIN_FLOOR, settings.dominance_tolerance)
+    components = crs_components(errors_point, None, np.asarray(settings.weights), MIN_FLOOR, settings.dominance_tolerance)
     boot_parts = crs_components(errors_boot, None, np.asarray(settings.weights), MIN_FLOOR, settings.dominance_tolerance)
     board = pd.DataFrame(errors_point, index=pd.Index(encoders, name="encoder"), columns=[f"error_{n}" for n in names])
-    board["crs"] = parts["crs"]
-    board["rank"] = rank_descending(parts["crs"])
+    board["crs"] = components["crs"]
+    board["rank"] = rank_descending(components["crs"])
     if len(encoders) >= 2:
-        sets = rank_confidence_sets(pd.Series(parts["crs"], index=encoders), boot_parts["crs"], encoders=encoders)
+        sets = rank_confidence_sets(pd.Series(components["crs"], index=encoders), boot_parts["crs"], encoders=encoders)
         board["rank_low"] = sets.table.loc[encoders, "rank_low"].to_numpy()
         board["rank_high"] = sets.table.loc[encoders, "rank_high"].to_numpy()
         board["in_leading_tier"] = sets.table.loc[encoders, "in_leading_tier"].to_numpy()
