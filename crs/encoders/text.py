@@ -17,11 +17,14 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from crs.encoders.registry import EncoderError, EncoderSpec
+
+if TYPE_CHECKING:  # torch loads when a tower is built: `crs encoders show` reads support lines only
+    import torch
 
 LINKS = ("softmax", "sigmoid")
 """How a model turns image-text similarities into probabilities in training: CLIP's softmax over a
@@ -72,15 +75,22 @@ class TextTower:
     module: torch.nn.Module | None = None
 
     def to(self, device: str | torch.device) -> TextTower:
-        """Move the text model to ``device`` (tokens follow it); prototypes do not depend on where it runs
-        beyond float rounding."""
+        """Move the text model to ``device``; the tokens follow it."""
+        import torch
+
         if self.module is not None:
             self.module.to(torch.device(device))
         return self
 
-    @torch.inference_mode()
     def encode(self, prompts: Sequence[str], batch_size: int = 64) -> np.ndarray:
-        prompts = list(prompts)
+        import torch
+
+        with torch.inference_mode():
+            return self._encode(list(prompts), batch_size)
+
+    def _encode(self, prompts: list[str], batch_size: int) -> np.ndarray:
+        import torch
+
         empty = [i for i, p in enumerate(prompts) if not str(p).strip()]
         if empty:
             raise TextTowerError(f"encoder {self.spec.name!r}: prompt {empty[0]} is empty; every prompt needs text")
