@@ -44,7 +44,7 @@ from crs.report.tables import (
     leaderboard_text,
     percent,
 )
-from crs.report.zero_shot import zero_shot_tables
+from crs.report.zero_shot import zero_shot_records, zero_shot_tables
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 
@@ -203,9 +203,12 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
     _add(stable, plots.weight_sensitivity(score.sensitivity, styles, folder / "weight_sensitivity.png"),
          "Weight sensitivity: how often each encoder leads under other CRS weights, and how far the ranking moves.")
     labels = Section("labels", "Label efficiency")
-    _add(labels, plots_runs.label_efficiency_curves(records, styles, folder / "label_efficiency.png"),
+    _add(labels, plots_runs.label_efficiency_curves(records, styles, folder / "label_efficiency.png",
+                                                    zero_shot_records(out_dir)),
          "Clean macro AUROC against the share of training labels used (log scale), mean ± 1 SD over seeds. "
-         "The label-efficiency axis is the mean AUROC over the fractions below 100 %.")
+         "The label-efficiency axis is the mean AUROC over the fractions below 100 %."
+         + (" Dashed: each vision-language encoder's zero-shot AUROC with zero labels (where its curve crosses "
+            "it is the crossover)." if (out_dir / "zero_shot" / "records.parquet").is_file() else ""))
     robustness = Section("robustness", "Robustness to acquisition corruptions and other sites")
     modalities = {task: info.modality for task, info in infos.items()}
     _add(robustness, plots_runs.severity_curves(records, styles, folder / "severity.png", modalities),

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
+
 from crs.report.stability import Table
 
 
@@ -19,6 +21,12 @@ def _f(value, digits: int = 3) -> str:
     if number == float("inf"):
         return "never"
     return f"{number:.{digits}f}"
+
+
+def zero_shot_records(out_dir: Path) -> pd.DataFrame | None:
+    """The run's zero-shot records (for the label curve's zero-label point), or None without zero-shot."""
+    path = Path(out_dir) / "zero_shot" / "records.parquet"
+    return pd.read_parquet(path) if path.is_file() else None
 
 
 def zero_shot_tables(out_dir: Path) -> tuple[str, list[Table]] | None:

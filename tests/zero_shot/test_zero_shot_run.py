@@ -67,6 +67,7 @@ def test_run_with_zero_shot_gives_leaderboard_report_section_and_records(tmp_pat
     assert all(row["rank_low"] <= row["rank"] <= row["rank_high"] for row in score["leaderboard"])
     report = (tmp_path / "out" / "report.md").read_text()
     assert "Zero-shot or a probe?" in report
+    assert "zero-shot AUROC with zero labels" in report  # the label curve's zero-label point
     first = score["comparison"][0]
     assert f"{first['zero_shot_auroc']:.3f}" in report  # the Markdown carries the JSON's numbers
     # the four-axis CRS is the probes' own: zero-shot encoders are ranked there as image encoders too
