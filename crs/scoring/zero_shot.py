@@ -205,7 +205,8 @@ def _compare(encoder, task, kind, records, prompts, probe_records, probe_predict
     if probe_predictions is not None:
         arrays = probe_predictions(encoder, task)
         if arrays is not None and "clean_all_probs" in arrays:
-            probs = np.asarray(arrays["clean_all_probs"], np.float64)
+            # rank keys where stored (order-exact; float16 probabilities tie and move AUROC)
+            probs = np.asarray(artifacts.auroc_scores(arrays, artifacts.ALL_CLEAN_PROBS), np.float64)
             subset_fraction = np.asarray(arrays["subset_fraction"], np.float64)
             per_probe = np.stack([_macro(y, p, kind, weights) for p in probs], axis=-1)  # (B, P)
             by_fraction = np.stack([per_probe[:, subset_fraction == f].mean(axis=1) for f in fractions], axis=-1)

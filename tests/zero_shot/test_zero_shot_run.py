@@ -68,6 +68,10 @@ def test_run_with_zero_shot_gives_leaderboard_report_section_and_records(tmp_pat
     report = (tmp_path / "out" / "report.md").read_text()
     assert "Zero-shot or a probe?" in report
     assert "zero-shot AUROC with zero labels" in report  # the label curve's zero-label point
+    for row in score["comparison"]:  # the crossover with its interval, from the probes' stored predictions
+        assert {"crossover_fraction", "crossover_low", "crossover_high", "probe_auroc_0.25", "probe_auroc_1"} <= set(row)
+        if row["crossover_low"] is not None and row["crossover_high"] is not None:
+            assert row["crossover_low"] <= row["crossover_high"]
     first = score["comparison"][0]
     assert f"{first['zero_shot_auroc']:.3f}" in report  # the Markdown carries the JSON's numbers
     # the four-axis CRS is the probes' own: zero-shot encoders are ranked there as image encoders too
