@@ -241,9 +241,13 @@ def run_zero_shot_unit(
     for proto in prototype_sets:
         cos_val = similarities(np.asarray(X_val, np.float32), proto)
         fits = []
+        fitted_on: dict[bytes, tuple[float, float]] = {}  # seeds of the full fraction share their rows: fit once
         for s, (fraction, seed, _) in enumerate(subsets):
             rows = np.arange(len(val)) if val_subsets is None else val_subsets[s]
-            temperature, bias = fit_temperature(cos_val[rows], y_val[rows], kind, proto.scale, proto.bias)
+            key = rows.tobytes()
+            if key not in fitted_on:
+                fitted_on[key] = fit_temperature(cos_val[rows], y_val[rows], kind, proto.scale, proto.bias)
+            temperature, bias = fitted_on[key]
             fits.append((float(fraction), int(seed), len(rows), temperature, bias))
         arrays: dict[str, np.ndarray] = {}
         for condition in conditions:
@@ -259,15 +263,18 @@ def run_zero_shot_unit(
                 frames.append({**base, "label_fraction": 0.0, "seed": int(seed), "calibration": SHIPPED,
                                "temperature": 1.0, "bias": proto.bias, "n_train": 0, **metrics})
             at_full = None
+            scored: dict[tuple[float, float], dict[str, float]] = {}  # one evaluation per distinct fit
             for fraction, seed, n_val, temperature, bias in fits:
                 if condition.condition != "clean" and fraction != full:
                     continue
-                fitted = probabilities(cosine, kind, proto.scale / temperature, bias)
-                if fraction == full and at_full is None:
-                    at_full = fitted
+                if (temperature, bias) not in scored or (fraction == full and at_full is None):
+                    fitted = probabilities(cosine, kind, proto.scale / temperature, bias)
+                    scored.setdefault((temperature, bias), condition_metrics(condition.labels, fitted, kind))
+                    if fraction == full and at_full is None:
+                        at_full = fitted
                 frames.append({**base, "label_fraction": fraction, "seed": seed, "calibration": FITTED,
                                "temperature": temperature, "bias": bias, "n_train": n_val,
-                               **condition_metrics(condition.labels, fitted, kind)})
+                               **scored[(temperature, bias)]})
             arrays[artifacts.probs_key(condition.key)] = shipped.astype(np.float32)
             arrays[artifacts.labels_key(condition.key)] = condition.labels
             if at_full is not None:
