@@ -200,11 +200,24 @@ def fit_temperature(cosine: np.ndarray, labels: np.ndarray, kind: str, scale: fl
     """
     multilabel = kind == "multilabel"
 
-    def loss(theta: np.ndarray) -> float:
-        return _nll(cosine, labels, kind, scale * np.exp(-theta[0]), theta[1] if multilabel else bias)
+    cosine = np.asarray(cosine, np.float64)
+    known = ~np.isnan(labels) if multilabel else np.ones(len(labels), bool)
+    y = np.nan_to_num(labels) if multilabel else labels.astype(np.int64)
+
+    def loss_and_gradient(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        """Log-loss and its exact gradient in (log T, bias): d/d log T = -s dL/ds with s = scale / T."""
+        s = scale * np.exp(-theta[0])
+        b = theta[1] if multilabel else bias
+        value = _nll(cosine, labels, kind, s, b)
+        probs = probabilities(cosine, kind, s, b)
+        if multilabel:
+            residual = np.where(known, probs - y, 0.0) / max(int(known.sum()), 1)
+            return value, np.array([-s * float((residual * cosine).sum()), float(residual.sum())])
+        d_scale = float(((probs * cosine).sum(axis=1) - cosine[np.arange(len(y)), y]).mean())
+        return value, np.array([-s * d_scale, 0.0])
 
     start = np.array([0.0, bias if multilabel else 0.0])
-    result = minimize(loss, start, method="L-BFGS-B", bounds=[(-7.0, 7.0), (-50.0, 50.0)],
+    result = minimize(loss_and_gradient, start, jac=True, method="L-BFGS-B", bounds=[(-7.0, 7.0), (-50.0, 50.0)],
                       options={"ftol": 1e-12, "gtol": 1e-9, "maxiter": 500})
     return float(np.exp(result.x[0])), float(result.x[1]) if multilabel else bias
 
