@@ -266,6 +266,15 @@ class Benchmark:
         coverage = None if self.spec.complete_coverage else self.spec.coverage
         result = score_records(records, settings, run_folder=self.folder, coverage=coverage)
         target.write_score(result.tables(), result.summary(), result.format())
+        if self.spec.score.zero_shot:  # its own leaderboard beside the CRS, never inside it
+            from crs.scoring.zero_shot import score_zero_shot, write_zero_shot_score
+
+            folder = self.folder
+
+            def probe_predictions(encoder: str, task: str):
+                return folder.read_predictions(encoder, task) if folder.has_predictions(encoder, task) else None
+
+            write_zero_shot_score(target.root, score_zero_shot(self.spec.output, settings, records, probe_predictions))
         return result
 
     @staticmethod

@@ -316,6 +316,12 @@ class ScoreConfig:
     """Smallest patient subgroup scored (test images); smaller ones are reported as too small."""
     subgroup_min_positives: int = 10
     """Smallest number of positives per label in a scored subgroup."""
+    zero_shot: bool = False
+    """Zero-shot reliability of the vision-language encoders beside the probes (docs/zero_shot.md); off
+    keeps the four-axis CRS and every table as they were."""
+    prompts: dict[str, list[str]] | None = None
+    """Data set name -> prompt files (TOML) for its zero-shot prototypes; a data set not named uses the
+    built-in set. Several files give the spread over prompt sets."""
 
     def __post_init__(self) -> None:
         where = "score"
@@ -328,6 +334,12 @@ class ScoreConfig:
                 raise SpecError(f"{where}: {name} must be at least 1, got {getattr(self, name)}")
         _scalar(where, "seed", self.seed, "int")
         _scalar(where, "case_bootstrap", self.case_bootstrap, "bool")
+        _scalar(where, "zero_shot", self.zero_shot, "bool")
+        if self.prompts is not None:
+            if not isinstance(self.prompts, dict):
+                raise SpecError(f"{where}: field 'prompts' must be a table of data set = [prompt files]")
+            _set(self, prompts={str(k): list(_items(f"{where}.prompts", str(k), [v] if isinstance(v, str) else v, "str"))
+                                for k, v in self.prompts.items()})
         if _scalar(where, "n_boot", self.n_boot, "int") < 1:
             raise SpecError(f"{where}: n_boot must be at least 1, got {self.n_boot}")
         if self.weights is not None:
@@ -551,8 +563,18 @@ def parse_spec(data: dict[str, Any], base: Path = Path(".")) -> Spec:
         datasets=datasets,
         extract=_config("extract", ExtractConfig, data),
         probe=_config("probe", ProbeConfig, data),
-        score=_config("score", ScoreConfig, data),
+        score=_config("score", ScoreConfig, _prompt_paths(data, base)),
     )
+
+
+def _prompt_paths(data: dict[str, Any], base: Path) -> dict[str, Any]:
+    """``[score] prompts`` file names resolved against the spec's folder, as data set roots are."""
+    score = data.get("score")
+    if not isinstance(score, dict) or not isinstance(score.get("prompts"), dict):
+        return data
+    prompts = {k: [str(_under(base, f)) for f in ([v] if isinstance(v, str) else v)] if isinstance(v, str | list) else v
+               for k, v in score["prompts"].items()}
+    return {**data, "score": {**score, "prompts": prompts}}
 
 
 def load_spec(path: Path | str, base: Path | None = None) -> Spec:

@@ -6,7 +6,8 @@
 #
 # Measures ViT-B/16 and ResNet-50 extraction (pipeline vs bare forward, bf16, channels-last), the chest
 # and dermoscopy corruption suites per clean image, the torch probe backend at paper size on the GPU vs
-# one CPU thread, and cuML parity when cuml imports. Writes gpu_check.json and gpu_check.md.
+# one CPU thread, cuML parity when cuml imports, and zero-shot cost (text towers, prompt sets, prediction).
+# Writes gpu_check.json and gpu_check.md.
 #
 # Python packages crs needs that the GPU image may lack (zarr and its dependencies) can travel as
 # wheels in .whl/ (fetch them on a machine with internet access with scripts/gpu_wheels.sh); they are

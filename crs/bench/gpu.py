@@ -46,6 +46,7 @@ from crs.bench.devices_run import devices_run
 from crs.bench.extract import run_one as pipeline_vs_bare
 from crs.bench.probes import BenchSize, synthetic_unit
 from crs.bench.stage1_run import stage1_run
+from crs.bench.zero_shot_cost import zero_shot_cost
 from crs.corruptions import SEVERITIES, suite
 from crs.corruptions.api import apply_severities
 from crs.corruptions.scenes import scenes
@@ -249,7 +250,8 @@ def run(device: str = "cuda", quick: bool = False, out: Path | str = "gpu-check"
                                           max(1, sizes.bare_iterations // 2),
                                           input_size=sizes.image_size if quick else None),
              "devices": lambda: devices_run(device, min(sizes.stage1_images, 600), encoders, sizes.extract_batch,
-                                            sizes.image_size, input_size=sizes.image_size if quick else None)}
+                                            sizes.image_size, input_size=sizes.image_size if quick else None),
+             "zero_shot": lambda: zero_shot_cost(device, 2_000 if quick else 200_000)}
     unknown = sorted(set(parts) - set(steps))
     if unknown:
         raise ValueError(f"unknown part(s) {unknown}; choose from {sorted(steps)}")
@@ -327,6 +329,16 @@ def markdown(results: dict[str, Any]) -> str:
             lines.append(_cells([", ".join(r["devices"]), r["passes"], r["seconds_one_device"],
                                  r["seconds_all_devices"], r["speedup"], r["bit_identical"]]))
             lines.append("")
+    if isinstance(results.get("zero_shot"), list):
+        lines += ["## Zero-shot (random weights): text tower build, prototypes per built-in prompt set, prediction", "",
+                  "| encoder | build s | ISIC prompts / s | APTOS prompts / s | CheXpert prompts / s | predict rows / s |",
+                  "|---|---|---|---|---|---|"]
+        for r in results["zero_shot"]:
+            lines.append(_cells([r["encoder"], r["build_s"], f"{r['isic2019_prompts']} / {r['isic2019_encode_s']:.2f}",
+                                 f"{r['aptos2019_prompts']} / {r['aptos2019_encode_s']:.2f}",
+                                 f"{r['chexpert5_prompts']} / {r['chexpert5_encode_s']:.2f}",
+                                 f"{r['predict_rows']} / {r['predict_s']:.2f}"]))
+        lines.append("")
     if "cuml" in results:
         lines += ["## cuML parity", "", "```", json.dumps(results["cuml"], default=float), "```", ""]
     errors = {part: value["error"] for part, value in results.items()
@@ -342,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="toy sizes (a CPU smoke run; figures mean nothing)")
     parser.add_argument("--out", default=os.environ.get("OUT") or "gpu-check", help="folder for gpu_check.json/.md")
     parser.add_argument("--cpu-chexpert", action="store_true", help="also fit the CheXpert-sized unit on the CPU")
-    parser.add_argument("--parts", default="extraction,corruptions,probes,cuml,stage1,devices")
+    parser.add_argument("--parts", default="extraction,corruptions,probes,cuml,stage1,devices,zero_shot")
     parser.add_argument("--encoders", default=",".join(EXTRACT_ENCODERS), help="registry names for the extraction part")
     args = parser.parse_args(argv)
     try:

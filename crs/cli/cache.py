@@ -11,6 +11,7 @@ from crs.cache.h5 import export_h5
 from crs.cache.imports import import_features as import_feature_file
 from crs.cache.imports import write_table_from_spec
 from crs.cache.inspect import collect_garbage, format_listing, list_cache, listing_json
+from crs.cache.store import CacheError
 from crs.cli.verify import verify
 
 cache_dir_option = click.option(
@@ -84,8 +85,12 @@ def _only_store_with(cache_root: str, encoder: str) -> str:
 @click.option("--corruption-rows", type=click.IntRange(min=1), default=None, metavar="N",
               help="Corrupted conditions hold the patient-level subsample of about N test images that "
                    "[extract] corruption_rows = N draws (default: the whole test split).")
+@click.option("--prototypes", "prototypes_path", type=click.Path(dir_okay=False), default=None,
+              help="Zero-shot text prototypes for ENCODER (.npz: positive, scale, link[, bias, negative]; "
+                   "docs/zero_shot.md), stored beside the features.")
 def import_features(file: str, dataset: str, encoder: str, condition: str, ids_path: str | None,
-                    spec_path: str | None, cache_root: str | None, corruption_rows: int | None) -> None:
+                    spec_path: str | None, cache_root: str | None, corruption_rows: int | None,
+                    prototypes_path: str | None = None) -> None:
     """Store features computed elsewhere (.npy + --ids, .npz, .h5) in the cache under ENCODER.
 
     Rows are matched to the data set by id; missing, extra or repeated ids, NaN or infinite values
@@ -98,6 +103,15 @@ def import_features(file: str, dataset: str, encoder: str, condition: str, ids_p
     result = import_feature_file(Path(cache_root or "cache"), dataset, encoder, Path(file), condition, ids_path,
                                  corruption_rows_wanted=corruption_rows)
     click.echo(result.format())
+    if prototypes_path is not None:
+        from crs.cache.prototypes import import_prototypes
+
+        try:
+            imported = import_prototypes(Path(cache_root or "cache"), dataset, encoder, Path(prototypes_path))
+        except CacheError as error:
+            raise click.ClickException(str(error)) from None
+        click.echo(f"prototypes {imported.prompt_set!r} ({imported.digest}, {len(imported.class_names)} classes, "
+                   f"{imported.link} link) stored for {encoder}")
 
 
 cache.add_command(verify)  # `crs cache verify` lives in its own module (verify.py), as it is the longest command

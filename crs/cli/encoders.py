@@ -7,6 +7,7 @@ import json
 import click
 
 from crs.encoders.registry import EncoderError, all_specs, get_spec
+from crs.encoders.text import zero_shot_support
 
 
 @click.group("encoders")
@@ -39,10 +40,14 @@ def show_encoder(name: str, as_json: bool) -> None:
     except EncoderError as error:
         raise click.BadParameter(str(error), param_hint="NAME") from None
     data = spec.public_dict()
+    support = zero_shot_support(spec)
+    data["zero_shot"] = {"available": support.available, "why": support.reason}
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
     for key, value in data.items():
+        if key == "zero_shot":
+            value = f"{'yes' if support.available else 'no'}: {support.reason}"
         if isinstance(value, list):
             value = ", ".join(map(str, value)) or "-"
         click.echo(f"{key:<17} {value}")

@@ -12,7 +12,7 @@ before the first look-up), as timm's ``models/__init__`` imports its model modul
 from crs.encoders import catalog, plugins  # noqa: F401  (they fill the registry on import)
 from crs.encoders.checkpoint import CheckpointError, LoadReport
 from crs.encoders.encoder import Encoder, Network
-from crs.encoders.factory import create
+from crs.encoders.factory import create, create_text
 from crs.encoders.registry import (
     PUBLIC_KEYS,
     EncoderError,
@@ -26,5 +26,6 @@ from crs.encoders.weights import RANDOM, RANDOM_SEED, WeightsNotFoundError
 
 __all__ = [
     "PUBLIC_KEYS", "RANDOM", "RANDOM_SEED", "CheckpointError", "Encoder", "EncoderError", "EncoderSpec",
-    "LoadReport", "Network", "WeightsNotFoundError", "all_specs", "available", "create", "get_spec", "register",
+    "LoadReport", "Network", "WeightsNotFoundError", "all_specs", "available", "create", "create_text", "get_spec",
+    "register",
 ]

@@ -17,6 +17,10 @@ HALF = (0.5, 0.5, 0.5)
 OPENAI_CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 OPENAI_CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 IMAGENET_1K = ("ImageNet-1k",)
+OPEN_CLIP_TEXT = (("kind", "open_clip"),)
+"""The text side of an open_clip entry: open_clip's own text tower from the same checkpoint."""
+CLIP_TEXT_B = {"hidden_size": 512, "intermediate_size": 2048, "num_hidden_layers": 12, "num_attention_heads": 8,
+               "max_position_embeddings": 77, "vocab_size": 49408, "hidden_act": "quick_gelu"}
 
 # --- small entries for CPU demos and tests (random weights are fine) ---------------------------
 DEMO = [
@@ -65,7 +69,7 @@ GENERAL = [
         input_size=224, mean=OPENAI_CLIP_MEAN, std=OPENAI_CLIP_STD, interpolation="bicubic", crop_pct=1.0,
         pooling="projected image embedding (CLS after ln_post, times proj)", dim=512, license="mit",
         pretraining_data=("OpenAI WIT-400M web image-text pairs",),
-        notes="QuickGELU, as open_clip's 'openai' pretrained cfg sets"),
+        notes="QuickGELU, as open_clip's 'openai' pretrained cfg sets", text_tower=OPEN_CLIP_TEXT),
     EncoderSpec(
         name="dinov2_vit_b14", family="DINOv2 ViT-B/14", group="general", source="timm:vit_base_patch14_dinov2.lvd142m",
         input_size=518, mean=IMAGENET_MEAN, std=IMAGENET_STD, interpolation="bicubic", crop_pct=1.0,
@@ -79,7 +83,8 @@ GENERAL = [
         name="siglip2_vit_b16", family="SigLIP 2 ViT-B/16", group="general", source="open_clip:ViT-B-16-SigLIP2/webli",
         input_size=224, mean=HALF, std=HALF, interpolation="bicubic", crop_pct=1.0, resize_mode="squash",
         pooling="attention-pool (MAP) head output", dim=768, license="apache-2.0", pretraining_data=("WebLI",),
-        notes="preprocessing from open_clip's pretrained cfg (squash resize); timm's cfg for the same weights says crop_pct 0.9"),
+        notes="preprocessing from open_clip's pretrained cfg (squash resize); timm's cfg for the same weights says crop_pct 0.9",
+        text_tower=(("kind", "open_clip"), ("link", "sigmoid"))),
 ]
 
 BIOMEDCLIP_CONFIG = {
@@ -97,6 +102,14 @@ BIOMEDCLIP_CONFIG = {
 SO400M = {"hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27, "num_attention_heads": 16,
           "patch_size": 14}
 HAI_DEF = "Health AI Developer Foundations terms of use"
+BIOMEDBERT_CONFIG = {
+    # BERT-base shape of microsoft/BiomedNLP-BiomedBERT-base-uncased-abstract (model card; not verifiable
+    # offline): a checkpoint of another shape is refused key by key when it is loaded.
+    "model_type": "bert", "vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12,
+    "num_attention_heads": 12, "intermediate_size": 3072, "max_position_embeddings": 512,
+}
+SO400M_TEXT = {"hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27, "num_attention_heads": 16,
+               "vocab_size": 32000, "max_position_embeddings": 64, "projection_size": 1152}
 
 MEDICAL = [
     EncoderSpec(
@@ -106,7 +119,8 @@ MEDICAL = [
         pooling="projected image embedding (CLS token, linear projection)", dim=512, license="mit",
         pretraining_data=("PMC-15M (PubMed Central figure-caption pairs)",),
         build_options=(("open_clip_config", BIOMEDCLIP_CONFIG),),
-        notes="open_clip config copied from the hub repository; not verifiable offline"),
+        notes="open_clip config copied from the hub repository; not verifiable offline",
+        text_tower=(("kind", "open_clip"), ("hf_text_config", BIOMEDBERT_CONFIG))),
     EncoderSpec(
         name="medsiglip_448", family="MedSigLIP-448", group="medical", source="hf:google/medsiglip-448",
         input_size=448, mean=HALF, std=HALF, interpolation="bilinear", crop_pct=1.0, resize_mode="squash",
@@ -116,7 +130,10 @@ MEDICAL = [
         build_options=(("hf_class", "SiglipVisionModel"), ("hf_config_class", "SiglipVisionConfig"),
                        ("hf_config", {**SO400M, "image_size": 448}), ("output", "pooler_output")),
         notes="config and processor (448 px squash, bilinear, 0.5/0.5) from the model card; not verifiable "
-              "offline; a weights folder's preprocessor_config.json is checked against the spec at load time"),
+              "offline; a weights folder's preprocessor_config.json is checked against the spec at load time",
+        text_tower=(("kind", "hf"), ("hf_class", "SiglipTextModel"), ("hf_config_class", "SiglipTextConfig"),
+                    ("hf_config", SO400M_TEXT), ("output", "pooler_output"), ("link", "sigmoid"),
+                    ("padding", "max_length"), ("max_length", 64))),
     EncoderSpec(
         name="medgemma_vision", family="MedGemma vision tower", group="medical", source="hf:google/medgemma-4b-it",
         input_size=896, mean=HALF, std=HALF, interpolation="bilinear", crop_pct=1.0, resize_mode="squash",
@@ -127,7 +144,9 @@ MEDICAL = [
                        ("output", "mean_tokens"),
                        ("state_prefix", ("vision_tower.", "model.vision_tower."))),
         notes="SigLIP so400m tower without a pooling head, read out of the Gemma 3 checkpoint by key prefix; "
-              "896 px and 0.5/0.5 from the model card, not verifiable offline"),
+              "896 px and 0.5/0.5 from the model card, not verifiable offline",
+        text_tower=(("unavailable", "MedGemma pairs this vision tower with a generative language model, not a "
+                                    "contrastive text tower: no shared embedding space, so no zero-shot prototypes"),)),
     EncoderSpec(
         name="pubmedclip", family="PubMedCLIP", group="medical", source="hf:flaviagiammarino/pubmed-clip-vit-base-patch32",
         input_size=224, mean=OPENAI_CLIP_MEAN, std=OPENAI_CLIP_STD, interpolation="bicubic", crop_pct=1.0,
@@ -138,7 +157,9 @@ MEDICAL = [
                                       "num_attention_heads": 12, "patch_size": 32, "image_size": 224,
                                       "projection_dim": 512, "hidden_act": "quick_gelu"}),
                        ("output", "image_embeds")),
-        notes="CLIPImageProcessor defaults (checked); licence from the model card, not verifiable offline"),
+        notes="CLIPImageProcessor defaults (checked); licence from the model card, not verifiable offline",
+        text_tower=(("kind", "hf"), ("hf_class", "CLIPTextModelWithProjection"), ("hf_config_class", "CLIPTextConfig"),
+                    ("hf_config", {**CLIP_TEXT_B, "projection_dim": 512}), ("output", "text_embeds"))),
 ]
 
 SPECIALTY = [
@@ -165,7 +186,11 @@ SPECIALTY = [
                                       "num_attention_heads": 16, "patch_size": 14, "image_size": 224,
                                       "projection_dim": 768, "hidden_act": "quick_gelu"}),
                        ("output", "image_embeds")),
-        notes="ImageNet mean/std (not CLIP's), as MONET's own preprocessing uses; from the MONET repository"),
+        notes="ImageNet mean/std (not CLIP's), as MONET's own preprocessing uses; from the MONET repository",
+        text_tower=(("kind", "hf"), ("hf_class", "CLIPTextModelWithProjection"), ("hf_config_class", "CLIPTextConfig"),
+                    ("hf_config", {**CLIP_TEXT_B, "hidden_size": 768, "intermediate_size": 3072,
+                                   "num_attention_heads": 12, "projection_dim": 768}),
+                    ("output", "text_embeds"))),
     EncoderSpec(
         name="retfound", family="RETFound (colour fundus)", group="specialty", source="checkpoint:vit_large_patch16_224",
         input_size=224, mean=IMAGENET_MEAN, std=IMAGENET_STD, interpolation="bicubic", crop_pct=0.875,
@@ -193,7 +218,8 @@ SPECIALTY = [
         pretraining_data=("OpenAI WIT-400M (CLIP init)", "MIMIC-CXR images and reports"),
         weights_file="best_64_5e-05_original_22000_0.864.pt", weights_url="https://github.com/rajpurkarlab/CheXzero",
         notes="films stored grayscale at 320 px, normalised with mean 101.48761 and std 83.43944 on the 0-255 "
-              "scale (here divided by 255), then resized to 224 bicubic, as in CheXzero's zero_shot.py"),
+              "scale (here divided by 255), then resized to 224 bicubic, as in CheXzero's zero_shot.py",
+        text_tower=OPEN_CLIP_TEXT),
 ]
 
 for _spec in GENERAL + MEDICAL + SPECIALTY:

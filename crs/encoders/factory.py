@@ -13,6 +13,7 @@ import torch
 from crs.encoders import baseline, hf, open_clip_, python_, timm_
 from crs.encoders.encoder import Encoder, Network
 from crs.encoders.registry import EncoderError, EncoderSpec, get_spec
+from crs.encoders.text import TextTower, TextTowerError, zero_shot_support
 from crs.encoders.weights import RANDOM, RANDOM_SEED
 
 # (spec, weights) -> the network; python sources may also hand back an updated spec.
@@ -71,3 +72,32 @@ def create(
     else:
         network = built
     return Encoder(spec, network, device)
+
+
+def create_text(
+    name_or_spec: str | EncoderSpec,
+    weights: str | os.PathLike | None = None,
+    tokenizer: str | os.PathLike | None = None,
+) -> TextTower:
+    """Build the text tower of a vision-language entry, from the same weights as its image tower.
+
+    ``weights``: as for :func:`crs.encoders.create` (``"random"`` builds seeded random weights and
+    the checkpoint-free default scale and bias). ``tokenizer``: a folder with the tokenizer files;
+    default, the weights folder (open_clip models with their BPE vocabulary need none).
+    """
+    spec = get_spec(name_or_spec) if isinstance(name_or_spec, str) else name_or_spec
+    support = zero_shot_support(spec)
+    if not support.available:
+        raise TextTowerError(f"encoder {spec.name!r} cannot be scored zero-shot: {support.reason}")
+    weights_arg = weights if weights is None or str(weights) == RANDOM else Path(weights)
+    tokenizer_arg = None if tokenizer is None else Path(tokenizer)
+    if tokenizer_arg is not None and not tokenizer_arg.is_dir():
+        raise TextTowerError(f"encoder {spec.name!r}: tokenizer folder {tokenizer_arg} does not exist")
+    kind = spec.text_options["kind"]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(RANDOM_SEED)
+        if kind == "open_clip":
+            return open_clip_.build_text(spec, weights_arg, tokenizer_arg)
+        if kind == "hf":
+            return hf.build_text(spec, weights_arg, tokenizer_arg)
+    raise TextTowerError(f"encoder {spec.name!r}: unknown text tower kind {kind!r}; use 'open_clip' or 'hf'")

@@ -9,13 +9,18 @@ rule (counted in the load summary). ``hf-hub:`` models carry their open_clip con
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
+import torch
 from torch import nn
 
 from crs.encoders.checkpoint import load_into, read_state_dict
 from crs.encoders.encoder import Network
 from crs.encoders.registry import EncoderError, EncoderSpec
+from crs.encoders.text import TOKENIZER_FILES, TextTower, TextTowerError, digest_of
 from crs.encoders.weights import RANDOM, RANDOM_SEED, file_digest, resolve
 
 HF_WEIGHT_FILES = ("open_clip_model.safetensors", "open_clip_pytorch_model.bin")
@@ -89,3 +94,112 @@ def build(spec: EncoderSpec, weights) -> Network:
     path = resolve(spec, weights, hf_repo=hub, hf_filenames=HF_WEIGHT_FILES)
     summary = load_visual(visual, path, spec)
     return Network(visual, visual, file_digest(path), summary)
+
+
+# --- the text tower (zero-shot) -------------------------------------------------------------------
+
+CLIP_INIT_LOGIT_SCALE = math.log(1 / 0.07)
+"""open_clip's initial log logit scale: what a random-weight model carries (exp: 14.29)."""
+
+
+def _text_config(config: dict):
+    open_clip = _open_clip()
+    return open_clip.model.CLIPTextCfg(**config["text_cfg"])
+
+
+def _text_module(spec: EncoderSpec, config: dict) -> nn.Module:
+    """The text tower as open_clip builds it: a TextTransformer, or an HF text encoder (BiomedCLIP)."""
+    open_clip = _open_clip()
+    text_cfg = dict(config["text_cfg"])
+    if text_cfg.get("hf_model_name"):
+        values = spec.text_options.get("hf_text_config")
+        if values is None:
+            raise TextTowerError(f"encoder {spec.name!r}: its text tower is a Hugging Face model; the entry "
+                                 "needs the 'hf_text_config' text option (the model's config.json values)")
+        transformers = __import__("transformers")
+        hf_config = transformers.AutoConfig.for_model(**values)
+        return open_clip.hf_model.HFTextEncoder(
+            text_cfg["hf_model_name"], output_dim=config["embed_dim"], config=hf_config,
+            pooler_type=text_cfg.get("hf_pooler_type", text_cfg.get("pooler_type")),
+            proj_type=text_cfg.get("hf_proj_type", text_cfg.get("proj")), pretrained=False)
+    return open_clip.model._build_text_tower(config["embed_dim"], _text_config(config),
+                                             quick_gelu=config.get("quick_gelu", False))
+
+
+def _tokenizer(spec: EncoderSpec, config: dict, folder: Path | None):
+    """open_clip's BPE tokenizer (its vocabulary ships in the wheel), or an HF tokenizer from ``folder``."""
+    open_clip = _open_clip()
+    text_cfg = config["text_cfg"]
+    context = int(text_cfg.get("context_length", 77))
+    if not (text_cfg.get("hf_tokenizer_name") or text_cfg.get("hf_model_name")):
+        return open_clip.tokenizer.SimpleTokenizer(context_length=context), "open_clip BPE (bpe_simple_vocab_16e6)"
+    if folder is None or not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        where = "no tokenizer folder was given" if folder is None else f"{folder} holds none of {list(TOKENIZER_FILES)}"
+        raise TextTowerError(f"encoder {spec.name!r}: tokenizer missing ({where}); put the model's tokenizer "
+                             "files beside its weights, or name a tokenizer folder")
+    kwargs = dict(text_cfg.get("tokenizer_kwargs", {}))
+    return open_clip.tokenizer.HFTokenizer(str(folder), context_length=context, **kwargs), f"HF tokenizer ({folder})"
+
+
+def truncated_forward(text: Any, tokens: torch.Tensor) -> torch.Tensor:
+    """A causal TextTransformer on tokens cut after the longest prompt's end token.
+
+    With a causal mask and end-token pooling, positions after a prompt's end token never reach its
+    pooled output, so dropping the padding columns is exact and costs ~5x less at 77 tokens.
+    """
+    exact = (getattr(text, "attn_mask", None) is not None and getattr(text, "cls_emb", None) is None
+             and not getattr(text, "use_pad_mask", False) and getattr(text, "pool_type", "") == "argmax")
+    if not exact:
+        return text(tokens)
+    length = int(tokens.argmax(dim=-1).max()) + 1
+    tokens = tokens[:, :length]
+    x = text.token_embedding(tokens) + text.positional_embedding[:length]
+    x = text.transformer(x, attn_mask=text.attn_mask[:length, :length])
+    x = text.ln_final(x)
+    pooled = x[torch.arange(x.shape[0]), tokens.argmax(dim=-1)]
+    projection = text.text_projection
+    if projection is None:
+        return pooled
+    return projection(pooled) if isinstance(projection, nn.Linear) else pooled @ projection
+
+
+def build_text(spec: EncoderSpec, weights, tokenizer_folder: Path | None) -> TextTower:
+    """The text tower, tokenizer, logit scale and bias of an open_clip entry, from its image tower's weights."""
+    config, hub, _ = model_config(spec)
+    text = _text_module(spec, config)
+    link = "sigmoid" if "init_logit_bias" in config else "softmax"
+    if link != spec.text_options.get("link", "softmax"):
+        raise TextTowerError(f"encoder {spec.name!r}: its text options say link {spec.text_options.get('link', 'softmax')!r}, "
+                             f"open_clip's config says {link!r}; fix the entry")
+    custom = bool(config.get("custom_text")) or bool(config["text_cfg"].get("hf_model_name"))
+    if weights == RANDOM:
+        scale = math.exp(float(config.get("init_logit_scale", CLIP_INIT_LOGIT_SCALE)))
+        bias = float(config.get("init_logit_bias", 0.0))
+        tokenize, tokenizer_name = _tokenizer(spec, config, tokenizer_folder)
+        digest, summary = f"random:{RANDOM_SEED}", "random weights; scale and bias at open_clip's initial values"
+    else:
+        path = resolve(spec, weights, hf_repo=hub, hf_filenames=HF_WEIGHT_FILES)
+        state_dict = read_state_dict(path)
+        tokenize, tokenizer_name = _tokenizer(spec, config, tokenizer_folder or path.parent)
+        if "logit_scale" not in state_dict:
+            raise TextTowerError(f"{path}: no 'logit_scale' in the checkpoint; is this an open_clip CLIP checkpoint?")
+        scale = min(math.exp(float(state_dict["logit_scale"])), 100.0)
+        bias = float(state_dict["logit_bias"]) if "logit_bias" in state_dict else 0.0
+        if custom:
+            keys = {k: v for k, v in state_dict.items() if k.startswith("text.")}
+            strip: tuple[str, ...] = ("text.",)
+        else:
+            skip = ("visual.", "logit_scale", "logit_bias")
+            keys = {k: v for k, v in state_dict.items() if not k.startswith(skip) and k != "attn_mask"}
+            strip = ()
+        keys = {k: v for k, v in keys.items() if not k.endswith("position_ids")}
+        report = load_into(text, keys, strip=strip, source=f"{spec.source} text tower ({path})")
+        digest, summary = file_digest(path), report.summary()
+    text = text.eval().requires_grad_(False)
+
+    def embed(prompts):
+        device = next(text.parameters()).device
+        return truncated_forward(text, tokenize(list(prompts)).to(device))
+
+    return TextTower(spec, embed, scale, bias, link, digest_of(digest, tokenizer_name), f"{summary}; {tokenizer_name}",
+                     module=text)

@@ -76,6 +76,9 @@ class EncoderSpec:
     weights_file: str = ""
     weights_url: str = ""
     build_options: tuple[tuple[str, Any], ...] = field(default=(), compare=True)
+    text_tower: tuple[tuple[str, Any], ...] = ()
+    """How the text side of a vision-language entry is built (``crs.encoders.text``), or
+    ``(("unavailable", reason),)``; empty for image-only encoders. Not part of the image fingerprint."""
 
     def __post_init__(self) -> None:
         def bad(message: str) -> EncoderError:
@@ -114,6 +117,10 @@ class EncoderSpec:
     @property
     def options(self) -> dict[str, Any]:
         return dict(self.build_options)
+
+    @property
+    def text_options(self) -> dict[str, Any]:
+        return dict(self.text_tower)
 
     def public_dict(self) -> dict[str, Any]:
         """The documented JSON view (``PUBLIC_KEYS`` plus notes and where to get weights)."""

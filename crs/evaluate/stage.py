@@ -67,6 +67,10 @@ def probe_spec(
     if costs:
         folder.write_unit_costs(unit_costs_table(costs))
     folder.write_records(records, provenance)
+    if spec.score.zero_shot:  # off by default: nothing above changes either way
+        from crs.evaluate.zero_shot import zero_shot_spec
+
+        zero_shot_spec(spec)
     return ProbeOutcome(records, len(outcome.fresh), len(outcome.reused))
 
 

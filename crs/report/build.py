@@ -46,6 +46,7 @@ from crs.report.tables import (
     leaderboard_text,
     percent,
 )
+from crs.report.zero_shot import zero_shot_records, zero_shot_tables
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 
@@ -205,9 +206,12 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
     _add(stable, plots.weight_sensitivity(score.sensitivity, styles, folder / "weight_sensitivity.png"),
          "Weight sensitivity: how often each encoder leads under other CRS weights, and how far the ranking moves.")
     labels = Section("labels", "Label efficiency")
-    _add(labels, plots_runs.label_efficiency_curves(records, styles, folder / "label_efficiency.png"),
+    _add(labels, plots_runs.label_efficiency_curves(records, styles, folder / "label_efficiency.png",
+                                                    zero_shot_records(out_dir)),
          "Clean macro AUROC against the share of training labels used (log scale), mean ± 1 SD over seeds. "
-         "The label-efficiency axis is the mean AUROC over the fractions below 100 %.")
+         "The label-efficiency axis is the mean AUROC over the fractions below 100 %."
+         + (" Dashed: each vision-language encoder's zero-shot AUROC with zero labels (where its curve crosses "
+            "it is the crossover)." if (out_dir / "zero_shot" / "records.parquet").is_file() else ""))
     robustness = Section("robustness", "Robustness to acquisition corruptions and other sites")
     modalities = {task: info.modality for task, info in infos.items()}
     _add(robustness, plots_runs.severity_curves(records, styles, folder / "severity.png", modalities),
@@ -235,6 +239,9 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
          "Reliability diagrams: observed frequency against predicted probability; the diagonal is perfect calibration.",
          f"No predictions found under {predictions_dir}: reliability diagrams skipped.")
     sections = [axes, ranks, uncertainty, stable, labels, robustness, calibration, _subgroup_section(score, styles, folder)]
+    zero_shot = zero_shot_tables(out_dir)
+    if zero_shot is not None:  # only a run with [score] zero_shot = true has it
+        sections.append(Section("zero_shot", "Zero-shot or a probe?", zero_shot[0], tables=zero_shot[1]))
     if has_task_leaderboards(score):
         per_task = Section(
             "tasks", "Leaderboards per task",

@@ -25,8 +25,12 @@ def _legend_below(fig, handles, labels) -> None:
                bbox_to_anchor=(0.5, -0.01))
 
 
-def label_efficiency_curves(records: pd.DataFrame, styles: dict[str, EncoderStyle], path: Path) -> Path:
-    """Clean macro AUROC against label fraction (log scale), one panel per task; band = ±1 SD over seeds."""
+def label_efficiency_curves(records: pd.DataFrame, styles: dict[str, EncoderStyle], path: Path,
+                            zero_shot: pd.DataFrame | None = None) -> Path:
+    """Clean macro AUROC against label fraction (log scale), one panel per task; band = ±1 SD over seeds.
+
+    ``zero_shot`` (zero-shot records): each vision-language encoder's zero-label point, drawn as a dashed
+    line in its colour at its shipped zero-shot AUROC; where its probe curve crosses it is the crossover."""
     clean = records[records["condition"] == "clean"]
     tasks = sorted(clean["task"].unique())
     fractions = sorted(clean["label_fraction"].astype(float).unique())
@@ -44,6 +48,12 @@ def label_efficiency_curves(records: pd.DataFrame, styles: dict[str, EncoderStyl
                 ax.plot(x, curve["mean"], marker=style.marker, color=style.colour, label=encoder)
                 ax.fill_between(x, curve["mean"] - curve["std"].fillna(0), curve["mean"] + curve["std"].fillna(0),
                                 color=style.colour, alpha=0.15, linewidth=0)
+                if zero_shot is not None:
+                    shipped = zero_shot[(zero_shot["encoder"] == encoder) & (zero_shot["task"] == task)
+                                        & (zero_shot["condition"] == "clean") & (zero_shot["calibration"] == "shipped")]
+                    if len(shipped):
+                        first = shipped[shipped["prompt_digest"] == shipped["prompt_digest"].iloc[0]]
+                        ax.axhline(float(first["auroc"].mean()), color=style.colour, linewidth=1.0, linestyle="--")
             ax.axhline(0.5, color=REFERENCE_GREY, linewidth=0.8, linestyle=":")
             ax.set_xscale("log")
             ax.set_xticks([f * 100 for f in fractions], [f"{f * 100:g}" for f in fractions])
@@ -54,7 +64,8 @@ def label_efficiency_curves(records: pd.DataFrame, styles: dict[str, EncoderStyl
         for ax in list(panels.flat)[len(tasks):]:
             ax.set_visible(False)
         handles, labels = panels.flat[0].get_legend_handles_labels()
-        fig.suptitle("Label efficiency: AUROC as labels grow (dotted = chance)", fontsize=11)
+        fig.suptitle("Label efficiency: AUROC as labels grow (dotted = chance"
+                     + (", dashed = zero-shot, zero labels)" if zero_shot is not None else ")"), fontsize=11)
         fig.tight_layout(rect=(0, 0.07, 1, 1))
         _legend_below(fig, handles, labels)
         return save(fig, path)

@@ -1,0 +1,344 @@
+"""Zero-shot: the probe family without training, on the features already in the cache (docs/zero_shot.md).
+
+Its "weights" are text prototypes (``crs.cache.prototypes``), made once per encoder fingerprint and
+prompt set by the encoder's text tower (``crs.encoders.text``) and never by a new image pass. Each
+(encoder, task, prompt set) is evaluated on the clean test split, every corruption x severity and
+each shift target, with the probes' metrics:
+
+- ``calibration = "shipped"``: the model's own scale and bias, ``label_fraction = 0`` (zero labels);
+- ``calibration = "fitted"``: one temperature (and, for a multilabel task, one bias) fitted by
+  log-loss on the validation rows the probes of that label fraction and seed may see; on corrupted
+  and shifted data at the full fraction only, as the probes.
+
+Records go to ``<output>/zero_shot/records.parquet`` (own file, so the probes' records, the CRS
+and the golden tables are untouched; docs/decisions/0056), the per-variant clean AUROCs behind the
+prompt sensitivity to ``prompts.parquet``, and per-case predictions for the bootstrap to
+``predictions/<encoder>__<task>__<prompt digest>.npz``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import minimize
+
+from crs.cache.prototypes import Prototypes, ensemble, read_prototypes, stored_digests, write_prototypes
+from crs.cache.store import FeatureStore, SampleTable, store_path
+from crs.data.prompts import PromptSet, builtin_prompt_set, load_prompt_set
+from crs.evaluate import artifacts
+from crs.evaluate.records import KEY_COLUMNS
+from crs.evaluate.units import (
+    ProbeSettings,
+    ProbeUnit,
+    condition_metrics,
+    evaluation_conditions,
+    probe_settings,
+    probe_units,
+    read_rows,
+    training_subsets,
+    validation_subsets,
+)
+from crs.spec import Spec
+
+log = logging.getLogger("crs.zero_shot")
+
+ZERO_SHOT_DIR = "zero_shot"
+RECORDS_FILE = "records.parquet"
+PROMPTS_FILE = "prompts.parquet"
+SHIPPED, FITTED = "shipped", "fitted"
+
+
+class ZeroShotError(ValueError):
+    """Zero-shot asked of an encoder or task that cannot give it; the message names it and the fix."""
+
+
+# --- prototypes ----------------------------------------------------------------------------------
+
+
+def make_prototypes(text, prompt_set: PromptSet, kind: str) -> Prototypes:
+    """Prototypes of one prompt set from a text tower (``crs.encoders.text.TextTower``).
+
+    Every prompt is embedded once, to a unit vector; a class's prototype is the mean of its prompts'
+    unit vectors, renormalised. Variant j (the sensitivity spread) takes each class's j-th prompt.
+    A multilabel task keeps its negatives for the softmax family and drops them for the sigmoid family
+    (SigLIP scores each positive prompt with its own bias).
+    """
+    use_negative = kind == "multilabel" and text.link == "softmax"
+    if kind == "multilabel" and use_negative and not prompt_set.negative:
+        raise ZeroShotError(f"prompt set {prompt_set.name!r} ({prompt_set.source}) has no [negative] prompts; "
+                            f"encoder {text.spec.name!r} (softmax family) scores a finding as a positive/negative pair")
+    sides = [prompt_set.positive] + ([prompt_set.negative] if use_negative else [])
+    flat = [p for side in sides for prompts in side for p in prompts]
+    unique = list(dict.fromkeys(flat))
+    embedded = dict(zip(unique, text.encode(unique), strict=True))
+    n_variants = prompt_set.n_variants
+
+    def build(side):
+        protos = np.stack([ensemble(np.stack([embedded[p] for p in prompts])) for prompts in side])
+        variants = np.stack([
+            np.stack([embedded[prompts[j % len(prompts)]] for prompts in side]) for j in range(n_variants)
+        ])
+        return protos, variants
+
+    positive, variants_positive = build(prompt_set.positive)
+    negative, variants_negative = build(prompt_set.negative) if use_negative else (None, None)
+    return Prototypes(positive, float(text.logit_scale), float(text.logit_bias) if text.link == "sigmoid" else 0.0,
+                      text.link, prompt_set.name, prompt_set.digest, prompt_set.class_names, negative,
+                      variants_positive, variants_negative)
+
+
+def spec_prompt_sets(spec: Spec, task_name: str, table: SampleTable) -> list[PromptSet]:
+    """The spec's prompt files for a data set (``[score] prompts``), or the built-in set for its task."""
+    files = (spec.score.prompts or {}).get(task_name)
+    if files:
+        return [load_prompt_set(path, table.task) for path in files]
+    return [builtin_prompt_set(table.task)]
+
+
+def unit_prototypes(spec: Spec, encoder: str, task_name: str, store: FeatureStore) -> list[Prototypes]:
+    """Every prototype set of one (encoder, task): cached ones read, missing ones encoded (text only).
+
+    An encoder that is not in the registry (features brought with ``crs import-features``) uses the
+    prototypes imported beside its features.
+    """
+    from crs.encoders.factory import create_text
+    from crs.encoders.registry import EncoderError, get_spec
+    from crs.encoders.text import TextTowerError, zero_shot_support
+
+    table = store.read_table()
+    try:
+        encoder_spec = get_spec(encoder)
+    except EncoderError:
+        digests = stored_digests(store, encoder)
+        if not digests:
+            raise ZeroShotError(f"encoder {encoder!r} is not in the registry and has no imported prototypes for "
+                                f"{task_name!r}; import them beside its features, or turn zero-shot off") from None
+        return [p for p in (read_prototypes(store, encoder, d) for d in digests) if p is not None]
+    support = zero_shot_support(encoder_spec)
+    if not support.available:
+        raise TextTowerError(f"encoder {encoder!r} cannot be scored zero-shot: {support.reason}")
+    entry = next(e for e in spec.encoders if e.name == encoder)
+    found: list[Prototypes] = []
+    text = None
+    for prompt_set in spec_prompt_sets(spec, task_name, table):
+        cached = read_prototypes(store, encoder, prompt_set.digest)
+        if cached is None:
+            if text is None:
+                text = create_text(encoder_spec, entry.weights)
+            cached = make_prototypes(text, prompt_set, table.task.kind)
+            write_prototypes(FeatureStore(store.path, mode="r+"), encoder, cached)
+            log.info("zero-shot: encoded prompt set %s for %s x %s", prompt_set.name, encoder, task_name)
+        found.append(cached)
+    return found
+
+
+def zero_shot_encoders(spec: Spec) -> list[str]:
+    """The spec's encoders that zero-shot scores: a text tower in the registry, or not registered at all
+    (imported features; they need imported prototypes)."""
+    from crs.encoders.registry import EncoderError, get_spec
+    from crs.encoders.text import zero_shot_support
+
+    chosen = []
+    for name in spec.encoder_names:
+        try:
+            if zero_shot_support(get_spec(name)).available:
+                chosen.append(name)
+        except EncoderError:
+            chosen.append(name)
+    return chosen
+
+
+# --- logits, probabilities, the fitted temperature --------------------------------------------------
+
+
+def similarities(features: np.ndarray, prototypes: Prototypes, variant: int | None = None) -> np.ndarray:
+    """(N, K) logits before scale: cosine to the positive prototypes, minus the negatives' for a pair."""
+    x = np.asarray(features, np.float64)
+    x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    if variant is None:
+        positive, negative = prototypes.positive, prototypes.negative
+    else:
+        assert prototypes.variants_positive is not None
+        positive = prototypes.variants_positive[variant]
+        negative = None if prototypes.variants_negative is None else prototypes.variants_negative[variant]
+    cosine = x @ np.asarray(positive, np.float64).T
+    if negative is not None:
+        cosine = cosine - x @ np.asarray(negative, np.float64).T
+    return cosine
+
+
+def probabilities(cosine: np.ndarray, kind: str, scale: float, bias: float) -> np.ndarray:
+    """softmax(scale * cosine) across classes (multiclass, ordinal); per finding sigmoid(scale * cosine + bias)."""
+    z = scale * cosine
+    if kind == "multilabel":
+        return 1.0 / (1.0 + np.exp(-(z + bias)))
+    z = z - z.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _nll(cosine: np.ndarray, labels: np.ndarray, kind: str, scale: float, bias: float) -> float:
+    eps = 1e-12
+    probs = probabilities(cosine, kind, scale, bias)
+    if kind == "multilabel":
+        known = ~np.isnan(labels)
+        y = np.nan_to_num(labels)
+        loss = -(y * np.log(probs + eps) + (1 - y) * np.log(1 - probs + eps))
+        return float(loss[known].mean()) if known.any() else 0.0
+    return float(-np.log(probs[np.arange(len(labels)), labels.astype(np.int64)] + eps).mean())
+
+
+def fit_temperature(cosine: np.ndarray, labels: np.ndarray, kind: str, scale: float, bias: float) -> tuple[float, float]:
+    """(temperature, bias) minimising log-loss on the given rows: probabilities become
+    softmax(scale * cosine / T), or per finding sigmoid(scale * cosine / T + b) with b fitted too.
+
+    Starts from the shipped values (T = 1, the model's bias); the search is over log T, so T > 0.
+    """
+    multilabel = kind == "multilabel"
+
+    cosine = np.asarray(cosine, np.float64)
+    known = ~np.isnan(labels) if multilabel else np.ones(len(labels), bool)
+    y = np.nan_to_num(labels) if multilabel else labels.astype(np.int64)
+
+    def loss_and_gradient(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        """Log-loss and its exact gradient in (log T, bias): d/d log T = -s dL/ds with s = scale / T."""
+        s = scale * np.exp(-theta[0])
+        b = theta[1] if multilabel else bias
+        value = _nll(cosine, labels, kind, s, b)
+        probs = probabilities(cosine, kind, s, b)
+        if multilabel:
+            residual = np.where(known, probs - y, 0.0) / max(int(known.sum()), 1)
+            return value, np.array([-s * float((residual * cosine).sum()), float(residual.sum())])
+        d_scale = float(((probs * cosine).sum(axis=1) - cosine[np.arange(len(y)), y]).mean())
+        return value, np.array([-s * d_scale, 0.0])
+
+    start = np.array([0.0, bias if multilabel else 0.0])
+    result = minimize(loss_and_gradient, start, jac=True, method="L-BFGS-B", bounds=[(-7.0, 7.0), (-50.0, 50.0)],
+                      options={"ftol": 1e-12, "gtol": 1e-9, "maxiter": 500})
+    return float(np.exp(result.x[0])), float(result.x[1]) if multilabel else bias
+
+
+# --- one unit ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ZeroShotUnitResult:
+    records: pd.DataFrame
+    prompts: pd.DataFrame
+
+
+def predictions_path(folder: Path, encoder: str, task: str, digest: str) -> Path:
+    return Path(folder) / ZERO_SHOT_DIR / "predictions" / f"{encoder}__{task}__{digest}.npz"
+
+
+def run_zero_shot_unit(
+    unit: ProbeUnit, cache_root: Path, settings: ProbeSettings, prototype_sets: list[Prototypes],
+    output: Path | None = None,
+) -> ZeroShotUnitResult:
+    """Zero-shot records of one (encoder, task) for every prototype set, from the cache alone."""
+    store = FeatureStore(store_path(cache_root, unit.task))
+    table = store.read_table()
+    kind = table.task.kind
+    val, test = table.indices("val"), table.indices("test")
+    X_val, X_test = read_rows(store.feature_array(unit.encoder, "clean"), [val, test])
+    y_val = table.labels[val]
+    subsets = training_subsets(table, settings)
+    val_subsets = validation_subsets(table, settings)
+    full = max(settings.label_fractions)
+    conditions = list(evaluation_conditions(unit, cache_root, store, table, X_test))
+    frames, prompt_rows = [], []
+    for proto in prototype_sets:
+        cos_val = similarities(np.asarray(X_val, np.float32), proto)
+        fits = []
+        fitted_on: dict[bytes, tuple[float, float]] = {}  # seeds of the full fraction share their rows: fit once
+        for s, (fraction, seed, _) in enumerate(subsets):
+            rows = np.arange(len(val)) if val_subsets is None else val_subsets[s]
+            key = rows.tobytes()
+            if key not in fitted_on:
+                fitted_on[key] = fit_temperature(cos_val[rows], y_val[rows], kind, proto.scale, proto.bias)
+            temperature, bias = fitted_on[key]
+            fits.append((float(fraction), int(seed), len(rows), temperature, bias))
+        arrays: dict[str, np.ndarray] = {}
+        for condition in conditions:
+            features = np.concatenate([block for _, block in condition.blocks()]) if len(condition.labels) else \
+                np.zeros((0, proto.positive.shape[1]), np.float32)
+            cosine = similarities(np.asarray(features, np.float32), proto)
+            base = {"encoder": unit.encoder, "task": unit.task, "task_kind": kind, "condition": condition.condition,
+                    "corruption": condition.corruption, "severity": int(condition.severity), "target": condition.target,
+                    "prompt_set": proto.prompt_set, "prompt_digest": proto.digest}
+            shipped = probabilities(cosine, kind, proto.scale, proto.bias)
+            metrics = condition_metrics(condition.labels, shipped, kind)
+            for seed in settings.seeds:
+                frames.append({**base, "label_fraction": 0.0, "seed": int(seed), "calibration": SHIPPED,
+                               "temperature": 1.0, "bias": proto.bias, "n_train": 0, **metrics})
+            at_full = None
+            scored: dict[tuple[float, float], dict[str, float]] = {}  # one evaluation per distinct fit
+            for fraction, seed, n_val, temperature, bias in fits:
+                if condition.condition != "clean" and fraction != full:
+                    continue
+                if (temperature, bias) not in scored or (fraction == full and at_full is None):
+                    fitted = probabilities(cosine, kind, proto.scale / temperature, bias)
+                    scored.setdefault((temperature, bias), condition_metrics(condition.labels, fitted, kind))
+                    if fraction == full and at_full is None:
+                        at_full = fitted
+                frames.append({**base, "label_fraction": fraction, "seed": seed, "calibration": FITTED,
+                               "temperature": temperature, "bias": bias, "n_train": n_val,
+                               **scored[(temperature, bias)]})
+            arrays[artifacts.probs_key(condition.key)] = shipped.astype(np.float32)
+            arrays[artifacts.labels_key(condition.key)] = condition.labels
+            if at_full is not None:
+                arrays[artifacts.probs_key(condition.key) + "_fitted"] = at_full.astype(np.float32)
+            if condition.groups is not None:
+                arrays[condition.groups_key] = condition.groups.astype(str)
+            if condition.condition == "clean" and proto.variants_positive is not None:
+                for variant in range(len(proto.variants_positive)):
+                    probs = probabilities(similarities(features, proto, variant), kind, proto.scale, proto.bias)
+                    prompt_rows.append({"encoder": unit.encoder, "task": unit.task, "prompt_set": proto.prompt_set,
+                                        "prompt_digest": proto.digest, "variant": variant,
+                                        "auroc": condition_metrics(condition.labels, probs, kind)["auroc"]})
+        corrupted = [c for c in conditions if c.condition == "corrupt"]
+        if corrupted and len(corrupted[0].labels) != len(test):
+            from crs.evaluate.units import corrupt_positions
+
+            names = [name for name in store.feature_array_names(unit.encoder) if name.startswith("corrupt/")]
+            positions = corrupt_positions(store, unit.encoder, names)
+            if positions is not None:
+                arrays[artifacts.CORRUPT_ROWS] = positions
+        if output is not None:
+            path = predictions_path(output, unit.encoder, unit.task, proto.digest)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            np.savez(path, **arrays)  # type: ignore[arg-type]
+    records = pd.DataFrame(frames)
+    order = [*KEY_COLUMNS, "prompt_set", "calibration"]
+    records = records.sort_values(order, kind="stable").reset_index(drop=True)
+    return ZeroShotUnitResult(records, pd.DataFrame(prompt_rows))
+
+
+def zero_shot_spec(spec: Spec, cache_root: Path | None = None, output: Path | None = None) -> ZeroShotUnitResult:
+    """Zero-shot records of every (vision-language encoder, task) of the spec; written under ``<output>/zero_shot``."""
+    cache_root = Path(cache_root or spec.cache)
+    output = Path(output or spec.output)
+    settings = probe_settings(spec)
+    chosen = set(zero_shot_encoders(spec))
+    records, prompts = [], []
+    for unit in probe_units(spec):
+        if unit.encoder not in chosen:
+            continue
+        store = FeatureStore(store_path(cache_root, unit.task))
+        prototype_sets = unit_prototypes(spec, unit.encoder, unit.task, store)
+        result = run_zero_shot_unit(unit, cache_root, settings, prototype_sets, output)
+        records.append(result.records)
+        prompts.append(result.prompts)
+    if not records:
+        raise ZeroShotError(f"zero-shot is on but none of the encoders {spec.encoder_names} has a text tower; "
+                            "add a vision-language encoder or turn zero_shot off")
+    combined = ZeroShotUnitResult(pd.concat(records, ignore_index=True), pd.concat(prompts, ignore_index=True))
+    folder = output / ZERO_SHOT_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    combined.records.to_parquet(folder / RECORDS_FILE, index=False)
+    combined.prompts.to_parquet(folder / PROMPTS_FILE, index=False)
+    return combined

@@ -1,0 +1,227 @@
+"""The zero-shot leaderboard and "zero-shot or a probe?" comparison (docs/zero_shot.md, decision 0057).
+
+Over the encoders with a text tower, on the axes defined for zero labels: discrimination (1 - clean
+AUROC), calibration (the debiased calibration error as shipped: the model's own scale and bias) and
+robustness (1 - mean AUROC over corruptions and shift targets, each half where both exist). Label
+efficiency has no zero-label value and is left out; the crossover (labels a probe needs to beat
+zero-shot) is reported beside the leaderboard, never scored. The CRS formula is the probes' own
+(``crs_components``, median reference), its rank sets come from the same patient-level bootstrap
+(``crs.scoring.resample``), with draws of its own, so the four-axis CRS never moves.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from crs.axes.weighted import weighted_debiased_ece, weighted_macro_auroc
+from crs.evaluate import artifacts
+from crs.scoring.formula import MIN_FLOOR, crs_components, rank_descending
+from crs.scoring.rank_sets import rank_confidence_sets
+from crs.scoring.resample import group_bootstrap
+from crs.scoring.settings import ScoreSettings
+
+ZERO_SHOT_DIR = "zero_shot"
+ZERO_SHOT_AXES = ("discrimination", "calibration", "robustness")
+CLEAN = "clean"
+
+
+@dataclass(frozen=True)
+class ZeroShotScore:
+    """``leaderboard`` (per encoder: axis errors, CRS, rank, rank set, tier), ``comparison`` (per encoder x
+    task: zero-shot against the probes, with intervals) and ``prompts`` (the sensitivity spread)."""
+
+    leaderboard: pd.DataFrame
+    comparison: pd.DataFrame
+    prompts: pd.DataFrame
+
+    def summary(self) -> dict:
+        def rows(frame: pd.DataFrame) -> list[dict]:
+            return json.loads(frame.reset_index().to_json(orient="records"))
+
+        return {"leaderboard": rows(self.leaderboard), "comparison": rows(self.comparison), "prompts": rows(self.prompts)}
+
+
+def _load(folder: Path, encoder: str, task: str, digest: str) -> dict[str, np.ndarray]:
+    path = folder / ZERO_SHOT_DIR / "predictions" / f"{encoder}__{task}__{digest}.npz"
+    with np.load(path, allow_pickle=False) as data:
+        return {key: data[key] for key in data.files}
+
+
+def _macro(y, probs, kind, weights) -> np.ndarray:
+    return weighted_macro_auroc(np.asarray(y), np.asarray(probs, np.float64), kind, weights)
+
+
+def _crossover(fractions: np.ndarray, probe: np.ndarray, zero_shot: np.ndarray) -> np.ndarray:
+    """Smallest label fraction whose probe AUROC beats zero-shot, per replicate; inf when none does.
+
+    ``probe`` (..., F) by fraction in ``fractions`` order (ascending), ``zero_shot`` (...)."""
+    beats = probe > zero_shot[..., None]
+    first = np.where(beats.any(axis=-1), beats.argmax(axis=-1), -1)
+    return np.where(first >= 0, fractions[np.maximum(first, 0)], np.inf)
+
+
+def _interval(values: np.ndarray) -> tuple[float, float]:
+    finite = np.asarray(values, np.float64)
+    return float(np.nanpercentile(finite, 2.5)), float(np.nanpercentile(finite, 97.5))
+
+
+def score_zero_shot(
+    run_folder: Path | str, settings: ScoreSettings, probe_records: pd.DataFrame | None = None,
+    probe_predictions=None,
+) -> ZeroShotScore:
+    """Score the zero-shot records of a run folder; ``probe_predictions(encoder, task)`` gives a probe
+    unit's stored predictions (for the crossover's interval), ``probe_records`` the probes' AUROCs."""
+    folder = Path(run_folder)
+    records = pd.read_parquet(folder / ZERO_SHOT_DIR / "records.parquet")
+    prompts = pd.read_parquet(folder / ZERO_SHOT_DIR / "prompts.parquet")
+    encoders = list(dict.fromkeys(records["encoder"]))
+    tasks = list(dict.fromkeys(records["task"]))
+    primary = records.groupby(["encoder", "task"], sort=False)["prompt_digest"].first()
+    n_boot = int(settings.n_boot)
+    replicate = np.full((n_boot, len(encoders), len(tasks), 3), np.nan)
+    point = np.full((len(encoders), len(tasks), 3), np.nan)
+    comparison_rows = []
+    for t, task in enumerate(tasks):
+        kind = str(records.loc[records["task"] == task, "task_kind"].iloc[0])
+        boots: dict[str, np.ndarray] = {}
+        for e, encoder in enumerate(encoders):
+            if (encoder, task) not in primary.index:
+                continue
+            arrays = _load(folder, encoder, task, str(primary[(encoder, task)]))
+            y = arrays["clean_labels"]
+            if CLEAN not in boots:
+                groups = arrays.get("clean_groups")
+                boots[CLEAN] = group_bootstrap(groups, y, kind, seed=(int(settings.seed), 29, t)).counts(range(n_boot))
+            weights = boots[CLEAN].astype(np.float64)
+            ones = np.ones((1, len(y)))
+            clean = _macro(y, arrays["clean_probs"], kind, weights)
+            clean_point = float(_macro(y, arrays["clean_probs"], kind, ones)[0])
+            ece = weighted_debiased_ece(y, arrays["clean_probs"], kind, weights)
+            ece_point = float(weighted_debiased_ece(y, arrays["clean_probs"], kind, ones)[0])
+            corrupt = sorted(k[: -len("_probs")] for k in arrays if k.startswith("corrupt__") and k.endswith("_probs"))
+            shift = sorted(k[: -len("_probs")] for k in arrays if k.startswith("shift__") and k.endswith("_probs"))
+            parts, parts_point = [], []
+            if corrupt:
+                positions = arrays.get("corrupt_rows")
+                w = weights if positions is None else weights[:, positions]
+                values = np.stack([_macro(arrays[f"{c}_labels"], arrays[f"{c}_probs"], kind, w) for c in corrupt])
+                parts.append(np.nanmean(values, axis=0))
+                parts_point.append(float(np.mean([_macro(arrays[f"{c}_labels"], arrays[f"{c}_probs"], kind,
+                                                         np.ones((1, len(arrays[f"{c}_labels"]))))[0] for c in corrupt])))
+            if shift:
+                shift_values: list[np.ndarray] = []
+                values_point: list[float] = []
+                for s, stem in enumerate(shift):
+                    ys = arrays[f"{stem}_labels"]
+                    key = f"{stem}__boot"
+                    if key not in boots:
+                        target = stem[len("shift__"):]
+                        groups = arrays.get(artifacts.shift_groups_key(target))
+                        boots[key] = group_bootstrap(groups, ys, kind, seed=(int(settings.seed), 29, t, 1000 + s)).counts(range(n_boot))
+                    shift_values.append(_macro(ys, arrays[f"{stem}_probs"], kind, boots[key].astype(np.float64)))
+                    values_point.append(float(_macro(ys, arrays[f"{stem}_probs"], kind, np.ones((1, len(ys))))[0]))
+                parts.append(np.nanmean(np.stack(shift_values), axis=0))
+                parts_point.append(float(np.mean(values_point)))
+            robust = np.nanmean(np.stack(parts), axis=0) if parts else np.full(n_boot, np.nan)
+            robust_point = float(np.mean(parts_point)) if parts_point else np.nan
+            replicate[:, e, t] = np.stack([1 - clean, ece, 1 - robust], axis=-1)
+            point[e, t] = (1 - clean_point, ece_point, 1 - robust_point)
+            comparison_rows.append(_compare(
+                encoder, task, kind, records, prompts, probe_records, probe_predictions, y, weights,
+                clean_point, clean, ece_point, ece, robust_point))
+    axes = [a for a in range(3) if not np.isnan(point[..., a]).all()]
+    with warnings.catch_warnings():  # an encoder without a value on one task: NaN, checked below
+        warnings.simplefilter("ignore", RuntimeWarning)
+        errors_point = np.nanmean(point, axis=1)[:, axes]
+        errors_boot = np.nanmean(replicate, axis=2)[:, :, axes]
+    names = [ZERO_SHOT_AXES[a] for a in axes]
+    components = crs_components(errors_point, None, np.asarray(settings.weights), MIN_FLOOR, settings.dominance_tolerance)
+    boot_parts = crs_components(errors_boot, None, np.asarray(settings.weights), MIN_FLOOR, settings.dominance_tolerance)
+    board = pd.DataFrame(errors_point, index=pd.Index(encoders, name="encoder"), columns=[f"error_{n}" for n in names])
+    board["crs"] = components["crs"]
+    board["rank"] = rank_descending(components["crs"])
+    if len(encoders) >= 2:
+        sets = rank_confidence_sets(pd.Series(components["crs"], index=encoders), boot_parts["crs"], encoders=encoders)
+        board["rank_low"] = sets.table.loc[encoders, "rank_low"].to_numpy()
+        board["rank_high"] = sets.table.loc[encoders, "rank_high"].to_numpy()
+        board["in_leading_tier"] = sets.table.loc[encoders, "in_leading_tier"].to_numpy()
+    else:
+        board["rank_low"], board["rank_high"], board["in_leading_tier"] = 1, 1, True
+    board = board.sort_values(["rank", "crs"], ascending=[True, False], kind="stable")
+    board.attrs["axes"] = names
+    spread = prompts.groupby(["encoder", "task", "prompt_set"], sort=False)["auroc"].agg(
+        ["min", "max", "std", "count"]).reset_index() if len(prompts) else pd.DataFrame()
+    if len(spread):
+        spread["spread"] = spread["max"] - spread["min"]
+    return ZeroShotScore(board, pd.DataFrame(comparison_rows).set_index(["encoder", "task"]), spread)
+
+
+def _compare(encoder, task, kind, records, prompts, probe_records, probe_predictions, y, weights,
+             clean_point, clean_boot, ece_point, ece_boot, robust_point) -> dict:
+    """One row of "zero-shot or a probe?": zero-shot with intervals, the probes per fraction, the crossover."""
+    mine = records[(records["encoder"] == encoder) & (records["task"] == task) & (records["condition"] == CLEAN)]
+    primary = mine["prompt_digest"].iloc[0]
+    mine = mine[mine["prompt_digest"] == primary]
+    fitted = mine[mine["calibration"] == "fitted"]
+    full = fitted["label_fraction"].max() if len(fitted) else np.nan
+    at_full = fitted[fitted["label_fraction"] == full]
+    low, high = _interval(clean_boot)
+    row = {
+        "encoder": encoder, "task": task, "task_kind": kind, "prompt_set": str(mine["prompt_set"].iloc[0]),
+        "zero_shot_auroc": clean_point, "zero_shot_auroc_low": low, "zero_shot_auroc_high": high,
+        "ece_shipped": ece_point, "ece_shipped_low": _interval(ece_boot)[0], "ece_shipped_high": _interval(ece_boot)[1],
+        "ece_fitted": float(at_full["ece_debiased"].mean()) if len(at_full) else np.nan,
+        "temperature_fitted": float(at_full["temperature"].mean()) if len(at_full) else np.nan,
+        "robustness_auroc": robust_point,
+    }
+    sens = prompts[(prompts["encoder"] == encoder) & (prompts["task"] == task)] if len(prompts) else prompts
+    if len(sens):  # over the prompt variants of the primary set (each class's j-th prompt)
+        by_variant = sens[sens["prompt_digest"] == primary]["auroc"]
+        row["prompt_spread"] = float(by_variant.max() - by_variant.min()) if len(by_variant) else np.nan
+    shipped = records[(records["encoder"] == encoder) & (records["task"] == task)
+                      & (records["condition"] == CLEAN) & (records["calibration"] == "shipped")]
+    per_set = shipped.groupby("prompt_digest")["auroc"].mean()
+    row["prompt_set_spread"] = float(per_set.max() - per_set.min()) if len(per_set) > 1 else np.nan
+    if probe_records is None:
+        return row
+    probes = probe_records[(probe_records["encoder"] == encoder) & (probe_records["task"] == task)
+                           & (probe_records["condition"] == CLEAN)]
+    if not len(probes):
+        return row
+    curve = probes.groupby("label_fraction")["auroc"].mean().sort_index()
+    labels = probes.groupby("label_fraction")["n_train"].mean().sort_index()
+    for fraction, value in curve.items():
+        row[f"probe_auroc_{fraction:g}"] = float(value)
+    fractions = curve.index.to_numpy(np.float64)
+    cross = float(_crossover(fractions, curve.to_numpy()[None], np.array([clean_point]))[0])
+    row["crossover_fraction"] = cross
+    row["crossover_labels"] = float(labels.get(cross, np.nan)) if np.isfinite(cross) else np.inf
+    if probe_predictions is not None:
+        arrays = probe_predictions(encoder, task)
+        if arrays is not None and "clean_all_probs" in arrays:
+            # rank keys where stored (order-exact; float16 probabilities tie and move AUROC)
+            probs = np.asarray(artifacts.auroc_scores(arrays, artifacts.ALL_CLEAN_PROBS), np.float64)
+            subset_fraction = np.asarray(arrays["subset_fraction"], np.float64)
+            per_probe = np.stack([_macro(y, p, kind, weights) for p in probs], axis=-1)  # (B, P)
+            by_fraction = np.stack([per_probe[:, subset_fraction == f].mean(axis=1) for f in fractions], axis=-1)
+            crossing = _crossover(fractions, by_fraction, clean_boot)
+            ranked = np.sort(crossing)
+            row["crossover_low"] = float(ranked[int(np.floor(0.025 * (len(ranked) - 1)))])
+            row["crossover_high"] = float(ranked[int(np.ceil(0.975 * (len(ranked) - 1)))])
+    return row
+
+
+def write_zero_shot_score(run_folder: Path | str, score: ZeroShotScore) -> Path:
+    folder = Path(run_folder) / ZERO_SHOT_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    score.leaderboard.to_csv(folder / "leaderboard.csv")
+    score.comparison.to_csv(folder / "comparison.csv")
+    path = folder / "score.json"
+    path.write_text(json.dumps(score.summary(), indent=2, default=str))
+    return path
