@@ -430,7 +430,7 @@ def test_case_draws_resample_whole_groups(tiny_cases):
 
 def test_missing_predictions_name_the_file_and_the_fix(tiny_cases, tmp_path):
     _, records, _ = tiny_cases
-    with pytest.raises(CaseBootstrapError, match=r"pixel_stats__cxr\.npz.*crs probe"):
+    with pytest.raises(CaseBootstrapError, match=r"no predictions/ folder.*pixel_stats__cxr\.npz.*copy the run's predictions/ folder"):
         _case_bootstrap(RunFolder(tmp_path), records, "pixel_stats", 5)
     with pytest.raises(ScoreInputError, match="run_folder"):
         score_records(records, "pixel_stats", n_boot=5, n_weight_samples=5, case_level=True)
