@@ -18,7 +18,7 @@ import zarr
 from click.testing import CliRunner
 
 from crs.benchmark import Benchmark
-from crs.cache.verify import verify_store
+from crs.cache.verify import repair, verify_store
 from crs.cli.main import cli
 
 SPEC = """
@@ -174,6 +174,11 @@ def test_a_cancelled_task_requeued_resumes_from_its_flags(slurm, reference, tmp_
     assert f"{kept:,} of {passes:,} forward passes already cached" in resumed
     assert forward_passes(resumed) == passes - kept  # nothing kept is redone
     assert float_bits(store) == float_bits(reference_store)
+    # A SIGKILL landing inside a chunk write leaves that write's temporary file (the kill-resume
+    # contract of tests/faults/test_kill_resume.py): verify names it, repair removes it, nothing else.
+    problems = verify_store(store)
+    assert {p.kind for p in problems} <= {"temp-file"}, problems
+    repair(problems)
     assert verify_store(store) == []
 
 
