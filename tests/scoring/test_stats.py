@@ -9,7 +9,7 @@ import pytest
 from crs.scoring.bootstrap import holm_adjust, paired_seed_bootstrap
 from crs.scoring.formula import AXES, point_estimate
 from crs.scoring.measurements import measure
-from crs.scoring.rankings import rank_reversals
+from crs.scoring.rankings import kendall_tau, rank_reversals
 from crs.scoring.settings import ScoreSettings
 from crs.scoring.stability import weight_sensitivity
 
@@ -35,6 +35,19 @@ def test_ties_are_counted_apart():
     assert (result.n_reversed, result.n_tied, result.n_concordant) == (0, 1, 2)
     assert result.table.loc["C", "rank_b"] == 2
     assert result.mean_abs_displacement == pytest.approx(1 / 3)  # C: |3 - 2|
+
+
+def test_kendall_tau_equals_scipy_bit_for_bit_with_ties():
+    from scipy.stats import kendalltau
+
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        n = int(rng.integers(2, 16))
+        a = rng.integers(0, 5, n) / 4 if rng.random() < 0.5 else rng.normal(size=n)  # ties in half the draws
+        b = rng.integers(0, 4, n) / 3 if rng.random() < 0.5 else rng.normal(size=n)
+        expected = float(kendalltau(a, b).statistic)
+        got = kendall_tau(a, b)
+        assert (np.isnan(got) and np.isnan(expected)) or got == expected, (a, b, got, expected)
 
 
 def test_holm_matches_statsmodels():
