@@ -278,7 +278,7 @@ class Benchmark:
         return result
 
     @staticmethod
-    def _refuse_other_settings(folder: RunFolder, settings: ScoreSettings) -> None:
+    def _refuse_other_settings(folder: RunFolder, settings: ScoreSettings, remedy: str = "") -> None:
         """Raise when ``folder`` stores a score made with other settings than ``settings``."""
         if not folder.has_score():
             return
@@ -291,13 +291,18 @@ class Benchmark:
         if changed:
             raise for_setting(ValueError(
                 f"{folder.score_dir} holds a score made with other [score] settings ({', '.join(changed)}); "
-                "it is left as it is: store this score elsewhere (to=FOLDER) or replace it (overwrite=True)"
+                + (remedy or "it is left as it is: store this score elsewhere (to=FOLDER) or replace it (overwrite=True)")
             ), "overwrite")
 
     def stored_score(self, records: pd.DataFrame | None = None) -> tuple[ScoreResult, str]:
         """The score stored under ``<output>/score`` and where it came from; recomputed (and stored) only
-        when it is missing, older than the run records, unreadable, or for other encoders than the spec's."""
+        when it is missing, older than the run records, unreadable, or for other encoders than the spec's.
+        A stored score made with other ``[score]`` settings than the spec's is refused, never shown as
+        the spec's: score again first (:meth:`score`)."""
         folder = self.folder
+        self._refuse_other_settings(folder, ScoreSettings.from_config(self.spec.score), remedy=(
+            "it is not what the spec asks for: score again first (overwrite=True replaces it, "
+            "to=FOLDER stores it elsewhere)"))
         reason = ""
         if not folder.has_score():
             reason = "no stored score"

@@ -63,3 +63,19 @@ def test_the_report_reads_the_stored_score_and_recomputes_only_a_stale_one(tiny_
     assert source == "score recomputed: the stored score is older than the run records"
     assert again.format() == score.format()
     assert bench.stored_score()[1].startswith("stored score read")  # the recomputed score was stored
+
+
+def test_a_stored_score_with_other_settings_is_refused_not_shown_as_the_specs(tiny_run):
+    """Editing [score] and asking for the report must not show the old score as the new settings' result."""
+    from dataclasses import replace
+
+    from crs.benchmark import Benchmark
+
+    spec, _stats, _records, _score = tiny_run
+    bench = Benchmark(replace(spec, score=replace(spec.score, n_boot=spec.score.n_boot + 10)))
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in bench.folder.score_dir.iterdir())
+    with pytest.raises(ValueError, match=r"other \[score\] settings \(n_boot\); it is not what the spec asks for"):
+        bench.stored_score()
+    with pytest.raises(ValueError, match="score again first"):
+        bench.report()
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in bench.folder.score_dir.iterdir()) == before
