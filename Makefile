@@ -31,8 +31,11 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/crs demo
 
+# The suite runs on every core (pytest-xdist, at most 4 workers); a whole file per worker keeps each
+# module's fixtures built once. TEST_WORKERS=0 runs it in this one process.
+TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print(min(4, len(os.sched_getaffinity(0))))" 2>/dev/null || echo 2)
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 
 # `make bench PAPER_SCALE=1` (or `make bench-paper`) adds the paper-scale stage-2 benchmark: about
 # 6.6 GB of disk per encoder, deleted at the end; PAPER_ENCODERS sets how many encoders it generates.
