@@ -136,12 +136,14 @@ class ExactProblem:
             sigmoid = self.row_weights is not None
             row_weights = self.targets if self.row_weights is None else self.row_weights  # softmax: unused
             mask = self.class_mask if self.class_mask is not None else np.zeros(u.shape[1])
+            row_loss = np.empty(min(BLOCK_ROWS, n))
             for start, block in self._blocks():
                 stop = start + len(block)
-                value += polish_kernel.fused_pass(
+                polish_kernel.fused_pass(
                     block, scaled_t, intercept, self.targets[start:stop], row_weights[start:stop], mask,
-                    sigmoid, 1.0 / n, raw_grad, residual_sum,
+                    sigmoid, 1.0 / n, raw_grad, residual_sum, row_loss,
                 )
+                value += float(row_loss[: len(block)].sum())
         for start, block in ([] if self._fused else self._blocks()):
             logits = block @ scaled
             logits += intercept

@@ -28,8 +28,10 @@ from crs.axes.weighted_kernel import available, numba
 __all__ = ["available", "fused_pass"]
 
 def _fused_pass_python(rows, scaled_t, intercept, targets, row_weights, class_mask, sigmoid, inv_n,
-                       grad, residual_sum):  # pragma: no cover - compiled; plain Python works, slowly
-    """Add one block's data term into ``grad`` (K, D) and ``residual_sum`` (K,); return its loss.
+                       grad, residual_sum, row_loss):  # pragma: no cover - compiled; plain Python works, slowly
+    """Add one block's data term into ``grad`` (K, D) and ``residual_sum`` (K,), and write each
+    row's loss into ``row_loss`` (n,) (the caller sums them pairwise, as numpy does: a running sum
+    over 100k rows loses digits that the line search reads).
 
     ``rows`` (n, D) float32 or float64; ``scaled_t`` (K, D) float64: the weights on the raw rows;
     ``intercept`` (K,). Sigmoid link (``sigmoid`` True): loss sum_ik w_ik (log(1 + e^z) - y z)
@@ -41,7 +43,6 @@ def _fused_pass_python(rows, scaled_t, intercept, targets, row_weights, class_ma
     tile = np.zeros((4, D))
     logits = np.empty((4, K))
     residual = np.zeros((4, K))
-    value = 0.0
     for t0 in range(0, n, 4):
         used = min(4, n - t0)
         for r in range(4):
@@ -77,6 +78,7 @@ def _fused_pass_python(rows, scaled_t, intercept, targets, row_weights, class_ma
                     residual[r, k] = 0.0
                 continue
             i = t0 + r
+            value = 0.0
             if sigmoid:
                 for k in range(K):
                     z = logits[r, k]
@@ -104,6 +106,7 @@ def _fused_pass_python(rows, scaled_t, intercept, targets, row_weights, class_ma
                 value += (math.log(total) - picked) * inv_n
                 for k in range(K):
                     residual[r, k] = (residual[r, k] / total - targets[i, k]) * inv_n
+            row_loss[i] = value
         for k in range(K):
             r0 = residual[0, k]
             r1 = residual[1, k]
@@ -113,7 +116,6 @@ def _fused_pass_python(rows, scaled_t, intercept, targets, row_weights, class_ma
             g = grad[k]
             for d in range(D):
                 g[d] += (r0 * x0[d] + r1 * x1[d]) + (r2 * x2[d] + r3 * x3[d])
-    return value
 
 
 fused_pass = (
