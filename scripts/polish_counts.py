@@ -11,7 +11,9 @@ thread. Each variant is fitted in turn in one process, so the CPU seconds are si
 
 Variants: ``before`` (the evaluation before decision 0075: a new float64 array for each block of
 each evaluation instead of one reused buffer, and the products with the rows through torch),
-``default`` (this code), ``tol=X`` (the float32 refinement's tolerance before the polish; the default is the
+``numpy`` (this code with ``CRS_NO_NUMBA=1``: each block converted to float64 and read twice through
+BLAS, the evaluation of decision 0075), ``default`` (this code: with numba, the fused float32-read pass
+of decision 0100), ``tol=X`` (the float32 refinement's tolerance before the polish; the default is the
 backend's), ``polish=X`` (the polish's gradient tolerance). Prints, per variant, the polish's
 evaluations per probe by label fraction, its full passes in units of the training rows, and the
 fit's CPU seconds; the first variant's probes are the reference for the logits' largest difference
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import time
 
 import numpy as np
@@ -144,11 +147,14 @@ def main() -> None:
     for variant in args.variant or ["default"]:
         options: dict = {}
         torch_batched.polish = original
+        os.environ.pop("CRS_NO_NUMBA", None)
         polish_module.ExactProblem._blocks = buffered_blocks  # type: ignore[method-assign]
         polish_module.ExactProblem.value_and_grad = current_value_and_grad  # type: ignore[method-assign]
         if variant == "before":
             polish_module.ExactProblem._blocks = _fresh_blocks  # type: ignore[method-assign]
             polish_module.ExactProblem.value_and_grad = _torch_value_and_grad  # type: ignore[method-assign]
+        elif variant == "numpy":
+            os.environ["CRS_NO_NUMBA"] = "1"
         elif variant.startswith("tol="):
             options["tol"] = float(variant[4:])
         elif variant.startswith("polish="):

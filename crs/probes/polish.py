@@ -28,6 +28,7 @@ import numpy as np
 import scipy.linalg
 import torch
 
+from crs.probes import polish_kernel
 from crs.probes.base import ProblemData, as_float, constant_label_bias, fold_standardisation
 
 POLISH_TOL = 1e-10
@@ -85,21 +86,24 @@ class ExactProblem:
     def __post_init__(self) -> None:
         # Small subsets are converted to float64 once; large ones block by block at each evaluation.
         small = self.rows.size * 8 <= CACHED_BYTES
-        self._converted = as_float(self.rows, np.float64) if small and self.rows.dtype != np.float64 else None
+        # the compiled pass reads float32 rows (float16 is exact in float32): half the bytes of float64
+        self._fused = polish_kernel.available()
+        self._dtype = np.float32 if self._fused and self.rows.dtype in (np.float16, np.float32) else np.float64
+        self._converted = as_float(self.rows, self._dtype) if small and self.rows.dtype != self._dtype else None
         self._buffer: np.ndarray | None = None
         # the basis products run through torch's BLAS: about 3x numpy's on these D x r x K products
         self._basis = None if self.basis is None else torch.from_numpy(np.ascontiguousarray(self.basis))
 
     def _blocks(self):
-        if self._converted is not None or self.rows.dtype == np.float64:
+        if self._converted is not None or self.rows.dtype == self._dtype:
             rows = self.rows if self._converted is None else self._converted
             for start in range(0, len(rows), BLOCK_ROWS):
                 yield start, rows[start : start + BLOCK_ROWS]
             return
         if self._buffer is None:  # one block buffer for every evaluation: fresh 64 MB blocks are faulted in anew
-            self._buffer = np.empty((min(BLOCK_ROWS, len(self.rows)), self.rows.shape[1]))
+            self._buffer = np.empty((min(BLOCK_ROWS, len(self.rows)), self.rows.shape[1]), dtype=self._dtype)
         for start in range(0, len(self.rows), BLOCK_ROWS):
-            yield start, as_float(self.rows[start : start + BLOCK_ROWS], np.float64, self._buffer)
+            yield start, as_float(self.rows[start : start + BLOCK_ROWS], self._dtype, self._buffer)
 
     def weights(self, u: np.ndarray) -> np.ndarray:
         """The standardised weights (D, K) of coordinates u (r + 1, K)."""
@@ -118,13 +122,29 @@ class ExactProblem:
             intercept = u[-1] - self.offset @ scaled
         n = len(self.rows)
         value = 0.0
-        # The two products with the rows run through numpy's BLAS: with K outputs they read the block
+        # With numba one compiled pass per block (crs.probes.polish_kernel, decision 0100). Without it
+        # the two products with the rows run through numpy's BLAS: with K outputs they read the block
         # and do little else, and there OpenBLAS took 14 + 12 ms per 8,192 x 1,024 block against
         # torch's 17 + 22 (both kernels, decision 0075).
         raw_grad = np.zeros((u.shape[1], scaled.shape[0]))
         residual_sum = np.zeros(u.shape[1])
         scaled = np.ascontiguousarray(scaled)
-        for start, block in self._blocks():
+        if self._fused:  # one compiled pass per block: X W, the loss and R^T X with the rows read once
+            assert polish_kernel.fused_pass is not None
+            scaled_t = np.ascontiguousarray(scaled.T)
+            intercept = np.ascontiguousarray(intercept, dtype=np.float64)
+            sigmoid = self.row_weights is not None
+            row_weights = self.targets if self.row_weights is None else self.row_weights  # softmax: unused
+            mask = self.class_mask if self.class_mask is not None else np.zeros(u.shape[1])
+            row_loss = np.empty(min(BLOCK_ROWS, n))
+            for start, block in self._blocks():
+                stop = start + len(block)
+                polish_kernel.fused_pass(
+                    block, scaled_t, intercept, self.targets[start:stop], row_weights[start:stop], mask,
+                    sigmoid, 1.0 / n, raw_grad, residual_sum, row_loss,
+                )
+                value += float(row_loss[: len(block)].sum())
+        for start, block in ([] if self._fused else self._blocks()):
             logits = block @ scaled
             logits += intercept
             stop = start + len(block)
