@@ -354,12 +354,14 @@ def run_zero_shot_unit(
     return ZeroShotUnitResult(records, pd.DataFrame(prompt_rows))
 
 
-def zero_shot_spec(spec: Spec, cache_root: Path | None = None, output: Path | None = None) -> ZeroShotUnitResult:
-    """Zero-shot records of every (vision-language encoder, task) of the spec; written under ``<output>/zero_shot``."""
+def zero_shot_spec(spec: Spec, cache_root: Path | None = None, output: Path | None = None,
+                   encoders: list[str] | None = None) -> ZeroShotUnitResult:
+    """Zero-shot records of every (vision-language encoder, task) of the spec (or of ``encoders``);
+    written under ``<output>/zero_shot``."""
     cache_root = Path(cache_root or spec.cache)
     output = Path(output or spec.output)
     settings = probe_settings(spec)
-    chosen = set(zero_shot_encoders(spec))
+    chosen = set(zero_shot_encoders(spec) if encoders is None else encoders)
     records, prompts = [], []
     for unit in probe_units(spec):
         if unit.encoder not in chosen:
