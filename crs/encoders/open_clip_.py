@@ -118,10 +118,15 @@ def _text_module(spec: EncoderSpec, config: dict) -> nn.Module:
                                  "needs the 'hf_text_config' text option (the model's config.json values)")
         transformers = __import__("transformers")
         hf_config = transformers.AutoConfig.for_model(**values)
-        return open_clip.hf_model.HFTextEncoder(
-            text_cfg["hf_model_name"], output_dim=config["embed_dim"], config=hf_config,
-            pooler_type=text_cfg.get("hf_pooler_type", text_cfg.get("pooler_type")),
+        pooler_type = text_cfg.get("hf_pooler_type", text_cfg.get("pooler_type"))
+        encoder = open_clip.hf_model.HFTextEncoder(
+            text_cfg["hf_model_name"], output_dim=config["embed_dim"], config=hf_config, pooler_type=pooler_type,
             proj_type=text_cfg.get("hf_proj_type", text_cfg.get("proj")), pretrained=False)
+        # open_clip builds the model by name with add_pooling_layer only for its "cls_pooler", so a
+        # checkpoint (BiomedCLIP's) has no BERT pooler weights; given a config it keeps the pooler
+        if pooler_type != "cls_pooler" and getattr(encoder.transformer, "pooler", None) is not None:
+            encoder.transformer.pooler = None
+        return encoder
     return open_clip.model._build_text_tower(config["embed_dim"], _text_config(config),
                                              quick_gelu=config.get("quick_gelu", False))
 
