@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 ZERO_SHOT_STAGES = ("zero_shot", "zero_shot_score")
+UNIT_COSTS = "zero_shot/unit_costs.csv"  # per zero-shot unit: CPU and wall seconds (beside probe_costs.csv)
 PAPER_VLMS = 7  # of the paper's fifteen encoders
 SCALE = 100.0  # CLIP's clamped logit scale
 PROMPT_NOISE = 0.6  # weight of the random direction mixed into each prototype
@@ -71,7 +73,9 @@ def run_zero_shot_stage(stage: str, spec_path: Path) -> None:
     if stage == "zero_shot":
         from crs.evaluate.zero_shot import zero_shot_spec
 
-        zero_shot_spec(spec, encoders=vlm_names(list(spec.encoder_names)))
+        costs: list[dict] = []
+        zero_shot_spec(spec, encoders=vlm_names(list(spec.encoder_names)), costs=costs)
+        pd.DataFrame(costs).to_csv(Path(spec.output) / UNIT_COSTS, index=False)
     elif stage == "zero_shot_score":
         from crs.scoring.settings import ScoreSettings
         from crs.scoring.zero_shot import score_zero_shot, write_zero_shot_score
@@ -87,12 +91,31 @@ def run_zero_shot_stage(stage: str, spec_path: Path) -> None:
         raise ValueError(f"unknown zero-shot stage {stage!r}")
 
 
-def zero_shot_summary(stages: list[Any], encoders: int) -> dict[str, float]:
+def unit_ratio(folder: Path) -> dict[str, float]:
+    """Per-unit CPU, free of each stage's start-up and imports: the zero-shot units' CPU seconds over
+    the probe units' of the same (VLM encoder, task) pairs (``probe_costs.csv``), and both sums."""
+    zero_path, probe_path = Path(folder) / UNIT_COSTS, Path(folder) / "probe_costs.csv"
+    if not (zero_path.exists() and probe_path.exists()):
+        return {}
+    zero, probe = pd.read_csv(zero_path), pd.read_csv(probe_path)
+    both = zero.merge(probe, on=["encoder", "task"], suffixes=("_zero_shot", "_probe"))
+    if both.empty:
+        return {}
+    out = {"unit_zero_shot_cpu_s": float(both["cpu_s_zero_shot"].sum()), "unit_probe_cpu_s": float(both["cpu_s_probe"].sum())}
+    out["unit_ratio_cpu_s"] = out["unit_zero_shot_cpu_s"] / out["unit_probe_cpu_s"]
+    for task, row in both.groupby("task"):
+        out[f"unit_ratio_cpu_s_{task}"] = float(row["cpu_s_zero_shot"].sum() / row["cpu_s_probe"].sum())
+    return out
+
+
+def zero_shot_summary(stages: list[Any], encoders: int, folder: Path | None = None) -> dict[str, float]:
     """CPU and wall seconds of the zero-shot stages and their share of stage 2 plus the score:
     zero-shot / (probe + score), and per part zero_shot / probe, zero_shot_score / score. The
-    paper-size share puts 7 VLMs beside 15 encoders: each side's per-encoder cost times its count."""
+    paper-size share puts 7 VLMs beside 15 encoders: each side's per-encoder cost times its count.
+    Stage figures include each process's start-up and imports (which dominate at small scales);
+    :func:`unit_ratio` (from ``folder``) compares the units alone."""
     by = {s.stage: s for s in stages}
-    out: dict[str, float] = {}
+    out: dict[str, float] = unit_ratio(folder) if folder is not None else {}
     n_vlm = max(sum(is_vlm(k) for k in range(encoders)), 1)
     for measure in ("cpu_s", "wall_s"):
         zero_shot, zero_score, probe, score = (float(getattr(by[name], measure)) if name in by else float("nan")
@@ -107,8 +130,11 @@ def zero_shot_summary(stages: list[Any], encoders: int) -> dict[str, float]:
 
 
 def summary_line(summary: dict[str, float]) -> str:
+    units = (f"; per unit (no start-up): zero-shot {summary['unit_zero_shot_cpu_s']:.1f} s CPU against the same "
+             f"encoders' probe units' {summary['unit_probe_cpu_s']:.1f} s ({100 * summary['unit_ratio_cpu_s']:.1f} %)"
+             if "unit_ratio_cpu_s" in summary else "")
     return (f"  zero-shot ({PAPER_VLMS} of 15 encoders are VLMs): units CPU {summary['zero_shot_cpu_s']:.1f} s "
             f"({100 * summary['units_ratio_cpu_s']:.1f} % of the probe stage's), score CPU "
             f"{summary['zero_shot_score_cpu_s']:.1f} s ({100 * summary['score_ratio_cpu_s']:.1f} % of the score's); "
             f"together {100 * summary['ratio_cpu_s']:.1f} % of stage 2 + score as run, "
-            f"{100 * summary['ratio_paper_cpu_s']:.1f} % at 7 VLMs of 15")
+            f"{100 * summary['ratio_paper_cpu_s']:.1f} % at 7 VLMs of 15" + units)

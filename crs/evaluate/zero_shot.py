@@ -19,6 +19,7 @@ prompt sensitivity to ``prompts.parquet``, and per-case predictions for the boot
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from crs.evaluate.units import (
     ProbeSettings,
     ProbeUnit,
     evaluation_conditions,
+    one_thread,
     probe_settings,
     probe_units,
     read_rows,
@@ -355,9 +357,10 @@ def run_zero_shot_unit(
 
 
 def zero_shot_spec(spec: Spec, cache_root: Path | None = None, output: Path | None = None,
-                   encoders: list[str] | None = None) -> ZeroShotUnitResult:
+                   encoders: list[str] | None = None, costs: list[dict] | None = None) -> ZeroShotUnitResult:
     """Zero-shot records of every (vision-language encoder, task) of the spec (or of ``encoders``);
-    written under ``<output>/zero_shot``."""
+    written under ``<output>/zero_shot``. Each unit runs on one thread, as a probe unit does; ``costs``
+    gets its CPU and wall seconds (prototypes included)."""
     cache_root = Path(cache_root or spec.cache)
     output = Path(output or spec.output)
     settings = probe_settings(spec)
@@ -366,9 +369,14 @@ def zero_shot_spec(spec: Spec, cache_root: Path | None = None, output: Path | No
     for unit in probe_units(spec):
         if unit.encoder not in chosen:
             continue
+        started, cpu_started = time.perf_counter(), time.process_time()
         store = FeatureStore(store_path(cache_root, unit.task))
         prototype_sets = unit_prototypes(spec, unit.encoder, unit.task, store)
-        result = run_zero_shot_unit(unit, cache_root, settings, prototype_sets, output)
+        with one_thread():
+            result = run_zero_shot_unit(unit, cache_root, settings, prototype_sets, output)
+        if costs is not None:
+            costs.append({"encoder": unit.encoder, "task": unit.task, "cpu_s": time.process_time() - cpu_started,
+                          "wall_s": time.perf_counter() - started})
         records.append(result.records)
         prompts.append(result.prompts)
     if not records:

@@ -111,6 +111,8 @@ def test_cli_runs_every_stage_and_deletes_its_work_folder(tmp_path):
     zero_shot = outcome["zero_shot"]
     assert zero_shot["zero_shot_cpu_s"] > 0 and zero_shot["zero_shot_score_cpu_s"] > 0
     assert zero_shot["units_ratio_cpu_s"] == pytest.approx(zero_shot["zero_shot_cpu_s"] / outcome["stages"][0]["cpu_s"])
+    assert zero_shot["unit_zero_shot_cpu_s"] > 0 and zero_shot["unit_probe_cpu_s"] > 0  # the units alone, per task too
+    assert {f"unit_ratio_cpu_s_{task.name}" for task in TASKS} <= set(zero_shot)
     assert not work.exists()
 
 
