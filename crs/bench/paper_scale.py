@@ -50,6 +50,15 @@ import numpy as np
 import pandas as pd
 import psutil
 
+from crs.bench.paper_scale_zero_shot import (
+    ZERO_SHOT_STAGES,
+    import_simulated,
+    is_vlm,
+    run_zero_shot_stage,
+    simulated_prototypes,
+    summary_line,
+    zero_shot_summary,
+)
 from crs.benchmark import Benchmark
 from crs.cache.imports import import_features, write_table_from_spec
 from crs.cache.store import FeatureStore, store_path
@@ -109,6 +118,7 @@ class PaperScaleConfig:
     reuse: bool = False  # measure the stages on the cache a kept work folder already holds (no prepare)
     subgroups: bool = False  # score patient subgroups (Sex, Age band; AP/PA on chest films) as CheXpert's CSV has them
     corruption_rows: int | None = None  # corrupted conditions on a patient-level subsample of about N test images
+    zero_shot: bool = True  # every second encoder is a VLM with simulated prototypes; its zero-shot cost measured
 
     def encoder_names(self) -> list[str]:
         return [f"enc{k:02d}" for k in range(self.encoders)]
@@ -277,6 +287,16 @@ def _class_signal(task: PaperTask, labels: np.ndarray, rng: np.random.Generator)
     return (signal + rng.standard_normal(signal.shape)).astype(np.float32)
 
 
+def latent_directions(task: PaperTask) -> np.ndarray:
+    """(classes, LATENT): the latent direction each class (grade, finding) carries its signal in, as
+    :func:`_class_signal` plants it; a simulated VLM's prototypes point along them."""
+    centroids = np.random.default_rng(TASKS.index(task)).standard_normal((len(task.classes), LATENT))
+    if task.kind == "ordinal":
+        axis = centroids[0] / np.linalg.norm(centroids[0])
+        return 0.9 * np.arange(len(task.classes))[:, None] * axis + 0.3 * centroids
+    return centroids
+
+
 def _encoder_mix(task: PaperTask, encoder: int, dim: int) -> tuple[np.ndarray, float, float]:
     """Encoder ``encoder``'s projection of the latent signal, signal strength and robustness factor."""
     rng = np.random.default_rng([TASKS.index(task), encoder, 7])
@@ -359,6 +379,10 @@ def prepare(config: PaperScaleConfig, work: Path) -> dict[str, Any]:
             blocks = _capturing(feature_blocks(task, table, encoder, config.dim, config.seed),
                                 table.splits == "test", captured)
             _import_one(work, stats, task.name, name, "clean", table.ids, blocks, len(table.ids), config.dim)
+            if config.zero_shot and is_vlm(encoder):
+                mix, _, _ = _encoder_mix(task, encoder, config.dim)
+                prototypes = simulated_prototypes(task.kind, latent_directions(task), mix, [config.seed, encoder, 29])
+                import_simulated(work / "cache", task.name, name, prototypes, work)
             if shift_table is not None and task.shift:
                 blocks = feature_blocks(task, shift_table, encoder, config.dim, config.seed, shift=True)
                 _import_one(work, stats, task.shift[0], name, "clean", shift_table.ids, blocks, len(shift_table.ids),
@@ -415,6 +439,8 @@ STAGE_MODULES = {
     "probe": ("crs.evaluate.stage", "crs.probes.torch_batched"),
     "score": ("crs.scoring.result", "crs.scoring.case_bootstrap"),
     "report": ("crs.report", "crs.corruptions", "matplotlib.pyplot"),
+    "zero_shot": ("crs.evaluate.zero_shot",),
+    "zero_shot_score": ("crs.scoring.zero_shot", "crs.scoring.case_bootstrap"),
 }
 """The modules each stage imports when it runs (crs.benchmark imports them lazily). The stage process
 imports them first and times it: a per-process cost that does not grow with the encoders, so the
@@ -435,6 +461,8 @@ def run_stage(stage: str, spec: Path, jobs: int | str | None) -> dict[str, Any]:
         bench.score()
     elif stage == "report":
         bench.report()
+    elif stage in ZERO_SHOT_STAGES:
+        run_zero_shot_stage(stage, spec)
     elif stage != "startup":
         raise ValueError(f"unknown stage {stage!r}")
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -553,6 +581,7 @@ class PaperScaleResult:
     units: list[dict[str, Any]] = field(default_factory=list)  # probe_costs.csv per task, when present
     total_15: dict[str, float] = field(default_factory=dict)  # wall seconds per stage for 15 encoders
     jobs: str = ""
+    zero_shot: dict[str, float] = field(default_factory=dict)  # zero-shot's cost beside the probes' (ratios)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -638,7 +667,8 @@ def run(config: PaperScaleConfig, json_out: bool = False, echo=print) -> PaperSc
         else:
             startup = measure_stage("startup", spec, None)
         stages = []
-        for stage in ("probe", "score", "report"):
+        with_zero_shot = config.zero_shot and any(is_vlm(k) for k in range(config.encoders))
+        for stage in ("probe", "score", "report", *(ZERO_SHOT_STAGES if with_zero_shot else ())):
             cost = (measure_in_process(stage, spec, config.jobs) if config.in_process
                     else measure_stage(stage, spec, config.jobs))
             stages.append(cost)
@@ -648,9 +678,11 @@ def run(config: PaperScaleConfig, json_out: bool = False, echo=print) -> PaperSc
                 break
         jobs = str(Benchmark(spec).spec.probe.jobs if config.jobs is None else config.jobs)
         units = per_unit(work / "out")
+        probe_stages = [s for s in stages if s.stage not in ZERO_SHOT_STAGES]
         result = PaperScaleResult(
             dataclasses.asdict(config), sizes, prepared, startup, tuple(stages), units,
-            fifteen_encoders(stages, startup, config.encoders, units), jobs,
+            fifteen_encoders(probe_stages, startup, config.encoders, units), jobs,
+            zero_shot_summary(stages, config.encoders, work / "out") if with_zero_shot else {},
         )
     finally:
         if not config.keep:
@@ -740,6 +772,8 @@ def format_result(result: PaperScaleResult) -> str:
     total_from_units = totals.pop("total_from_units", None)
     lines.append(f"  {PAPER_ENCODERS} encoders (measured per-encoder cost x {PAPER_ENCODERS}): " + ", ".join(
         f"{stage} {seconds / 60:.1f} min" for stage, seconds in totals.items()))
+    if result.zero_shot:
+        lines.append(summary_line(result.zero_shot))
     if from_units is not None and total_from_units is not None:
         workers = max(int(u.get("workers", 1)) for u in result.units)
         lines.append(f"  {PAPER_ENCODERS} encoders by per-unit cost x units ({PAPER_ENCODERS} units per task on {workers} "

@@ -85,10 +85,12 @@ def extract(as_json: bool, quick: bool, device: str, threads: int | None, no_sav
 @click.option("--corruption-rows", type=click.IntRange(min=1), default=None, metavar="N",
               help="Corrupted conditions on the patient-level subsample of about N test images ([extract] "
                    "corruption_rows; decision 0032). `python -m crs.bench.corruption_subsample` compares sizes.")
+@click.option("--no-zero-shot", is_flag=True,
+              help="Leave out the zero-shot units of the simulated vision-language encoders (every second one).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def paper_scale(encoders: int, scale: float, dim: int, max_corruptions: int | None, severities: str, n_boot: int,
                 jobs: int | str | None, workdir: str | None, keep: bool, reuse: bool, in_process: bool,
-                subgroups: bool, corruption_rows: int | None, as_json: bool) -> None:
+                subgroups: bool, corruption_rows: int | None, no_zero_shot: bool, as_json: bool) -> None:
     """Stage 2 and scoring at the paper's sample counts: probe, score and report timed separately.
 
     Generates features with planted signal for ISIC 2019, APTOS 2019 and CheXpert (+ a MIMIC-CXR-sized
@@ -106,7 +108,7 @@ def paper_scale(encoders: int, scale: float, dim: int, max_corruptions: int | No
                                                 max_corruptions=max_corruptions, n_boot=n_boot, jobs=jobs,
                                                 workdir=workdir, keep=keep or reuse, reuse=reuse,
                                                 in_process=in_process, subgroups=subgroups,
-                                                corruption_rows=corruption_rows)
+                                                corruption_rows=corruption_rows, zero_shot=not no_zero_shot)
     paper_scale_bench.run(config, json_out=as_json, echo=click.echo)
 
 

@@ -118,10 +118,15 @@ def _text_module(spec: EncoderSpec, config: dict) -> nn.Module:
                                  "needs the 'hf_text_config' text option (the model's config.json values)")
         transformers = __import__("transformers")
         hf_config = transformers.AutoConfig.for_model(**values)
-        return open_clip.hf_model.HFTextEncoder(
-            text_cfg["hf_model_name"], output_dim=config["embed_dim"], config=hf_config,
-            pooler_type=text_cfg.get("hf_pooler_type", text_cfg.get("pooler_type")),
+        pooler_type = text_cfg.get("hf_pooler_type", text_cfg.get("pooler_type"))
+        encoder = open_clip.hf_model.HFTextEncoder(
+            text_cfg["hf_model_name"], output_dim=config["embed_dim"], config=hf_config, pooler_type=pooler_type,
             proj_type=text_cfg.get("hf_proj_type", text_cfg.get("proj")), pretrained=False)
+        # open_clip builds the model by name with add_pooling_layer only for its "cls_pooler", so a
+        # checkpoint (BiomedCLIP's) has no BERT pooler weights; given a config it keeps the pooler
+        if pooler_type != "cls_pooler" and getattr(encoder.transformer, "pooler", None) is not None:
+            encoder.transformer.pooler = None
+        return encoder
     return open_clip.model._build_text_tower(config["embed_dim"], _text_config(config),
                                              quick_gelu=config.get("quick_gelu", False))
 
@@ -141,15 +146,19 @@ def _tokenizer(spec: EncoderSpec, config: dict, folder: Path | None):
     return open_clip.tokenizer.HFTokenizer(str(folder), context_length=context, **kwargs), f"HF tokenizer ({folder})"
 
 
+def _truncation_is_exact(text: Any) -> bool:
+    """A causal open_clip TextTransformer pooled at the end token (argmax), without CLS or pad mask."""
+    return (getattr(text, "attn_mask", None) is not None and getattr(text, "cls_emb", None) is None
+            and not getattr(text, "use_pad_mask", False) and getattr(text, "pool_type", "") == "argmax")
+
+
 def truncated_forward(text: Any, tokens: torch.Tensor) -> torch.Tensor:
     """A causal TextTransformer on tokens cut after the longest prompt's end token.
 
     With a causal mask and end-token pooling, positions after a prompt's end token never reach its
     pooled output, so dropping the padding columns is exact and costs ~5x less at 77 tokens.
     """
-    exact = (getattr(text, "attn_mask", None) is not None and getattr(text, "cls_emb", None) is None
-             and not getattr(text, "use_pad_mask", False) and getattr(text, "pool_type", "") == "argmax")
-    if not exact:
+    if not _truncation_is_exact(text):
         return text(tokens)
     length = int(tokens.argmax(dim=-1).max()) + 1
     tokens = tokens[:, :length]
@@ -161,6 +170,29 @@ def truncated_forward(text: Any, tokens: torch.Tensor) -> torch.Tensor:
     if projection is None:
         return pooled
     return projection(pooled) if isinstance(projection, nn.Linear) else pooled @ projection
+
+
+BUCKET_PROMPTS = 16
+"""Prompts per length bucket of :func:`bucketed_forward`: enough rows for an efficient matrix product."""
+
+
+def bucketed_forward(text: Any, tokens: torch.Tensor) -> torch.Tensor:
+    """:func:`truncated_forward` on buckets of prompts of similar length, in the prompts' order.
+
+    Tokenised once; sorted by length and cut into buckets of ``BUCKET_PROMPTS``, each padded only to
+    its own longest prompt. A prompt's embedding does not depend on the other rows of its batch, so
+    this is the same computation on fewer padding tokens (the ISIC set: 13 tokens on average, 21 at
+    most). Towers where truncation is not exact run in one forward."""
+    if not _truncation_is_exact(text) or len(tokens) <= BUCKET_PROMPTS:
+        return truncated_forward(text, tokens)
+    lengths = tokens.argmax(dim=-1)
+    order = torch.argsort(lengths, stable=True)
+    out = [truncated_forward(text, tokens[order[start:start + BUCKET_PROMPTS]])
+           for start in range(0, len(order), BUCKET_PROMPTS)]
+    embedded = torch.cat(out)
+    result = torch.empty_like(embedded)
+    result[order] = embedded
+    return result
 
 
 def build_text(spec: EncoderSpec, weights, tokenizer_folder: Path | None) -> TextTower:
@@ -199,7 +231,7 @@ def build_text(spec: EncoderSpec, weights, tokenizer_folder: Path | None) -> Tex
 
     def embed(prompts):
         device = next(text.parameters()).device
-        return truncated_forward(text, tokenize(list(prompts)).to(device))
+        return bucketed_forward(text, tokenize(list(prompts)).to(device))
 
     return TextTower(spec, embed, scale, bias, link, digest_of(digest, tokenizer_name), f"{summary}; {tokenizer_name}",
                      module=text)

@@ -82,7 +82,9 @@ class TextTower:
             self.module.to(torch.device(device))
         return self
 
-    def encode(self, prompts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+    def encode(self, prompts: Sequence[str], batch_size: int = 512) -> np.ndarray:
+        """Unit embeddings of ``prompts``: tokenised and embedded in one call per ``batch_size`` prompts
+        (a whole prompt set at once), under ``torch.inference_mode``."""
         import torch
 
         with torch.inference_mode():

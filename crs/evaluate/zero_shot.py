@@ -19,29 +19,31 @@ prompt sensitivity to ``prompts.parquet``, and per-case predictions for the boot
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import minimize
 
 from crs.cache.prototypes import Prototypes, ensemble, read_prototypes, stored_digests, write_prototypes
 from crs.cache.store import FeatureStore, SampleTable, store_path
 from crs.data.prompts import PromptSet, builtin_prompt_set, load_prompt_set
 from crs.evaluate import artifacts
 from crs.evaluate.records import KEY_COLUMNS
+from crs.evaluate.temperature import fit_temperatures
 from crs.evaluate.units import (
+    Condition,
     ProbeSettings,
     ProbeUnit,
-    condition_metrics,
     evaluation_conditions,
+    one_thread,
     probe_settings,
     probe_units,
     read_rows,
-    training_subsets,
     validation_subsets,
 )
+from crs.probes.metrics import METRICS, evaluation_metrics
 from crs.spec import Spec
 
 log = logging.getLogger("crs.zero_shot")
@@ -155,10 +157,17 @@ def zero_shot_encoders(spec: Spec) -> list[str]:
 # --- logits, probabilities, the fitted temperature --------------------------------------------------
 
 
-def similarities(features: np.ndarray, prototypes: Prototypes, variant: int | None = None) -> np.ndarray:
-    """(N, K) logits before scale: cosine to the positive prototypes, minus the negatives' for a pair."""
+def unit_rows(features: np.ndarray) -> np.ndarray:
+    """Feature rows as float64 unit vectors (row-wise, so the float16 cache is fine)."""
     x = np.asarray(features, np.float64)
-    x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    return x / np.maximum(np.sqrt(np.einsum("ij,ij->i", x, x)), 1e-12)[:, None]
+
+
+def similarities(features: np.ndarray, prototypes: Prototypes, variant: int | None = None,
+                 normalised: bool = False) -> np.ndarray:
+    """(N, K) logits before scale: cosine to the positive prototypes, minus the negatives' for a pair.
+    ``normalised``: ``features`` are already :func:`unit_rows`."""
+    x = features if normalised else unit_rows(features)
     if variant is None:
         positive, negative = prototypes.positive, prototypes.negative
     else:
@@ -181,45 +190,12 @@ def probabilities(cosine: np.ndarray, kind: str, scale: float, bias: float) -> n
     return e / e.sum(axis=1, keepdims=True)
 
 
-def _nll(cosine: np.ndarray, labels: np.ndarray, kind: str, scale: float, bias: float) -> float:
-    eps = 1e-12
-    probs = probabilities(cosine, kind, scale, bias)
-    if kind == "multilabel":
-        known = ~np.isnan(labels)
-        y = np.nan_to_num(labels)
-        loss = -(y * np.log(probs + eps) + (1 - y) * np.log(1 - probs + eps))
-        return float(loss[known].mean()) if known.any() else 0.0
-    return float(-np.log(probs[np.arange(len(labels)), labels.astype(np.int64)] + eps).mean())
-
-
 def fit_temperature(cosine: np.ndarray, labels: np.ndarray, kind: str, scale: float, bias: float) -> tuple[float, float]:
     """(temperature, bias) minimising log-loss on the given rows: probabilities become
     softmax(scale * cosine / T), or per finding sigmoid(scale * cosine / T + b) with b fitted too.
-
-    Starts from the shipped values (T = 1, the model's bias); the search is over log T, so T > 0.
-    """
-    multilabel = kind == "multilabel"
-
-    cosine = np.asarray(cosine, np.float64)
-    known = ~np.isnan(labels) if multilabel else np.ones(len(labels), bool)
-    y = np.nan_to_num(labels) if multilabel else labels.astype(np.int64)
-
-    def loss_and_gradient(theta: np.ndarray) -> tuple[float, np.ndarray]:
-        """Log-loss and its exact gradient in (log T, bias): d/d log T = -s dL/ds with s = scale / T."""
-        s = scale * np.exp(-theta[0])
-        b = theta[1] if multilabel else bias
-        value = _nll(cosine, labels, kind, s, b)
-        probs = probabilities(cosine, kind, s, b)
-        if multilabel:
-            residual = np.where(known, probs - y, 0.0) / max(int(known.sum()), 1)
-            return value, np.array([-s * float((residual * cosine).sum()), float(residual.sum())])
-        d_scale = float(((probs * cosine).sum(axis=1) - cosine[np.arange(len(y)), y]).mean())
-        return value, np.array([-s * d_scale, 0.0])
-
-    start = np.array([0.0, bias if multilabel else 0.0])
-    result = minimize(loss_and_gradient, start, jac=True, method="L-BFGS-B", bounds=[(-7.0, 7.0), (-50.0, 50.0)],
-                      options={"ftol": 1e-12, "gtol": 1e-9, "maxiter": 500})
-    return float(np.exp(result.x[0])), float(result.x[1]) if multilabel else bias
+    One set of :func:`crs.evaluate.temperature.fit_temperatures`, which fits many at once."""
+    temperatures, biases = fit_temperatures(cosine, labels, kind, scale, bias, [np.arange(len(labels))])
+    return float(temperatures[0]), float(biases[0])
 
 
 # --- one unit ----------------------------------------------------------------------------------------
@@ -235,71 +211,133 @@ def predictions_path(folder: Path, encoder: str, task: str, digest: str) -> Path
     return Path(folder) / ZERO_SHOT_DIR / "predictions" / f"{encoder}__{task}__{digest}.npz"
 
 
+METRIC_BATCH = 1 << 22
+"""Probability entries (probabilities x rows x classes) scored in one batched metrics call at most."""
+
+
+@dataclass
+class _Scored:
+    """One condition's probabilities to score: the shipped ones first, then one per distinct fit."""
+
+    condition: Condition
+    base: dict
+    fits: list[tuple[float, float]]  # (temperature, bias) of probabilities 1..
+    probs: np.ndarray  # (1 + len(fits), N, K)
+
+
+def _score_batch(batch: list[_Scored], kind: str) -> list[list[dict[str, float]]]:
+    """Every metric of every condition of ``batch`` (same labels and groups) in one batched call."""
+    first = batch[0].condition
+    stack = np.concatenate([item.probs for item in batch]) if len(batch) > 1 else batch[0].probs
+    values = evaluation_metrics(first.labels, stack, kind, groups=first.groups)
+    rows = [{name: float(values[name][p]) for name in METRICS} for p in range(len(stack))]
+    out, start = [], 0
+    for item in batch:
+        out.append(rows[start:start + len(item.probs)])
+        start += len(item.probs)
+    return out
+
+
+def _record_rows(batch: list[_Scored], kind: str, fits: list[tuple[float, int, int, float, float]],
+                 shipped_bias: float, seeds: tuple[int, ...], full: float) -> list[dict]:
+    """The record rows of a batch of conditions: the shipped calibration once per seed (label fraction 0),
+    the fitted one per (label fraction, seed) on clean data and at the full fraction elsewhere."""
+    rows = []
+    for item, metrics in zip(batch, _score_batch(batch, kind), strict=True):
+        by_fit = dict(zip(item.fits, metrics[1:], strict=True))
+        for seed in seeds:
+            rows.append({**item.base, "label_fraction": 0.0, "seed": int(seed), "calibration": SHIPPED,
+                         "temperature": 1.0, "bias": shipped_bias, "n_train": 0, **metrics[0]})
+        for fraction, seed, n_val, temperature, bias in fits:
+            if item.condition.condition != "clean" and fraction != full:
+                continue
+            rows.append({**item.base, "label_fraction": fraction, "seed": seed, "calibration": FITTED,
+                         "temperature": temperature, "bias": bias, "n_train": n_val,
+                         **by_fit[(temperature, bias)]})
+    return rows
+
+
+def _same_cases(a: Condition, b: Condition) -> bool:
+    if a.labels.shape != b.labels.shape or not np.array_equal(a.labels, b.labels, equal_nan=True):
+        return False
+    if a.groups is None or b.groups is None:
+        return a.groups is None and b.groups is None
+    return np.array_equal(a.groups, b.groups)
+
+
 def run_zero_shot_unit(
     unit: ProbeUnit, cache_root: Path, settings: ProbeSettings, prototype_sets: list[Prototypes],
     output: Path | None = None,
 ) -> ZeroShotUnitResult:
-    """Zero-shot records of one (encoder, task) for every prototype set, from the cache alone."""
+    """Zero-shot records of one (encoder, task) for every prototype set, from the cache alone.
+
+    Batched like the probes: the temperatures of every (label fraction, seed) are fitted at once
+    (:func:`crs.evaluate.temperature.fit_temperatures`, once per distinct validation row set), and the
+    metrics of the shipped and every fitted calibration, over consecutive conditions that share their
+    cases (the corruptions), come from one :func:`crs.probes.metrics.evaluation_metrics` call.
+    """
     store = FeatureStore(store_path(cache_root, unit.task))
     table = store.read_table()
     kind = table.task.kind
     val, test = table.indices("val"), table.indices("test")
     X_val, X_test = read_rows(store.feature_array(unit.encoder, "clean"), [val, test])
     y_val = table.labels[val]
-    subsets = training_subsets(table, settings)
+    # (label fraction, seed) in the probes' order (crs.evaluate.units.training_subsets); the training rows are not needed
+    subsets = [(float(fraction), int(seed)) for seed in settings.seeds for fraction in sorted(settings.label_fractions)]
     val_subsets = validation_subsets(table, settings)
     full = max(settings.label_fractions)
     conditions = list(evaluation_conditions(unit, cache_root, store, table, X_test))
     frames, prompt_rows = [], []
     for proto in prototype_sets:
-        cos_val = similarities(np.asarray(X_val, np.float32), proto)
-        fits = []
-        fitted_on: dict[bytes, tuple[float, float]] = {}  # seeds of the full fraction share their rows: fit once
-        for s, (fraction, seed, _) in enumerate(subsets):
+        cos_val = similarities(X_val, proto)
+        distinct: dict[bytes, int] = {}  # seeds of the full fraction share their rows: fit once
+        row_sets: list[np.ndarray] = []
+        which: list[int] = []
+        for s in range(len(subsets)):
             rows = np.arange(len(val)) if val_subsets is None else val_subsets[s]
-            key = rows.tobytes()
-            if key not in fitted_on:
-                fitted_on[key] = fit_temperature(cos_val[rows], y_val[rows], kind, proto.scale, proto.bias)
-            temperature, bias = fitted_on[key]
-            fits.append((float(fraction), int(seed), len(rows), temperature, bias))
+            which.append(distinct.setdefault(rows.tobytes(), len(distinct)))
+            if which[-1] == len(row_sets):
+                row_sets.append(rows)
+        temperatures, biases = fit_temperatures(cos_val, y_val, kind, proto.scale, proto.bias, row_sets)
+        fits = [(float(fraction), int(seed), len(row_sets[w]), float(temperatures[w]), float(biases[w]))
+                for (fraction, seed), w in zip(subsets, which, strict=True)]
         arrays: dict[str, np.ndarray] = {}
+        pending: list[_Scored] = []
+
         for condition in conditions:
             features = np.concatenate([block for _, block in condition.blocks()]) if len(condition.labels) else \
                 np.zeros((0, proto.positive.shape[1]), np.float32)
-            cosine = similarities(np.asarray(features, np.float32), proto)
+            unit_features = unit_rows(features)
+            cosine = similarities(unit_features, proto, normalised=True)
             base = {"encoder": unit.encoder, "task": unit.task, "task_kind": kind, "condition": condition.condition,
                     "corruption": condition.corruption, "severity": int(condition.severity), "target": condition.target,
                     "prompt_set": proto.prompt_set, "prompt_digest": proto.digest}
-            shipped = probabilities(cosine, kind, proto.scale, proto.bias)
-            metrics = condition_metrics(condition.labels, shipped, kind)
-            for seed in settings.seeds:
-                frames.append({**base, "label_fraction": 0.0, "seed": int(seed), "calibration": SHIPPED,
-                               "temperature": 1.0, "bias": proto.bias, "n_train": 0, **metrics})
-            at_full = None
-            scored: dict[tuple[float, float], dict[str, float]] = {}  # one evaluation per distinct fit
-            for fraction, seed, n_val, temperature, bias in fits:
-                if condition.condition != "clean" and fraction != full:
-                    continue
-                if (temperature, bias) not in scored or (fraction == full and at_full is None):
-                    fitted = probabilities(cosine, kind, proto.scale / temperature, bias)
-                    scored.setdefault((temperature, bias), condition_metrics(condition.labels, fitted, kind))
-                    if fraction == full and at_full is None:
-                        at_full = fitted
-                frames.append({**base, "label_fraction": fraction, "seed": seed, "calibration": FITTED,
-                               "temperature": temperature, "bias": bias, "n_train": n_val,
-                               **scored[(temperature, bias)]})
-            arrays[artifacts.probs_key(condition.key)] = shipped.astype(np.float32)
+            used = fits if condition.condition == "clean" else [f for f in fits if f[0] == full]
+            pairs = list(dict.fromkeys((temperature, bias) for _, _, _, temperature, bias in used))
+            probs = np.stack([probabilities(cosine, kind, proto.scale, proto.bias)] + [
+                probabilities(cosine, kind, proto.scale / temperature, bias) for temperature, bias in pairs])
+            if pending and (not _same_cases(pending[0].condition, condition)
+                            or sum(item.probs.size for item in pending) + probs.size > METRIC_BATCH):
+                frames += _record_rows(pending, kind, fits, proto.bias, settings.seeds, full)
+                pending = []
+            pending.append(_Scored(condition, base, pairs, probs))
+            arrays[artifacts.probs_key(condition.key)] = probs[0].astype(np.float32)
             arrays[artifacts.labels_key(condition.key)] = condition.labels
+            at_full = next(((t, b) for fraction, _, _, t, b in fits if fraction == full), None)
             if at_full is not None:
-                arrays[artifacts.probs_key(condition.key) + "_fitted"] = at_full.astype(np.float32)
+                arrays[artifacts.probs_key(condition.key) + "_fitted"] = probs[1 + pairs.index(at_full)].astype(np.float32)
             if condition.groups is not None:
                 arrays[condition.groups_key] = condition.groups.astype(str)
             if condition.condition == "clean" and proto.variants_positive is not None:
-                for variant in range(len(proto.variants_positive)):
-                    probs = probabilities(similarities(features, proto, variant), kind, proto.scale, proto.bias)
-                    prompt_rows.append({"encoder": unit.encoder, "task": unit.task, "prompt_set": proto.prompt_set,
-                                        "prompt_digest": proto.digest, "variant": variant,
-                                        "auroc": condition_metrics(condition.labels, probs, kind)["auroc"]})
+                variants = np.stack([probabilities(similarities(unit_features, proto, variant, normalised=True), kind,
+                                                   proto.scale, proto.bias)
+                                     for variant in range(len(proto.variants_positive))])
+                aurocs = evaluation_metrics(condition.labels, variants, kind, metrics=["auroc"])["auroc"]
+                prompt_rows += [{"encoder": unit.encoder, "task": unit.task, "prompt_set": proto.prompt_set,
+                                 "prompt_digest": proto.digest, "variant": variant, "auroc": float(auroc)}
+                                for variant, auroc in enumerate(aurocs)]
+        if pending:
+            frames += _record_rows(pending, kind, fits, proto.bias, settings.seeds, full)
         corrupted = [c for c in conditions if c.condition == "corrupt"]
         if corrupted and len(corrupted[0].labels) != len(test):
             from crs.evaluate.units import corrupt_positions
@@ -318,19 +356,27 @@ def run_zero_shot_unit(
     return ZeroShotUnitResult(records, pd.DataFrame(prompt_rows))
 
 
-def zero_shot_spec(spec: Spec, cache_root: Path | None = None, output: Path | None = None) -> ZeroShotUnitResult:
-    """Zero-shot records of every (vision-language encoder, task) of the spec; written under ``<output>/zero_shot``."""
+def zero_shot_spec(spec: Spec, cache_root: Path | None = None, output: Path | None = None,
+                   encoders: list[str] | None = None, costs: list[dict] | None = None) -> ZeroShotUnitResult:
+    """Zero-shot records of every (vision-language encoder, task) of the spec (or of ``encoders``);
+    written under ``<output>/zero_shot``. Each unit runs on one thread, as a probe unit does; ``costs``
+    gets its CPU and wall seconds (prototypes included)."""
     cache_root = Path(cache_root or spec.cache)
     output = Path(output or spec.output)
     settings = probe_settings(spec)
-    chosen = set(zero_shot_encoders(spec))
+    chosen = set(zero_shot_encoders(spec) if encoders is None else encoders)
     records, prompts = [], []
     for unit in probe_units(spec):
         if unit.encoder not in chosen:
             continue
+        started, cpu_started = time.perf_counter(), time.process_time()
         store = FeatureStore(store_path(cache_root, unit.task))
         prototype_sets = unit_prototypes(spec, unit.encoder, unit.task, store)
-        result = run_zero_shot_unit(unit, cache_root, settings, prototype_sets, output)
+        with one_thread():
+            result = run_zero_shot_unit(unit, cache_root, settings, prototype_sets, output)
+        if costs is not None:
+            costs.append({"encoder": unit.encoder, "task": unit.task, "cpu_s": time.process_time() - cpu_started,
+                          "wall_s": time.perf_counter() - started})
         records.append(result.records)
         prompts.append(result.prompts)
     if not records:

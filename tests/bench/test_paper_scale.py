@@ -99,7 +99,7 @@ def test_cli_runs_every_stage_and_deletes_its_work_folder(tmp_path):
     ])
     assert result.exit_code == 0, result.output
     outcome = json.loads(result.output[result.output.index("{"):])
-    assert [stage["stage"] for stage in outcome["stages"]] == ["probe", "score", "report"]
+    assert [stage["stage"] for stage in outcome["stages"]] == ["probe", "score", "report", "zero_shot", "zero_shot_score"]
     for stage in outcome["stages"]:
         assert stage["returncode"] == 0 and stage["wall_s"] > 0 and stage["peak_tree_rss_bytes"] > 0
     assert outcome["prepare"]["imports"] == 20 and outcome["sizes"]["chexpert"]["conditions"] == 2
@@ -107,6 +107,12 @@ def test_cli_runs_every_stage_and_deletes_its_work_folder(tmp_path):
     assert {"probe", "score", "report", "total"} <= set(totals) <= {"probe", "score", "report", "total", "probe_from_units",
                                                                  "total_from_units"}
     assert totals["total"] == pytest.approx(totals["probe"] + totals["score"] + totals["report"])
+    # zero-shot of the VLM (enc01) reported beside the probes, outside the probes' 15-encoder totals
+    zero_shot = outcome["zero_shot"]
+    assert zero_shot["zero_shot_cpu_s"] > 0 and zero_shot["zero_shot_score_cpu_s"] > 0
+    assert zero_shot["units_ratio_cpu_s"] == pytest.approx(zero_shot["zero_shot_cpu_s"] / outcome["stages"][0]["cpu_s"])
+    assert zero_shot["unit_zero_shot_cpu_s"] > 0 and zero_shot["unit_probe_cpu_s"] > 0  # the units alone, per task too
+    assert {f"unit_ratio_cpu_s_{task.name}" for task in TASKS} <= set(zero_shot)
     assert not work.exists()
 
 

@@ -89,3 +89,11 @@ def test_open_clip_real_tokenisation_and_the_exact_short_forward():
     with torch.inference_mode():
         np.testing.assert_allclose(truncated_forward(module, tokens).numpy(), module(tokens).numpy(), atol=2e-5)
     assert not np.allclose(embedded[0], embedded[1])
+    # length buckets (a prompt set is cut into buckets of similar length) give each prompt its own embedding
+    from crs.encoders.open_clip_ import BUCKET_PROMPTS, bucketed_forward
+
+    many = [f"x-ray {'with ' * (i % 5)}{i}" for i in range(BUCKET_PROMPTS + 2)]
+    tokens = open_clip.tokenizer.SimpleTokenizer(context_length=77)(many)
+    with torch.inference_mode():  # against one forward of them all, itself exact against the full one above
+        np.testing.assert_allclose(bucketed_forward(module, tokens).numpy(), truncated_forward(module, tokens).numpy(),
+                                   atol=2e-5)

@@ -179,3 +179,22 @@ def test_spread_over_prompt_sets_and_records_reproducible_across_thread_counts(p
     per_set = shipped.groupby("prompt_set")["auroc"].mean()
     assert per_set["planted"] > per_set["zz-blurred"]  # the tilt costs AUROC, as planted
     assert row["prompt_set_spread"] == pytest.approx(per_set.max() - per_set.min(), abs=1e-12)
+
+
+def test_batched_records_equal_the_reference_metrics_of_each_calibration(planted):
+    """The unit scores every calibration of a condition in one batched call; each row must equal the
+    per-probe reference (``condition_metrics``, patient-clustered AUROC SE as the probes')."""
+    from crs.evaluate.units import condition_metrics
+    from crs.evaluate.zero_shot import probabilities
+
+    test = planted["splits"] == "test"
+    groups = np.array([f"p{i // 2:05d}" for i in range(len(test))])[test]
+    cached = planted["features"][test].astype(np.float16)  # the cache stores float16
+    cosine = similarities(cached, planted["prototypes"][0])
+    records = planted["result"].records
+    clean = records[(records["condition"] == "clean") & (records["seed"] == 0)]
+    for _, row in clean.iterrows():
+        probs = probabilities(cosine, "multiclass", SCALE / row["temperature"], 0.0)
+        want = condition_metrics(planted["y"][test], probs, "multiclass", groups)
+        for name in ("auroc", "auroc_se", "ece", "ece_debiased", "ece_se", "brier", "nll"):
+            assert row[name] == pytest.approx(want[name], rel=1e-9, abs=1e-12), (row["calibration"], name)
