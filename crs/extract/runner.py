@@ -93,7 +93,7 @@ class _EncoderJob:
 
     def __init__(self, encoder: Any, store: FeatureStore, dataset: Dataset, variants: Sequence[tuple[str, int]],
                  rows: CorruptionRows, chunk_rows: int, suite_version: str, batch_size: int,
-                 shard: tuple[int, int] | None = None):
+                 shard: tuple[int, int] | None = None, run_encoders: int = 1):
         self.encoder = encoder
         # Data-set rows of the corrupted arrays' positions: the test split, or its corruption subsample.
         test_rows = dataset.indices("test")[rows.positions]
@@ -106,9 +106,10 @@ class _EncoderJob:
         dim = int(encoder.spec.dim)
         where = f"{dataset.name} / {self.name} ({self.fingerprint})"
         guard_mixed_runs(group, where, run_settings(rows, batch_size, variants), shard, store.path, self.name)
-        # New arrays get chunks sized so a kill loses little (chunking.py); existing ones keep theirs.
+        # New arrays get chunks sized so a kill of the whole run (all ``run_encoders`` encoders) loses
+        # little (chunking.py); existing ones keep theirs.
         clean_chunk, *variant_chunks = chunk_rows_for(
-            [len(dataset), *(len(test_rows) for _ in variants)], batch_size, chunk_rows)
+            [len(dataset), *(len(test_rows) for _ in variants)], batch_size, chunk_rows, run_encoders)
         self.clean = ChunkedFeatureArray(group, "clean", len(dataset), dim, clean_chunk, label=f"{where} clean")
         self.corrupt = {}
         whole_split = test_digest(dataset)
@@ -357,7 +358,8 @@ def extract_dataset(
         store = FeatureStore(path, mode="a")
         store.write_table(dataset)
         ensure_same_images(store, dataset)  # ids say nothing of pixels: a changed folder is refused (0046)
-        all_jobs = [_EncoderJob(encoder, store, dataset, variants, rows, chunk_rows, SUITE_VERSION, batch_size, shard)
+        all_jobs = [_EncoderJob(encoder, store, dataset, variants, rows, chunk_rows, SUITE_VERSION, batch_size, shard,
+                                run_encoders=len(encoders))
                     for encoder in encoders]
     jobs = []
     mine = shard_chunks(all_jobs, shard)
