@@ -4,28 +4,35 @@ Stage 1 walks a data set in row order and fills every array of every encoder tog
 rows, and each corrupted variant of the test rows), so at any moment each array has at most one
 chunk started and not yet durable: a kill loses at most the sum of the chunk sizes of all arrays
 being filled. Chunks are therefore sized from the run, not fixed: the run's loss budget
-``L = max(1 % of its forward passes, one batch)`` is shared by all of its arrays (every encoder's)
-in proportion to their rows, so the chunk sizes sum to at most ``L`` (issue 24 measured a 4,096-row
-corrupted chunk spanning about 20,000 data-set rows; issue 31 a budget of one batch *per array*:
-a kill redid 4.3 % of a small run). Only a run with fewer forward passes than 100 times its arrays
-can lose more: one row per array, the smallest chunk.
+``L = max(1 % of its forward passes, min(one batch per array, 512 passes))`` is shared by all of
+its arrays (every encoder's) in proportion to their rows, so the chunk sizes sum to at most ``L``
+(issue 24 measured a 4,096-row corrupted chunk spanning about 20,000 data-set rows; issue 31 a
+floor of one batch *per array and encoder*: a kill redid 4.3 % of a run of 85,335 passes).
+
+The floor is not one batch: every chunk costs three files and six fsyncs, and a budget of 32
+passes for a run of a few hundred made the tiny spec write 10x the chunks and take twice as long
+(docs/decisions/0093). Only a run with fewer forward passes than 100 times its arrays can lose
+more than ``L``: one row per array, the smallest chunk.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-LOSS_SHARE = 0.01  # at most this share of a run's forward passes is redone after a kill
+LOSS_SHARE = 0.01  # at most this share of a run's forward passes is redone after a kill ...
+SMALL_RUN_PASSES = 512  # ... or, on a run under 51,200 passes, this many (one batch per array if less)
 
 
 def loss_budget(array_rows: Sequence[int], batch_size: int, encoders: int = 1) -> int:
-    """Forward passes a kill may lose in a run: 1 % of them, or one batch (``batch_size`` passes) if that is more.
+    """Forward passes a kill may lose in a run: 1 % of them, or, if that is more, one batch per array
+    up to :data:`SMALL_RUN_PASSES` (and never under one batch).
 
     ``array_rows``: the rows of one encoder's arrays (clean, then each corrupted variant); the run
     fills ``encoders`` encoders' arrays of these sizes at once.
     """
     passes = sum(array_rows) * encoders
-    return max(int(passes * LOSS_SHARE), batch_size)
+    one_batch_per_array = batch_size * len(array_rows) * encoders
+    return max(int(passes * LOSS_SHARE), batch_size, min(one_batch_per_array, SMALL_RUN_PASSES))
 
 
 def chunk_rows_for(array_rows: Sequence[int], batch_size: int, cap: int, encoders: int = 1) -> list[int]:
