@@ -38,7 +38,7 @@ devices_option = click.option(
          "cpu,cpu runs two CPU workers.")
 
 
-def extract_on_devices(bench: object, text: str) -> None:
+def extract_on_devices(bench: object, text: str, allow_overlap: bool = False) -> None:
     """``crs extract --devices``: spawn the workers, then say what each did in all."""
     from crs.extract.devices import extract_on_devices as run
     from crs.extract.devices import parse_devices
@@ -48,7 +48,7 @@ def extract_on_devices(bench: object, text: str) -> None:
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--devices") from None
     click.echo(f"extract: {len(devices)} worker(s), one per device: {', '.join(devices)}")
-    stats = run(bench.spec, devices)  # type: ignore[attr-defined]
+    stats = run(bench.spec, devices, allow_overlap=allow_overlap)  # type: ignore[attr-defined]
     counts = ", ".join(f"{name} {n:,}" for name, n in stats.forward_images.items())
     click.echo(f"extract: {stats.images_decoded:,} images decoded by all workers, forward passes per encoder: "
                f"{counts or 'none'}")

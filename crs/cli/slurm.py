@@ -28,7 +28,7 @@ def slurm_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def submit_extract(bench: Benchmark, spec_path: str, cache: str | None, tasks: int | None, partition: str | None,
-                   cpus_per_task: int, logs: str) -> None:
+                   cpus_per_task: int, logs: str, allow_overlap: bool = False) -> None:
     from crs.extract.sbatch import shard_plan
     from crs.extract.shards import tasks_for
     from crs.extract.submit import SlurmOptions, submit_array
@@ -40,7 +40,7 @@ def submit_extract(bench: Benchmark, spec_path: str, cache: str | None, tasks: i
     shards = shard_plan(plan, count, spec.extract.batch_size, spec.extract.chunk_rows, device)
     options = SlurmOptions(count, shards.time_limit_seconds // 60, cpus_per_task, 1 if device == "cuda" else 0,
                            partition, Path(logs))
-    jobs = submit_array(spec, options)
+    jobs = submit_array(spec, options, allow_overlap)
     click.echo(f"slurm: submitted array {jobs[0].job_id.split('_')[0]}: {count} task(s), "
                f"{plan.passes - plan.cached_passes:,} forward passes to go, time limit {options.minutes} min each; "
                f"logs in {logs}; waiting (`crs status` shows progress from another shell)")

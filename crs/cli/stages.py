@@ -200,19 +200,16 @@ def extract(spec_path: str, cache: str | None, out: str | None, quiet: bool, sha
     """Stage 1: cache clean and corrupted features of every encoder (skips what is cached)."""
     bench = Benchmark(spec_path, cache=cache, output=out, skip_bad=skip_bad)
     _preflight(bench)
-    if allow_overlap and (devices is not None or slurm):
-        raise click.BadParameter("--allow-overlap is for one process; run `crs extract --allow-overlap` once to "
-                                 "screen the shift targets, then --devices/--slurm", param_hint="--allow-overlap")
     if devices is not None:
         if shard is not None or slurm:
             raise click.BadParameter("--devices makes one shard per device; drop --shard/--slurm",
                                      param_hint="--devices")
-        extract_on_devices(bench, devices)
+        extract_on_devices(bench, devices, allow_overlap)
         return
     if slurm:
         if shard is not None:
             raise click.BadParameter("--slurm makes one shard per task; drop --shard", param_hint="--slurm")
-        submit_extract(bench, spec_path, cache, tasks, partition, cpus_per_task, slurm_logs)
+        submit_extract(bench, spec_path, cache, tasks, partition, cpus_per_task, slurm_logs, allow_overlap)
         return
     _extract(bench, quiet, shard, wait, allow_overlap)
 

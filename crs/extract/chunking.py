@@ -1,38 +1,64 @@
 """Row-chunk sizes that bound what a killed extraction loses.
 
-Stage 1 walks the data set in row order and fills every array of an encoder together (clean rows,
-and each corrupted variant of the test rows), so at any moment each array has at most one chunk
-started and not yet durable: a kill loses at most the sum of the arrays' chunk sizes. Chunks are
-therefore sized from the run, not fixed: each array's share of a loss budget
-``L = max(1 % of the encoder's forward passes, one decoded batch's forward passes)``, in proportion
-to its rows, so the sum of the chunk sizes never exceeds ``L`` (issue 24 measured a 4,096-row
-corrupted chunk spanning about 20,000 data-set rows: a kill redid up to 11 % of a run).
+Stage 1 walks a data set in row order and fills every array of every encoder together (clean
+rows, and each corrupted variant of the test rows), so at any moment each array has at most one
+chunk started and not yet durable: a kill loses at most the sum of the chunk sizes of all arrays
+being filled. Chunks are therefore sized from the run, not fixed: the run's loss budget
+``L = max(1 % of its forward passes, min(one batch per array, 512 passes))`` is shared by all of
+its arrays (every encoder's) in proportion to their rows, so the chunk sizes sum to at most ``L``
+(issue 24 measured a 4,096-row corrupted chunk spanning about 20,000 data-set rows; issue 31 a
+floor of one batch *per array and encoder*: a kill redid 4.3 % of a run of 85,335 passes).
+
+The floor is not one batch: every chunk costs three files and six fsyncs, and a budget of 32
+passes for a run of a few hundred made the tiny spec write 10x the chunks and take twice as long
+(docs/decisions/0093). Only a run with fewer forward passes than 100 times its arrays can lose
+more than ``L``: one row per array, the smallest chunk.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-LOSS_SHARE = 0.01  # at most this share of a run's forward passes is redone after a kill
+LOSS_SHARE = 0.01  # at most this share of a run's forward passes is redone after a kill ...
+SMALL_RUN_PASSES = 512  # ... or, on a run under 51,200 passes, this many (one batch per array if less)
 
 
-def loss_budget(array_rows: Sequence[int], batch_size: int) -> int:
-    """Forward passes a kill may lose for one encoder: 1 % of them, or one decoded batch if that is more.
+def loss_budget(array_rows: Sequence[int], batch_size: int, encoders: int = 1) -> int:
+    """Forward passes a kill may lose in a run: 1 % of them, or, if that is more, one batch per array
+    up to :data:`SMALL_RUN_PASSES` (and never under one batch).
 
-    One decoded batch of ``batch_size`` images costs ``batch_size`` passes per array it feeds (the
-    clean array and every corrupted variant).
+    ``array_rows``: the rows of one encoder's arrays (clean, then each corrupted variant); the run
+    fills ``encoders`` encoders' arrays of these sizes at once.
     """
-    passes = sum(array_rows)
-    return max(int(passes * LOSS_SHARE), batch_size * len(array_rows))
+    passes = sum(array_rows) * encoders
+    one_batch_per_array = batch_size * len(array_rows) * encoders
+    return max(int(passes * LOSS_SHARE), batch_size, min(one_batch_per_array, SMALL_RUN_PASSES))
 
 
-def chunk_rows_for(array_rows: Sequence[int], batch_size: int, cap: int) -> list[int]:
-    """Rows per chunk for each array, so that the chunk sizes sum to at most :func:`loss_budget`.
+def chunk_rows_for(array_rows: Sequence[int], batch_size: int, cap: int, encoders: int = 1) -> list[int]:
+    """Rows per chunk for each of one encoder's arrays, so that the chunk sizes of all ``encoders``
+    encoders' arrays together sum to at most :func:`loss_budget` (at least one row per array).
 
-    ``cap`` (``[extract] chunk_rows``) is an upper bound per array; a chunk is at least one row.
+    Arrays whose proportional share is under one row get one row, and the rest of the budget is
+    shared by the others in proportion to their rows. ``cap`` (``[extract] chunk_rows``) is an
+    upper bound per array. Every encoder of a run gets the same sizes.
     """
-    passes = sum(array_rows)
-    if passes == 0:
-        return [max(1, min(cap, batch_size)) for _ in array_rows]
-    budget = loss_budget(array_rows, batch_size)
-    return [max(1, min(cap, rows * budget // passes)) for rows in array_rows]
+    arrays = [int(rows) for rows in array_rows]
+    if sum(arrays) == 0:
+        return [max(1, min(cap, batch_size)) for _ in arrays]
+    budget = loss_budget(arrays, batch_size, encoders)
+    sizes = [1] * len(arrays)
+    shared = [k for k, rows in enumerate(arrays) if rows > 0]
+    left = budget
+    while shared:
+        passes = sum(arrays[k] for k in shared) * encoders
+        small = [k for k in shared if arrays[k] * left // passes < 1]
+        if not small:
+            for k in shared:
+                sizes[k] = arrays[k] * left // passes
+            break
+        left -= len(small) * encoders  # these get one row each, in every encoder
+        shared = [k for k in shared if k not in small]
+        if left <= 0:
+            break
+    return [max(1, min(cap, size)) for size in sizes]

@@ -36,17 +36,23 @@ def parse_devices(text: str) -> list[str]:
     return devices
 
 
-def _worker(spec: Spec, device: str, index: int, count: int, threads: int | None) -> ExtractStats:
+def _worker(spec: Spec, device: str, index: int, count: int, threads: int | None,
+            allow_overlap: bool = False) -> ExtractStats:
     from crs.extract.stage import extract_spec
 
     extract = dataclasses.replace(spec.extract, device=device)
     if threads is not None:
         extract = dataclasses.replace(extract, threads=threads)
-    return extract_spec(dataclasses.replace(spec, extract=extract), progress=False, shard=(index, count))
+    return extract_spec(dataclasses.replace(spec, extract=extract), progress=False, shard=(index, count),
+                        allow_overlap=allow_overlap)
 
 
-def extract_on_devices(spec: Spec, devices: Sequence[str]) -> ExtractStats:
-    """Stage 1 of ``spec`` with one worker process per entry of ``devices`` (shard k on device k)."""
+def extract_on_devices(spec: Spec, devices: Sequence[str], allow_overlap: bool = False) -> ExtractStats:
+    """Stage 1 of ``spec`` with one worker process per entry of ``devices`` (shard k on device k).
+
+    ``allow_overlap`` goes to every worker (all must screen the shift targets alike: the kept or
+    dropped images decide the target's rows, hence its cache group).
+    """
     count = len(devices)
     # CPU workers share the cores: each gets its part instead of each taking them all.
     cpu_workers = sum(1 for device in devices if device == "cpu")
@@ -58,7 +64,8 @@ def extract_on_devices(spec: Spec, devices: Sequence[str]) -> ExtractStats:
     stats = ExtractStats()
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=count, mp_context=context) as pool:
-        futures = [pool.submit(_worker, spec, device, index, count, threads if device == "cpu" else None)
+        futures = [pool.submit(_worker, spec, device, index, count, threads if device == "cpu" else None,
+                               allow_overlap)
                    for index, device in enumerate(devices)]
         for future in futures:
             stats.merge(future.result())

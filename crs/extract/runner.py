@@ -53,6 +53,7 @@ class ExtractStats:
     passes_planned: int = 0  # every forward pass the stores need, cached or not
     passes_cached_at_start: int = 0  # of those, already in complete chunks when this run started
     passes_to_go_here: int = 0  # forward passes this run (this shard) set out to fill
+    variants_made: int = 0  # corrupted images made (once per image and variant, shared by the encoders)
 
     def add_forward(self, encoder: str, n: int) -> None:
         self.forward_images[encoder] = self.forward_images.get(encoder, 0) + n
@@ -67,6 +68,7 @@ class ExtractStats:
         self.passes_planned += other.passes_planned
         self.passes_cached_at_start += other.passes_cached_at_start
         self.passes_to_go_here += other.passes_to_go_here
+        self.variants_made += other.variants_made
 
     @property
     def total_forward(self) -> int:
@@ -93,7 +95,7 @@ class _EncoderJob:
 
     def __init__(self, encoder: Any, store: FeatureStore, dataset: Dataset, variants: Sequence[tuple[str, int]],
                  rows: CorruptionRows, chunk_rows: int, suite_version: str, batch_size: int,
-                 shard: tuple[int, int] | None = None):
+                 shard: tuple[int, int] | None = None, run_encoders: int = 1):
         self.encoder = encoder
         # Data-set rows of the corrupted arrays' positions: the test split, or its corruption subsample.
         test_rows = dataset.indices("test")[rows.positions]
@@ -106,9 +108,10 @@ class _EncoderJob:
         dim = int(encoder.spec.dim)
         where = f"{dataset.name} / {self.name} ({self.fingerprint})"
         guard_mixed_runs(group, where, run_settings(rows, batch_size, variants), shard, store.path, self.name)
-        # New arrays get chunks sized so a kill loses little (chunking.py); existing ones keep theirs.
+        # New arrays get chunks sized so a kill of the whole run (all ``run_encoders`` encoders) loses
+        # little (chunking.py); existing ones keep theirs.
         clean_chunk, *variant_chunks = chunk_rows_for(
-            [len(dataset), *(len(test_rows) for _ in variants)], batch_size, chunk_rows)
+            [len(dataset), *(len(test_rows) for _ in variants)], batch_size, chunk_rows, run_encoders)
         self.clean = ChunkedFeatureArray(group, "clean", len(dataset), dim, clean_chunk, label=f"{where} clean")
         self.corrupt = {}
         whole_split = test_digest(dataset)
@@ -194,29 +197,33 @@ class _EncoderJob:
                 array.write_chunk(chunk, buffers.pop(chunk)[0])
                 stats.chunks_written += 1
 
-    def process(self, rows: np.ndarray, images: torch.Tensor, modality: str, stats: ExtractStats) -> None:
-        """Embed the clean and corrupted rows of one decoded batch that this encoder still needs."""
+    def process_clean(self, rows: np.ndarray, images: torch.Tensor, stats: ExtractStats) -> None:
+        """Embed the clean rows of one decoded batch that this encoder still needs."""
         clean_mask = np.isin(rows, self.clean_rows)
         if clean_mask.any():
             features = self._embed(images[torch.from_numpy(clean_mask)], stats)
             self._store("clean", self.clean, rows[clean_mask], features, stats)
-        test_position = np.searchsorted(self.test_rows, rows)
-        # Severities of one corruption that need the same rows are made in one call (one uint8->float
-        # conversion), then embedded one severity at a time so batches match an uninterrupted run.
+
+    def variant_calls(self, rows: np.ndarray) -> dict[tuple[str, bytes, tuple[int, ...]], None]:
+        """The corruption calls this encoder needs for one decoded batch: (corruption, rows mask, severities).
+
+        Severities of one corruption that need the same rows are made in one call (one uint8->float
+        conversion), then embedded one severity at a time so batches match an uninterrupted run.
+        """
         groups: dict[tuple[str, bytes], list[int]] = {}
-        masks: dict[tuple[str, int], np.ndarray] = {}
         for (name, severity) in self.corrupt:
             mask = np.isin(rows, self.variant_rows[(name, severity)])
             if mask.any():
-                masks[(name, severity)] = mask
                 groups.setdefault((name, mask.tobytes()), []).append(severity)
-        for (name, _), severities in groups.items():
-            mask = masks[(name, severities[0])]
-            ids = [str(i) for i in self.image_ids[rows[mask]]]
-            variants = apply_severities(images[torch.from_numpy(mask)], modality, name, severities, ids)
-            for severity, corrupted in zip(severities, variants, strict=True):
-                features = self._embed(corrupted, stats)
-                self._store((name, severity), self.corrupt[(name, severity)], test_position[mask], features, stats)
+        return {(name, mask, tuple(severities)): None for (name, mask), severities in groups.items()}
+
+    def embed_variants(self, rows: np.ndarray, mask: np.ndarray, name: str, severities: Sequence[int],
+                       variants: torch.Tensor, stats: ExtractStats) -> None:
+        """Embed one corruption's variants (made by :func:`process_window`) of the ``mask`` rows of a batch."""
+        test_position = np.searchsorted(self.test_rows, rows[mask])
+        for severity, corrupted in zip(severities, variants, strict=True):
+            features = self._embed(corrupted, stats)
+            self._store((name, severity), self.corrupt[(name, severity)], test_position, features, stats)
 
     def _embed(self, images_uint8: torch.Tensor, stats: ExtractStats) -> np.ndarray:
         x = images_uint8.float().div_(255.0) if images_uint8.dtype == torch.uint8 else images_uint8
@@ -224,6 +231,31 @@ class _EncoderJob:
         with torch.inference_mode():
             features = self.encoder.embed(x)
         return features.float().cpu().numpy()
+
+
+def process_window(jobs: Sequence[_EncoderJob], rows: np.ndarray, images: torch.Tensor, dataset: Dataset,
+                   stats: ExtractStats) -> None:
+    """Every job embeds the rows of one decoded batch it still needs; each corrupted variant is made once.
+
+    A variant depends only on the image, the corruption, the severity and the image's id (the
+    corruption's random draws are seeded by those, :mod:`crs.corruptions.seeding`), never on the
+    encoder: every encoder that needs the same call (same rows, same severities) embeds the
+    tensor one call made. One call's variants are held at a time.
+    """
+    for job in jobs:
+        job.process_clean(rows, images, stats)
+    wanted: dict[tuple[str, bytes, tuple[int, ...]], list[_EncoderJob]] = {}
+    for job in jobs:
+        for call in job.variant_calls(rows):
+            wanted.setdefault(call, []).append(job)
+    for (name, mask_bytes, severities), users in wanted.items():
+        mask = np.frombuffer(mask_bytes, dtype=bool)
+        ids = [str(i) for i in dataset.ids[rows[mask]]]
+        variants = apply_severities(images[torch.from_numpy(mask.copy())], dataset.modality, name,
+                                    list(severities), ids)
+        stats.variants_made += len(severities) * len(ids)
+        for job in users:
+            job.embed_variants(rows, mask, name, severities, variants, stats)
 
 
 RUN_SETTINGS = "extract_settings"
@@ -357,7 +389,8 @@ def extract_dataset(
         store = FeatureStore(path, mode="a")
         store.write_table(dataset)
         ensure_same_images(store, dataset)  # ids say nothing of pixels: a changed folder is refused (0046)
-        all_jobs = [_EncoderJob(encoder, store, dataset, variants, rows, chunk_rows, SUITE_VERSION, batch_size, shard)
+        all_jobs = [_EncoderJob(encoder, store, dataset, variants, rows, chunk_rows, SUITE_VERSION, batch_size, shard,
+                                run_encoders=len(encoders))
                     for encoder in encoders]
     jobs = []
     mine = shard_chunks(all_jobs, shard)
@@ -495,8 +528,7 @@ def _embed_window(rows: np.ndarray, decoded: Future[torch.Tensor], jobs: list[_E
     images = decoded.result().to(device)
     stats.images_decoded += len(rows)
     before = stats.total_forward
-    for job in jobs:
-        job.process(rows, images, dataset.modality, stats)
+    process_window(jobs, rows, images, dataset, stats)
     bar.update(stats.total_forward - before)
     bar.set_postfix_str(f"{stats.images_decoded:,} images decoded", refresh=False)
     governor.tick()

@@ -37,11 +37,12 @@ class ShardPlan:
         return int(math.ceil((max(self.seconds, default=0.0) * TIME_MARGIN + TIME_EXTRA_SECONDS) / 60) * 60)
 
 
-def row_units(row: PlanRow, encoder: int, batch_size: int, chunk_cap: int) -> list[ChunkUnit]:
-    """The chunks stage 1 would create for one plan row (new arrays), as units of work."""
+def row_units(row: PlanRow, encoder: int, batch_size: int, chunk_cap: int, encoders: int = 1) -> list[ChunkUnit]:
+    """The chunks stage 1 would create for one plan row (new arrays), as units of work, in a run of
+    ``encoders`` encoders on the row's data set (they share its loss budget)."""
     n_corrupt = row.test_images if row.corruption_images is None else row.corruption_images
     arrays = [row.images, *([n_corrupt] * row.variants)]
-    sizes = chunk_rows_for(arrays, batch_size, chunk_cap)
+    sizes = chunk_rows_for(arrays, batch_size, chunk_cap, encoders)
     units = array_units(0, row.images, sizes[0], encoder=encoder)
     for k, (n_rows, chunk) in enumerate(zip(arrays[1:], sizes[1:], strict=True)):
         units.extend(array_units(1 + k, n_rows, chunk, None, encoder, scale=row.images / max(n_rows, 1)))
@@ -57,7 +58,7 @@ def shard_plan(plan: ExtractPlan, tasks: int, batch_size: int, chunk_cap: int, d
         units: list[ChunkUnit] = []
         owner_row: list[PlanRow] = []
         for encoder, row in enumerate(rows):
-            made = row_units(row, encoder, batch_size, chunk_cap)
+            made = row_units(row, encoder, batch_size, chunk_cap, len(rows))
             units.extend(made)
             owner_row.extend([row] * len(made))
         largest = max([largest, *(unit.passes for unit in units)])

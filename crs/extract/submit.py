@@ -31,17 +31,20 @@ class SlurmOptions:
 class ExtractShard(submitit.helpers.Checkpointable):
     """One array task: stage 1 of a spec for one shard; requeued as is when preempted or timed out."""
 
-    def __call__(self, spec: Spec, index: int, count: int) -> dict[str, Any]:
+    def __call__(self, spec: Spec, index: int, count: int, allow_overlap: bool = False) -> dict[str, Any]:
         from crs.extract.stage import extract_spec
 
-        stats = extract_spec(spec, progress=False, shard=(index, count))
+        stats = extract_spec(spec, progress=False, shard=(index, count), allow_overlap=allow_overlap)
         return {"shard": f"{index}/{count}", "forward": dict(stats.forward_images),
                 "decoded": stats.images_decoded, "to_go_here": stats.passes_to_go_here,
                 "left_to_other_shards": stats.chunks_left_to_other_shards}
 
 
-def submit_array(spec: Spec, options: SlurmOptions) -> list[submitit.Job]:
-    """Submit one array of ``options.tasks`` shards of ``spec`` and return its jobs (``job.result()`` waits)."""
+def submit_array(spec: Spec, options: SlurmOptions, allow_overlap: bool = False) -> list[submitit.Job]:
+    """Submit one array of ``options.tasks`` shards of ``spec`` and return its jobs (``job.result()`` waits).
+
+    ``allow_overlap`` is an argument of every task (a requeued task keeps it), as the shard index is.
+    """
     executor = submitit.SlurmExecutor(folder=str(options.folder), max_num_timeout=10)
     extra: dict[str, Any] = {"requeue": True}
     executor.update_parameters(
@@ -51,4 +54,5 @@ def submit_array(spec: Spec, options: SlurmOptions) -> list[submitit.Job]:
         **({"partition": options.partition} if options.partition else {}),
     )
     count = options.tasks
-    return executor.map_array(ExtractShard(), [spec] * count, list(range(count)), [count] * count)
+    return executor.map_array(ExtractShard(), [spec] * count, list(range(count)), [count] * count,
+                              [allow_overlap] * count)
