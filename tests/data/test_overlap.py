@@ -268,3 +268,17 @@ def test_block_size_does_not_change_what_is_found(planted):
     ham = fingerprint(load_dataset("ham10000", base / "ham", image_size=32))
     whole = find_overlaps(isic, ham)
     assert find_overlaps(isic, ham, block=1) == whole == find_overlaps(isic, ham, block=7)
+
+
+def test_thumbnails_are_area_means_whatever_the_size():
+    """A picture and its pixel-replicated double print alike, on the integer path (224 -> 448) and the
+    fractional one (40 -> 80); a constant picture gives a constant thumbnail."""
+    from crs.data.overlap import thumbnails
+
+    rng = np.random.default_rng(0)
+    for size in (224, 40):
+        small = rng.integers(0, 256, (1, 3, size, size), dtype=np.uint8)
+        double = small.repeat(2, axis=2).repeat(2, axis=3)
+        assert np.abs(thumbnails(small) - thumbnails(double)).max() < 1e-6
+    flat = np.full((1, 1, 50, 70), 51, dtype=np.uint8)
+    assert np.allclose(thumbnails(flat), 0.2)
