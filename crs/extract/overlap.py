@@ -5,7 +5,8 @@
 DCT, one blur: :func:`crs.data.overlap.image_prints`), then keeps them in the store
 (:mod:`crs.cache.prints`). :func:`store_prints` returns a data set's prints from its store, printing
 here only the rows no extraction printed (a store extracted before prints were kept, rows a killed run
-decoded, other shards' rows). :func:`screen_target` compares a target with its source: stage 1 keeps
+decoded, other shards' rows; a shard leaves the comparison to the last shard to finish:
+:func:`extraction_finished`). :func:`screen_target` compares a target with its source: stage 1 keeps
 its report in the target's store, and stage 2 leaves the rows it drops out.
 """
 
@@ -20,7 +21,7 @@ import numpy as np
 
 from crs.cache.images import file_digests
 from crs.cache.prints import missing_rows, read_prints, write_prints
-from crs.cache.store import FeatureStore, store_path
+from crs.cache.store import CacheError, FeatureStore, store_path
 from crs.data.base import DataError, Dataset
 from crs.data.overlap import Prints, find_overlaps, image_prints, overlap_report, prints_of
 
@@ -86,6 +87,19 @@ def cached_prints(dataset: Dataset, cache_root: Path) -> Prints | None:
     if not path.exists():
         return None
     return read_prints(FeatureStore(path), dataset)
+
+
+def extraction_finished(cache_root: Path, datasets: list[str], encoders: list[str]) -> bool:
+    """True when every ``encoders`` group of every store of ``datasets`` is complete (``current``): no shard
+    of a sharded run is still decoding them, so their prints are all kept (or never will be by a run)."""
+    for name in datasets:
+        store = FeatureStore(store_path(cache_root, name))
+        for encoder in encoders:
+            try:
+                store.current_fingerprint(encoder)
+            except CacheError:
+                return False
+    return True
 
 
 def screen_target(source: Dataset, target: Dataset, cache_root: Path, allow_overlap: bool = False,

@@ -12,7 +12,7 @@ from crs.corruptions.variants import resolve_variants
 from crs.data import Dataset, load_entry
 from crs.data.shift import shift_target_dataset
 from crs.encoders import create
-from crs.extract.overlap import PrintCollector, screen_target, store_prints
+from crs.extract.overlap import PrintCollector, extraction_finished, screen_target, store_prints
 from crs.extract.runner import ExtractStats, extract_dataset
 from crs.spec import Spec
 
@@ -67,7 +67,7 @@ def extract_spec(spec: Spec, encoder_names: list[str] | None = None, progress: b
             if printed is not None:
                 printed.flush()  # kept even when the run stops: a resumed run decodes only pending rows
         _record_skipped(spec, dataset)
-        source_prints = store_prints(dataset, spec.cache) if entry.shift_targets else None
+        source_prints = None
         for target_entry in entry.shift_targets:
             target = shift_target_dataset(load_entry(target_entry, **bad_images), dataset)
             printed = PrintCollector(spec.cache, target)
@@ -79,6 +79,15 @@ def extract_spec(spec: Spec, encoder_names: list[str] | None = None, progress: b
                 )
             finally:
                 printed.flush()
+            names = [encoder.spec.name for encoder in encoders]
+            if shard is not None and not extraction_finished(spec.cache, [dataset.name, target.name], names):
+                # Other shards still decode (and print) their rows: the last one to finish compares.
+                log.info("%s: other shards are still extracting; the last to finish compares it with %s",
+                         target.name, dataset.name)
+                _record_skipped(spec, target)
+                continue
+            if source_prints is None:
+                source_prints = store_prints(dataset, spec.cache)
             overlap = screen_target(dataset, target, spec.cache, allow_overlap, source_prints)
             if overlap["n_overlapping"]:
                 log.warning("%s: %d image(s) also in %s (%s; listed in audit.json)", target.name,

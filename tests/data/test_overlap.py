@@ -282,3 +282,26 @@ def test_thumbnails_are_area_means_whatever_the_size():
         assert np.abs(thumbnails(small) - thumbnails(double)).max() < 1e-6
     flat = np.full((1, 1, 50, 70), 51, dtype=np.uint8)
     assert np.allclose(thumbnails(flat), 0.2)
+
+
+def test_a_sharded_extract_compares_once_its_last_shard_is_done_and_decodes_nothing_again(planted, tmp_path,
+                                                                                          monkeypatch):
+    """Each shard prints the rows it decodes; the comparison waits for the last shard, so no shard decodes
+    the other shards' rows again to print them."""
+    import crs.extract.overlap as stage_overlap
+    from crs import Benchmark
+    from crs.cache.store import FeatureStore, store_path
+
+    base, copies = planted
+    bench = Benchmark(write_spec(tmp_path, base))
+
+    def no_decode(*args, **kwargs):
+        raise AssertionError("decoded an image again to print it")
+
+    monkeypatch.setattr(stage_overlap, "prints_of", no_decode)
+    reports = []
+    for index in range(2):
+        bench.extract(progress=False, shard=(index, 2))
+        reports.append(FeatureStore(store_path(bench.spec.cache, "ham")).root.attrs.get("overlap"))
+    assert reports[0] is None  # the first shard left the comparison to the last
+    assert sorted(reports[1]["dropped"]) == sorted(copies)
