@@ -60,8 +60,8 @@ def write_prints(store: FeatureStore, dataset: Dataset, rows: np.ndarray, phash:
             root.create_array(f"{GROUP}/phash", shape=(n,), dtype="uint64", chunks=(chunk,), overwrite=True)
             root.create_array(f"{GROUP}/detail", shape=(n, THUMB * THUMB), dtype="float16",
                               chunks=(chunk, THUMB * THUMB), overwrite=True)
-            done = root.create_array(f"{GROUP}/done", shape=(n,), dtype="bool", chunks=(chunk,), overwrite=True)
-            done[:] = np.zeros(n, dtype=bool)
+            root.create_array(f"{GROUP}/done", shape=(n,), dtype="bool", chunks=(chunk,), fill_value=False,
+                              overwrite=True)  # unwritten chunks read as False: nothing printed yet
             root.attrs[ATTRIBUTE] = _key(dataset)
         child_array(root, f"{GROUP}/phash").set_orthogonal_selection((rows,), phash.astype(np.uint64))
         child_array(root, f"{GROUP}/detail").set_orthogonal_selection((rows, slice(None)), detail.astype(np.float16))
