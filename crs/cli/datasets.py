@@ -60,9 +60,13 @@ def show(name: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print every overlapping pair as JSON.")
 @click.option("--workers", default=4, show_default=True, help="Threads reading images.")
 def overlap(spec_path: str, names: tuple[str, ...], as_json: bool, workers: int) -> None:
-    """Images shared by the data sets and shift targets of SPEC (every pair, or the NAMES given); exit 1 if any."""
+    """Images shared by the data sets and shift targets of SPEC (every pair, or the NAMES given); exit 1 if any.
+
+    Prints kept by `crs extract` in the spec's cache are used; data sets without them are decoded here."""
     from crs.data import load_entry
     from crs.data.overlap import find_overlaps, fingerprint, overlapping_ids
+    from crs.data.shift import adopt_source_geometry
+    from crs.extract.overlap import cached_prints
     from crs.spec import load_spec
 
     spec = load_spec(spec_path)
@@ -71,8 +75,19 @@ def overlap(spec_path: str, names: tuple[str, ...], as_json: bool, workers: int)
         unknown = sorted(set(names) - {e.name for e in entries})
         if unknown:
             raise click.ClickException(f"{unknown} are not data sets or shift targets of {spec_path}")
-        entries = [e for e in entries if e.name in names]
-    prints = {e.name: fingerprint(load_entry(e), workers) for e in entries}
+    bad_images = {"skip_bad": True} if spec.extract.skip_bad else {}
+    loaded = {}
+    for entry in spec.datasets:  # a target is decoded at its source's geometry, as stage 1 decodes it
+        source = load_entry(entry, **bad_images)
+        loaded[entry.name] = source
+        for target in entry.shift_targets:
+            if not names or target.name in names:
+                loaded[target.name] = adopt_source_geometry(load_entry(target, **bad_images), source)
+    entries = [e for e in entries if not names or e.name in names]
+    prints = {}
+    for e in entries:
+        kept = cached_prints(loaded[e.name], spec.cache)
+        prints[e.name] = kept if kept is not None else fingerprint(loaded[e.name], workers)
     pairs = []
     for i, first in enumerate(entries):
         for second in entries[i + 1:]:

@@ -1,24 +1,24 @@
 """Images shared between data sets: exact copies (same bytes) and near copies (re-encoded, resized, 8 vs 16 bit).
 
 A shift target that shares images with its source's training data flatters robustness (HAM10000 and
-BCN20000 are inside ISIC 2019). Each image is read once: its bytes are hashed (sha256) and it is
-decoded small, to grey, into a 32 x 32 area-averaged thumbnail, from which come a 64-bit DCT
-perceptual hash (pHash: the signs of the 8 x 8 lowest frequencies against their median) and a
-16 x 16 normalised thumbnail. Two images are a near copy when their hashes differ in at most
-:data:`MAX_HAMMING` bits **and** their thumbnails correlate at :data:`MIN_CORRELATION` or more: the
-hash finds candidates fast, the correlation confirms them, so two distinct images of one anatomy
-(every chest film has two lungs and a heart) are not called copies for a similar coarse layout.
+BCN20000 are inside ISIC 2019). An image's exact print is the sha256 of its file (the digest the store's
+image record already holds: :mod:`crs.cache.images`, so no file is hashed twice); its perceptual print
+comes from stage 1's own canonical decode (the data set's ``image_size`` and ``fit``): made grey, it is
+area-averaged into a 32 x 32 thumbnail, from which come a 64-bit DCT perceptual hash (pHash: the signs
+of the 8 x 8 lowest frequencies against their median) and the thumbnail's unit detail. Two images are
+a near copy when their hashes differ in at most :data:`MAX_HAMMING` bits **and** their details
+correlate at :data:`MIN_CORRELATION` or more: the hash finds candidates fast, the correlation confirms
+them, so two distinct images of one anatomy (every chest film has two lungs and a heart) are not
+called copies for a similar coarse layout.
 
-Decoding is as cheap as the format allows: a JPEG is decoded by PIL's draft mode at 1/8 scale in
-grey (its DCT coefficients, no full inverse transform); a 16-bit grey PNG (PIL mode ``I;16``) is
-scaled by 65535, an 8-bit one by 255, so the two encodings of one film give one thumbnail. Crops and
-flips are not caught (documented in docs/datasets.md).
+Sharing stage 1's decode (decision 0097), the check adds only the thumbnail, one DCT and one blur per
+image. Stage 1 maps 16-bit grey to 8 bit by its bit depth (decision 0045), so the 8- and 16-bit PNGs of
+one film print alike. Crops and flips are not caught (documented in docs/datasets.md).
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -26,12 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PIL import Image
 from scipy.fft import dctn
 from scipy.ndimage import gaussian_filter
 
 from crs.data.base import DataError, Dataset
-from crs.data.dicom import looks_like_dicom
 
 THUMB = 32
 """Side of the area-averaged grey thumbnail the hash is computed from."""
@@ -73,99 +71,150 @@ class Overlap:
                 "distance": self.distance, "correlation": round(self.correlation, 4)}
 
 
-def grey_pixels(data: bytes, path: Path) -> np.ndarray:
-    """The image in ``data`` as float32 grey in [0, 1], decoded as small as its format allows."""
-    if looks_like_dicom(path):
-        from crs.data.images import decode_image
-
-        return np.asarray(decode_image(path, grey_ok=True).convert("L"), dtype=np.float32) / 255.0
-    with Image.open(io.BytesIO(data)) as image:
-        if image.format == "JPEG":
-            image.draft("L", (THUMB * 2, THUMB * 2))
-        image.load()
-        if image.mode.startswith("I;16") or image.mode == "I":
-            return np.asarray(image, dtype=np.float32) / 65535.0
-        if image.mode == "F":
-            return np.asarray(image, dtype=np.float32)
-        return np.asarray(image.convert("L"), dtype=np.float32) / 255.0
+GREY_WEIGHTS = np.array([0.299, 0.587, 0.114], dtype=np.float32)
+"""ITU-R 601 luma weights (PIL's ``convert("L")``): an RGB and a grey copy of one picture print alike."""
 
 
-def thumbnail(pixels: np.ndarray) -> np.ndarray:
-    """Area-averaged THUMB x THUMB grey thumbnail (float32)."""
-    image = Image.fromarray(np.ascontiguousarray(pixels, dtype=np.float32), mode="F")
-    return np.asarray(image.resize((THUMB, THUMB), Image.Resampling.BOX), dtype=np.float32)
+def image_prints(images: Any) -> tuple[np.ndarray, np.ndarray]:
+    """pHashes (uint64) and unit details (float16, THUMB * THUMB each) of a batch of decoded images.
+
+    ``images``: uint8 (N, 3, H, W) or (N, H, W), a torch tensor or an array: stage 1's canonical
+    images, so the check shares stage 1's decode and adds only the thumbnail (an area average, then
+    grey: both linear, so the order does not matter and the average works on the fewest pixels), one
+    32 x 32 DCT and one blur per image. numpy only, one thread: it runs in stage 1's decode workers,
+    beside the forward pass."""
+    pixels = np.asarray(images.numpy() if hasattr(images, "numpy") else images)
+    if pixels.ndim == 3:
+        pixels = pixels[:, None]
+    if len(pixels) == 0:
+        return np.zeros(0, np.uint64), np.zeros((0, THUMB * THUMB), np.float16)
+    thumbs = thumbnails(pixels)
+    return phashes(thumbs), details(thumbs).astype(np.float16)  # half the memory; correlations to ~1e-3
+
+
+def _block_sum(x: np.ndarray, axis: int, factor: int, dtype: type) -> np.ndarray:
+    """Sums of ``factor`` neighbours along ``axis`` (whose length ``factor`` divides), exact in integers:
+    strided adds, several times faster than a reshaped reduction over a short axis."""
+    index = [slice(None)] * x.ndim
+    index[axis] = slice(0, None, factor)
+    total: np.ndarray = x[tuple(index)].astype(dtype)
+    for k in range(1, factor):
+        index[axis] = slice(k, None, factor)
+        np.add(total, x[tuple(index)], out=total, casting="unsafe")  # in place: no temporary per neighbour
+    return total
+
+
+def _area_mean(x: np.ndarray, axis: int) -> np.ndarray:
+    """``x`` (float) averaged into THUMB equal spans along ``axis``: exact area means (a span that ends
+    inside a pixel takes that pixel in part)."""
+    size = x.shape[axis]
+    total = np.concatenate([np.zeros_like(np.take(x, [0], axis=axis)), np.cumsum(x, axis=axis)], axis=axis)
+    edges = np.linspace(0.0, size, THUMB + 1)
+    whole = np.minimum(np.floor(edges).astype(np.int64), size - 1)
+    part = (edges - whole).reshape([-1 if a == axis else 1 for a in range(x.ndim)])
+    at_edges = np.take(total, whole, axis=axis) + part * np.take(x, whole, axis=axis)
+    return np.diff(at_edges, axis=axis) / (size / THUMB)
+
+
+def thumbnails(pixels: np.ndarray) -> np.ndarray:
+    """Area-averaged THUMB x THUMB grey thumbnails in [0, 1] (float32, (N, THUMB, THUMB)) of uint8 (N, C, H, W).
+
+    Sizes THUMB divides (224, 256, 384, 448, 512) take integer block sums; others exact area means."""
+    height, width = pixels.shape[-2:]
+    if height % THUMB == 0 and width % THUMB == 0:
+        across = _block_sum(pixels, 3, width // THUMB, np.uint16)  # 255 x 257 fits: any size up to 8,224
+        small = _block_sum(across, 2, height // THUMB, np.uint32).astype(np.float64) / (
+            (width // THUMB) * (height // THUMB))
+    else:
+        small = _area_mean(_area_mean(pixels.astype(np.float64), 3), 2)
+    grey = small[:, 0] if small.shape[1] == 1 else np.tensordot(GREY_WEIGHTS.astype(np.float64), small,
+                                                                axes=([0], [1]))
+    return (grey / 255.0).astype(np.float32)
+
+
+_BIT_VALUES = np.uint64(1) << np.arange(63, -1, -1, dtype=np.uint64)
+
+
+def phashes(thumbs: np.ndarray) -> np.ndarray:
+    """64-bit DCT hash per thumbnail: bit k is set where the k-th of the 8 x 8 lowest frequencies exceeds their
+    median (the DC term left out of the median: it is the brightness, not the structure)."""
+    low = dctn(thumbs.astype(np.float64), axes=(1, 2), norm="ortho")[:, :8, :8].reshape(len(thumbs), 64)
+    bits = low > np.median(low[:, 1:], axis=1, keepdims=True)
+    return np.bitwise_or.reduce(np.where(bits, _BIT_VALUES, np.uint64(0)), axis=1).astype(np.uint64)
 
 
 def phash(thumb: np.ndarray) -> np.uint64:
-    """64-bit DCT hash: bit k is set where the k-th of the 8 x 8 lowest frequencies exceeds their median
-    (the DC term left out of the median: it is the brightness, not the structure)."""
-    low = dctn(thumb.astype(np.float64), norm="ortho")[:8, :8].ravel()
-    bits = low > np.median(low[1:])
-    return np.uint64(int("".join("1" if b else "0" for b in bits), 2))
+    """:func:`phashes` of one thumbnail."""
+    return np.uint64(phashes(thumb[None])[0])
+
+
+def details(thumbs: np.ndarray) -> np.ndarray:
+    """Each thumbnail's detail (itself minus a Gaussian blur of it, sigma 2 pixels), zero-mean and unit-norm:
+    dot products of two are correlations. The coarse layout is left out on purpose: distinct films of one
+    anatomy share it; copies share the detail too."""
+    thumbs = thumbs.astype(np.float64)
+    fine = thumbs - gaussian_filter(thumbs, sigma=(0, DETAIL_SIGMA, DETAIL_SIGMA), mode="nearest")
+    fine = fine.reshape(len(thumbs), -1)
+    fine -= fine.mean(axis=1, keepdims=True)
+    norm = np.linalg.norm(fine, axis=1, keepdims=True)
+    return (fine / np.where(norm > 0, norm, 1.0)).astype(np.float32)
 
 
 def detail(thumb: np.ndarray) -> np.ndarray:
-    """The thumbnail's detail (itself minus a Gaussian blur of it, sigma 2 pixels), zero-mean and unit-norm:
-    dot products of two are correlations. The coarse layout is left out on purpose: distinct films of one
-    anatomy share it; copies share the detail too."""
-    fine = thumb.astype(np.float64) - gaussian_filter(thumb.astype(np.float64), sigma=DETAIL_SIGMA, mode="nearest")
-    fine = fine.ravel() - fine.mean()
-    norm = np.linalg.norm(fine)
-    return (fine / norm if norm > 0 else fine).astype(np.float32)
+    """:func:`details` of one thumbnail."""
+    return details(thumb[None])[0]
 
 
-def fingerprint_file(path: Path) -> tuple[str, np.uint64, np.ndarray]:
-    """Read ``path`` once: its sha256, pHash and unit thumbnail. Raises DataError naming an unreadable file."""
+def fingerprint_file(path: Path, size: int = 224, fit: str = "crop") -> tuple[str, np.uint64, np.ndarray]:
+    """One file's sha256, pHash and unit detail, decoded as stage 1 decodes it (``size``, ``fit``).
+    Raises DataError naming an unreadable file."""
+    from crs.data.images import load_image
+
     try:
-        data = path.read_bytes()
-        thumb = thumbnail(grey_pixels(data, path))
-    except (OSError, SyntaxError, ValueError) as error:
+        data = Path(path).read_bytes()
+    except OSError as error:
         raise DataError(f"overlap check: cannot read image {path} ({error}); fix or remove it") from error
-    return hashlib.sha256(data).hexdigest(), phash(thumb), detail(thumb)
+    hashes, unit = image_prints(load_image(path, size, fit)[None])
+    return hashlib.sha256(data).hexdigest(), np.uint64(hashes[0]), unit[0].astype(np.float32)
 
 
-def fingerprint(dataset: Dataset, workers: int = 4) -> Prints:
-    """The prints of every image of ``dataset`` (threads: PIL releases the GIL while decoding)."""
-    root = Path(dataset.root)
+def prints_of(dataset: Dataset, rows: Sequence[int] | np.ndarray, workers: int = 4) -> tuple[np.ndarray, np.ndarray]:
+    """pHashes and details of ``rows`` of ``dataset``, each decoded as stage 1 decodes it (its canonical image:
+    :func:`crs.data.images.dataset_image`), for data sets no extraction printed (threads: PIL releases the GIL)."""
+    from crs.data.images import dataset_image
+
+    rows = [int(r) for r in rows]
+    batches = [rows[i:i + 64] for i in range(0, len(rows), 64)]
+
+    def batch(part: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        return image_prints(np.stack([dataset_image(dataset, r).numpy() for r in part]))
+
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        rows = list(pool.map(lambda p: fingerprint_file(root / p), dataset.paths))
-    if not rows:
-        return Prints(np.asarray(dataset.ids, dtype=str), np.array([], dtype=str), np.array([], dtype=np.uint64),
-                      np.zeros((0, THUMB * THUMB), np.float32))
-    return Prints(
-        ids=np.asarray(dataset.ids).astype(str),
-        sha256=np.array([r[0] for r in rows], dtype=str),
-        phash=np.array([r[1] for r in rows], dtype=np.uint64),
-        thumbs=np.stack([r[2] for r in rows]).astype(np.float16),  # half the memory; correlations to ~1e-3
-    )
+        done = list(pool.map(batch, batches))
+    if not done:
+        return np.zeros(0, np.uint64), np.zeros((0, THUMB * THUMB), np.float16)
+    return np.concatenate([d[0] for d in done]), np.concatenate([d[1] for d in done])
 
 
-def files_key(dataset: Dataset) -> str:
-    """A digest of the data set's files as they are on disk (path, size, modification time, in order):
-    prints saved under it are reused only while no file changed."""
-    digest = hashlib.sha256(str(Path(dataset.root).resolve()).encode())
-    root = Path(dataset.root)
-    for image_id, relative in zip(np.asarray(dataset.ids).astype(str), dataset.paths, strict=True):
-        stat = (root / relative).stat()
-        digest.update(f"\n{image_id}\t{relative}\t{stat.st_size}\t{stat.st_mtime_ns}".encode())
-    return digest.hexdigest()[:20]
+def fingerprint(dataset: Dataset, workers: int = 4, sha256: Sequence[str] | None = None) -> Prints:
+    """The prints of every image of ``dataset``, decoded here (stand-alone: no cache). ``sha256``: the files'
+    digests when known (a store's image record), else each file is hashed here."""
+    if sha256 is None:
+        root = Path(dataset.root)
 
+        def digest(relative: str) -> str:
+            try:
+                with open(root / relative, "rb") as handle:
+                    return hashlib.file_digest(handle, "sha256").hexdigest()
+            except OSError as error:
+                raise DataError(f"overlap check: cannot read image {root / relative} ({error}); fix or remove it") \
+                    from error
 
-def fingerprint_cached(dataset: Dataset, folder: Path | None, workers: int = 4) -> Prints:
-    """:func:`fingerprint`, saved in ``folder`` (``<name>-<files key>.npz``) and reused while the files
-    are unchanged, so a resumed or widened ``crs extract`` costs one stat per image, not one decode."""
-    if folder is None:
-        return fingerprint(dataset, workers)
-    path = Path(folder) / f"{dataset.name}-{files_key(dataset)}.npz"
-    if path.is_file():
-        with np.load(path) as saved:
-            return Prints(saved["ids"], saved["sha256"], saved["phash"], saved["thumbs"])
-    prints = fingerprint(dataset, workers)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".partial.npz")
-    np.savez(partial, ids=prints.ids, sha256=prints.sha256, phash=prints.phash, thumbs=prints.thumbs)
-    partial.replace(path)
-    return prints
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            sha256 = list(pool.map(digest, [str(p) for p in dataset.paths]))
+    hashes, units = prints_of(dataset, range(len(dataset)), workers)
+    return Prints(ids=np.asarray(dataset.ids).astype(str), sha256=np.asarray(list(sha256), dtype=str),
+                  phash=hashes, thumbs=units)
 
 
 def _popcount(values: np.ndarray) -> np.ndarray:
@@ -219,18 +268,9 @@ def overlapping_ids(overlaps: Sequence[Overlap]) -> list[str]:
     return list(dict.fromkeys(o.b_id for o in overlaps))
 
 
-def screen_target(source: Dataset, target: Dataset, allow_overlap: bool = False, source_prints: Prints | None = None,
-                  workers: int = 4, prints_folder: Path | None = None) -> tuple[Dataset, dict[str, Any]]:
-    """``target`` without the images it shares with ``source`` (kept when ``allow_overlap``), and the report
-    that goes with the target into the cache and the run's audit: the pairs found and whether they were dropped."""
-    prints = source_prints if source_prints is not None else fingerprint_cached(source, prints_folder, workers)
-    overlaps = find_overlaps(prints, fingerprint_cached(target, prints_folder, workers), source.name, target.name)
+def overlap_report(source: str, overlaps: Sequence[Overlap], allow_overlap: bool) -> dict[str, Any]:
+    """What goes with a shift target into its cache and the run's audit: the pairs found, and the target ids
+    dropped from its evaluation (none when ``allow_overlap``)."""
     shared = overlapping_ids(overlaps)
-    report: dict[str, Any] = {"source": source.name, "n_overlapping": len(shared), "allowed": bool(allow_overlap),
-                              "dropped": [] if allow_overlap else shared, "pairs": [o.to_dict() for o in overlaps]}
-    if not shared or allow_overlap:
-        return target, report
-    keep = ~np.isin(np.asarray(target.ids).astype(str), shared)
-    if not keep.any():
-        raise DataError(f"shift target {target.name!r}: every image is also in {source.name!r}; it measures no shift")
-    return target.subset(keep), report
+    return {"source": source, "n_overlapping": len(shared), "allowed": bool(allow_overlap),
+            "dropped": [] if allow_overlap else shared, "pairs": [o.to_dict() for o in overlaps]}

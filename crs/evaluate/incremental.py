@@ -22,6 +22,7 @@ import pandas as pd
 
 from crs.cache import corrupt_rows
 from crs.cache.fingerprint import fingerprint
+from crs.cache.prints import dropped_ids
 from crs.cache.store import FeatureStore, store_path
 from crs.evaluate.artifacts import RunFolder
 from crs.evaluate.records import crs_version as records_version
@@ -52,6 +53,9 @@ def _store_fields(cache_root: Path, dataset: str, encoder: str, unit: ProbeUnit 
         "arrays": arrays,
         "table": attrs.get("table_digest") or attrs.get("id_digest"),
     }
+    dropped = dropped_ids(store)  # a shift target's overlaps left out of its evaluation (decision 0097)
+    if dropped:
+        fields["overlap_dropped"] = sorted(dropped)
     # A corruption subsample rewrites the corrupted arrays in place (same fingerprint, same names).
     rows = cast(dict[str, Any] | None, store.encoder_group(encoder, current).attrs.get(corrupt_rows.GROUP_ATTR))
     if rows is not None:

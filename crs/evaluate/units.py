@@ -32,6 +32,7 @@ from threadpoolctl import threadpool_limits
 from crs import axes
 from crs.cache.corrupt_rows import checked_positions
 from crs.cache.direct import read_block
+from crs.cache.prints import kept_rows
 from crs.cache.store import FeatureStore, SampleTable, store_path
 from crs.corruptions.variants import resolve_variants
 from crs.data.base import VALIDATION_STREAM, nested_label_fractions
@@ -273,7 +274,8 @@ def evaluation_conditions(
                 f"{unit.task!r} labels {table.task.class_names}; run `crs extract` again (it matches a "
                 "target's labels to its task's by name)"
             )
-        target_rows = target_table.indices("test")
+        # Images the target shares with its source are left out (listed in the audit; decision 0097).
+        target_rows = kept_rows(target_store, target_table.ids, target_table.indices("test"))
         yield Condition("shift", "", 0, target, target_table.labels[target_rows],
                         target_store.feature_array(unit.encoder, "clean"), target_rows,
                         groups=target_table.groups[target_rows],

@@ -357,6 +357,7 @@ def extract_dataset(
     announce: Callable[[str], None] | None = None,
     threads: int | None = None,
     corruption_rows_wanted: int | None = None,
+    on_decoded: Callable[[np.ndarray, torch.Tensor], None] | None = None,
 ) -> ExtractStats:
     """Fill the cache for ``dataset`` with every encoder's clean and corrupted features.
 
@@ -370,6 +371,8 @@ def extract_dataset(
     ``announce`` gets one line before the work starts: the forward passes, the cached part, the rest.
     ``threads`` fixes the forward pass's intra-op threads (default: the usable cores that other
     processes leave free, re-read as the run goes; see ``crs.extract.cores``).
+    ``on_decoded(rows, images)`` sees each decoded window in its decode thread (the overlap check's
+    prints share the decode: :class:`crs.extract.overlap.PrintCollector`).
     """
     started = time.perf_counter()
     shard = check_shard(shard)
@@ -413,7 +416,7 @@ def extract_dataset(
                                  len(all_jobs)))
         if jobs:
             try:
-                _run(dataset, jobs, all_jobs, batch_size, device, progress, stats, threads)
+                _run(dataset, jobs, all_jobs, batch_size, device, progress, stats, threads, on_decoded)
             except CacheFullError as error:
                 raise _disk_full(path, jobs, error) from None
         for job, owned in zip(all_jobs, mine, strict=True):
@@ -480,7 +483,8 @@ def _mark_current(store: FeatureStore, path: Path, job: _EncoderJob) -> None:
 
 
 def _run(dataset: Dataset, jobs: list[_EncoderJob], all_jobs: list[_EncoderJob], batch_size: int, device: str,
-         progress: bool, stats: ExtractStats, threads: int | None = None) -> None:
+         progress: bool, stats: ExtractStats, threads: int | None = None,
+         on_decoded: Callable[[np.ndarray, torch.Tensor], None] | None = None) -> None:
     """Decode each needed window once and let every job embed the rows it still needs.
 
     Windows are cut at the chunk edges of every encoder's arrays, finished ones included, so they
@@ -507,7 +511,10 @@ def _run(dataset: Dataset, jobs: list[_EncoderJob], all_jobs: list[_EncoderJob],
     log.info("%s: %s", dataset.name, plan.describe())
 
     def decode(rows: np.ndarray) -> torch.Tensor:
-        return torch.stack([dataset_image(dataset, int(i)) for i in rows])
+        images = torch.stack([dataset_image(dataset, int(i)) for i in rows])
+        if on_decoded is not None:
+            on_decoded(rows, images)
+        return images
 
     adaptive = plan.source == "affinity and cgroup quota" and not device.startswith("cuda")
     with ThreadGovernor(plan, adaptive=adaptive) as governor, \

@@ -10,15 +10,13 @@ from crs.cache.lock import WriterLock, layout_lock_path
 from crs.cache.store import CacheError, FeatureStore, store_path
 from crs.corruptions.variants import resolve_variants
 from crs.data import Dataset, load_entry
-from crs.data.overlap import fingerprint_cached, screen_target
 from crs.data.shift import shift_target_dataset
 from crs.encoders import create
+from crs.extract.overlap import PrintCollector, extraction_finished, screen_target, store_prints
 from crs.extract.runner import ExtractStats, extract_dataset
 from crs.spec import Spec
 
 log = logging.getLogger("crs")
-PRINTS_FOLDER = "overlap-prints"
-"""Cache sub-folder of the images' overlap prints (:func:`crs.data.overlap.fingerprint_cached`)."""
 
 
 def _chosen(spec: Spec, names: list[str] | None) -> list:
@@ -39,8 +37,9 @@ def extract_spec(spec: Spec, encoder_names: list[str] | None = None, progress: b
 
     ``shard=(i, n)`` fills the i-th of n stretches of equal forward passes (:mod:`crs.extract.shards`); ``wait`` waits
     for another writer of the same (store, encoder, shard) instead of failing. Each shift target is
-    first compared with its source image by image (:mod:`crs.data.overlap`): images it shares with the
-    source are dropped from it and listed in its cache, or kept and marked with ``allow_overlap``.
+    compared with its source image by image (:mod:`crs.data.overlap`), from prints of stage 1's own
+    decode (:mod:`crs.extract.overlap`): images it shares with the source are listed in its cache and
+    left out of its evaluation by stage 2, or kept and marked with ``allow_overlap``.
     """
     all_encoders = create_encoders(spec, encoder_names)
     stats = ExtractStats()
@@ -55,28 +54,45 @@ def extract_spec(spec: Spec, encoder_names: list[str] | None = None, progress: b
         if dataset.skipped:
             log.warning("%s: skipped %d bad images (listed in the run records)", entry.name, len(dataset.skipped))
         variants = resolve_variants(dataset.modality, spec.extract.corruptions, spec.extract.severities)
-        stats.merge(
-            extract_dataset(dataset, encoders, spec.cache, variants, spec.extract.batch_size,
-                            spec.extract.chunk_rows, spec.extract.device, progress, shard=shard, wait=wait,
-                            announce=announce, threads=_threads(spec),
-                            corruption_rows_wanted=spec.extract.corruption_rows)
-        )
+        printed = PrintCollector(spec.cache, dataset) if entry.shift_targets else None
+        try:
+            stats.merge(
+                extract_dataset(dataset, encoders, spec.cache, variants, spec.extract.batch_size,
+                                spec.extract.chunk_rows, spec.extract.device, progress, shard=shard, wait=wait,
+                                announce=announce, threads=_threads(spec),
+                                corruption_rows_wanted=spec.extract.corruption_rows,
+                                on_decoded=printed.add if printed else None)
+            )
+        finally:
+            if printed is not None:
+                printed.flush()  # kept even when the run stops: a resumed run decodes only pending rows
         _record_skipped(spec, dataset)
         source_prints = None
         for target_entry in entry.shift_targets:
             target = shift_target_dataset(load_entry(target_entry, **bad_images), dataset)
-            prints_folder = spec.cache / PRINTS_FOLDER
+            printed = PrintCollector(spec.cache, target)
+            try:
+                stats.merge(
+                    extract_dataset(target, encoders, spec.cache, (), spec.extract.batch_size,
+                                    spec.extract.chunk_rows, spec.extract.device, progress, shard=shard, wait=wait,
+                                    announce=announce, threads=_threads(spec), on_decoded=printed.add)
+                )
+            finally:
+                printed.flush()
+            names = [encoder.spec.name for encoder in encoders]
+            if shard is not None and not extraction_finished(spec.cache, [dataset.name, target.name], names):
+                # Other shards still decode (and print) their rows: the last one to finish compares.
+                log.info("%s: other shards are still extracting; the last to finish compares it with %s",
+                         target.name, dataset.name)
+                _record_skipped(spec, target)
+                continue
             if source_prints is None:
-                source_prints = fingerprint_cached(dataset, prints_folder)
-            target, overlap = screen_target(dataset, target, allow_overlap, source_prints, prints_folder=prints_folder)
+                source_prints = store_prints(dataset, spec.cache)
+            overlap = screen_target(dataset, target, spec.cache, allow_overlap, source_prints)
             if overlap["n_overlapping"]:
                 log.warning("%s: %d image(s) also in %s (%s; listed in audit.json)", target.name,
-                            overlap["n_overlapping"], dataset.name, "kept" if allow_overlap else "dropped")
-            stats.merge(
-                extract_dataset(target, encoders, spec.cache, (), spec.extract.batch_size,
-                                spec.extract.chunk_rows, spec.extract.device, progress, shard=shard, wait=wait,
-                            announce=announce, threads=_threads(spec))
-            )
+                            overlap["n_overlapping"], dataset.name,
+                            "kept" if allow_overlap else "left out of its evaluation")
             _record_skipped(spec, target, overlap)
     return stats
 

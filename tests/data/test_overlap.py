@@ -10,7 +10,8 @@ from cohort_trees import build_ham_with_copies, build_isic_structured, structure
 from PIL import Image
 
 from crs.data import load_dataset
-from crs.data.overlap import find_overlaps, fingerprint, fingerprint_file, screen_target
+from crs.data.base import DataError
+from crs.data.overlap import find_overlaps, fingerprint, fingerprint_file
 
 
 @pytest.fixture(scope="module")
@@ -25,8 +26,8 @@ def planted(tmp_path_factory):
 
 def test_all_thirty_planted_copies_found_and_nothing_else(planted):
     base, copies = planted
-    isic = load_dataset("isic2019", base / "isic")
-    ham = load_dataset("ham10000", base / "ham")
+    isic = load_dataset("isic2019", base / "isic", image_size=32)
+    ham = load_dataset("ham10000", base / "ham", image_size=32)
     found = find_overlaps(fingerprint(isic), fingerprint(ham), "isic", "ham")
     assert {o.b_id: o.a_id for o in found} == copies  # all 30, each to its own source, no false pair
     kinds = [o.kind for o in found]
@@ -56,28 +57,33 @@ def test_distinct_structured_images_are_never_called_copies(tmp_path):
     assert pairs == []
 
 
-def test_screen_target_drops_or_keeps_and_reports(planted):
-    base, copies = planted
-    isic = load_dataset("isic2019", base / "isic")
-    ham = load_dataset("ham10000", base / "ham", label_map="isic2019-to-ham10000", proportions=[0, 0, 1])
-    kept, report = screen_target(isic, ham)
-    assert len(kept) == len(ham) - 30 and not set(copies) & set(kept.ids)
-    assert sorted(report["dropped"]) == sorted(copies) and report["n_overlapping"] == 30 and not report["allowed"]
-    allowed, report = screen_target(isic, ham, allow_overlap=True)
-    assert len(allowed) == len(ham) and report["allowed"] and report["dropped"] == []
+def test_cli_overlap_reports_the_pair_and_exits_1(planted, tmp_path):
+    from click.testing import CliRunner
 
-
-def test_extract_drops_the_copies_from_the_target_and_the_audit_lists_them(planted, tmp_path):
-    from crs import Benchmark
-    from crs.cache.store import FeatureStore, store_path
-    from crs.evaluate.audit import audit_tables
+    from crs.cli.main import cli
 
     base, copies = planted
     spec = tmp_path / "spec.toml"
     spec.write_text(f"""
-name = "overlap"
+name = "o"
 cache = "{tmp_path / 'cache'}"
-output = "{tmp_path / 'out'}"
+encoders = ["pixel_stats"]
+[[datasets]]
+name = "isic"
+loader = "isic2019"
+root = "{base / 'isic'}"
+options = {{ image_size = 32 }}
+shift_target = {{ name = "ham", loader = "ham10000", root = "{base / 'ham'}" }}
+""")
+    result = CliRunner().invoke(cli, ["datasets", "overlap", str(spec)])  # no cache: it decodes itself
+    assert result.exit_code == 1, result.output
+    assert "isic x ham: 30 image(s) of ham also in isic (8 exact, 22 near)" in result.output
+
+
+SPEC = """
+name = "overlap"
+cache = "{cache}"
+output = "{out}"
 encoders = ["pixel_stats"]
 [encoder_defaults]
 weights = "random"
@@ -96,72 +102,206 @@ reference_encoder = "pixel_stats"
 [[datasets]]
 name = "isic"
 loader = "isic2019"
-root = "{base / 'isic'}"
+root = "{isic}"
 options = {{ image_size = 32 }}
-shift_target = {{ name = "ham", loader = "ham10000", root = "{base / 'ham'}", options = {{ label_map = "isic2019-to-ham10000", proportions = [0.0, 0.0, 1.0] }} }}
-""")
-    bench = Benchmark(spec)
-    bench.extract(progress=False)
-    table = FeatureStore(store_path(bench.spec.cache, "ham")).read_table()
-    assert len(table.ids) == 60 and not set(copies) & set(table.ids.tolist())
-    audit = json.loads(json.dumps(audit_tables(bench.spec)))
-    assert sorted(audit["shift_overlaps"]["ham"]["dropped"]) == sorted(copies)
-    assert audit["overlap_allowed"] is False
-    assert audit["shift_label_maps"]["ham"]["no_counterpart"] == ["SCC"]
+shift_target = {{ name = "ham", loader = "ham10000", root = "{ham}", options = {{ label_map = "isic2019-to-ham10000", proportions = [0.0, 0.0, 1.0] }} }}
+"""
+
+
+def write_spec(folder, base):
+    spec = folder / "spec.toml"
+    spec.write_text(SPEC.format(cache=folder / "cache", out=folder / "out", isic=base / "isic", ham=base / "ham"))
+    return spec
+
+
+@pytest.fixture(scope="module")
+def extracted(planted, tmp_path_factory):
+    """The planted pair extracted once; every image PIL opens and every file hashed is counted."""
+    import PIL.Image
+
+    import crs.cache.images as images
+    from crs import Benchmark
+
+    base, _ = planted
+    bench = Benchmark(write_spec(tmp_path_factory.mktemp("extracted"), base))
+    opened, hashed = [], []
+    real_open, real_digest = PIL.Image.open, images.file_digest
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(PIL.Image, "open", lambda fp, *a, **k: opened.append(str(fp)) or real_open(fp, *a, **k))
+        patch.setattr(images, "file_digest", lambda path: hashed.append(str(path)) or real_digest(path))
+        bench.extract(progress=False)
+    return bench, opened, hashed
+
+
+def test_extract_decodes_and_hashes_each_image_once(extracted, planted):
+    """The check shares stage 1's decode and the image record's sha256: one PIL open and one hash per file
+    (before, the check read and decoded every source and target image a second time)."""
+    _, opened, hashed = extracted
+    base, _ = planted
+    files = sorted(str(p) for p in base.rglob("*.jpg"))
+    assert len(files) == 150
+    assert sorted(opened) == files
+    assert sorted(hashed) == files
+
+
+def test_extract_keeps_every_target_image_and_stage_2_leaves_the_copies_out(extracted, planted):
+    from crs.cache.prints import kept_rows
+    from crs.cache.store import FeatureStore, store_path
+    from crs.evaluate.audit import audit_tables
+    from crs.evaluate.units import evaluation_conditions, probe_units
     from crs.report.shifts import scored_classes
 
+    bench, _, _ = extracted
+    _, copies = planted
+    store = FeatureStore(store_path(bench.spec.cache, "ham"))
+    table = store.read_table()
+    assert len(table.ids) == 90  # features of every target image; the copies are left out at stage 2
+    kept = table.ids[kept_rows(store, table.ids, table.indices("test"))]
+    assert len(kept) == 60 and not set(copies) & set(kept.tolist())
+    unit = next(u for u in probe_units(bench.spec) if u.task == "isic")
+    source = FeatureStore(store_path(bench.spec.cache, "isic"))
+    source_table = source.read_table()
+    shift = [c for c in evaluation_conditions(unit, bench.spec.cache, source, source_table,
+                                              np.zeros((len(source_table.indices("test")), 1)))
+             if c.condition == "shift"]
+    assert [len(c.labels) for c in shift] == [60]
+    assert not set(copies) & set(table.ids[shift[0].rows].tolist())
+    audit = json.loads(json.dumps(audit_tables(bench.spec)))
+    assert sorted(audit["shift_overlaps"]["ham"]["dropped"]) == sorted(copies)
+    assert audit["shift_overlaps"]["ham"]["n_overlapping"] == 30
+    assert audit["overlap_allowed"] is False
+    assert audit["shift_label_maps"]["ham"]["no_counterpart"] == ["SCC"]
     assert scored_classes(["ham"], bench.spec.cache) == {
         "ham": "scored on MEL, NV, BCC, AK, BKL, DF, VASC (not scored: SCC), label map isic2019-to-ham10000"}
 
 
-def test_cli_overlap_reports_the_pair_and_exits_1(planted, tmp_path):
+def test_prints_kept_by_extraction_are_those_a_standalone_decode_makes(extracted, planted):
+    """The runner's prints and the stand-alone decode's (`crs datasets overlap` without a cache) are one print."""
+    from crs.cache.prints import read_prints
+    from crs.cache.store import FeatureStore, store_path
+    from crs.data.shift import adopt_source_geometry
+
+    bench, _, _ = extracted
+    base, _ = planted
+    isic = load_dataset("isic2019", base / "isic", image_size=32)
+    ham = adopt_source_geometry(load_dataset("ham10000", base / "ham", label_map="isic2019-to-ham10000",
+                                             proportions=[0, 0, 1]), isic)
+    for name, dataset in (("isic", isic), ("ham", ham)):
+        kept = read_prints(FeatureStore(store_path(bench.spec.cache, name)), dataset)
+        alone = fingerprint(dataset)
+        assert kept is not None and (kept.phash == alone.phash).all() and (kept.sha256 == alone.sha256).all()
+        assert np.abs(kept.thumbs.astype(np.float32) - alone.thumbs.astype(np.float32)).max() < 1e-6
+
+
+def test_cli_overlap_uses_the_prints_extraction_kept(extracted, monkeypatch):
     from click.testing import CliRunner
 
+    import crs.data.overlap as overlap
     from crs.cli.main import cli
 
-    base, copies = planted
-    spec = tmp_path / "spec.toml"
-    spec.write_text(f"""
-name = "o"
-cache = "{tmp_path / 'cache'}"
-encoders = ["pixel_stats"]
-[[datasets]]
-name = "isic"
-loader = "isic2019"
-root = "{base / 'isic'}"
-shift_target = {{ name = "ham", loader = "ham10000", root = "{base / 'ham'}" }}
-""")
-    result = CliRunner().invoke(cli, ["datasets", "overlap", str(spec)])
+    bench, _, _ = extracted
+
+    def no_decode(*args, **kwargs):
+        raise AssertionError("decoded an image again")
+
+    monkeypatch.setattr(overlap, "prints_of", no_decode)
+    result = CliRunner().invoke(cli, ["datasets", "overlap", str(bench.spec.cache.parent / "spec.toml")])
     assert result.exit_code == 1, result.output
     assert "isic x ham: 30 image(s) of ham also in isic (8 exact, 22 near)" in result.output
 
 
-def test_prints_are_reused_until_a_file_changes(planted, tmp_path, monkeypatch):
-    import os
+def test_a_second_extract_decodes_nothing_and_a_store_without_prints_is_printed_again(extracted, monkeypatch):
+    import PIL.Image
 
-    import crs.data.overlap as overlap
+    import crs.extract.overlap as stage_overlap
+    from crs.cache.prints import GROUP
+    from crs.cache.store import FeatureStore, store_path
+
+    bench, _, _ = extracted
+    report = dict(FeatureStore(store_path(bench.spec.cache, "ham")).root.attrs["overlap"])
+
+    def no_decode(*args, **kwargs):
+        raise AssertionError("decoded an image again")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(PIL.Image, "open", no_decode)
+        bench.extract(progress=False)  # everything cached: the prints are read from the stores
+    del FeatureStore(store_path(bench.spec.cache, "ham"), mode="a").root[GROUP]  # as a store from before prints
+    printed = []
+    real = stage_overlap.prints_of
+    monkeypatch.setattr(stage_overlap, "prints_of", lambda d, rows, *a: printed.append(len(rows)) or real(d, rows, *a))
+    bench.extract(progress=False)
+    assert printed == [90]  # only the target's rows, decoded again, once
+    assert dict(FeatureStore(store_path(bench.spec.cache, "ham")).root.attrs["overlap"]) == report
+
+
+def test_allow_overlap_keeps_the_copies_and_marks_the_run(planted, tmp_path):
+    from crs import Benchmark
+    from crs.cache.prints import kept_rows
+    from crs.cache.store import FeatureStore, store_path
+    from crs.evaluate.audit import audit_tables
 
     base, _ = planted
-    isic = load_dataset("isic2019", base / "isic")
-    first = overlap.fingerprint_cached(isic, tmp_path)
-    assert len(list(tmp_path.glob("isic2019-*.npz"))) == 1
+    bench = Benchmark(write_spec(tmp_path, base))
+    bench.extract(progress=False, allow_overlap=True)
+    store = FeatureStore(store_path(bench.spec.cache, "ham"))
+    table = store.read_table()
+    assert len(kept_rows(store, table.ids, table.indices("test"))) == 90
+    audit = audit_tables(bench.spec)
+    assert audit["overlap_allowed"] is True and audit["shift_overlaps"]["ham"]["dropped"] == []
+    assert audit["shift_overlaps"]["ham"]["n_overlapping"] == 30
 
-    def no_decode(path):
-        raise AssertionError(f"decoded {path} again")
 
-    monkeypatch.setattr(overlap, "fingerprint_file", no_decode)
-    again = overlap.fingerprint_cached(isic, tmp_path)  # read back, no image decoded
-    assert (again.phash == first.phash).all() and (again.sha256 == first.sha256).all()
-    changed = base / "isic" / isic.paths[0]
-    stat = changed.stat()
-    os.utime(changed, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
-    with pytest.raises(AssertionError, match="decoded"):
-        overlap.fingerprint_cached(isic, tmp_path)
+def test_a_target_that_is_all_copies_is_refused(extracted, planted):
+    from crs.extract.overlap import screen_target
+
+    bench, _, _ = extracted
+    base, _ = planted
+    isic = load_dataset("isic2019", base / "isic", image_size=32)
+    with pytest.raises(DataError, match="every image is also in 'isic2019'"):
+        screen_target(isic, isic, bench.spec.cache)
 
 
 def test_block_size_does_not_change_what_is_found(planted):
     base, _ = planted
-    isic = fingerprint(load_dataset("isic2019", base / "isic"))
-    ham = fingerprint(load_dataset("ham10000", base / "ham"))
+    isic = fingerprint(load_dataset("isic2019", base / "isic", image_size=32))
+    ham = fingerprint(load_dataset("ham10000", base / "ham", image_size=32))
     whole = find_overlaps(isic, ham)
     assert find_overlaps(isic, ham, block=1) == whole == find_overlaps(isic, ham, block=7)
+
+
+def test_thumbnails_are_area_means_whatever_the_size():
+    """A picture and its pixel-replicated double print alike, on the integer path (224 -> 448) and the
+    fractional one (40 -> 80); a constant picture gives a constant thumbnail."""
+    from crs.data.overlap import thumbnails
+
+    rng = np.random.default_rng(0)
+    for size in (224, 40):
+        small = rng.integers(0, 256, (1, 3, size, size), dtype=np.uint8)
+        double = small.repeat(2, axis=2).repeat(2, axis=3)
+        assert np.abs(thumbnails(small) - thumbnails(double)).max() < 1e-6
+    flat = np.full((1, 1, 50, 70), 51, dtype=np.uint8)
+    assert np.allclose(thumbnails(flat), 0.2)
+
+
+def test_a_sharded_extract_compares_once_its_last_shard_is_done_and_decodes_nothing_again(planted, tmp_path,
+                                                                                          monkeypatch):
+    """Each shard prints the rows it decodes; the comparison waits for the last shard, so no shard decodes
+    the other shards' rows again to print them."""
+    import crs.extract.overlap as stage_overlap
+    from crs import Benchmark
+    from crs.cache.store import FeatureStore, store_path
+
+    base, copies = planted
+    bench = Benchmark(write_spec(tmp_path, base))
+
+    def no_decode(*args, **kwargs):
+        raise AssertionError("decoded an image again to print it")
+
+    monkeypatch.setattr(stage_overlap, "prints_of", no_decode)
+    reports = []
+    for index in range(2):
+        bench.extract(progress=False, shard=(index, 2))
+        reports.append(FeatureStore(store_path(bench.spec.cache, "ham")).root.attrs.get("overlap"))
+    assert reports[0] is None  # the first shard left the comparison to the last
+    assert sorted(reports[1]["dropped"]) == sorted(copies)
