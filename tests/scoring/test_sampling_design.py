@@ -172,3 +172,21 @@ def test_an_older_store_reads_as_the_design_it_had_until_extract_records_it(tmp_
         new = FeatureStore(tmp_path / f"{name}.zarr").read_table()
         assert (new.split_design, new.split_design_recorded) == (dataset.split_design, True)
         assert store.root.attrs["table_digest"] == digest
+
+
+def test_a_design_recorded_later_refits_the_units_that_read_it(tiny_run, tmp_path):
+    import shutil
+
+    from crs.evaluate.incremental import unit_key
+    from crs.evaluate.units import ProbeUnit, probe_settings
+
+    spec, _, _, _ = tiny_run
+    cache = tmp_path / "cache"
+    shutil.copytree(store_path(spec.cache, "derm"), store_path(cache, "derm"))
+    unit, settings = ProbeUnit("pixel_stats", "derm"), probe_settings(spec)
+    recorded = unit_key(unit, cache, settings)
+    store = FeatureStore(store_path(cache, "derm"), mode="a")
+    del store.root.attrs["split_design"]
+    older = unit_key(unit, cache, settings)  # a store written before the design: the key it always had
+    store.root.attrs.update({"split_design": "stratified"})  # what `crs extract` records
+    assert older != recorded == unit_key(unit, cache, settings)
