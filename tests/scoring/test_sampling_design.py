@@ -190,3 +190,13 @@ def test_a_design_recorded_later_refits_the_units_that_read_it(tiny_run, tmp_pat
     older = unit_key(unit, cache, settings)  # a store written before the design: the key it always had
     store.root.attrs.update({"split_design": "stratified"})  # what `crs extract` records
     assert older != recorded == unit_key(unit, cache, settings)
+
+
+def test_the_coverage_bench_resamples_each_simulated_test_set_as_it_was_drawn():
+    from crs.bench.interval_coverage import CONFIGURATIONS, simulate
+
+    random, stratified = list(CONFIGURATIONS)[0], list(CONFIGURATIONS)[2]
+    small = {"data_sets": 3, "n_boot": 15, "truth_patients": 2_000}
+    as_drawn = simulate(random, **small).rows
+    assert as_drawn == simulate(random, resample="plain", **small).rows != simulate(random, resample="stratified", **small).rows
+    assert simulate(stratified, **small).rows == simulate(stratified, resample="stratified", **small).rows
