@@ -12,8 +12,9 @@ over the simulated test sets).
 
 Each simulated test set is scored as ``crs score`` scores a task at the full label fraction (where
 every seed's probe is the same, so the seed level adds nothing): AUROC, the debiased calibration
-error and their standard errors (``crs.axes``); ``n_boot`` stratified patient-level bootstrap
-replicates (``crs.scoring.resample.group_bootstrap``, the weighted metrics of ``crs.axes.weighted``,
+error and their standard errors (``crs.axes``); ``n_boot`` patient-level bootstrap replicates, within
+label strata for a stratified test set and plain for a random one as crs resamples them (decision 0085;
+``--resample`` forces one way) (``crs.scoring.resample.group_bootstrap``, the weighted metrics of ``crs.axes.weighted``,
 calibration replicates centred as decision 0017 does); the CRS of every replicate
 (``crs.scoring.formula.crs_components``) and its 95 % percentile interval; the percentile intervals
 of each axis; the simultaneous rank sets (``crs.scoring.rank_sets``). Also the AUROC +- 1.96 DeLong
@@ -136,9 +137,16 @@ def _false_robust(reversal, truth: dict[str, np.ndarray], truth_crs: np.ndarray)
     return False
 
 
+RESAMPLE = {"as drawn": None, "stratified": "stratified", "plain": "official"}
+"""How the bootstrap resamples a simulated test set: as crs does since decision 0085 (within label strata
+where the test set was drawn stratified, plain patients where at random), or always one way (before 0085
+crs always stratified), given as the sampling design ``group_bootstrap`` follows."""
+
+
 def simulate(configuration: str, data_sets: int = 200, n_boot: int = 200, seed: int = 36,
-             truth_patients: int = 300_000) -> Coverage:
+             truth_patients: int = 300_000, resample: str = "as drawn") -> Coverage:
     n_patients, tau, extra, stratified = CONFIGURATIONS[configuration]
+    design = RESAMPLE[resample] or ("stratified" if stratified else "official")
     names = list(ENCODERS)
     rng = np.random.default_rng([seed, list(CONFIGURATIONS).index(configuration)])
     y_big, _, probs_big = draw_test_set(truth_patients, tau, extra, rng)
@@ -155,7 +163,7 @@ def simulate(configuration: str, data_sets: int = 200, n_boot: int = 200, seed: 
         y, patient, probs = draw_test_set(n_patients, tau, extra, rng, stratified)
         point = point_metrics(y, probs, patient)
         floor = np.array([np.median(point["auroc_se"]), np.median(point["calibration_se"])])
-        draws = group_bootstrap(patient, y.astype(np.int64), "binary", seed=[seed, data_set])
+        draws = group_bootstrap(patient, y.astype(np.int64), "binary", seed=[seed, data_set], design=design)
         weights = prepare_weights(draws.counts(range(n_boot)))
         auroc_boot = weighted_auroc(probs, y, weights)
         calibration_raw = weighted_calibration_error(probs, np.broadcast_to(y[:, None], probs.shape), weights)[0]
@@ -290,10 +298,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n-boot", type=int, default=200)
     parser.add_argument("--configurations", nargs="+", default=list(CONFIGURATIONS))
     parser.add_argument("--gaps-only", action="store_true", help="only the null simulation of subgroup gaps")
+    parser.add_argument("--resample", choices=list(RESAMPLE), default="as drawn",
+                        help="resample each test set as it was drawn (crs's rule), or always stratified or plain")
     args = parser.parse_args(argv)
-    print(f"{args.data_sets} simulated test sets x {args.n_boot} bootstrap replicates each")
+    print(f"{args.data_sets} simulated test sets x {args.n_boot} bootstrap replicates each, resampled {args.resample}")
     if not args.gaps_only:
-        results = [simulate(name, args.data_sets, args.n_boot) for name in args.configurations]
+        results = [simulate(name, args.data_sets, args.n_boot, resample=args.resample) for name in args.configurations]
         print(markdown(results))
     print()
     print("Subgroup AUROC gaps under equal signal in every group (null):")

@@ -10,7 +10,7 @@ from typing import Any, Literal, cast
 import numpy as np
 import zarr
 
-from crs.data.base import Dataset, Task
+from crs.data.base import Dataset, Task, inferred_design
 
 CACHE_FORMAT_VERSION = 1
 FEATURE_DTYPE = "float16"
@@ -38,6 +38,11 @@ class SampleTable:
     groups: np.ndarray
     subgroups: dict[str, np.ndarray] = field(default_factory=dict)
     """Attribute -> category label per image (sex, age band, view...); empty when the data set has none."""
+    split_design: str = "stratified"
+    """How the test split was drawn (:data:`crs.data.base.SPLIT_DESIGNS`, decision 0085)."""
+    split_design_recorded: bool = True
+    """False for a store written before crs recorded the design: ``split_design`` is then inferred
+    (:func:`crs.data.base.inferred_design`); ``crs extract`` records it without recomputing anything."""
 
     def indices(self, split: str) -> np.ndarray:
         return np.flatnonzero(self.splits == split)
@@ -103,6 +108,8 @@ class FeatureStore:
         table = table_digest(dataset)
         attrs = self.root.attrs
         if attrs.get("id_digest") == digest and attrs.get("table_digest") == table:
+            if attrs.get("split_design") != dataset.split_design:  # a store written before the design was kept
+                self.root.attrs.update({"split_design": dataset.split_design})
             return
         for name, values in (("ids", dataset.ids), ("splits", dataset.splits), ("groups", dataset.groups)):
             array = self.root.create_array(name, shape=(len(values),), dtype=str, overwrite=True)
@@ -130,6 +137,7 @@ class FeatureStore:
                 "test_digest": test_digest(dataset),
                 "table_digest": table,
                 "subgroups": attributes,
+                "split_design": dataset.split_design,
             }
         )
         self.drop_stale_current()
@@ -154,6 +162,8 @@ class FeatureStore:
         if "id_digest" not in attrs:
             raise CacheError(f"{self.path} has no sample table; run `crs extract` first")
         task = cast(dict[str, Any], attrs["task"])
+        splits = _strings(child_array(self.root, "splits")[:])
+        recorded = cast(str | None, attrs.get("split_design"))
         return SampleTable(
             name=cast(str, attrs["dataset"]),
             task=Task(task["name"], task["kind"], tuple(task["class_names"])),
@@ -161,10 +171,12 @@ class FeatureStore:
             image_size=int(cast(int, attrs["image_size"])),
             ids=_strings(child_array(self.root, "ids")[:]),
             labels=np.asarray(child_array(self.root, "labels")[...]),
-            splits=_strings(child_array(self.root, "splits")[:]),
+            splits=splits,
             groups=_strings(child_array(self.root, "groups")[:]),
             subgroups={str(a): _strings(child_array(self.root, f"subgroups/{a}")[:])
                        for a in cast(list, attrs.get("subgroups", []))},
+            split_design=recorded if recorded is not None else inferred_design(splits),
+            split_design_recorded=recorded is not None,
         )
 
     # -- encoder groups ---------------------------------------------------------------------

@@ -21,6 +21,22 @@ from crs.spec import DEFAULT_FIT, FIT_MODES, MODALITIES, TASK_KINDS  # noqa: F40
 
 SPLITS = ("train", "val", "test")
 
+SPLIT_DESIGNS = ("stratified", "official", "imported")
+"""How a data set's test split was drawn (decision 0085), which the case bootstrap follows:
+``stratified``: crs drew it (:func:`group_split`: whole groups within label strata), so the bootstrap
+resamples groups within the same strata; ``official``: the loader's own test list (CheXpert's
+valid.csv, every image of a shift target or of MIMIC-CXR), and ``imported``: a split read from the
+user's CSV (a folder data set's split column); neither was drawn by label, so the bootstrap resamples
+whole groups without strata."""
+
+
+def inferred_design(splits: np.ndarray) -> str:
+    """The design of a split whose loader did not say (an older cache): ``official`` where every row is
+    ``test`` (no split was drawn: a shift target's whole cohort), else ``stratified`` (crs's own split,
+    what every built-in loader drew by default)."""
+    splits = np.asarray(splits)
+    return "official" if len(splits) and bool(np.all(splits == "test")) else "stratified"
+
 
 class DataError(ValueError):
     """A data set is missing, malformed or inconsistent; the message names the thing and the fix."""
@@ -75,6 +91,8 @@ class Dataset:
     one row per image; empty when the data set has none (:mod:`crs.data.subgroups` fills it).
     ``label_map`` is what a label map did to a target cohort (:mod:`crs.data.label_map`): the classes
     scored, those with no counterpart; empty when no map was applied.
+    ``split_design`` says how the test split was drawn (:data:`SPLIT_DESIGNS`); empty: ``official``
+    when every row is test, else ``stratified`` (:func:`inferred_design`).
     """
 
     name: str
@@ -93,9 +111,13 @@ class Dataset:
     accounting: RowAccounting | None = None
     subgroups: pd.DataFrame = field(default_factory=pd.DataFrame)
     label_map: dict[str, Any] = field(default_factory=dict)
+    split_design: str = ""
 
     def __post_init__(self) -> None:
         self.fit = self.fit or default_fit(self.modality)
+        self.split_design = self.split_design or inferred_design(self.splits)
+        if self.split_design not in SPLIT_DESIGNS:
+            raise DataError(f"data set {self.name!r}: split_design={self.split_design!r} is not one of {SPLIT_DESIGNS}")
         if self.fit not in FIT_MODES:
             raise DataError(f"data set {self.name!r}: fit={self.fit!r} is not one of {FIT_MODES}")
         n = len(self.ids)
@@ -123,7 +145,7 @@ class Dataset:
         return Dataset(
             self.name, self.root, self.task, self.modality, self.image_size, self.ids[idx],
             [self.paths[i] for i in idx], self.groups[idx], self.labels[idx], self.splits[idx], meta,
-            list(self.skipped), self.fit, self.accounting, subgroups, dict(self.label_map),
+            list(self.skipped), self.fit, self.accounting, subgroups, dict(self.label_map), self.split_design,
         )
 
     def id_digest(self) -> str:
@@ -154,6 +176,22 @@ def stratify_key(labels: np.ndarray) -> np.ndarray:
     return first.astype(np.int64)
 
 
+def _group_keys(groups: np.ndarray, labels: np.ndarray) -> pd.Series:
+    """Each group's stratum (index: group id as str, sorted): the majority :func:`stratify_key` of its
+    rows, ties to the smaller key."""
+    keys = stratify_key(labels)
+    counts = pd.DataFrame({"group": np.asarray(groups).astype(str), "key": keys}).value_counts().reset_index(name="n")
+    counts = counts.sort_values(["group", "n", "key"], ascending=[True, False, True], kind="stable")
+    return counts.drop_duplicates("group").set_index("group")["key"].sort_index()
+
+
+def split_strata(groups: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """(N,) the stratum :func:`group_split` drew each row's group in: the bootstrap of a ``stratified``
+    split resamples groups within these (decision 0085)."""
+    groups = np.asarray(groups).astype(str)
+    return _group_keys(groups, labels).reindex(groups).to_numpy().astype(np.int64)
+
+
 def group_split(
     groups: np.ndarray,
     labels: np.ndarray,
@@ -169,11 +207,7 @@ def group_split(
     if len(proportions) != 3 or not np.isclose(sum(proportions), 1.0) or min(proportions) < 0:
         raise DataError(f"split proportions must be three non-negative numbers summing to 1, got {proportions}")
     groups = np.asarray(groups).astype(str)
-    keys = stratify_key(labels)
-    # Majority key per group, vectorised (ties go to the smaller key).
-    counts = pd.DataFrame({"group": groups, "key": keys}).value_counts().reset_index(name="n")
-    counts = counts.sort_values(["group", "n", "key"], ascending=[True, False, True], kind="stable")
-    group_key = counts.drop_duplicates("group").set_index("group")["key"].sort_index()
+    group_key = _group_keys(groups, labels)
     rng = np.random.default_rng(seed)
     names_out: list[np.ndarray] = []
     splits_out: list[np.ndarray] = []

@@ -182,6 +182,8 @@ def load_chexpert(
         metadata=metadata,
         skipped=skipped,
         accounting=accounting,
+        # valid.csv as the test split is CheXpert's own list, not a draw by label (decision 0085)
+        split_design="official" if official_valid_as_test else "stratified",
     )
 
 

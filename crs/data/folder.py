@@ -120,6 +120,7 @@ def load_folder(
         splits=splits_kept,
         metadata=table[extra].iloc[idx].reset_index(drop=True),
         skipped=skipped,
+        split_design="imported" if split_column else "stratified",  # decision 0085
     )
 
 

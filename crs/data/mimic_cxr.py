@@ -129,4 +129,5 @@ def load_mimic_cxr(
         splits=np.full(len(idx), "test", dtype=object).astype(str),
         metadata=metadata,
         skipped=skipped,
+        split_design="official",  # every labelled frontal image (of the official splits asked for): no draw
     )

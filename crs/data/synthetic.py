@@ -294,4 +294,5 @@ def load_synthetic(
         name=name, root=folder, task=task, modality=modality, image_size=image_size,
         ids=table["image_id"].to_numpy(str), paths=table["path"].tolist(), groups=groups,
         labels=labels, splits=splits, metadata=table.drop(columns=["path"]),
+        split_design="official" if shift_target else "stratified",  # a shift target: the whole site, no draw
     )

@@ -18,7 +18,10 @@ rank keys in each probability column's order, which AUROCs are computed on: see
 and ``full_seeds`` (the seeds of the full-fraction rows); ``corrupt_rows``: where the corrupted
 conditions were evaluated on a corruption subsample, its positions in the clean test rows; ``clean_groups`` and
 ``shift_groups__<target>``: the patient or lesion id of each test row and of each shift target's
-rows, for the group-level bootstrap; ``clean_subgroup__<attribute>`` and
+rows, for the group-level bootstrap; ``clean_design`` and ``shift_design__<target>``: how those rows
+were drawn, two strings (the design of :data:`crs.data.base.SPLIT_DESIGNS`, then ``recorded`` or
+``inferred`` for a cache written before crs kept it; :func:`design_key`), which the bootstrap follows
+(decision 0085); ``clean_subgroup__<attribute>`` and
 ``shift_subgroup__<target>__<attribute>``: the patient-group category (sex, age band, view...) of each
 of those rows (:func:`subgroup_key`, :func:`subgroup_attributes`). Run folders written before several shift targets hold one
 target under ``shift_probs``, ``shift_labels`` and ``shift_groups``; :func:`shift_keys` reads both
@@ -104,6 +107,14 @@ def subgroup_attributes(arrays: Mapping[str, Any], target: str = "") -> list[str
     """The subgroup attributes stored for the clean test rows (or one shift target's rows), sorted."""
     prefix = subgroup_key("", target)
     return sorted(key[len(prefix):] for key in arrays if key.startswith(prefix) and "__" not in key[len(prefix):])
+
+
+DESIGN = "design"
+
+
+def design_key(target: str = "") -> str:
+    """The key of the sampling design of the clean test rows (or of one shift target's rows)."""
+    return f"{CLEAN}_{DESIGN}" if not target else f"{SHIFT}_{DESIGN}__{target}"
 
 
 def shift_groups_key(target: str) -> str:

@@ -3,7 +3,7 @@
 A unit's run records are a pure function of its cached features, its sample table and the probe
 settings. Each unit therefore gets a key: a hash of the encoder's current cache fingerprint and
 feature-array names on the task store (and on each shift-target store), the ids of a corruption
-subsample's rows where the group has one, the stores' table digests,
+subsample's rows where the group has one, the stores' table digests and sampling designs,
 the probe settings and the crs version. The keys are saved in the records file's provenance; on the
 next run a unit whose key is unchanged, whose rows are in the previous records and whose
 predictions file exists is reused, every other unit is fitted. Cohort-level results (dominance,
@@ -56,6 +56,8 @@ def _store_fields(cache_root: Path, dataset: str, encoder: str, unit: ProbeUnit 
     dropped = dropped_ids(store)  # a shift target's overlaps left out of its evaluation (decision 0097)
     if dropped:
         fields["overlap_dropped"] = sorted(dropped)
+    if "split_design" in attrs:  # the predictions store it (decision 0086): recorded later, the unit is refit
+        fields["split_design"] = attrs["split_design"]
     # A corruption subsample rewrites the corrupted arrays in place (same fingerprint, same names).
     rows = cast(dict[str, Any] | None, store.encoder_group(encoder, current).attrs.get(corrupt_rows.GROUP_ATTR))
     if rows is not None:

@@ -228,6 +228,12 @@ class Condition:
     rows: np.ndarray | None = None  # rows of ``features`` to evaluate; None: all
     groups: np.ndarray | None = None  # patient or lesion id per evaluated row (clean and shift), for the bootstrap
     subgroups: dict[str, np.ndarray] = field(default_factory=dict)  # attribute -> category per evaluated row
+    design: tuple[str, str] | None = None  # how the rows were drawn (clean and shift): (design, "recorded" | "inferred")
+
+    @property
+    def design_key(self) -> str:
+        """The prediction key of this condition's sampling design (decision 0085)."""
+        return artifacts.design_key(self.target if self.condition == "shift" else "")
 
     @property
     def groups_key(self) -> str:
@@ -247,6 +253,11 @@ class Condition:
             yield from iter_rows(self.features, self.rows)
 
 
+def sampling_design(table: SampleTable) -> tuple[str, str]:
+    """(design, "recorded" or "inferred") of a sample table's test rows, as the predictions store it."""
+    return table.split_design, "recorded" if table.split_design_recorded else "inferred"
+
+
 def evaluation_conditions(
     unit: ProbeUnit, cache_root: Path, store: FeatureStore, table: SampleTable, clean_test: np.ndarray
 ) -> Iterator[Condition]:
@@ -255,7 +266,8 @@ def evaluation_conditions(
     test_labels = table.labels[table.indices("test")]
     test_rows = table.indices("test")
     clean = Condition("clean", "", 0, "", test_labels, clean_test, groups=table.groups[test_rows],
-                      subgroups={a: values[test_rows] for a, values in table.subgroups.items()})
+                      subgroups={a: values[test_rows] for a, values in table.subgroups.items()},
+                      design=sampling_design(table))
     yield clean
     del clean, clean_test  # the caller may free the clean test rows once they are evaluated
     corrupted = corrupted_arrays(unit, store, table.modality)
@@ -279,7 +291,8 @@ def evaluation_conditions(
         yield Condition("shift", "", 0, target, target_table.labels[target_rows],
                         target_store.feature_array(unit.encoder, "clean"), target_rows,
                         groups=target_table.groups[target_rows],
-                        subgroups={a: values[target_rows] for a, values in target_table.subgroups.items()})
+                        subgroups={a: values[target_rows] for a, values in target_table.subgroups.items()},
+                        design=sampling_design(target_table))
 
 
 def corrupted_arrays(unit: ProbeUnit, store: FeatureStore, modality: str) -> list[str]:
@@ -579,6 +592,8 @@ def _run_unit(
                                 writer.add(artifacts.ALL_CLEAN_KEYS, rank_keys[copies])
                         if condition.groups is not None:  # the bootstrap resamples patients, not images
                             writer.add(condition.groups_key, condition.groups.astype(str))
+                        if condition.design is not None:  # ... as the test rows were drawn (decision 0085)
+                            writer.add(condition.design_key, np.array(condition.design, dtype=str))
                         for attribute, values in condition.subgroups.items():  # per-subgroup scores
                             writer.add(artifacts.subgroup_key(attribute, condition.target), values.astype(str))
                 if condition.condition == "clean":  # free the clean test rows: no later condition reads them

@@ -328,6 +328,8 @@ def run_zero_shot_unit(
                 arrays[artifacts.probs_key(condition.key) + "_fitted"] = probs[1 + pairs.index(at_full)].astype(np.float32)
             if condition.groups is not None:
                 arrays[condition.groups_key] = condition.groups.astype(str)
+            if condition.design is not None:  # the bootstrap follows how the rows were drawn (decision 0085)
+                arrays[condition.design_key] = np.array(condition.design, dtype=str)
             if condition.condition == "clean" and proto.variants_positive is not None:
                 variants = np.stack([probabilities(similarities(unit_features, proto, variant, normalised=True), kind,
                                                    proto.scale, proto.bias)

@@ -31,7 +31,7 @@ from crs.report.leaderboards import (
 )
 from crs.report.provenance import encoder_provenance, exposure_flags, task_infos
 from crs.report.robustness_precision import standard_error_note, subsample_notes
-from crs.report.run_provenance import provenance_rows
+from crs.report.run_provenance import design_rows, provenance_rows
 from crs.report.shifts import shift_table, shift_targets
 from crs.report.stability import Table, leave_one_out_table, reference_table, stability_text
 from crs.report.style import encoder_styles
@@ -152,7 +152,7 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
     folder.mkdir(parents=True, exist_ok=True)
     predictions_dir = Path(predictions_dir) if predictions_dir is not None else out_dir / "predictions"
     cache_root = cache_root if cache_root is not None else getattr(spec, "cache", None)
-    provenance_box = provenance_rows(_run_provenance(predictions_dir.parent))
+    provenance_box = provenance_rows(_run_provenance(predictions_dir.parent)) + design_rows(score)
 
     order = score.crs.sort_values(["rank", "auroc_rank"]).index.astype(str).tolist()
     # encoders ranked only in their tasks' leaderboards (specialists) follow, with their own colours

@@ -1,5 +1,6 @@
 """The report's provenance box: which crs, which spec, which cached features, which machine and BLAS
-kernel made the numbers on the page (read from the run records' metadata; nothing is recomputed)."""
+kernel made the numbers on the page (read from the run records' metadata; nothing is recomputed), and
+how each test set was drawn, which its case bootstrap followed (the score's summary, decision 0085)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from crs.evaluate.records import crs_version
+from crs.scoring.resample import design_line
 
 SPEC_PLACES = ("output", "cache", "source")
 """Where a run lies, not what it computed: left out of the spec hash, so a moved folder keeps its hash."""
@@ -47,3 +49,10 @@ def provenance_rows(provenance: Mapping[str, Any]) -> list[tuple[str, str]]:
     else:
         rows += [("machine (stage 2)", not_recorded), ("BLAS kernel (stage 2)", not_recorded)]
     return rows
+
+
+def design_rows(score: Any) -> list[tuple[str, str]]:
+    """One (label, value) row per data set the case bootstrap resampled: its sampling design and how it
+    was resampled; none for a seed-only score."""
+    designs = score.interval_summary().get("sampling_design") or []
+    return [(f"test set {row['data_set']}", design_line(row).split(": ", 1)[1]) for row in designs]

@@ -78,9 +78,10 @@ def interval_note(bootstrap) -> str:
     """One sentence naming the intervals' level, the bootstrap that made them and its replicate count."""
     level = confidence_label(bootstrap.alpha)
     if is_case_level(bootstrap):
-        what = ("each replicate draws one multiset of seeds and, per task, one stratified resample of whole "
-                "patients or lesions (images where the data set has no group ids; the shifted site's apart), "
-                "the same draw for every encoder and condition")
+        what = ("each replicate draws one multiset of seeds and, per task, one resample of whole patients or "
+                "lesions (images where the data set has no group ids; the shifted site's apart) made as the test "
+                "set was drawn, within label strata for crs's own split and without for an official or imported "
+                "one (see the provenance box), the same draw for every encoder and condition")
     else:
         what = "each replicate draws one multiset of seeds, the same for every encoder and task; test cases are not resampled"
     note = (f"Every interval (CRS and the four axes) is a {level} percentile interval over the same "

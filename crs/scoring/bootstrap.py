@@ -67,6 +67,9 @@ class BootstrapResult:
     (``.counts([b])[0]``: replicate b's count of each test row; drawn on demand, never stored)."""
     shift_case_draws: Mapping[str, Any] | None = None
     """seed+case only: per task with shift targets, {target name: the GroupBootstrap of its rows}."""
+    sampling_designs: Sequence[Mapping[str, str]] | None = None
+    """seed+case only: one row per data set resampled (a task's test rows, each shift target): its
+    sampling design, whether recorded or inferred, and how it was resampled (decision 0085)."""
     axis_error_replicates: Mapping[str, pd.DataFrame] | None = None
     """Per axis (crs.scoring.formula.AXES), one row per replicate and one error column per encoder,
     every axis that has a value (an axis never measured is left out); lets the report give each axis an interval
@@ -145,6 +148,7 @@ def summarise_bootstrap(
     case_draws: Mapping[str, Any] | None = None,
     shift_case_draws: Mapping[str, Any] | None = None,
     axis_error_replicates: Mapping[str, pd.DataFrame] | None = None,
+    sampling_designs: Sequence[Mapping[str, str]] | None = None,
 ) -> BootstrapResult:
     """Intervals, P(rank = 1), rank confidence sets and the tier from replicate CRS (n_boot, encoders).
 
@@ -212,4 +216,5 @@ def summarise_bootstrap(
         case_draws=case_draws,
         shift_case_draws=shift_case_draws,
         axis_error_replicates=axis_error_replicates,
+        sampling_designs=sampling_designs,
     )

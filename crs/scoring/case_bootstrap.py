@@ -9,9 +9,10 @@ Each replicate draws
 
 * one seed multiset (exactly the draw :func:`crs.scoring.bootstrap.paired_seed_bootstrap` makes for the same
   ``seed``), shared by every encoder and task;
-* per task, one stratified group-level resample of its test rows (:func:`crs.scoring.resample.group_bootstrap`
+* per task, one group-level resample of its test rows (:func:`crs.scoring.resample.group_bootstrap`
   with entropy ``[seed, task_number, 0]``: whole patients or lesions, every image of a drawn group
-  counted as often as the group), shared by every encoder and by the clean and corrupted
+  counted as often as the group; within the split's label strata where crs drew the split, without
+  strata where it was an official or imported one: the design stage 2 stored, decision 0085), shared by every encoder and by the clean and corrupted
   conditions (the same rows; corrupted conditions evaluated on a corruption subsample,
   ``[extract] corruption_rows``, take the subsample rows' counts from the same draw, so a patient
   drawn twice counts twice in every condition); each shift target's rows are resampled separately
@@ -62,7 +63,7 @@ from crs.scoring import bootstrap
 from crs.scoring.formula import PointEstimate, ScoreInputError, TaskMetrics, axis_errors_from_metrics
 from crs.scoring.intervals import centre_on_squares
 from crs.scoring.measurements import Measurements
-from crs.scoring.resample import GroupBootstrap, group_bootstrap
+from crs.scoring.resample import RESAMPLED_AS, GroupBootstrap, group_bootstrap
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +103,7 @@ class ShiftLayout:
     target: str
     labels: np.ndarray
     draws: GroupBootstrap
+    design: tuple[str, str] = ("official", "inferred")  # (design, "recorded" | "inferred"), see sampling_design
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,15 @@ class TaskLayout:
     draws: GroupBootstrap
     shifts: tuple[ShiftLayout, ...] = ()
     corrupt_rows: np.ndarray | None = None  # positions in the test rows of a corruption subsample (None: all)
+    design: tuple[str, str] = ("stratified", "inferred")  # how the test rows were drawn, see sampling_design
+
+    def design_rows(self) -> list[dict[str, str]]:
+        """One row per data set resampled for this task (its test rows, then each shift target): the
+        design, how it is known and how the bootstrap resamples it (summary.json, the report)."""
+        rows = [(self.task, "test split", self.design)]
+        rows += [(shift.target, f"shift target of {self.task}", shift.design) for shift in self.shifts]
+        return [{"data_set": name, "rows": rows_name, "design": design, "known": known,
+                 "resampled": RESAMPLED_AS[design]} for name, rows_name, (design, known) in rows]
 
     @property
     def corrupt_labels(self) -> np.ndarray:
@@ -182,6 +193,19 @@ def _groups_or_images(arrays: Mapping[str, np.ndarray], key: str, where: str) ->
     return None
 
 
+def sampling_design(arrays: Mapping[str, np.ndarray], key: str, where: str, shift: bool) -> tuple[str, str]:
+    """(design, "recorded" | "inferred") of the rows under ``key`` (decision 0085). A file written before
+    the design was stored is read as the design its rows had: crs's own stratified split for the test
+    rows, the whole cohort (``official``) for a shift target's, with a logged warning."""
+    if key in arrays:
+        design, known = (str(v) for v in np.asarray(arrays[key]).tolist())
+        return design, known
+    design = "official" if shift else "stratified"
+    log.warning("%s has no %s: resampled as %s (%s); rerun `crs probe` to record how the rows were drawn",
+                where, key, design, RESAMPLED_AS[design])
+    return design, "inferred"
+
+
 def unit_shift_keys(
     arrays: Mapping[str, np.ndarray], targets: Sequence[str] | None, where: str
 ) -> list[artifacts.ShiftKeys]:
@@ -211,7 +235,8 @@ def task_layout(
         )
     labels = first[artifacts.labels_key(artifacts.CLEAN)]
     groups = _groups_or_images(first, artifacts.CLEAN_GROUPS, where)
-    draws = group_bootstrap(groups, labels, kind, seed=[seed, task_number, TEST_STREAM])
+    design = sampling_design(first, artifacts.design_key(), where, shift=False)
+    draws = group_bootstrap(groups, labels, kind, seed=[seed, task_number, TEST_STREAM], design=design[0])
     shifts = []
     keys = unit_shift_keys(first, targets, where)
     if targets is not None and [k.target for k in keys] != sorted(targets):
@@ -222,8 +247,10 @@ def task_layout(
     for g, found in enumerate(keys):  # sorted by name: target g draws from stream SHIFT_STREAM + g
         shift_labels = first[found.labels]
         shift_groups = _groups_or_images(first, found.groups, where)
-        shift_draws = group_bootstrap(shift_groups, shift_labels, kind, seed=[seed, task_number, SHIFT_STREAM + g])
-        shifts.append(ShiftLayout(found.target, shift_labels, shift_draws))
+        shift_design = sampling_design(first, artifacts.design_key(found.target), where, shift=True)
+        shift_draws = group_bootstrap(shift_groups, shift_labels, kind, seed=[seed, task_number, SHIFT_STREAM + g],
+                                      design=shift_design[0])
+        shifts.append(ShiftLayout(found.target, shift_labels, shift_draws, shift_design))
     corrupt_rows = first.get(artifacts.CORRUPT_ROWS)
     if corrupt_rows is not None and (corrupt_rows.ndim != 1 or len(corrupt_rows) == 0
                                      or corrupt_rows.min() < 0 or corrupt_rows.max() >= len(labels)):
@@ -232,7 +259,7 @@ def task_layout(
     return TaskLayout(
         task=task, kind=kind, task_number=task_number, seeds=seeds, fractions=fractions, labels=labels,
         corrupt_stems=tuple(sorted(artifacts.corrupt_stems(first))), draws=draws, shifts=tuple(shifts),
-        corrupt_rows=None if corrupt_rows is None else np.asarray(corrupt_rows, dtype=np.int64),
+        corrupt_rows=None if corrupt_rows is None else np.asarray(corrupt_rows, dtype=np.int64), design=design,
     )  # fmt: skip
 
 
@@ -524,7 +551,7 @@ def paired_seed_case_bootstrap(
         raise CaseBootstrapError(f"per-case predictions are read for tasks {tasks} but the run records hold {list(measurements.tasks)}")
     workers = default_workers() if workers is None else max(1, int(workers))
 
-    metrics, case_draws, shift_draws = [], {}, {}
+    metrics, case_draws, shift_draws, designs = [], {}, {}, []
     for number, task in enumerate(tasks):
         recorded = measurements.layouts[task].targets if task in measurements.layouts else None
         layout = task_layout(folder, task, kinds[task], encoders[0], number, settings.seed, settings.full_fraction,
@@ -534,6 +561,7 @@ def paired_seed_case_bootstrap(
                 f"task {task!r}: predictions have seeds {list(layout.seeds)} but the run records {seeds}"
             )
         case_draws[task] = layout.draws
+        designs += layout.design_rows()
         if layout.shifts:
             shift_draws[task] = {shift.target: shift.draws for shift in layout.shifts}
         metrics.append(centre_calibration(task_metrics(folder, layout, encoders, settings.n_boot, workers)))
@@ -547,7 +575,7 @@ def paired_seed_case_bootstrap(
     result = bootstrap.summarise_bootstrap(
         point.table, crs[1:], seed_counts, seeds, n_boot=settings.n_boot, alpha=settings.alpha, seed=settings.seed,
         level="seed+case", case_draws=case_draws, shift_case_draws=shift_draws,
-        axis_error_replicates=bootstrap.axis_error_frames(every_axis[1:], encoders),
+        axis_error_replicates=bootstrap.axis_error_frames(every_axis[1:], encoders), sampling_designs=designs,
     )  # fmt: skip
     result.table["crs_from_predictions"] = crs[0]
     gap = float(np.nanmax(np.abs(result.table["crs_from_predictions"] - result.table["crs"])))

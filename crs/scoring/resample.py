@@ -15,6 +15,14 @@ times, so class shares stay near their test-set values and a macro AUROC seldom 
 Strata with a single group are pooled (a lone group in its own stratum would be drawn exactly once
 in every replicate and add no variance). See docs/decisions/0008-group-level-bootstrap.md.
 
+Which strata follows the test set's sampling design (decision 0085, :data:`crs.data.base.SPLIT_DESIGNS`):
+a ``stratified`` split (crs's own, :func:`crs.data.base.group_split`) is resampled within the strata the
+split drew it in (:func:`crs.data.base.split_strata`: for single-label tasks the rule above; for
+multilabel ones the majority of each image's first positive label); an ``official`` or ``imported``
+split was not drawn by label, so its groups are resampled without strata (one stratum), and the class
+shares vary between replicates as they would between fresh test sets. Without a design (``design=None``)
+the strata of :func:`group_strata` are used, as before designs were recorded.
+
 Every replicate has its own random stream (``SeedSequence(seed, spawn_key=(replicate,))``), so the
 draws do not depend on the block size and any block can be recomputed alone. The counts are shared
 by every encoder and every condition of the task (the same test rows), which keeps the comparison
@@ -23,12 +31,34 @@ of encoders paired.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from crs.data.base import SPLIT_DESIGNS, split_strata
 from crs.scoring.formula import ScoreInputError
+
+RESAMPLED_AS = {
+    "stratified": "whole patients or lesions within the split's label strata",
+    "official": "whole patients or lesions, no strata",
+    "imported": "whole patients or lesions, no strata",
+}
+"""How the case bootstrap resamples a test set of each design, in the words the report prints."""
+
+DRAWN_AS = {
+    "stratified": "drawn by crs's split (patients within label strata)",
+    "official": "the loader's own test list",
+    "imported": "a split read from the data set's CSV",
+}
+
+
+def design_line(row: Mapping[str, str]) -> str:
+    """One data set's line: how its rows were drawn and resampled (``row``: one of
+    :meth:`crs.scoring.case_bootstrap.TaskLayout.design_rows`, as summary.json keeps them)."""
+    known = "" if row.get("known") == "recorded" else ", inferred: written before crs recorded it"
+    return (f"{row['data_set']} ({row['rows']}): {row['design']}, {DRAWN_AS.get(row['design'], row['design'])}"
+            f"{known}; resampled {row['resampled']}")
 
 
 class ResampleError(ScoreInputError):
@@ -131,6 +161,16 @@ class GroupBootstrap:
             yield replicates, self.counts(replicates)
 
 
+def design_strata(design: str, groups: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """(N,) strata of a test set drawn by ``design``: the split's label strata where crs drew it
+    (``stratified``), one stratum otherwise (``official``, ``imported``)."""
+    if design not in SPLIT_DESIGNS:
+        raise ResampleError(f"sampling design {design!r} is not one of {SPLIT_DESIGNS}; rerun `crs probe` to record it")
+    if design == "stratified":
+        return split_strata(groups, labels)
+    return np.zeros(len(labels), dtype=np.int64)
+
+
 def _pool_lone_strata(group_stratum: np.ndarray) -> np.ndarray:
     """Pool strata holding one group: several lone groups form one stratum; a single lone group joins the smallest other."""
     sizes = np.bincount(group_stratum)
@@ -148,17 +188,22 @@ def group_bootstrap(
     kind: str,
     seed: int | Sequence[int] = 0,
     strata: np.ndarray | None = None,
+    design: str | None = None,
 ) -> GroupBootstrap:
-    """The stratified group bootstrap of one task's test rows (or its shift target's).
+    """The group bootstrap of one task's test rows (or its shift target's), stratified as they were drawn.
 
     ``groups`` (N,) patient or lesion ids (None: every row its own group, the image-level
-    bootstrap); ``strata`` (N,) overrides :func:`group_strata` and must be constant within a group.
+    bootstrap); ``design`` how the rows were drawn (:data:`crs.data.base.SPLIT_DESIGNS`; see the
+    module docstring; None: the strata of :func:`group_strata`); ``strata`` (N,) overrides both and
+    must be constant within a group.
     """
     labels = np.asarray(labels)
     n_rows = len(labels)
     groups = np.arange(n_rows) if groups is None else np.asarray(groups)
     if len(groups) != n_rows:
         raise ResampleError(f"{len(groups)} group ids for {n_rows} test rows; give one group id per test row")
+    if strata is None and design is not None:
+        strata = design_strata(design, groups, labels)
     row_strata = group_strata(groups, labels, kind) if strata is None else np.asarray(strata).astype(np.int64)
     if len(row_strata) != n_rows:
         raise ResampleError(f"{len(row_strata)} strata for {n_rows} test rows; give one stratum per test row")

@@ -20,6 +20,7 @@ from crs.scoring.formula import AXES, EQUITY, PointEstimate, ScoreInputError, po
 from crs.scoring.intervals import coverage_sentence, measured_coverage
 from crs.scoring.measurements import Measurements, measure
 from crs.scoring.rankings import RankReversals, rank_reversals
+from crs.scoring.resample import design_line
 from crs.scoring.reversals import Reversals, auroc_crs_reversals
 from crs.scoring.settings import ScoreSettings
 from crs.scoring.stability import Stability, WeightSensitivity, stability
@@ -216,6 +217,9 @@ class ScoreResult:
             "nominal_level": 1.0 - float(self.bootstrap.alpha),
             # what the case-level intervals cover by simulation (docs/crs.md 7b, decision 0063)
             "measured_coverage": measured_coverage(float(self.bootstrap.alpha)) if case_level else None,
+            # how each test set was drawn and so resampled (decision 0085); None: seed level only
+            "sampling_design": ([dict(row) for row in self.bootstrap.sampling_designs]
+                                if case_level and self.bootstrap.sampling_designs is not None else None),
         }
 
     def format(self) -> str:
@@ -288,7 +292,8 @@ class ScoreResult:
         interval = self.interval_summary()
         if interval["covers_test_set"]:
             sentence = coverage_sentence(float(self.bootstrap.alpha))
-            return [sentence] if sentence else []
+            designs = [f"  {design_line(row)}" for row in interval["sampling_design"] or []]
+            return ([sentence] if sentence else []) + (["test sets resampled as they were drawn:", *designs] if designs else [])
         lines = ["intervals are seed-only: the test set is not resampled (set case_bootstrap = true for intervals "
                  "that include test-set sampling)"]  # fmt: skip
         if interval["zero_width"]:
@@ -387,7 +392,7 @@ def _from_stored(cls, tables: dict[str, pd.DataFrame], summary: dict) -> ScoreRe
         table=tables["bootstrap"], replicates=tables["bootstrap_replicates"], seed_draws=tables["bootstrap_seed_draws"],
         leader=summary["leader"], leading_tier=tuple(summary["leading_tier"]), n_boot=int(boot_meta["n_boot"]),
         alpha=float(boot_meta["alpha"]), seed=int(boot_meta["seed"]), level=str(boot_meta["level"]),
-        axis_error_replicates=kept or None,
+        axis_error_replicates=kept or None, sampling_designs=summary.get("interval", {}).get("sampling_design"),
     )  # fmt: skip
     rr = stored["rank_reversals"]
     reversals = RankReversals(

@@ -21,6 +21,7 @@ import pandas as pd
 
 from crs.axes.weighted import weighted_debiased_ece, weighted_macro_auroc
 from crs.evaluate import artifacts
+from crs.scoring.case_bootstrap import sampling_design
 from crs.scoring.formula import MIN_FLOOR, crs_components, rank_descending
 from crs.scoring.rank_sets import rank_confidence_sets
 from crs.scoring.resample import group_bootstrap
@@ -97,7 +98,9 @@ def score_zero_shot(
             y = arrays["clean_labels"]
             if CLEAN not in boots:
                 groups = arrays.get("clean_groups")
-                boots[CLEAN] = group_bootstrap(groups, y, kind, seed=(int(settings.seed), 29, t)).counts(range(n_boot))
+                design = sampling_design(arrays, artifacts.design_key(), f"zero-shot {encoder}/{task}", shift=False)[0]
+                boots[CLEAN] = group_bootstrap(groups, y, kind, seed=(int(settings.seed), 29, t),
+                                               design=design).counts(range(n_boot))
             weights = boots[CLEAN].astype(np.float64)
             ones = np.ones((1, len(y)))
             clean = _macro(y, arrays["clean_probs"], kind, weights)
@@ -123,7 +126,10 @@ def score_zero_shot(
                     if key not in boots:
                         target = stem[len("shift__"):]
                         groups = arrays.get(artifacts.shift_groups_key(target))
-                        boots[key] = group_bootstrap(groups, ys, kind, seed=(int(settings.seed), 29, t, 1000 + s)).counts(range(n_boot))
+                        design = sampling_design(arrays, artifacts.design_key(target), f"zero-shot {encoder}/{task}",
+                                                 shift=True)[0]
+                        boots[key] = group_bootstrap(groups, ys, kind, seed=(int(settings.seed), 29, t, 1000 + s),
+                                                     design=design).counts(range(n_boot))
                     shift_values.append(_macro(ys, arrays[f"{stem}_probs"], kind, boots[key].astype(np.float64)))
                     values_point.append(float(_macro(ys, arrays[f"{stem}_probs"], kind, np.ones((1, len(ys))))[0]))
                 parts.append(np.nanmean(np.stack(shift_values), axis=0))

@@ -403,3 +403,5 @@ def test_a_spec_table_needs_no_image_on_disk(tmp_path):
     table = FeatureStore(store_path(tmp_path / "cache", "pets")).read_table()
     assert len(table.ids) == 18 and table.task.name == "pet photos"
     assert sorted(set(table.splits)) == ["test", "train", "val"]
+    # the CSV's own split column: the table the import wrote records it, so the bootstrap resamples plain
+    assert (table.split_design, table.split_design_recorded) == ("imported", True)

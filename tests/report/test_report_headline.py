@@ -82,6 +82,8 @@ def test_the_page_links_who_does_it_fail_and_shows_the_provenance_box(tiny_run, 
     box = page.split('<aside class="provenance" id="provenance">', 1)[1].split("</aside>", 1)[0]
     for label in ("crs version", "spec hash", "cache fingerprints", "machine (stage 2)", "BLAS kernel (stage 2)"):
         assert f"<dt>{label}</dt>" in box
+    for data_set in ("derm", "fundus", "cxr", "cxr-b"):  # how each test set was drawn and resampled (decision 0085)
+        assert f"<dt>test set {data_set}</dt>" in box
     assert "The CRS is relative to a reference" in page
     markdown = (tmp_path / "report.md").read_text()
     assert "## Provenance" in markdown and isinstance(pd.DataFrame, type)
