@@ -310,11 +310,11 @@ def simulate(configuration: str, data_sets: int = 200, n_boot: int = 200, seed: 
         hit("worst-group AUROC = equity axis, percentile interval", _covers(worst_group[1:], worst_group_truth))
         gap_hits = []
         for e in range(len(names)):
-            values = groups["auroc"][:, :, e]
-            best, worst = int(np.argmax(values[0])), int(np.argmin(values[0]))
-            low, high, _ = simultaneous_gap_interval(values, best, worst, 0.05, logit_scale=True)
+            by_group = groups["auroc"][:, :, e]
+            best, worst = int(np.argmax(by_group[0])), int(np.argmin(by_group[0]))
+            gap_low, gap_high, _ = simultaneous_gap_interval(by_group, best, worst, 0.05, logit_scale=True)
             gap = population["group_auroc"][best, e] - population["group_auroc"][worst, e]
-            gap_hits.append(low <= gap <= high)
+            gap_hits.append(gap_low <= gap <= gap_high)
         hit("AUROC gap of the picked pair, simultaneous interval (0062)", np.array(gap_hits))
         reversal = auroc_crs_reversals(pd.Series(point["auroc"], index=names), pd.Series(crs_point, index=names),
                                        auroc_boot, crs_boot)
@@ -333,13 +333,13 @@ def simulate(configuration: str, data_sets: int = 200, n_boot: int = 200, seed: 
     spread = np.asarray(points).std(axis=0, ddof=1)
     n_enc = len(names)
     rows = {}
-    for name, values in hits.items():
-        per_encoder = np.mean(values, axis=0)
+    for name, found_hits in hits.items():
+        per_encoder = np.mean(found_hits, axis=0)
         rows[name] = float(per_encoder.mean())
         if len(per_encoder) > 1:
             rows[f"{name}, worst encoder"] = float(per_encoder.min())
-    for name, values in widths.items():
-        rows[name] = float(np.mean(values))
+    for name, found_widths in widths.items():
+        rows[name] = float(np.mean(found_widths))
     for label_name, part in (("AUROC", slice(0, n_enc)), ("calibration", slice(n_enc, 2 * n_enc)),
                              ("CRS", slice(2 * n_enc, 3 * n_enc))):
         rows[f"{label_name}: bootstrap SD / fresh-sample SD"] = float(np.mean(np.mean(boot_sd, axis=0)[part] / spread[part]))
