@@ -135,3 +135,27 @@ def test_the_measured_coverage_is_named_wherever_the_level_is_printed():
     assert coverage_sentence(0.05, LEADERBOARD_INTERVALS) in interval_note(case)
     assert measured_coverage(0.10) is None and interval_label(SimpleNamespace(alpha=0.10, level="seed+case")) == "90\u00a0%"
     assert interval_label(SimpleNamespace(alpha=0.05, level="seed")) == "95\u00a0%"
+
+
+def test_the_measured_figures_are_those_of_the_docs_table():
+    """Issue 30 item 6: MEASURED_COVERAGE stays in step with docs/crs.md 7b: per key, the range of the
+    means and the lowest worst-encoder figure over the rows tagged with it (the CRS's two rows)."""
+    import re
+    from pathlib import Path
+
+    from crs.scoring.intervals import MEASURED_COVERAGE
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "crs.md").read_text(encoding="utf-8")
+    section = text.split("## 7b.", 1)[1].split("\n## ", 1)[0]
+    found: dict[str, list[tuple[float, float]]] = {}
+    for line in section.splitlines():
+        tag = re.match(r"\| [^|`]*\(`(\w+)`\) \|", line)
+        if tag:
+            cells = re.findall(r"(\d\.\d{3}) / (\d\.\d{3})", line)
+            assert len(cells) == 5, line  # one per design
+            found.setdefault(tag.group(1), []).extend((float(m), float(w)) for m, w in cells)
+    assert set(found) == set(MEASURED_COVERAGE)
+    for key, cells in found.items():
+        means, worst = [m for m, _ in cells], [w for _, w in cells]
+        assert MEASURED_COVERAGE[key] == {"mean_low": min(means), "mean_high": max(means),
+                                          "worst_encoder": min(worst)}, key
