@@ -1,25 +1,22 @@
-"""Coverage of the intervals the report prints, by simulation of fresh patient samples (issue 23, decision 0036).
+"""Coverage of every interval the report prints, by simulation of fresh patient samples (issue 23, 30; decisions 0036, 0090).
 
-A cohort of five encoders is scored on one binary task whose test set is a sample of patients: each
-patient has a label (prevalence 0.3; drawn at random, or a stratified sample with exactly 30 %
-positive patients, as crs's own splits are made), a severity effect u ~ N(0, tau^2) shared by all its images and
-all encoders, and 1 + Poisson(1) images (``clustered``) or one image with tau = 0
-(``independent``). Encoder e scores an image s = mu_e y + u + noise and reports
-p = sigmoid(a_e (Bayes logit of s) + b_e): a_e = 1, b_e = 0 is calibrated. The truth is each
-encoder's population AUROC and calibration error (one sample of 300,000 patients) and the CRS on
-those errors (discrimination and calibration axes, the median reference, the noise floor at its mean
-over the simulated test sets).
+The cohort (:mod:`crs.bench.coverage_model`): five encoders, one binary task, test sets of patients
+with a label (prevalence 0.3; drawn at random, or stratified with exactly 30 % positive patients as
+crs's own splits are), a severity effect shared by a patient's images (``clustered``: 1 + Poisson(1)
+images; ``independent``: one image, no effect), an attribute of three groups, corrupted copies at
+three severities, small-fraction probes over five seeds and a shifted site. Population values:
+AUROC and calibration error from one sample of 300,000 patients, the rest in closed form; the CRS on
+those errors (the median reference, the noise floor at its mean over the simulated test sets).
 
-Each simulated test set is scored as ``crs score`` scores a task at the full label fraction (where
-every seed's probe is the same, so the seed level adds nothing): AUROC, the debiased calibration
-error and their standard errors (``crs.axes``); ``n_boot`` patient-level bootstrap replicates, within
-label strata for a stratified test set and plain for a random one as crs resamples them (decision 0085;
-``--resample`` forces one way) (``crs.scoring.resample.group_bootstrap``, the weighted metrics of ``crs.axes.weighted``,
-calibration replicates centred as decision 0017 does); the CRS of every replicate
-(``crs.scoring.formula.crs_components``) and its 95 % percentile interval; the percentile intervals
-of each axis; the simultaneous rank sets (``crs.scoring.rank_sets``). Also the AUROC +- 1.96 DeLong
-SE interval and the ratio of every bootstrap SD to the spread over fresh test sets, plain and with
-the (G - 1) / G correction (deviations from the replicate mean scaled by sqrt(G / (G - 1))).
+Each simulated test set is scored as ``crs score`` scores a task: AUROC, the debiased calibration
+error and their standard errors (``crs.axes``); ``n_boot`` patient-level replicates (within label strata for a stratified test set, plain for a random one, as crs resamples them: decision 0085; ``--resample`` forces one way)
+(``crs.scoring.resample.group_bootstrap``, the weighted metrics of ``crs.axes.weighted``, calibration
+replicates centred on squares, decision 0061; one seed multiset a replicate for the label fractions;
+the shifted site resampled apart); the percentile interval of every printed quantity (:data:`PRINTED`:
+CRS, the four axes, per-group AUROC, calibration and positive rate, worst-group AUROC = the equity
+axis, the simultaneous gap interval); the simultaneous rank sets; reversal counts; the AUROC +- 1.96
+DeLong SE interval; bootstrap SD against the spread over fresh test sets. ``--compare-methods``
+adds the candidate CRS intervals of :mod:`crs.bench.interval_methods` (decision 0089).
 
 Run ``python -m crs.bench.interval_coverage`` (``--data-sets``, ``--n-boot``; defaults 200 x 200).
 """
@@ -31,10 +28,20 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.special import expit, logit
 
 from crs import axes
 from crs.axes.weighted import prepare_weights, weighted_auroc, weighted_calibration_error
+from crs.bench import interval_methods as methods
+from crs.bench.coverage_model import (
+    ENCODERS,
+    FRACTION_ANGLE,
+    GROUP_SHARES,
+    PREVALENCE,
+    SEEDS,
+    SEVERITIES,
+    draw_sample,
+    population_values,
+)
 from crs.scoring.formula import crs_components
 from crs.scoring.intervals import centre_on_squares, simultaneous_gap_interval
 from crs.scoring.rank_sets import rank_confidence_sets
@@ -42,14 +49,6 @@ from crs.scoring.rankings import rank_reversals
 from crs.scoring.resample import group_bootstrap
 from crs.scoring.reversals import auroc_crs_reversals
 
-ENCODERS = {  # name: (signal mu, calibration slope a, calibration intercept b)
-    "A": (1.8, 1.0, 0.0),
-    "B": (2.1, 1.8, 0.0),
-    "C": (1.6, 0.8, 0.3),
-    "D": (1.1, 1.0, 0.0),
-    "E": (2.0, 0.6, -0.4),
-}
-PREVALENCE = 0.3
 CONFIGURATIONS = {  # name: (patients, severity sd tau, extra images per patient (Poisson mean), stratified)
     "clustered, 150 patients (~300 images), random": (150, 0.8, 1.0, False),
     "clustered, 366 patients (~732 images), random": (366, 0.8, 1.0, False),
@@ -61,22 +60,11 @@ CONFIGURATIONS = {  # name: (patients, severity sd tau, extra images per patient
 
 def draw_test_set(n_patients: int, tau: float, extra_images: float, rng: np.random.Generator,
                   stratified: bool = False):
-    """(labels (N,), patient ids (N,), probabilities (N, E)) of one sample of patients: labels drawn at
-    random, or ``stratified`` with exactly round(0.3 G) positive patients (as crs's own splits are)."""
-    if stratified:
-        label = rng.permutation(n_patients) < round(PREVALENCE * n_patients)
-    else:
-        label = rng.uniform(size=n_patients) < PREVALENCE
-    severity = rng.normal(0.0, tau, n_patients) if tau > 0 else np.zeros(n_patients)
-    images = 1 + (rng.poisson(extra_images, n_patients) if extra_images > 0 else np.zeros(n_patients, int))
-    patient = np.repeat(np.arange(n_patients), images)
-    y = label[patient].astype(np.float64)
-    probs = np.empty((len(patient), len(ENCODERS)))
-    for column, (mu, slope, intercept) in enumerate(ENCODERS.values()):
-        score = mu * y + severity[patient] + rng.normal(size=len(patient))
-        bayes_logit = mu * (score - mu / 2) / (1 + tau**2) + logit(PREVALENCE)
-        probs[:, column] = expit(slope * bayes_logit + intercept)
-    return y, patient, probs
+    """(labels (N,), patient ids (N,), full-label probabilities (N, E)) of one sample of patients
+    (:func:`crs.bench.coverage_model.draw_sample`): labels drawn at random, or ``stratified`` with
+    exactly round(0.3 G) positive patients (as crs's own splits are)."""
+    sample = draw_sample(n_patients, tau, extra_images, rng, stratified, full=False)
+    return sample.y, sample.patient, sample.probs
 
 
 def point_metrics(y: np.ndarray, probs: np.ndarray, patient: np.ndarray | None = None) -> dict[str, np.ndarray]:
@@ -137,6 +125,99 @@ def _false_robust(reversal, truth: dict[str, np.ndarray], truth_crs: np.ndarray)
     return False
 
 
+def _interval_hits(low: np.ndarray, high: np.ndarray, truth: np.ndarray) -> np.ndarray:
+    return (low <= truth) & (truth <= high)
+
+
+def _weights_with_point(counts: np.ndarray):
+    """Prepared weights with row 0 every case once, then the replicate counts."""
+    return prepare_weights(np.vstack([np.ones((1, counts.shape[1])), counts]))
+
+
+def _grouped(sample, n_groups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Score columns, labels (NaN outside the group) and the known mask, group-major: column g E + e."""
+    n_enc = sample.probs.shape[1]
+    mask = np.repeat(sample.group[:, None] == np.arange(n_groups)[None, :], n_enc, axis=1)  # (N, G E)
+    labels = np.where(mask, np.tile(sample.y[:, None], (1, n_groups * n_enc)), np.nan)
+    return np.tile(sample.probs, (1, n_groups)), labels, mask
+
+
+def _subgroup_replicates(sample, counts: np.ndarray, weights) -> dict[str, np.ndarray]:
+    """Per group (B + 1, G, E): AUROC, calibration error centred on squares (as the subgroup tables
+    do) and (B + 1, G) positive rate."""
+    n_groups, n_enc = len(GROUP_SHARES), sample.probs.shape[1]
+    scores, labels, mask = _grouped(sample, n_groups)
+    auroc = weighted_auroc(scores, labels, weights).reshape(-1, n_groups, n_enc)
+    raw = weighted_calibration_error(scores, np.nan_to_num(labels), weights, known=mask)[0]
+    calibration = centre_on_squares(raw).reshape(-1, n_groups, n_enc)
+    with_point = np.vstack([np.ones((1, counts.shape[1])), counts])
+    in_group = (sample.group[:, None] == np.arange(n_groups)[None, :]).astype(np.float64)
+    rate = (with_point @ (in_group * sample.y[:, None])) / (with_point @ in_group)
+    return {"auroc": auroc, "calibration": calibration, "positive_rate": rate}
+
+
+def _axis_replicates(sample, weights, seed_draw: np.ndarray, shift_weights) -> tuple[np.ndarray, np.ndarray]:
+    """(B + 1, E) label efficiency and robustness, row 0 the point: the mean over fractions of the
+    mean over each replicate's seed multiset (row 0: every seed once); robustness half the mean over
+    severities, half the shifted site."""
+    n_enc = sample.probs.shape[1]
+    per_seed = weighted_auroc(sample.fractions, sample.y, weights).reshape(-1, len(FRACTION_ANGLE), SEEDS, n_enc)
+    every_seed = np.vstack([np.arange(SEEDS)[None], seed_draw])  # (B + 1, S)
+    label = np.take_along_axis(per_seed, every_seed[:, None, :, None], axis=2).mean(axis=(1, 2))
+    corrupted = weighted_auroc(sample.corrupted, sample.y, weights).reshape(-1, len(SEVERITIES), n_enc).mean(axis=1)
+    shift = weighted_auroc(sample.shift_scores, sample.shift_y, shift_weights)
+    return label, 0.5 * corrupted + 0.5 * shift
+
+
+def _crs_of_counts(probs, y, counts, floor, centre_to) -> np.ndarray:
+    """CRS (R, E) of replicate row counts (R, N): AUROC and the calibration error centred on squares
+    to ``centre_to`` (E,) (the estimate of the sample the replicates were drawn from)."""
+    weights = prepare_weights(counts)
+    auroc = weighted_auroc(probs, y, weights)
+    raw = weighted_calibration_error(probs, np.broadcast_to(y[:, None], probs.shape), weights)[0]
+    calibration = centre_on_squares(np.vstack([centre_to[None], raw]))[1:]
+    return crs_of(auroc, calibration, floor)
+
+
+JACKKNIFE_BLOCKS = 100
+"""BCa's acceleration from a grouped jackknife: patients dealt into at most this many blocks, one left out
+at a time (the acceleration's expectation does not depend on the block count; the cost does)."""
+
+
+def _method_intervals(sample, point, crs_point, crs_boot, calibration_raw, draws, floor, rng, stratified: bool, n_inner: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Every candidate interval of the CRS (crs.bench.interval_methods) on one data set."""
+    y, probs, patient = sample.y, sample.probs, sample.patient
+    out = {"percentile (printed)": methods.percentile(crs_point, crs_boot),
+           "basic": methods.basic(crs_point, crs_boot),
+           "BC (bias-corrected percentile)": methods.bca(crs_point, crs_boot),
+           "percentile at a nominal 99 % (a level calibrated offline)": methods.percentile(crs_point, crs_boot, 0.01)}
+    ids, row_patient = np.unique(patient, return_inverse=True)
+    block = rng.permutation(len(ids))[row_patient.ravel()] % min(len(ids), JACKKNIFE_BLOCKS)
+    leave_out = (block[None, :] != np.arange(min(len(ids), JACKKNIFE_BLOCKS))[:, None]).astype(np.float64)
+    weights = prepare_weights(leave_out)
+    jack_auroc = weighted_auroc(probs, y, weights)
+    jack_calibration = weighted_calibration_error(probs, np.broadcast_to(y[:, None], probs.shape), weights)[0]
+    out["BCa (grouped patient jackknife)"] = methods.bca(crs_point, crs_boot, crs_of(jack_auroc, jack_calibration, floor))
+    for share in (0.5, 0.25):
+        m_counts = methods.m_out_of_n_counts(patient, y, share, len(crs_boot), rng, stratified)
+        out[f"m-out-of-n, m = n/{round(1 / share)}"] = methods.m_out_of_n(
+            crs_point, _crs_of_counts(probs, y, m_counts, floor, point["calibration"]), share)
+    if n_inner > 0:
+        patient_counts = draws.group_counts(range(len(crs_boot)))
+        inner = np.concatenate([methods.inner_counts(patient_counts[b].astype(np.float64), draws.group_stratum, n_inner, rng)
+                                for b in range(len(crs_boot))])[:, draws.row_group]  # (B n_inner, N)
+        weights = prepare_weights(inner)
+        auroc = weighted_auroc(probs, y, weights).reshape(len(crs_boot), n_inner, -1)
+        raw = weighted_calibration_error(probs, np.broadcast_to(y[:, None], probs.shape), weights)[0]
+        raw = raw.reshape(len(crs_boot), n_inner, -1)
+        centred = np.stack([centre_on_squares(np.vstack([calibration_raw[b][None], raw[b]]))[1:]
+                            for b in range(len(crs_boot))])
+        inner_crs = crs_of(auroc, centred, floor)  # (B, n_inner, E)
+        below = np.mean(inner_crs < crs_point, axis=1) + 0.5 * np.mean(inner_crs == crs_point, axis=1)
+        out[f"double bootstrap, calibrated levels ({n_inner} inner)"] = methods.double_bootstrap(crs_point, crs_boot, below)
+    return out
+
+
 RESAMPLE = {"as drawn": None, "stratified": "stratified", "plain": "official"}
 """How the bootstrap resamples a simulated test set: as crs does since decision 0085 (within label strata
 where the test set was drawn stratified, plain patients where at random), or always one way (before 0085
@@ -144,39 +225,61 @@ crs always stratified), given as the sampling design ``group_bootstrap`` follows
 
 
 def simulate(configuration: str, data_sets: int = 200, n_boot: int = 200, seed: int = 36,
-             truth_patients: int = 300_000, resample: str = "as drawn") -> Coverage:
+             truth_patients: int = 300_000, compare_methods: bool = False, n_inner: int = 0,
+             resample: str = "as drawn") -> Coverage:
     n_patients, tau, extra, stratified = CONFIGURATIONS[configuration]
     design = RESAMPLE[resample] or ("stratified" if stratified else "official")
     names = list(ENCODERS)
+    n_groups = len(GROUP_SHARES)
     rng = np.random.default_rng([seed, list(CONFIGURATIONS).index(configuration)])
-    y_big, _, probs_big = draw_test_set(truth_patients, tau, extra, rng)
-    truth = point_metrics(y_big, probs_big)
+    big = draw_sample(truth_patients, tau, extra, rng, full=False)
+    truth = {"auroc": np.array([axes.auroc(big.y, big.probs[:, e], "binary") for e in range(len(names))]),
+             "calibration": np.array([axes.debiased_ece(big.y, big.probs[:, e], "binary") for e in range(len(names))])}
+    population = population_values(tau)
+    truth_group_calibration = np.array([[axes.debiased_ece(big.y[big.group == g], big.probs[big.group == g, e], "binary")
+                                         for e in range(len(names))] for g in range(n_groups)])
+    del big
     factor = np.sqrt(n_patients / (n_patients - 1))
     points, boot_sd, boot_sd_inflated = [], [], []
     hits: dict[str, list] = {}
+    widths: dict[str, list] = {}
 
     def hit(name: str, value) -> None:
-        hits.setdefault(name, []).append(np.atleast_1d(value).astype(np.float64))
+        hits.setdefault(name, []).append(np.atleast_1d(value).astype(np.float64).ravel())
 
     floors, stored = [], []
     for data_set in range(data_sets):
-        y, patient, probs = draw_test_set(n_patients, tau, extra, rng, stratified)
+        sample = draw_sample(n_patients, tau, extra, rng, stratified)
+        y, patient, probs = sample.y, sample.patient, sample.probs
         point = point_metrics(y, probs, patient)
         floor = np.array([np.median(point["auroc_se"]), np.median(point["calibration_se"])])
         draws = group_bootstrap(patient, y.astype(np.int64), "binary", seed=[seed, data_set], design=design)
-        weights = prepare_weights(draws.counts(range(n_boot)))
-        auroc_boot = weighted_auroc(probs, y, weights)
-        calibration_raw = weighted_calibration_error(probs, np.broadcast_to(y[:, None], probs.shape), weights)[0]
+        counts = draws.counts(range(n_boot))
+        weights = _weights_with_point(counts)
+        auroc_boot = weighted_auroc(probs, y, weights)[1:]
+        calibration_raw = weighted_calibration_error(probs, np.broadcast_to(y[:, None], probs.shape), weights)[0][1:]
         with_point = np.vstack([point["calibration"][None], calibration_raw])
         calibration_boot = centre_on_squares(with_point)[1:]  # decision 0061, as crs score does
         calibration_additive = calibration_raw - (calibration_raw.mean(axis=0) - point["calibration"])  # 0017
+        shift_draws = group_bootstrap(sample.shift_patient, sample.shift_y.astype(np.int64), "binary",
+                                      seed=[seed, data_set, 1])
+        seed_draw = np.random.default_rng([seed, data_set, 2]).integers(0, SEEDS, (n_boot, SEEDS))
+        label, robust = _axis_replicates(sample, weights, seed_draw, _weights_with_point(shift_draws.counts(range(n_boot))))
+        groups = _subgroup_replicates(sample, counts, weights)
+        extra_floor = np.array([floor[0], floor[1], floor[0], floor[0]])
         floors.append(floor)
-        stored.append((point, auroc_boot, calibration_boot, floor, calibration_additive, calibration_raw))
+        stored.append((point, auroc_boot, calibration_boot, floor, calibration_additive, calibration_raw,
+                       label, robust, groups, extra_floor, sample, draws))
     mean_floor = np.mean(floors, axis=0)
     truth_crs = crs_of(truth["auroc"], truth["calibration"], mean_floor)
+    four_floor = np.array([mean_floor[0], mean_floor[1], mean_floor[0], mean_floor[0]])
+    truth_four = crs_components(np.stack([1 - truth["auroc"], truth["calibration"], 1 - population["label_efficiency"],
+                                          1 - population["robustness"]], axis=-1), None, floor=four_floor)["crs"]
     ranks = true_ranks(truth_crs)
     true_reversals = rank_reversals(pd.Series(truth["auroc"], index=names), pd.Series(truth_crs, index=names)).n_reversed
-    for point, auroc_boot, calibration_boot, floor, calibration_additive, calibration_raw in stored:
+    worst_group_truth = population["group_auroc"].min(axis=0)
+    for (point, auroc_boot, calibration_boot, floor, calibration_additive, calibration_raw,
+         label, robust, groups, extra_floor, sample, draws) in stored:
         crs_point = crs_of(point["auroc"], point["calibration"], floor)
         crs_boot = crs_of(auroc_boot, calibration_boot, floor)
         hit("calibration: additive centring (0017, replaced)", _covers(calibration_additive, truth["calibration"]))
@@ -200,6 +303,27 @@ def simulate(configuration: str, data_sets: int = 200, n_boot: int = 200, seed: 
         hit("calibration, (G-1)/G corrected", _covers(_inflate(calibration_boot, factor), truth["calibration"]))
         hit("CRS percentile interval", _covers(crs_boot, truth_crs))
         hit("CRS percentile, (G-1)/G corrected", _covers(_inflate(crs_boot, factor), truth_crs))
+        hit("label efficiency percentile interval (seeds x patients)", _covers(label[1:], population["label_efficiency"]))
+        hit("robustness percentile interval (severities and shifted site)", _covers(robust[1:], population["robustness"]))
+        four_boot = crs_components(np.stack([1 - auroc_boot, calibration_boot, 1 - label[1:], 1 - robust[1:]], axis=-1),
+                                   None, floor=extra_floor)["crs"]
+        hit("CRS, four axes, percentile interval", _covers(four_boot, truth_four))
+        hit("per-group AUROC percentile interval (group x encoder)",
+            _covers(groups["auroc"][1:], population["group_auroc"]))
+        hit("per-group calibration error percentile interval (group x encoder)",
+            _covers(groups["calibration"][1:], truth_group_calibration))
+        hit("per-group positive rate percentile interval (group)",
+            _covers(groups["positive_rate"][1:], np.full(len(GROUP_SHARES), PREVALENCE)))
+        worst_group = np.nanmin(groups["auroc"], axis=1)  # (B + 1, E), as crs.scoring.subgroups
+        hit("worst-group AUROC = equity axis, percentile interval", _covers(worst_group[1:], worst_group_truth))
+        gap_hits = []
+        for e in range(len(names)):
+            by_group = groups["auroc"][:, :, e]
+            best, worst = int(np.argmax(by_group[0])), int(np.argmin(by_group[0]))
+            gap_low, gap_high, _ = simultaneous_gap_interval(by_group, best, worst, 0.05, logit_scale=True)
+            gap = population["group_auroc"][best, e] - population["group_auroc"][worst, e]
+            gap_hits.append(gap_low <= gap <= gap_high)
+        hit("AUROC gap of the picked pair, simultaneous interval (0062)", np.array(gap_hits))
         reversal = auroc_crs_reversals(pd.Series(point["auroc"], index=names), pd.Series(crs_point, index=names),
                                        auroc_boot, crs_boot)
         hit("reversal-count percentile interval", reversal.count_low <= true_reversals <= reversal.count_high)
@@ -207,18 +331,27 @@ def simulate(configuration: str, data_sets: int = 200, n_boot: int = 200, seed: 
         sets = rank_confidence_sets(crs_point, crs_boot, encoders=names).table
         inside = (sets.loc[names, "rank_low"].to_numpy() <= ranks) & (ranks <= sets.loc[names, "rank_high"].to_numpy())
         hit("rank sets, all encoders at once", inside.all())
+        if compare_methods:
+            found = _method_intervals(sample, point, crs_point, crs_boot, calibration_raw, draws, floor,
+                                      np.random.default_rng([seed, draws.n_groups, len(points)]), stratified, n_inner)
+            for method, (low, high) in found.items():
+                hit(f"CRS method: {method}", _interval_hits(low, high, truth_crs))
+                hit(f"CRS method: {method}, truth below the interval", truth_crs < low)
+                widths.setdefault(f"CRS method: {method}, mean width", []).append(high - low)
     spread = np.asarray(points).std(axis=0, ddof=1)
     n_enc = len(names)
     rows = {}
-    for name, values in hits.items():
-        per_encoder = np.mean(values, axis=0)
+    for name, found_hits in hits.items():
+        per_encoder = np.mean(found_hits, axis=0)
         rows[name] = float(per_encoder.mean())
         if len(per_encoder) > 1:
             rows[f"{name}, worst encoder"] = float(per_encoder.min())
-    for label, part in (("AUROC", slice(0, n_enc)), ("calibration", slice(n_enc, 2 * n_enc)),
-                        ("CRS", slice(2 * n_enc, 3 * n_enc))):
-        rows[f"{label}: bootstrap SD / fresh-sample SD"] = float(np.mean(np.mean(boot_sd, axis=0)[part] / spread[part]))
-        rows[f"{label}: corrected SD / fresh-sample SD"] = float(
+    for name, found_widths in widths.items():
+        rows[name] = float(np.mean(found_widths))
+    for label_name, part in (("AUROC", slice(0, n_enc)), ("calibration", slice(n_enc, 2 * n_enc)),
+                             ("CRS", slice(2 * n_enc, 3 * n_enc))):
+        rows[f"{label_name}: bootstrap SD / fresh-sample SD"] = float(np.mean(np.mean(boot_sd, axis=0)[part] / spread[part]))
+        rows[f"{label_name}: corrected SD / fresh-sample SD"] = float(
             np.mean(np.mean(boot_sd_inflated, axis=0)[part] / spread[part])
         )
     delong_se = np.mean([p["auroc_se"] for p, *_ in stored], axis=0)
@@ -241,7 +374,7 @@ def simulate_gap_null(n_groups: int, data_sets: int = 200, n_boot: int = 200, se
 
     One encoder with the same signal (s = 1.2 y + noise, prevalence 0.3) in each of ``n_groups``
     groups of ``patients_per_group`` patients (one image each, labels stratified as crs's splits);
-    per data set ``n_boot`` stratified patient-level replicates (``group_bootstrap``) give each
+    per data set ``n_boot`` patient-level replicates (within label strata for a stratified test set, plain for a random one, as crs resamples them: decision 0085; ``--resample`` forces one way) (``group_bootstrap``) give each
     group's AUROC (``weighted_auroc``, one column per group); the gap is best minus worst group by
     the point estimate. A finding: the interval's lower bound above 0. Rates for the percentile
     interval of the picked pair (the old method) and the simultaneous max-|t| interval
@@ -284,6 +417,58 @@ def gap_null_markdown(data_sets: int, n_boot: int) -> str:
     return "\n".join(lines)
 
 
+PRINTED = {  # crs.scoring.intervals.MEASURED_COVERAGE key: (the bench's row, how the printed interval is made)
+    "crs": ("CRS percentile interval", "percentile of the replicate CRS (two axes: AUROC, calibration)"),
+    "crs_four_axes": ("CRS, four axes, percentile interval", "the same, four axes (+ label efficiency, robustness)"),
+    "auroc": ("AUROC percentile interval", "percentile of the replicate AUROC"),
+    "calibration": ("calibration error percentile interval (centred on squares, 0061)",
+                    "percentile, replicates centred on squares (0061)"),
+    "label_efficiency": ("label efficiency percentile interval (seeds x patients)",
+                         "percentile over seed multisets x patient resamples"),
+    "robustness": ("robustness percentile interval (severities and shifted site)",
+                   "percentile; the shifted site resampled apart"),
+    "group_auroc": ("per-group AUROC percentile interval (group x encoder)", "percentile of the group's replicates"),
+    "group_calibration": ("per-group calibration error percentile interval (group x encoder)",
+                          "percentile, centred on squares"),
+    "positive_rate": ("per-group positive rate percentile interval (group)", "percentile of the group's replicates"),
+    "worst_group_auroc": ("worst-group AUROC = equity axis, percentile interval",
+                          "percentile of the per-replicate minimum over groups"),
+    "auroc_gap": ("AUROC gap of the picked pair, simultaneous interval (0062)",
+                  "max-|t| over every pair, logit scale (0062)"),
+}
+"""Every interval crs prints, with a measured coverage (docs/crs.md 7b; issue 30 item 6)."""
+EXTRA = {"reversal count": "reversal-count percentile interval",
+         "rank sets (all five at once)": "rank sets, all encoders at once"}
+
+
+def printed_markdown(results: list[Coverage]) -> str:
+    """docs/crs.md 7b: per printed interval and design, the mean over encoders (cells) / the worst encoder."""
+    lines = ["| printed interval | how it is made | " + " | ".join(r.configuration for r in results) + " |",
+             "|" + "---|" * (len(results) + 2)]
+    for key, (row, how) in PRINTED.items():
+        cells = [f"{r.rows[row]:.3f} / {r.rows.get(row + ', worst encoder', r.rows[row]):.3f}" for r in results]
+        lines.append(f"| {key} | {how} | " + " | ".join(cells) + " |")
+    for name, row in EXTRA.items():
+        cells = [f"{r.rows[row]:.3f}" + (f" / {r.rows[row + ', worst encoder']:.3f}" if row + ", worst encoder" in r.rows
+                                         else "") for r in results]
+        lines.append(f"| {name} | | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def measured_figures(results: list[Coverage]) -> dict[str, dict[str, float]]:
+    """What crs.scoring.intervals.MEASURED_COVERAGE holds: per printed interval the range of the mean over
+    the designs and the worst encoder (cell) in the worst design."""
+    out = {}
+    for key, (row, _) in PRINTED.items():
+        rows = [row, PRINTED["crs_four_axes"][0]] if key == "crs" else [row]  # the printed CRS: both cohorts
+        means = [r.rows[name] for r in results for name in rows]
+        worst = [r.rows.get(name + ", worst encoder", r.rows[name]) for r in results for name in rows]
+        out[key] = {"mean_low": round(min(means), 3), "mean_high": round(max(means), 3),
+                    "worst_encoder": round(min(worst), 3)}
+    out.pop("crs_four_axes")
+    return out
+
+
 def markdown(results: list[Coverage]) -> str:
     head = "| quantity | " + " | ".join(r.configuration for r in results) + " |"
     lines = [head, "|" + "---|" * (len(results) + 1)]
@@ -297,14 +482,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data-sets", type=int, default=200)
     parser.add_argument("--n-boot", type=int, default=200)
     parser.add_argument("--configurations", nargs="+", default=list(CONFIGURATIONS))
-    parser.add_argument("--gaps-only", action="store_true", help="only the null simulation of subgroup gaps")
     parser.add_argument("--resample", choices=list(RESAMPLE), default="as drawn",
                         help="resample each test set as it was drawn (crs's rule), or always stratified or plain")
+    parser.add_argument("--gaps-only", action="store_true", help="only the null simulation of subgroup gaps")
+    parser.add_argument("--compare-methods", action="store_true",
+                        help="also every candidate CRS interval of crs.bench.interval_methods (decision 0089)")
+    parser.add_argument("--inner", type=int, default=0,
+                        help="inner replicates of the double bootstrap among the compared methods (0: left out)")
     args = parser.parse_args(argv)
     print(f"{args.data_sets} simulated test sets x {args.n_boot} bootstrap replicates each, resampled {args.resample}")
     if not args.gaps_only:
-        results = [simulate(name, args.data_sets, args.n_boot, resample=args.resample) for name in args.configurations]
-        print(markdown(results))
+        results = [simulate(name, args.data_sets, args.n_boot, compare_methods=args.compare_methods,
+                            n_inner=args.inner, resample=args.resample) for name in args.configurations]
+        print(markdown(results), flush=True)
+        print()
+        print(printed_markdown(results))
+        print(measured_figures(results))
     print()
     print("Subgroup AUROC gaps under equal signal in every group (null):")
     print(gap_null_markdown(args.data_sets, args.n_boot))

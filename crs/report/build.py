@@ -47,6 +47,7 @@ from crs.report.tables import (
     percent,
 )
 from crs.report.zero_shot import zero_shot_records, zero_shot_tables
+from crs.scoring.intervals import SUBGROUP_INTERVALS, coverage_sentence
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 
@@ -305,10 +306,13 @@ def _subgroup_section(score, styles, folder: Path) -> Section:
                     "excludes 0, at most about 5 % of attributes under equal signal whatever their number of groups. "
                     "Gaps are reported, never scored.")
     section.notes.extend(subgroup_report.worst_group_sentences(gaps))
+    case_level = is_case_level(score.bootstrap)  # the subgroup intervals' measured coverage (decision 0090)
+    coverage = coverage_sentence(float(score.bootstrap.alpha), SUBGROUP_INTERVALS) if case_level else None
     section.tables.append(subgroup_report.group_table(groups, score.settings.subgroup_min_images,
-                                                      score.settings.subgroup_min_positives))
+                                                      score.settings.subgroup_min_positives, coverage))
     colours = {name: style.colour for name, style in styles.items()}
-    for path, caption in subgroup_report.subgroup_plots(groups, colours, folder):
+    level = interval_label(score.bootstrap, SUBGROUP_INTERVALS)
+    for path, caption in subgroup_report.subgroup_plots(groups, colours, folder, level):
         _add(section, path, caption)
     return section
 

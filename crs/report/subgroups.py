@@ -49,7 +49,7 @@ def worst_group_sentences(gaps: pd.DataFrame) -> list[str]:
     return lines
 
 
-def group_table(groups: pd.DataFrame, min_images: int, min_positives: int) -> Table:
+def group_table(groups: pd.DataFrame, min_images: int, min_positives: int, coverage: str | None = None) -> Table:
     """One row per encoder, task, condition, attribute and group: AUROC, calibration, positive rate with intervals."""
     rows = []
     for _, row in groups.iterrows():
@@ -65,13 +65,15 @@ def group_table(groups: pd.DataFrame, min_images: int, min_positives: int) -> Ta
     return Table(
         f"Per subgroup, at 100\u00a0% labels: macro AUROC, the scored calibration error and the positive rate, each "
         f"with its patient-level bootstrap interval (the score's own replicates). Groups with fewer than {min_images} "
-        f"test images or fewer than {min_positives} positives of a label are too small to judge: listed, not scored.",
+        f"test images or fewer than {min_positives} positives of a label are too small to judge: listed, not scored."
+        + (f" {coverage}" if coverage else ""),
         ("encoder", "task", "condition", "attribute", "group", "images", "AUROC", "calibration error", "positive rate"),
         tuple(rows),
     )
 
 
-def subgroup_plots(groups: pd.DataFrame, colours: Mapping[str, str], folder: Path) -> list[tuple[Path, str]]:
+def subgroup_plots(groups: pd.DataFrame, colours: Mapping[str, str], folder: Path,
+                   level: str = "95 %") -> list[tuple[Path, str]]:
     """One dot-and-whisker PNG per (task, condition, attribute): AUROC per group and encoder with intervals."""
     out = []
     scored = groups[groups["scored"].astype(bool)]
@@ -97,7 +99,7 @@ def subgroup_plots(groups: pd.DataFrame, colours: Mapping[str, str], folder: Pat
         path = folder / f"subgroups_{safe}.png"
         fig.savefig(path, dpi=110)
         plt.close(fig)
-        out.append((path, f"Subgroup AUROC by {attribute} on {task} ({condition}), with 95 % patient-level intervals."))
+        out.append((path, f"Subgroup AUROC by {attribute} on {task} ({condition}), with {level} patient-level intervals."))
     return out
 
 

@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from crs.scoring.intervals import coverage_sentence, measured_coverage
+from crs.scoring.intervals import LEADERBOARD_INTERVALS, coverage_sentence, lowest_measured
 
 # axis -> (value column, short label, higher is better). Values are the scored measurements in their
 # own units: value = 1 - error for the AUROC axes, the error itself for calibration
@@ -62,15 +62,21 @@ def confidence_label(alpha: float) -> str:
     return f"{100 * (1 - alpha):g}\u00a0%"
 
 
-def interval_label(bootstrap) -> str:
-    """The intervals' level as printed: '95 %' where no coverage was measured, else the nominal level
-    with the lowest measured coverage (docs/crs.md 7b, decision 0063), never a bare '95 %' that the
-    intervals do not reach."""
+def shown_intervals(bootstrap) -> tuple[str, ...]:
+    """The measured intervals of the leaderboard: the CRS and four axes, and the equity axis where it was scored."""
+    kept = getattr(bootstrap, "axis_error_replicates", None) or {}
+    return LEADERBOARD_INTERVALS + (("worst_group_auroc",) if "equity" in kept else ())
+
+
+def interval_label(bootstrap, intervals: tuple[str, ...] | None = None) -> str:
+    """The intervals' level as printed: '95 %' where no coverage was measured or every one of ``intervals``
+    (default: the leaderboard's) reaches 0.93 for its worst encoder, else the nominal level with the lowest
+    measured coverage (docs/crs.md 7b, decisions 0063, 0090), never a bare '95 %' that they do not reach."""
     level = confidence_label(bootstrap.alpha)
-    found = measured_coverage(float(bootstrap.alpha)) if is_case_level(bootstrap) else None
-    if not found:
+    chosen = shown_intervals(bootstrap) if intervals is None else intervals
+    worst = lowest_measured(float(bootstrap.alpha), chosen) if is_case_level(bootstrap) else None
+    if worst is None:
         return level
-    worst = min(c["worst_encoder"] for c in found.values())
     return f"{level} nominal, \u2265\u00a0{100 * worst:.0f}\u00a0% measured"
 
 
@@ -86,7 +92,7 @@ def interval_note(bootstrap) -> str:
         what = "each replicate draws one multiset of seeds, the same for every encoder and task; test cases are not resampled"
     note = (f"Every interval (CRS and the four axes) is a {level} percentile interval over the same "
             f"{bootstrap.n_boot} replicates of the {bootstrap_name(bootstrap)}: {what}.")
-    sentence = coverage_sentence(float(bootstrap.alpha)) if is_case_level(bootstrap) else None
+    sentence = coverage_sentence(float(bootstrap.alpha), shown_intervals(bootstrap)) if is_case_level(bootstrap) else None
     return f"{note} {sentence}" if sentence else note
 
 

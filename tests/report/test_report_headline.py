@@ -79,6 +79,13 @@ def test_the_page_links_who_does_it_fail_and_shows_the_provenance_box(tiny_run, 
     page = path.read_text()
     nav = page.split("<nav>", 1)[1].split("</nav>", 1)[0]
     assert '<a href="#subgroups">Who does it fail?</a>' in nav and 'id="subgroups"' in page
+    from crs.report.tables import interval_label, is_case_level
+    from crs.scoring.intervals import SUBGROUP_INTERVALS, coverage_sentence
+
+    if getattr(score, "subgroups", None) is not None and is_case_level(score.bootstrap):  # issue 30 item 6
+        assert coverage_sentence(score.bootstrap.alpha, SUBGROUP_INTERVALS) in page
+        if score.subgroups["scored"].astype(bool).any():  # a plot per scored attribute, its caption labelled
+            assert f"with {interval_label(score.bootstrap, SUBGROUP_INTERVALS)} patient-level intervals" in page
     box = page.split('<aside class="provenance" id="provenance">', 1)[1].split("</aside>", 1)[0]
     for label in ("crs version", "spec hash", "cache fingerprints", "machine (stage 2)", "BLAS kernel (stage 2)"):
         assert f"<dt>{label}</dt>" in box

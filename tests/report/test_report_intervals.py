@@ -12,10 +12,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from crs import axes
-from crs.report.tables import interval_note, leaderboard
+from crs.report.tables import interval_label, interval_note, leaderboard
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +104,8 @@ def test_a_zero_width_seed_only_interval_is_not_called_an_interval():
     assert "seed-only 95\u00a0% interval 0.400 to 0.600" in interval_phrase(seed_level, 0.4, 0.6)
     case_level = SimpleNamespace(alpha=0.05, n_boot=3, level="seed+case")
     # issue 30: the case-level intervals do not reach 95 % for every encoder, so the phrase names the measured level
-    assert interval_phrase(case_level, 0.4, 0.6) == "95\u00a0% nominal, \u2265\u00a083\u00a0% measured CI 0.400 to 0.600"
+    assert interval_phrase(case_level, 0.4, 0.6) == f"{interval_label(case_level)} CI 0.400 to 0.600"
+    assert "measured" in interval_label(case_level)
 
 
 def test_the_headline_explains_a_leader_that_ranks_first_in_fewer_replicates():
@@ -122,3 +124,23 @@ def test_the_headline_explains_a_leader_that_ranks_first_in_fewer_replicates():
     assert "b ranks first in more replicates (39" in text and "leading tier" in text
     board.loc[1, "p_rank1"] = 0.2
     assert "ranks first in more replicates" not in headline(score, board)
+
+
+def test_the_subgroup_plots_and_table_name_their_measured_level(tmp_path):
+    """Issue 30 item 6: the subgroup intervals miss 0.93 for their worst cell (docs/crs.md 7b), so the plot
+    captions carry the label the report passes and the table note the coverage sentence."""
+    from crs.report.subgroups import group_table, subgroup_plots
+    from crs.scoring.intervals import SUBGROUP_INTERVALS, coverage_sentence
+
+    groups = pd.DataFrame({
+        "encoder": ["a", "a"], "task": ["t", "t"], "condition": ["clean", "clean"], "attribute": ["sex", "sex"],
+        "group": ["F", "M"], "n_images": [60, 60], "min_positives": [12, 12], "scored": [True, True],
+        "auroc": [0.8, 0.7], "auroc_low": [0.7, 0.6], "auroc_high": [0.9, 0.8], "calibration": [0.05, 0.06],
+        "calibration_low": [0.02, 0.03], "calibration_high": [0.08, 0.09], "positive_rate": [0.3, 0.3],
+        "positive_rate_low": [0.2, 0.2], "positive_rate_high": [0.4, 0.4]})
+    label = interval_label(SimpleNamespace(alpha=0.05, level="seed+case"), SUBGROUP_INTERVALS)
+    assert "measured" in label
+    (_, caption), = subgroup_plots(groups, {}, tmp_path, label)
+    assert f"with {label} patient-level intervals" in caption
+    sentence = coverage_sentence(0.05, SUBGROUP_INTERVALS)
+    assert sentence in group_table(groups, 50, 10, sentence).caption

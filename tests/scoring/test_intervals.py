@@ -104,16 +104,58 @@ def test_on_the_logit_scale_the_auroc_interval_excludes_0_exactly_when_the_logit
 
 
 def test_the_measured_coverage_is_named_wherever_the_level_is_printed():
-    """Issue 30 item 5: an interval that does not reach 0.93 for its worst encoder is labelled with its
-    measured level (summary, crs score's text, the report's label and note), never a bare 95 %."""
+    """Issue 30 items 2 and 6: an interval that does not reach 0.93 for its worst encoder is labelled with its
+    measured level (summary, crs score's text, the report's label and note, the subgroup section), never a
+    bare 95 %; the label names the lowest worst-encoder coverage of the intervals it stands for."""
     from types import SimpleNamespace
 
     from crs.report.tables import interval_label, interval_note
-    from crs.scoring.intervals import MEASURED_COVERAGE, coverage_sentence, measured_coverage
+    from crs.scoring.intervals import (
+        LABEL_BELOW,
+        LEADERBOARD_INTERVALS,
+        MEASURED_COVERAGE,
+        SUBGROUP_INTERVALS,
+        coverage_sentence,
+        measured_coverage,
+    )
 
-    assert all(c["worst_encoder"] < 0.93 for c in MEASURED_COVERAGE.values())  # why the label is needed
+    assert set(LEADERBOARD_INTERVALS + SUBGROUP_INTERVALS) == set(MEASURED_COVERAGE)  # every printed interval
     case = SimpleNamespace(alpha=0.05, n_boot=200, level="seed+case")
-    assert interval_label(case) == "95\u00a0% nominal, \u2265\u00a083\u00a0% measured"
-    assert coverage_sentence(0.05) in interval_note(case) and "0.840 for the worst encoder" in coverage_sentence(0.05)
+    for intervals in (LEADERBOARD_INTERVALS, SUBGROUP_INTERVALS):
+        worst = min(MEASURED_COVERAGE[name]["worst_encoder"] for name in intervals)
+        expected = f"95\u00a0% nominal, \u2265\u00a0{100 * worst:.0f}\u00a0% measured" if worst < LABEL_BELOW else "95\u00a0%"
+        assert interval_label(case, intervals) == expected
+    assert min(c["worst_encoder"] for c in MEASURED_COVERAGE.values()) < LABEL_BELOW  # so some label is needed
+    assert interval_label(case) == interval_label(case, LEADERBOARD_INTERVALS)  # equity not scored
+    equity = SimpleNamespace(alpha=0.05, n_boot=200, level="seed+case", axis_error_replicates={"equity": None})
+    assert interval_label(equity) == interval_label(case, LEADERBOARD_INTERVALS + ("worst_group_auroc",))
+    sentence = coverage_sentence(0.05)
+    for name, found in MEASURED_COVERAGE.items():  # crs score prints them all
+        assert f"{found['worst_encoder']:.3f} for the worst encoder" in sentence, name
+    assert coverage_sentence(0.05, LEADERBOARD_INTERVALS) in interval_note(case)
     assert measured_coverage(0.10) is None and interval_label(SimpleNamespace(alpha=0.10, level="seed+case")) == "90\u00a0%"
     assert interval_label(SimpleNamespace(alpha=0.05, level="seed")) == "95\u00a0%"
+
+
+def test_the_measured_figures_are_those_of_the_docs_table():
+    """Issue 30 item 6: MEASURED_COVERAGE stays in step with docs/crs.md 7b: per key, the range of the
+    means and the lowest worst-encoder figure over the rows tagged with it (the CRS's two rows)."""
+    import re
+    from pathlib import Path
+
+    from crs.scoring.intervals import MEASURED_COVERAGE
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "crs.md").read_text(encoding="utf-8")
+    section = text.split("## 7b.", 1)[1].split("\n## ", 1)[0]
+    found: dict[str, list[tuple[float, float]]] = {}
+    for line in section.splitlines():
+        tag = re.match(r"\| [^|`]*\(`(\w+)`\) \|", line)
+        if tag:
+            cells = re.findall(r"(\d\.\d{3}) / (\d\.\d{3})", line)
+            assert len(cells) == 5, line  # one per design
+            found.setdefault(tag.group(1), []).extend((float(m), float(w)) for m, w in cells)
+    assert set(found) == set(MEASURED_COVERAGE)
+    for key, cells in found.items():
+        means, worst = [m for m, _ in cells], [w for _, w in cells]
+        assert MEASURED_COVERAGE[key] == {"mean_low": min(means), "mean_high": max(means),
+                                          "worst_encoder": min(worst)}, key
