@@ -122,8 +122,10 @@ def test_case_bootstrap_draws_each_target_apart(two_sites):
     first = bench.folder.read_predictions("pixel_stats", "cxr")
     for g, target in enumerate(TARGETS):  # sorted by name; the first keeps the one-target stream
         keys = {k.target: k for k in artifacts.shift_keys(first)}[target]
+        design = str(first[artifacts.design_key(target)][0])  # (design, recorded or inferred)
+        assert design == "official"  # a second site's every image is test: resampled as whole patients (0085)
         expected = group_bootstrap(first[keys.groups], first[keys.labels], "multilabel",
-                                   seed=[spec.score.seed, 0, SHIFT_STREAM + g])
+                                   seed=[spec.score.seed, 0, SHIFT_STREAM + g], design=design)
         drawn = result.shift_case_draws["cxr"][target]
         assert np.array_equal(drawn.counts(range(5)), expected.counts(range(5)))
     counts = [result.shift_case_draws["cxr"][t].counts([3])[0] for t in TARGETS]
