@@ -220,7 +220,8 @@ class ChunkedFeatureArray:
         return positions, values
 
     def drop_finished_journals(self) -> None:
-        """Delete the journals of chunks already complete (a kill between the flag and the deletion)."""
+        """Delete the journals of chunks already complete (a kill between the flag and the deletion), and
+        the journal folder once it is empty."""
         folder = journal_folder(self.array)
         if folder is None:
             return
@@ -228,6 +229,8 @@ class ChunkedFeatureArray:
         for chunk, path in journal_files(folder).items():
             if chunk >= len(flags) or flags[chunk] != 0:
                 path.unlink(missing_ok=True)
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()  # a finished array keeps no empty journal folder
 
     def write_chunk(self, chunk: int, features: np.ndarray) -> None:
         """Store one full row chunk: data (fsynced), then its checksum, then its flag; then drop its journal."""

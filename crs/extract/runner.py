@@ -504,6 +504,8 @@ def resume_line(dataset: str, images: int, passes: int, cached: int, encoders: i
 
 
 def _mark_current(store: FeatureStore, path: Path, job: _EncoderJob) -> None:
+    for array, _ in job.arrays():
+        array.drop_finished_journals()
     with WriterLock(layout_lock_path(path), "mark current", wait=True):
         store.mark_current(job.name, job.fingerprint)
 

@@ -74,3 +74,14 @@ def test_a_resume_finds_journals_of_finished_chunks_and_drops_them(group):
     assert journal.exists() and stored_rows_kept(group, "clean") == 4
     array.drop_finished_journals()
     assert not journal.exists()
+
+
+def test_a_finished_extraction_leaves_no_journal(tmp_path):
+    from crs.data import load_dataset
+    from crs.encoders import create
+    from crs.extract.runner import extract_dataset
+
+    dataset = load_dataset("synthetic", tmp_path / "data", modality="chest_xray", n_images=40, image_size=32)
+    extract_dataset(dataset, [create("pixel_stats", weights="random")], tmp_path / "cache", [("jpeg", 2)],
+                    batch_size=4, progress=False)
+    assert not [path for path in (tmp_path / "cache").rglob("journal*")]
