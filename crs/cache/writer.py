@@ -225,8 +225,9 @@ class ChunkedFeatureArray:
         folder = journal_folder(self.array)
         if folder is None:
             return
-        flags = np.asarray(self.done[:])
-        for chunk, path in journal_files(folder).items():
+        journals = journal_files(folder)
+        flags = np.asarray(self.done[:]) if journals else np.zeros(0, np.uint8)  # read only when needed
+        for chunk, path in journals.items():
             if chunk >= len(flags) or flags[chunk] != 0:
                 path.unlink(missing_ok=True)
         if folder.is_dir() and not any(folder.iterdir()):
