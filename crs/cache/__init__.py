@@ -8,6 +8,7 @@ Layout (see docs/cache.md)::
             clean                               # (N, D) float16, rows in id order
             corrupt/<corruption>/<severity>     # (N_test, D) float16, rows in test-split order
             <array>__done                       # (n_chunks,) uint8: 1 once that row chunk is durable
+            <array>/journal/<chunk>.rows        # rows computed for an unfinished chunk (journal.py)
 """
 
 from crs.cache.fingerprint import fingerprint

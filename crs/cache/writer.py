@@ -11,6 +11,9 @@ other's flags. zarr's LocalStore writes every file to a temporary name and renam
 a killed process leaves either the old or the new file, never a torn one; ``write_chunk`` then
 fsyncs the data (and its folder) before it writes the checksum and the flag, so the flag can never
 outlive the data, even across a power cut.
+
+Until a chunk is full, the rows computed for it are journaled (:mod:`crs.cache.journal`): a kill
+loses at most the forward call in flight, a crash of the machine at most the open chunks.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import zarr
 from zarr.core.array_spec import ArrayConfigParams
 
 from crs.cache.direct import chunk_file
+from crs.cache.journal import JOURNAL_FOLDER, JOURNAL_SUFFIX, append_record, journal_files, read_records
 from crs.cache.store import FEATURE_DTYPE, CacheError, child_array
 from crs.spec import for_setting
 
@@ -94,6 +98,30 @@ def stored_rows_done(group: zarr.Group, name: str) -> int:
     return rows_in_done_chunks(flags, chunk_rows, int(array.shape[0]))
 
 
+def stored_rows_kept(group: zarr.Group, name: str) -> int:
+    """Rows of feature array ``name`` a resumed run keeps: those of complete chunks, and the rows
+    journaled for the chunks not yet complete (read-only)."""
+    kept = stored_rows_done(group, name)
+    if name not in group or f"{name}{DONE_SUFFIX}" not in group:
+        return kept
+    array = child_array(group, name)
+    chunk_rows = int(cast(int, array.attrs.get("chunk_rows", array.chunks[0])))
+    flags = np.asarray(child_array(group, f"{name}{DONE_SUFFIX}")[:])
+    n_rows, dim = (int(v) for v in array.shape)
+    folder = journal_folder(array)
+    for chunk, path in (journal_files(folder) if folder is not None else {}).items():
+        if chunk < len(flags) and flags[chunk] == 0:
+            positions, _, _ = read_records(path, chunk * chunk_rows, min((chunk + 1) * chunk_rows, n_rows), dim)
+            kept += len(np.unique(positions))
+    return kept
+
+
+def journal_folder(array: zarr.Array) -> Path | None:
+    """The folder of an array's chunk journals (None for stores that are not local folders)."""
+    root = getattr(array.store, "root", None)
+    return None if root is None else Path(root) / array.path / JOURNAL_FOLDER
+
+
 class ChunkedFeatureArray:
     """A (rows, dim) float16 feature array written one row chunk at a time.
 
@@ -160,8 +188,53 @@ class ChunkedFeatureArray:
         """Rows whose chunk is marked complete (what a restart keeps)."""
         return rows_in_done_chunks(np.asarray(self.done[:]), self.chunk_rows, self.n_rows)
 
+    def journal_path(self, chunk: int) -> Path | None:
+        folder = journal_folder(self.array)
+        return None if folder is None else folder / f"{chunk}{JOURNAL_SUFFIX}"
+
+    def journal(self, chunk: int, positions: np.ndarray, features: np.ndarray) -> None:
+        """Append rows computed for a chunk not yet full to its journal (no fsync: a kill keeps them)."""
+        path = self.journal_path(chunk)
+        if path is None:
+            return
+        with np.errstate(over="ignore"):
+            stored = features.astype(FEATURE_DTYPE)
+        try:
+            append_record(path, positions, stored)
+        except OSError as error:
+            raise self._write_error(error, chunk, int(stored.nbytes)) from None
+
+    def journaled(self, chunk: int) -> tuple[np.ndarray, np.ndarray]:
+        """The rows of an incomplete chunk its journal holds: (positions in the array, float16 rows).
+
+        A torn or garbled tail (a crash) is cut off, so the records this run appends follow good ones.
+        """
+        path = self.journal_path(chunk)
+        start, stop = self.chunk_bounds(chunk)
+        dim = int(self.array.shape[1])
+        if path is None:
+            return np.zeros(0, np.int64), np.zeros((0, dim), np.float16)
+        positions, values, valid = read_records(path, start, stop, dim)
+        if path.exists() and path.stat().st_size > valid:
+            os.truncate(path, valid)
+        return positions, values
+
+    def drop_finished_journals(self) -> None:
+        """Delete the journals of chunks already complete (a kill between the flag and the deletion), and
+        the journal folder once it is empty."""
+        folder = journal_folder(self.array)
+        if folder is None:
+            return
+        journals = journal_files(folder)
+        flags = np.asarray(self.done[:]) if journals else np.zeros(0, np.uint8)  # read only when needed
+        for chunk, path in journals.items():
+            if chunk >= len(flags) or flags[chunk] != 0:
+                path.unlink(missing_ok=True)
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()  # a finished array keeps no empty journal folder
+
     def write_chunk(self, chunk: int, features: np.ndarray) -> None:
-        """Store one full row chunk: data (fsynced), then its checksum, then its flag."""
+        """Store one full row chunk: data (fsynced), then its checksum, then its flag; then drop its journal."""
         start, stop = self.chunk_bounds(chunk)
         if features.shape[0] != stop - start:
             raise ValueError(f"{self.label} chunk {chunk}: got {features.shape[0]} rows, expected {stop - start}")
@@ -187,14 +260,20 @@ class ChunkedFeatureArray:
             self.done[chunk] = 1
             fsync_file(chunk_file(self.done, chunk))
         except OSError as error:
-            reason = error.strerror or str(error)
-            if error.errno == errno.ENOSPC:
-                store = str(getattr(self.array.store, "root", "") or self.label)
-                raise for_setting(CacheFullError(
-                    f"no space left on the disk of {store} writing {self.label} chunk {chunk} "
-                    f"({stored.nbytes:,} bytes); free disk space or choose another cache folder, then re-run "
-                    "to resume (the chunk stays marked incomplete)", store, int(stored.nbytes)), "cache") from None
-            raise for_setting(CacheWriteError(
-                f"cannot write {self.label} chunk {chunk} ({reason}); free disk space or choose a writable "
-                "cache folder, then re-run to resume (the chunk stays marked incomplete)"
-            ), "cache") from None
+            raise self._write_error(error, chunk, int(stored.nbytes)) from None
+        journal = self.journal_path(chunk)
+        if journal is not None:
+            journal.unlink(missing_ok=True)
+
+    def _write_error(self, error: OSError, chunk: int, nbytes: int) -> BaseException:
+        reason = error.strerror or str(error)
+        if error.errno == errno.ENOSPC:
+            store = str(getattr(self.array.store, "root", "") or self.label)
+            return for_setting(CacheFullError(
+                f"no space left on the disk of {store} writing {self.label} chunk {chunk} "
+                f"({nbytes:,} bytes); free disk space or choose another cache folder, then re-run "
+                "to resume (the chunk stays marked incomplete)", store, nbytes), "cache")
+        return for_setting(CacheWriteError(
+            f"cannot write {self.label} chunk {chunk} ({reason}); free disk space or choose a writable "
+            "cache folder, then re-run to resume (the chunk stays marked incomplete)"
+        ), "cache")

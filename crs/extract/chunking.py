@@ -1,38 +1,44 @@
-"""Row-chunk sizes that bound what a killed extraction loses.
+"""Row-chunk sizes: how many files a run writes, and what a crash of the whole machine may lose.
 
 Stage 1 walks a data set in row order and fills every array of every encoder together (clean
 rows, and each corrupted variant of the test rows), so at any moment each array has at most one
-chunk started and not yet durable: a kill loses at most the sum of the chunk sizes of all arrays
-being filled. Chunks are therefore sized from the run, not fixed: the run's loss budget
-``L = max(1 % of its forward passes, min(one batch per array, 512 passes))`` is shared by all of
-its arrays (every encoder's) in proportion to their rows, so the chunk sizes sum to at most ``L``
-(issue 24 measured a 4,096-row corrupted chunk spanning about 20,000 data-set rows; issue 31 a
-floor of one batch *per array and encoder*: a kill redid 4.3 % of a run of 85,335 passes).
+chunk started and not yet durable. What a *kill* loses does not depend on the chunks: every
+forward call's rows of an unfinished chunk go to the chunk's journal (:mod:`crs.cache.journal`)
+as soon as they are computed, so a SIGKILL loses at most the one forward call in flight, at most
+``batch_size`` passes, on a run of any size (docs/decisions/0101).
 
-The floor is not one batch: every chunk costs three files and six fsyncs, and a budget of 32
-passes for a run of a few hundred made the tiny spec write 10x the chunks and take twice as long
-(docs/decisions/0093). Only a run with fewer forward passes than 100 times its arrays can lose
-more than ``L``: one row per array, the smallest chunk.
+Chunks are what stays after a crash of the machine (power cut, kernel panic, a node that
+vanishes): the journal is not fsynced, so such a crash may lose every open chunk. Chunk sizes are
+therefore sized from the run: ``L = max(1 % of its forward passes, one batch per array and
+encoder)`` is shared by all of its arrays (every encoder's) in proportion to their rows, so the open
+chunks sum to at most ``L``. Chunks smaller than that only cost time: every chunk is three files
+and six fsyncs (decision 0093's 512-pass cap made the demo write 4.5x the chunk files and its
+extraction take 40 % longer; docs/decisions/0102 drops the cap).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-LOSS_SHARE = 0.01  # at most this share of a run's forward passes is redone after a kill ...
-SMALL_RUN_PASSES = 512  # ... or, on a run under 51,200 passes, this many (one batch per array if less)
+LOSS_SHARE = 0.01  # a crash of the machine loses at most this share of a run's forward passes ...
+
+
+def kill_loss_budget(array_rows: Sequence[int], batch_size: int, encoders: int = 1) -> int:
+    """The promise for a kill (SIGKILL, preemption, ``scancel``) of one writer: at most
+    ``max(1 % of the run's forward passes, one batch)``. The journal keeps it for any run (it
+    loses at most the forward call in flight, at most one batch)."""
+    return max(int(sum(array_rows) * encoders * LOSS_SHARE), batch_size)
 
 
 def loss_budget(array_rows: Sequence[int], batch_size: int, encoders: int = 1) -> int:
-    """Forward passes a kill may lose in a run: 1 % of them, or, if that is more, one batch per array
-    up to :data:`SMALL_RUN_PASSES` (and never under one batch).
+    """Forward passes a crash of the machine may lose in a run (the open chunks, whose journals
+    may not have reached the disk): 1 % of them, or one batch per array and encoder if that is more.
 
     ``array_rows``: the rows of one encoder's arrays (clean, then each corrupted variant); the run
     fills ``encoders`` encoders' arrays of these sizes at once.
     """
     passes = sum(array_rows) * encoders
-    one_batch_per_array = batch_size * len(array_rows) * encoders
-    return max(int(passes * LOSS_SHARE), batch_size, min(one_batch_per_array, SMALL_RUN_PASSES))
+    return max(int(passes * LOSS_SHARE), batch_size * len(array_rows) * encoders)
 
 
 def chunk_rows_for(array_rows: Sequence[int], batch_size: int, cap: int, encoders: int = 1) -> list[int]:

@@ -20,7 +20,7 @@ import numpy as np
 
 from crs.cache.corrupt_rows import array_rows_digest
 from crs.cache.store import FeatureStore, child_group, store_path, test_digest
-from crs.cache.writer import stored_rows_done
+from crs.cache.writer import stored_rows_kept
 from crs.corruptions import SUITE_VERSION
 from crs.corruptions.variants import resolve_variants
 from crs.data import Dataset, load_entry
@@ -185,7 +185,8 @@ def free_bytes(folder: Path) -> int | None:
 
 def cached_rows(store: FeatureStore, spec: EncoderSpec, dataset_fields: dict[str, Any],
                 arrays: Sequence[tuple[str, int]], rows_digest: str | None = None) -> tuple[dict[str, int], str | None]:
-    """Complete rows per planned array of the best matching group of ``spec.name`` (weights not compared).
+    """Rows a resumed run keeps (complete chunks, and rows journaled for unfinished ones, decision 0101)
+    per planned array of the best matching group of ``spec.name`` (weights not compared).
 
     A group matches when every fingerprint field the plan can know without building the encoder
     agrees; among matches, the encoder's ``current`` group wins, then the one with most rows done.
@@ -205,7 +206,7 @@ def cached_rows(store: FeatureStore, spec: EncoderSpec, dataset_fields: dict[str
                   "pooling": spec.pooling}
         if any(fields.get(key) != value for key, value in wanted.items()):
             continue
-        done = {name: min(stored_rows_done(group, name), rows) for name, rows in arrays
+        done = {name: min(stored_rows_kept(group, name), rows) for name, rows in arrays
                 if name == "clean" or array_rows_digest(group, name, whole_split) in (None, rows_digest or whole_split)}
         key = (fingerprint == current, sum(done.values()))
         if best is None or key > best[0]:

@@ -129,27 +129,48 @@ class _EncoderJob:
         self.buffers: dict[Any, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
         self.clean_rows = np.zeros(0, dtype=np.int64)
         self.variant_rows: dict[tuple[str, int], np.ndarray] = {}
+        self.rows_journaled = 0  # rows of pending chunks a killed run journaled, found by plan()
 
     def plan(self, mine: list[set[int]] | None) -> None:
         """Read which chunks of this shard are pending (call while holding the writer lock).
 
         ``mine``: the chunks of this shard per array, in the order of :meth:`arrays` (None: all).
+        Rows a killed run journaled for a pending chunk go back into its buffer and are not
+        computed again (they are whole forward calls, so the batches stay those of one run).
         """
         owned: list[set[int] | None] = list(mine) if mine is not None else [None] * (1 + len(self.corrupt))
-        self.clean_rows = self._pending_rows(self.clean, np.arange(self.n_rows), owned[0])
-        self.variant_rows = {key: self._pending_rows(array, self.test_rows, chunks)
-                             for (key, array), chunks in zip(self.corrupt.items(), owned[1:], strict=True)}
+        keys: list[Any] = ["clean", *self.corrupt]
+        pending = [self._resume(key, array, row_of_position, chunks)
+                   for key, (array, row_of_position), chunks in zip(keys, self.arrays(), owned, strict=True)]
+        self.clean_rows, *variant_rows = pending
+        self.variant_rows = dict(zip(self.corrupt, variant_rows, strict=True))
 
     def arrays(self) -> list[tuple[ChunkedFeatureArray, np.ndarray]]:
         """Each feature array with the data-set row of each of its positions."""
         return [(self.clean, np.arange(self.n_rows)), *((array, self.test_rows) for array in self.corrupt.values())]
 
-    @staticmethod
-    def _pending_rows(array: ChunkedFeatureArray, row_of_position: np.ndarray,
-                      chunks: set[int] | None) -> np.ndarray:
-        """Data-set rows (not array positions) whose chunk in ``array`` (one of ``chunks``) is not yet complete."""
-        positions = [np.arange(*array.chunk_bounds(c)) for c in array.pending_chunks()
-                     if chunks is None or c in chunks]
+    def _resume(self, key: Any, array: ChunkedFeatureArray, row_of_position: np.ndarray,
+                chunks: set[int] | None) -> np.ndarray:
+        """Data-set rows (not array positions) whose chunk in ``array`` (one of ``chunks``) is not yet
+        complete and that no journal holds; journaled rows go into the chunk's buffer."""
+        array.drop_finished_journals()
+        positions = []
+        for chunk in array.pending_chunks():
+            if chunks is not None and chunk not in chunks:
+                continue
+            start, stop = array.chunk_bounds(chunk)
+            missing = np.ones(stop - start, dtype=bool)
+            journaled, values = array.journaled(chunk)
+            if journaled.size:
+                features = np.zeros((stop - start, values.shape[1]), np.float32)
+                features[journaled - start] = values.astype(np.float32)
+                missing[journaled - start] = False
+                self.rows_journaled += int((~missing).sum())
+                if not missing.any():  # killed while writing the chunk its journal completes
+                    array.write_chunk(chunk, features)
+                    continue
+                self.buffers.setdefault(key, {})[chunk] = (features, ~missing)
+            positions.append(start + np.flatnonzero(missing))
         if not positions or array.n_rows == 0:
             return np.zeros(0, dtype=np.int64)
         return row_of_position[np.concatenate(positions)]
@@ -167,8 +188,8 @@ class _EncoderJob:
         return sum(array.n_rows for array, _ in self.arrays())
 
     def passes_cached(self) -> int:
-        """Forward passes already in complete chunks (kept from earlier runs)."""
-        return sum(array.rows_done() for array, _ in self.arrays())
+        """Forward passes kept from earlier runs: in complete chunks, or journaled for pending ones."""
+        return sum(array.rows_done() for array, _ in self.arrays()) + self.rows_journaled
 
     def passes_pending(self) -> int:
         """Forward passes of the chunks :meth:`plan` found pending (this shard's part)."""
@@ -184,18 +205,23 @@ class _EncoderJob:
 
     def _store(self, key: Any, array: ChunkedFeatureArray, positions: np.ndarray, features: np.ndarray,
                stats: ExtractStats) -> None:
+        """Put one forward call's rows in their chunks' buffers; write each chunk that is full, and
+        journal the rows of each that is not (a kill then loses at most the call in flight)."""
         buffers = self.buffers.setdefault(key, {})
-        for position, row in zip(positions.tolist(), features, strict=True):
-            chunk = position // array.chunk_rows
+        chunk_of = positions // array.chunk_rows
+        for chunk in dict.fromkeys(chunk_of.tolist()):
+            take = chunk_of == chunk
+            start, stop = array.chunk_bounds(chunk)
             if chunk not in buffers:
-                start, stop = array.chunk_bounds(chunk)
-                buffers[chunk] = (np.zeros((stop - start, row.shape[0]), np.float32), np.zeros(stop - start, bool))
-            start, _ = array.chunk_bounds(chunk)
-            buffers[chunk][0][position - start] = row
-            buffers[chunk][1][position - start] = True
-            if buffers[chunk][1].all():
+                buffers[chunk] = (np.zeros((stop - start, features.shape[1]), np.float32), np.zeros(stop - start, bool))
+            rows, filled = buffers[chunk]
+            rows[positions[take] - start] = features[take]
+            filled[positions[take] - start] = True
+            if filled.all():
                 array.write_chunk(chunk, buffers.pop(chunk)[0])
                 stats.chunks_written += 1
+            else:
+                array.journal(chunk, positions[take], features[take])
 
     def process_clean(self, rows: np.ndarray, images: torch.Tensor, stats: ExtractStats) -> None:
         """Embed the clean rows of one decoded batch that this encoder still needs."""
@@ -478,6 +504,8 @@ def resume_line(dataset: str, images: int, passes: int, cached: int, encoders: i
 
 
 def _mark_current(store: FeatureStore, path: Path, job: _EncoderJob) -> None:
+    for array, _ in job.arrays():
+        array.drop_finished_journals()
     with WriterLock(layout_lock_path(path), "mark current", wait=True):
         store.mark_current(job.name, job.fingerprint)
 
