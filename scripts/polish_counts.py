@@ -7,7 +7,7 @@ own generated task (CheXpert's 5 labels or ISIC's 8 classes, planted signal) at 
 paper's size, with the paper's label fractions, seeds and C grid, fitted by the torch backend on one
 thread. Each variant is fitted in turn in one process, so the CPU seconds are side by side:
 
-    python scripts/polish_counts.py [--task chexpert] [--scale 0.15] [--variant NAME ...]
+    python scripts/polish_counts.py [--task chexpert] [--scale 0.15] [--variant NAME ...] [--validation fraction]
 
 Variants: ``before`` (the evaluation before decision 0075: a new float64 array for each block of
 each evaluation instead of one reused buffer, and the products with the rows through torch),
@@ -32,7 +32,7 @@ import torch
 from threadpoolctl import threadpool_limits
 
 from crs.bench import paper_scale
-from crs.data.base import nested_label_fractions
+from crs.data.base import VALIDATION_STREAM, nested_label_fractions
 from crs.probes import fit_probes, torch_batched
 from crs.probes import polish as polish_module
 from crs.probes.base import as_float
@@ -54,6 +54,16 @@ def unit(task_name: str, scale: float, dim: int):
         subsets += [drawn[f] for f in sorted(drawn)]
         fractions += sorted(drawn)
     return task.kind, X[split["train"]], train_labels, X[split["val"]], table.labels[split["val"]], X[split["test"]], subsets, fractions
+
+
+def fraction_validation_rows(val_labels: np.ndarray) -> list[np.ndarray]:
+    """Per probe (in :func:`unit`'s order), the validation rows drawn at its label fraction, as a
+    stage-2 unit draws them (``validation = "fraction"``, the default)."""
+    rows: list[np.ndarray] = []
+    for seed in range(5):
+        drawn = nested_label_fractions(val_labels, FRACTIONS, seed, 3, stream=VALIDATION_STREAM)
+        rows += [drawn[f] for f in sorted(drawn)]
+    return rows
 
 
 def relative_logits(probes, X: np.ndarray) -> np.ndarray:
@@ -135,8 +145,11 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=0.15)
     parser.add_argument("--dim", type=int, default=1024)
     parser.add_argument("--variant", action="append", default=None)
+    parser.add_argument("--validation", choices=("full", "fraction"), default="full",
+                        help="C chosen on all validation rows (as before) or on rows drawn per fraction (as a unit does)")
     args = parser.parse_args()
     kind, X_train, y_train, X_val, y_val, X_test, subsets, fractions = unit(args.task, args.scale, args.dim)
+    val_subsets = fraction_validation_rows(y_val) if args.validation == "fraction" else None
     print(f"{args.task} at scale {args.scale}: {len(X_train)} training rows, {len(subsets)} probes", flush=True)
     original = polish_module.polish
     sizes = np.array([len(s) for s in subsets])
@@ -174,7 +187,8 @@ def main() -> None:
         polish_module.PASSES.reset()
         with threadpool_limits(1):
             start = time.process_time()
-            probes = fit_probes(X_train, y_train, X_val, y_val, subsets, kind, backend="torch", Cs=CS, **options)
+            probes = fit_probes(X_train, y_train, X_val, y_val, subsets, kind, backend="torch", Cs=CS,
+                                val_subsets=val_subsets, **options)
             seconds = time.process_time() - start
         torch_batched.polish = original
         counts = np.array(per_probe)  # (size, evaluations) per polished subset; a fraction's subsets share a size

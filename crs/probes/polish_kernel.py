@@ -14,6 +14,11 @@ vector width lays them out: bit for bit the same on one machine, regrouped acros
 as BLAS kernels regroup them. The polish's stopping rule, not the order of the sums, is what makes
 the probes agree across machines (docs/reproducibility.md).
 
+Rows larger than the polish keeps converted (the 10, 25 and 100 % fractions at CheXpert size) are
+read as the cache's float16 itself: their bits index a table of the 65,536 float16 values in float64
+(:data:`HALF_TO_DOUBLE`, 512 KB), so the tile holds the same float64 numbers as from a float32 copy,
+bit for bit, without converting each block into a buffer first at every evaluation (decision 0104).
+
 numba is optional (the ``fast`` extra); ``CRS_NO_NUMBA=1`` turns this kernel off with the others.
 """
 
@@ -25,15 +30,49 @@ import numpy as np
 
 from crs.axes.weighted_kernel import available, numba
 
-__all__ = ["available", "fused_pass"]
+__all__ = ["HALF_TO_DOUBLE", "available", "fused_pass", "half_bits"]
 
-def _fused_pass_python(rows, scaled_t, intercept, targets, row_weights, class_mask, sigmoid, inv_n,
+HALF_TO_DOUBLE = np.arange(2**16, dtype=np.uint16).view(np.float16).astype(np.float64)
+"""Every float16 value in float64, indexed by its bits (exact: float16 is a subset of float64)."""
+
+
+def half_bits(rows: np.ndarray) -> np.ndarray:
+    """float16 ``rows`` as their uint16 bits (a view), for :func:`fused_pass` with :data:`HALF_TO_DOUBLE`."""
+    return rows.view(np.uint16)
+
+
+def _fill_row(tile, r, rows, i, table):  # pragma: no cover - compiled by the overload below
+    """tile[r] = row i of ``rows`` in float64: float rows as they are, uint16 rows (float16 bits)
+    through ``table``."""
+    tile[r] = table[rows[i]] if rows.dtype == np.uint16 else rows[i]
+
+
+if numba is not None:
+    from numba.core import types as _types
+    from numba.extending import overload as _overload
+
+    @_overload(_fill_row, jit_options={"nogil": True})
+    def _fill_row_compiled(tile, r, rows, i, table):
+        if isinstance(rows.dtype, _types.Integer):
+            def from_bits(tile, r, rows, i, table):
+                for d in range(rows.shape[1]):
+                    tile[r, d] = table[rows[i, d]]
+            return from_bits
+
+        def as_is(tile, r, rows, i, table):
+            for d in range(rows.shape[1]):
+                tile[r, d] = rows[i, d]
+        return as_is
+
+
+def _fused_pass_python(rows, table, scaled_t, intercept, targets, row_weights, class_mask, sigmoid, inv_n,
                        grad, residual_sum, row_loss):  # pragma: no cover - compiled; plain Python works, slowly
     """Add one block's data term into ``grad`` (K, D) and ``residual_sum`` (K,), and write each
     row's loss into ``row_loss`` (n,) (the caller sums them pairwise, as numpy does: a running sum
     over 100k rows loses digits that the line search reads).
 
-    ``rows`` (n, D) float32 or float64; ``scaled_t`` (K, D) float64: the weights on the raw rows;
+    ``rows`` (n, D) float32 or float64, or uint16: float16 bits, read through ``table``
+    (:data:`HALF_TO_DOUBLE`; unused for float rows); ``scaled_t`` (K, D) float64: the weights on the raw rows;
     ``intercept`` (K,). Sigmoid link (``sigmoid`` True): loss sum_ik w_ik (log(1 + e^z) - y z)
     with ``row_weights`` (n, K), residual (p - y) w. Softmax link: loss (log sum_k e^z - z_y) / n
     with ``class_mask`` (K,) (0 or -inf) added to the logits and ``inv_n`` = 1 / n, residual
@@ -47,8 +86,7 @@ def _fused_pass_python(rows, scaled_t, intercept, targets, row_weights, class_ma
         used = min(4, n - t0)
         for r in range(4):
             if r < used:
-                for d in range(D):
-                    tile[r, d] = rows[t0 + r, d]
+                _fill_row(tile, r, rows, t0 + r, table)
             else:
                 for d in range(D):
                     tile[r, d] = 0.0

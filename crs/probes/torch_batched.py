@@ -31,6 +31,7 @@ import numpy as np
 import scipy.linalg
 import torch
 
+from crs.probes import path_kernel
 from crs.probes.base import (
     ProbeError,
     ProblemData,
@@ -77,6 +78,12 @@ Two CheXpert-sized fits at once, as two workers run them: 31.4-35.4 CPU s each w
 rows against 33.2-40.0 s in one pass (two pairs each, noisy); alone no difference was measurable."""
 
 
+FUSED_ROWS = 8192
+"""Groups with at least this many rows per subset run their float32 objective through the compiled
+pass (:mod:`crs.probes.path_kernel`, with numba): 0.65-0.7x torch's time at 28,700 and 114,705 rows x
+1,025, about even at 7,600, slower for small groups (decision 0104)."""
+
+
 def resolve_device(device: str) -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -92,12 +99,13 @@ def resolve_device(device: str) -> torch.device:
 # --- the objective ---------------------------------------------------------------------------
 
 
-def batched_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``a @ b`` batched, ``torch.bmm`` on every device. (numpy's BLAS ran these skinny CPU products
-    faster with an earlier torch; with torch 2.14 on the 2-core dev machine bmm is faster: 5 x 1250 x
-    769 times 769 x 8 in 2.1 vs 2.3 ms, the transposed product 1.2 vs 2.4 ms; at CheXpert size,
-    114,793 x 1,025 times 1,025 x 5, 89 vs 124 ms and 92 vs 118 ms.)"""
-    return torch.bmm(a, b)
+def batched_logits(columns: torch.Tensor, Z: torch.Tensor) -> torch.Tensor:
+    """``Z @ columns^T`` for rows Z (S, b, R) and weight columns stored as rows, ``columns`` (S, M, R):
+    (S, b, M). Computed as ``columns @ Z^T`` (then transposed, a small copy): MKL runs that skinny
+    product about 2x faster on the CPU than ``Z @ columns`` (5 x 8,192 x 1,025 rows times 5 outputs:
+    30 against 59 ms here, one thread), since it streams each row of Z once against the few columns.
+    The same sums, grouped as the kernel groups them (decision 0104)."""
+    return torch.bmm(columns, Z.transpose(1, 2)).transpose(1, 2)
 
 
 @dataclass
@@ -155,13 +163,16 @@ class GroupProblem:
         from cache (the products are skinny: memory traffic, shared by the workers, bounds them)."""
         S, Cb, R, K = W.shape
         n = self.Z.shape[1]
-        columns = W.permute(0, 2, 1, 3).reshape(S, R, Cb * K)
+        columns = W.permute(0, 1, 3, 2).reshape(S, Cb * K, R)  # one row per (C, output)
         f = torch.zeros(S, Cb, dtype=W.dtype, device=W.device)
         grad_t = torch.zeros(S, Cb * K, R, dtype=W.dtype, device=W.device)
-        step = EVALUATION_ROWS if EVALUATION_ROWS and W.device.type == "cpu" else n
-        for start in range(0, n, step):
-            rows = slice(start, min(start + step, n))
-            f += self._data_block(rows, columns, n, grad_t)
+        if n >= FUSED_ROWS and W.device.type == "cpu" and W.dtype == torch.float32 and path_kernel.available():
+            self._fused_data_term(columns, n, f, grad_t)  # each row read once (decision 0104)
+        else:
+            step = EVALUATION_ROWS if EVALUATION_ROWS and W.device.type == "cpu" else n
+            for start in range(0, n, step):
+                rows = slice(start, min(start + step, n))
+                f += self._data_block(rows, columns, n, grad_t)
         grad = grad_t.view(S, Cb, K, R).permute(0, 1, 3, 2).contiguous()
         weights_part = W[:, :, :-1, :]
         penalised = self.penalty_product(weights_part)
@@ -169,14 +180,35 @@ class GroupProblem:
         grad[:, :, :-1, :] += lam * penalised
         return f, grad
 
+    def _fused_data_term(self, columns: torch.Tensor, n: int, f: torch.Tensor, grad_t: torch.Tensor) -> None:
+        """The data term of every subset through :func:`crs.probes.path_kernel.group_pass`: loss into
+        ``f`` (S, Cb), gradient into ``grad_t`` (S, Cb K, R), as :meth:`_data_block` over all rows."""
+        assert path_kernel.group_pass is not None
+        S, CbK, _ = columns.shape
+        K = self.targets.shape[2]
+        sigmoid = self.row_weights is not None
+        loss = np.zeros(CbK // K)
+        grad = np.zeros(grad_t.shape)  # float64 sums over the rows
+        for s in range(S):
+            weights = self.targets[s] if self.row_weights is None else self.row_weights[s]  # softmax: unused
+            mask = np.zeros(K) if self.class_mask is None else self.class_mask[s].double().numpy()
+            loss[:] = 0.0
+            path_kernel.group_pass(
+                self.Z[s].numpy(), np.ascontiguousarray(columns[s].numpy()), self.targets[s].numpy(),
+                weights.numpy(), mask, sigmoid, 1.0 / n, grad[s], loss,
+            )
+            f[s] += torch.from_numpy(loss).to(f.dtype)
+        grad_t += torch.from_numpy(grad).to(grad_t.dtype)
+
     def _data_block(self, rows: slice, columns: torch.Tensor, n: int, grad_t: torch.Tensor) -> torch.Tensor:
-        """The loss of rows ``rows`` (S, Cb), its gradient added to ``grad_t`` (S, Cb K, R)."""
-        S, R, CbK = columns.shape
+        """The loss of rows ``rows`` (S, Cb), its gradient added to ``grad_t`` (S, Cb K, R);
+        ``columns`` (S, Cb K, R): the weights, one row per (C, output)."""
+        S, CbK, R = columns.shape
         K = self.targets.shape[2]
         Cb = CbK // K
         Z = self.Z[:, rows]
         b = Z.shape[1]
-        logits = batched_matmul(Z, columns).view(S, b, Cb, K)
+        logits = batched_logits(columns, Z).reshape(S, b, Cb, K)
         if self.row_weights is not None:  # multilabel
             y = self.targets[:, rows, None, :]
             weights = self.row_weights[:, rows, None, :]

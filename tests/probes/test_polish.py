@@ -157,9 +157,11 @@ def test_block_preconditioner_reaches_the_diagonal_ones_optimum_in_fewer_steps()
 def test_block_conversion_reuses_one_buffer_and_counts_each_pass(monkeypatch):
     # A subset too large to convert once goes block by block through one reused float64 buffer
     # (its last block shorter than the buffer); the objective must equal the float64 rows' bit for
-    # bit, and every evaluation counts as one pass over the subset's rows.
+    # bit, and every evaluation counts as one pass over the subset's rows. (The numpy path: with numba,
+    # float16 rows go to the compiled pass as their bits, test_float16_bits_give_the_float32_copy_bit_for_bit.)
     from crs.probes import polish as polish_module
 
+    monkeypatch.setenv("CRS_NO_NUMBA", "1")
     parts = _problem("multilabel", n=70, D=40, K=3, seed=6)
     rows, offset, std, basis, _, _, targets, row_weights, class_mask, lam = parts
     rows16 = rows.astype(np.float16)
@@ -209,5 +211,37 @@ def test_compiled_pass_gives_the_numpy_objective(kind, in_basis, monkeypatch):
     assert f_fused == pytest.approx(f_plain, rel=1e-13)
     assert np.abs(g_fused - g_plain).max() <= 1e-12 * np.abs(g_plain).max()
     assert np.isfinite(g_fused).all()
-    if not in_basis:
-        assert fused._buffer is not None and fused._buffer.dtype == np.float32  # half the bytes of float64
+    if not in_basis:  # float16 rows too large to keep converted: read as their bits, no block buffer
+        assert fused._half and fused._buffer is None
+
+
+@pytest.mark.parametrize("kind", ["multiclass", "multilabel"])
+def test_float16_bits_give_the_float32_copy_bit_for_bit(kind, monkeypatch):
+    # Rows too large to keep converted go to the compiled pass as their float16 bits, looked up in a
+    # table of every float16 value; a float32 copy of the same rows (what was converted block by block
+    # before) must give the same objective and gradient exactly, with zeros, subnormals and extremes
+    # among the values and blocks that split the rows.
+    from crs.probes import polish as polish_module
+    from crs.probes import polish_kernel
+
+    if polish_kernel.fused_pass is None:
+        pytest.skip("numba is not installed")
+    bits = np.arange(2**16, dtype=np.uint16).view(np.float16)
+    assert np.array_equal(polish_kernel.HALF_TO_DOUBLE[np.isfinite(bits)], bits[np.isfinite(bits)].astype(np.float64))
+    parts = list(_problem(kind, n=67, D=90, K=4, seed=11))
+    rows = parts[0].astype(np.float16)
+    rows[:, 0] = 0.0
+    rows[3, :4] = np.array([6e-8, -3e-5, 65504.0, -0.0], dtype=np.float16)  # subnormal, near-subnormal, max
+    parts[0] = rows
+    monkeypatch.setattr(polish_module, "BLOCK_ROWS", 24)
+    monkeypatch.setattr(polish_module, "CACHED_BYTES", 0)
+    monkeypatch.delenv("CRS_NO_NUMBA", raising=False)
+    half = _exact_problem(parts, in_basis=False)
+    parts[0] = rows.astype(np.float32)
+    copy = _exact_problem(parts, in_basis=False)
+    assert half._half and not copy._half
+    u = np.random.default_rng(12).standard_normal((parts[3].shape[1] + 1, 4)) * 1e-3
+    f_half, g_half = half.value_and_grad(u)
+    f_copy, g_copy = copy.value_and_grad(u)
+    assert f_half == f_copy
+    np.testing.assert_array_equal(g_half, g_copy)

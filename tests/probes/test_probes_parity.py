@@ -225,3 +225,58 @@ def test_objective_in_row_blocks_equals_one_pass(multilabel, monkeypatch):
     torch.testing.assert_close(f_blocks, f_one, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(g_blocks, g_one, rtol=1e-12, atol=1e-12)
     assert float(g_one.abs().max()) > 1e-3  # a gradient that can disagree
+
+
+@pytest.mark.parametrize("multilabel", [False, True])
+def test_compiled_float32_pass_gives_torchs_objective(multilabel, monkeypatch):
+    """The float32 path's compiled pass (crs.probes.path_kernel, groups of FUSED_ROWS rows and up)
+    against torch's blocks on the same float32 problem, and both against the float64 objective: the
+    same function to float32 rounding, with a row count that is no multiple of four, two C values at
+    once, an ignored label entry (weight 0) and (softmax) a class the group lacks."""
+    import torch
+
+    import crs.probes.torch_batched as torch_batched
+    from crs.probes import path_kernel
+
+    if path_kernel.group_pass is None:
+        pytest.skip("numba is not installed")
+    rng = np.random.default_rng(8)
+    S, n, R, K, Cb = 2, 203, 33, 4, 2
+    Z = rng.normal(size=(S, n, R))
+    Z[:, :, -1] = 1.0
+    if multilabel:
+        y = (rng.random((S, n, K)) < 0.3).astype(float)
+        valid = rng.random((S, n, K)) < 0.9
+        extra = {"row_weights": valid / valid.sum(axis=1, keepdims=True), "class_mask": None}
+        targets = np.where(valid, y, 0.0)
+    else:
+        labels = rng.integers(0, K - 1, size=(S, n))  # class K - 1 absent
+        targets = np.eye(K)[labels]
+        extra = {"row_weights": None, "class_mask": np.where(np.arange(K) == K - 1, -np.inf, 0.0)[None].repeat(S, 0)}
+    W = rng.normal(size=(S, Cb, R, K)) * 0.3
+
+    def problem(dtype):
+        tensors = {key: None if value is None else torch.as_tensor(value, dtype=dtype) for key, value in extra.items()}
+        return torch_batched.GroupProblem(Z=torch.as_tensor(Z, dtype=dtype), targets=torch.as_tensor(targets, dtype=dtype),
+                                          variance=torch.ones(S, R, dtype=dtype),
+                                          label_rows=torch.full((S, K), float(n), dtype=dtype),
+                                          multilabel=multilabel, **tensors)
+
+    results = {}
+    original = torch_batched.GroupProblem._data_block
+    for name, dtype, fused in (("exact", torch.float64, False), ("torch", torch.float32, False), ("compiled", torch.float32, True)):
+        monkeypatch.setenv("CRS_NO_NUMBA", "0" if fused else "1")
+        monkeypatch.setattr(torch_batched, "FUSED_ROWS", 1)
+        called: list[int] = []
+        monkeypatch.setattr(torch_batched.GroupProblem, "_data_block",
+                            lambda self, *a, called=called: called.append(1) or original(self, *a))
+        group = problem(dtype)
+        f, g = group.value_and_grad(torch.as_tensor(W, dtype=dtype), group.penalty(torch.tensor([0.1, 1.0], dtype=dtype)))
+        assert bool(called) != fused  # the compiled pass replaces torch's blocks
+        results[name] = (f.double(), g.double())
+    f_exact, g_exact = results["exact"]
+    for name in ("torch", "compiled"):
+        f, g = results[name]
+        torch.testing.assert_close(f, f_exact, rtol=1e-6, atol=0)
+        assert float((g - g_exact).abs().max()) <= 1e-6 * float(g_exact.abs().max()), name
+    assert torch.isfinite(results["compiled"][1]).all()
