@@ -682,7 +682,7 @@ def run(config: PaperScaleConfig, json_out: bool = False, echo=print) -> PaperSc
         result = PaperScaleResult(
             dataclasses.asdict(config), sizes, prepared, startup, tuple(stages), units,
             fifteen_encoders(probe_stages, startup, config.encoders, units), jobs,
-            zero_shot_summary(stages, config.encoders, work / "out") if with_zero_shot else {},
+            zero_shot_summary(stages, config.encoders, work / "out", startup) if with_zero_shot else {},
         )
     finally:
         if not config.keep:

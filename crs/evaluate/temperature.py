@@ -79,13 +79,20 @@ def fit_temperatures(
         weight = 1.0 / np.maximum(sizes, 1)
         b = np.full(n_sets, float(bias))
 
-    def terms_of(a_sets: np.ndarray, b_sets: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Per set: loss, gradient (a, b) and Hessian (aa, ab, bb) of its mean log-loss."""
+    def terms_of(a_sets: np.ndarray, b_sets: np.ndarray, needed: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+        """Per set: loss, gradient (a, b) and Hessian (aa, ab, bb) of its mean log-loss. ``needed``: only
+        those sets' rows are evaluated (the others' entries are 0 and unused); a set's sums are the
+        same either way (``bincount`` adds each set's rows in their order, whatever other rows exist)."""
+        cases: slice | np.ndarray = slice(None)
+        at = segments
+        if needed is not None and not needed.all():
+            cases = np.flatnonzero(needed[segments])
+            at = segments[cases]
         if multilabel:
-            rows_terms = _sigmoid_terms(c, target, known, a_sets[segments], b_sets[segments])
-            return tuple(_segment_sum(v, segments, n_sets) * weight for v in rows_terms)
-        loss_rows, ga_rows, haa_rows = _softmax_terms(c, picked, a_sets[segments])
-        loss, ga, haa = (_segment_sum(v, segments, n_sets) * weight for v in (loss_rows, ga_rows, haa_rows))
+            rows_terms = _sigmoid_terms(c[cases], target[cases], known[cases], a_sets[at], b_sets[at])
+            return tuple(_segment_sum(v, at, n_sets) * weight for v in rows_terms)
+        loss_rows, ga_rows, haa_rows = _softmax_terms(c[cases], picked[cases], a_sets[at])
+        loss, ga, haa = (_segment_sum(v, at, n_sets) * weight for v in (loss_rows, ga_rows, haa_rows))
         zero = np.zeros(n_sets)
         return loss, ga, zero, haa, zero, zero
 
@@ -111,7 +118,7 @@ def fit_temperatures(
         for _ in range(60):  # halve each set's step until its loss does not rise
             new_a = np.clip(a - factor * step_a, lo, hi)
             new_b = np.clip(b - factor * step_b, -BIAS_BOUND, BIAS_BOUND) if multilabel else b
-            new_terms = terms_of(new_a, new_b)
+            new_terms = terms_of(new_a, new_b, active & ~moved)  # converged or moved sets: not recomputed
             # near the optimum the loss changes below its rounding: there the full Newton step is taken
             take = active & ~moved & ((new_terms[0] <= terms[0]) | (decrement < QUADRATIC))
             a, b = np.where(take, new_a, a), np.where(take, new_b, b)

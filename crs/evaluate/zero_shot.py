@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -157,27 +157,80 @@ def zero_shot_encoders(spec: Spec) -> list[str]:
 # --- logits, probabilities, the fitted temperature --------------------------------------------------
 
 
+SIMILARITY_ROWS = 4096
+"""Rows per block when :func:`similarities` reads an in-memory matrix (the cache's chunk height)."""
+
+
+def row_norms(x: np.ndarray) -> np.ndarray:
+    """Euclidean norm of each float64 row, floored at 1e-12 (a zero row stays finite)."""
+    return np.maximum(np.sqrt(np.einsum("ij,ij->i", x, x)), 1e-12)
+
+
 def unit_rows(features: np.ndarray) -> np.ndarray:
     """Feature rows as float64 unit vectors (row-wise, so the float16 cache is fine)."""
     x = np.asarray(features, np.float64)
-    return x / np.maximum(np.sqrt(np.einsum("ij,ij->i", x, x)), 1e-12)[:, None]
+    return x / row_norms(x)[:, None]
+
+
+def _prototype_rows(prototypes: Prototypes, variant: int | None) -> tuple[np.ndarray, np.ndarray | None]:
+    if variant is None:
+        return prototypes.positive, prototypes.negative
+    assert prototypes.variants_positive is not None
+    negative = None if prototypes.variants_negative is None else prototypes.variants_negative[variant]
+    return prototypes.variants_positive[variant], negative
 
 
 def similarities(features: np.ndarray, prototypes: Prototypes, variant: int | None = None,
                  normalised: bool = False) -> np.ndarray:
     """(N, K) logits before scale: cosine to the positive prototypes, minus the negatives' for a pair.
-    ``normalised``: ``features`` are already :func:`unit_rows`."""
-    x = features if normalised else unit_rows(features)
-    if variant is None:
-        positive, negative = prototypes.positive, prototypes.negative
-    else:
-        assert prototypes.variants_positive is not None
-        positive = prototypes.variants_positive[variant]
-        negative = None if prototypes.variants_negative is None else prototypes.variants_negative[variant]
+    ``normalised``: ``features`` are already :func:`unit_rows`. Otherwise the dot products of the raw
+    rows are divided by the rows' norms (no normalised copy of the (N, D) rows; the same cosines to
+    a few units in the last place)."""
+    positive, negative = _prototype_rows(prototypes, variant)
+    if not normalised:  # by row blocks: float64 copies of one block at a time
+        one = replace(prototypes, positive=positive, negative=negative, variants_positive=None, variants_negative=None)
+        step = SIMILARITY_ROWS
+        blocks = ((start, features[start:start + step]) for start in range(0, len(features), step))
+        return condition_similarities(blocks, one, len(features))[0]
+    x = np.asarray(features, np.float64)
     cosine = x @ np.asarray(positive, np.float64).T
     if negative is not None:
         cosine = cosine - x @ np.asarray(negative, np.float64).T
     return cosine
+
+
+def condition_similarities(blocks, prototypes: Prototypes, n_rows: int,
+                           variants: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+    """:func:`similarities` of one condition's rows, block by block as the cache stores them: (N, K), and
+    with ``variants`` every prompt variant's too (V, N, K). One product per block with every prototype
+    row side by side; only float64 copies of one block are made, never of the condition's (N, D) rows."""
+    sides = [np.asarray(prototypes.positive, np.float64)]
+    if prototypes.negative is not None:
+        sides.append(np.asarray(prototypes.negative, np.float64))
+    n_variants = 0
+    if variants and prototypes.variants_positive is not None:
+        n_variants = len(prototypes.variants_positive)
+        sides.append(np.asarray(prototypes.variants_positive, np.float64).reshape(-1, sides[0].shape[1]))
+        if prototypes.variants_negative is not None:
+            sides.append(np.asarray(prototypes.variants_negative, np.float64).reshape(-1, sides[0].shape[1]))
+    stacked = np.concatenate(sides).T  # (D, M)
+    k = sides[0].shape[0]
+    paired = prototypes.negative is not None
+    dots = np.empty((n_rows, stacked.shape[1]))
+    norms = np.empty(n_rows)
+    for start, rows in blocks:
+        x = np.asarray(rows, np.float64)
+        dots[start:start + len(x)] = x @ stacked
+        norms[start:start + len(x)] = row_norms(x)
+    at = 2 * k if paired else k
+    cosine = dots[:, :k] - dots[:, k:2 * k] if paired else dots[:, :k]
+    cosine = cosine / norms[:, None]
+    if not n_variants:
+        return cosine, None
+    positive = dots[:, at:at + n_variants * k].reshape(n_rows, n_variants, k)
+    if prototypes.variants_negative is not None:
+        positive = positive - dots[:, at + n_variants * k:].reshape(n_rows, n_variants, k)
+    return cosine, np.moveaxis(positive / norms[:, None, None], 1, 0)
 
 
 def probabilities(cosine: np.ndarray, kind: str, scale: float, bias: float) -> np.ndarray:
@@ -305,10 +358,9 @@ def run_zero_shot_unit(
         pending: list[_Scored] = []
 
         for condition in conditions:
-            features = np.concatenate([block for _, block in condition.blocks()]) if len(condition.labels) else \
-                np.zeros((0, proto.positive.shape[1]), np.float32)
-            unit_features = unit_rows(features)
-            cosine = similarities(unit_features, proto, normalised=True)
+            with_variants = condition.condition == "clean" and proto.variants_positive is not None
+            cosine, variant_cosines = condition_similarities(condition.blocks(), proto, len(condition.labels),
+                                                             variants=with_variants)
             base = {"encoder": unit.encoder, "task": unit.task, "task_kind": kind, "condition": condition.condition,
                     "corruption": condition.corruption, "severity": int(condition.severity), "target": condition.target,
                     "prompt_set": proto.prompt_set, "prompt_digest": proto.digest}
@@ -330,10 +382,8 @@ def run_zero_shot_unit(
                 arrays[condition.groups_key] = condition.groups.astype(str)
             if condition.design is not None:  # the bootstrap follows how the rows were drawn (decision 0085)
                 arrays[condition.design_key] = np.array(condition.design, dtype=str)
-            if condition.condition == "clean" and proto.variants_positive is not None:
-                variants = np.stack([probabilities(similarities(unit_features, proto, variant, normalised=True), kind,
-                                                   proto.scale, proto.bias)
-                                     for variant in range(len(proto.variants_positive))])
+            if variant_cosines is not None:
+                variants = np.stack([probabilities(c, kind, proto.scale, proto.bias) for c in variant_cosines])
                 aurocs = evaluation_metrics(condition.labels, variants, kind, metrics=["auroc"])["auroc"]
                 prompt_rows += [{"encoder": unit.encoder, "task": unit.task, "prompt_set": proto.prompt_set,
                                  "prompt_digest": proto.digest, "variant": variant, "auroc": float(auroc)}

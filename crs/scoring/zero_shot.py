@@ -15,11 +15,12 @@ import json
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from crs.axes.weighted import weighted_debiased_ece, weighted_macro_auroc
+from crs.axes.weighted import ReplicateWeights, prepare_weights, weighted_debiased_ece, weighted_macro_auroc
 from crs.evaluate import artifacts
 from crs.scoring.case_bootstrap import sampling_design
 from crs.scoring.formula import MIN_FLOOR, crs_components, rank_descending
@@ -58,6 +59,19 @@ def _macro(y, probs, kind, weights) -> np.ndarray:
     return weighted_macro_auroc(np.asarray(y), np.asarray(probs, np.float64), kind, weights)
 
 
+def _distinct(stack: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+    """The distinct arrays of a stack (P, ...) and, per entry, which one it is: the probes of the full
+    fraction train on the same rows for every seed, so their predictions are scored once."""
+    seen: dict[bytes, int] = {}
+    distinct: list[np.ndarray] = []
+    index = np.empty(len(stack), dtype=np.int64)
+    for p, entry in enumerate(stack):
+        index[p] = seen.setdefault(entry.tobytes(), len(distinct))
+        if index[p] == len(distinct):
+            distinct.append(entry)
+    return distinct, index
+
+
 def _crossover(fractions: np.ndarray, probe: np.ndarray, zero_shot: np.ndarray) -> np.ndarray:
     """Smallest label fraction whose probe AUROC beats zero-shot, per replicate; inf when none does.
 
@@ -90,7 +104,7 @@ def score_zero_shot(
     comparison_rows = []
     for t, task in enumerate(tasks):
         kind = str(records.loc[records["task"] == task, "task_kind"].iloc[0])
-        boots: dict[str, np.ndarray] = {}
+        boots: dict[str, Any] = {}  # per task: the draws (counts) and their laid-out weights
         for e, encoder in enumerate(encoders):
             if (encoder, task) not in primary.index:
                 continue
@@ -101,7 +115,9 @@ def score_zero_shot(
                 design = sampling_design(arrays, artifacts.design_key(), f"zero-shot {encoder}/{task}", shift=False)[0]
                 boots[CLEAN] = group_bootstrap(groups, y, kind, seed=(int(settings.seed), 29, t),
                                                design=design).counts(range(n_boot))
-            weights = boots[CLEAN].astype(np.float64)
+            if f"{CLEAN}__weights" not in boots:  # laid out once per task, shared by every encoder and metric
+                boots[f"{CLEAN}__weights"] = prepare_weights(boots[CLEAN].astype(np.float64))
+            weights: ReplicateWeights = boots[f"{CLEAN}__weights"]
             ones = np.ones((1, len(y)))
             clean = _macro(y, arrays["clean_probs"], kind, weights)
             clean_point = float(_macro(y, arrays["clean_probs"], kind, ones)[0])
@@ -112,7 +128,7 @@ def score_zero_shot(
             parts, parts_point = [], []
             if corrupt:
                 positions = arrays.get("corrupt_rows")
-                w = weights if positions is None else weights[:, positions]
+                w = weights if positions is None else prepare_weights(boots[CLEAN][:, positions].astype(np.float64))
                 values = np.stack([_macro(arrays[f"{c}_labels"], arrays[f"{c}_probs"], kind, w) for c in corrupt])
                 parts.append(np.nanmean(values, axis=0))
                 parts_point.append(float(np.mean([_macro(arrays[f"{c}_labels"], arrays[f"{c}_probs"], kind,
@@ -128,9 +144,10 @@ def score_zero_shot(
                         groups = arrays.get(artifacts.shift_groups_key(target))
                         design = sampling_design(arrays, artifacts.design_key(target), f"zero-shot {encoder}/{task}",
                                                  shift=True)[0]
-                        boots[key] = group_bootstrap(groups, ys, kind, seed=(int(settings.seed), 29, t, 1000 + s),
-                                                     design=design).counts(range(n_boot))
-                    shift_values.append(_macro(ys, arrays[f"{stem}_probs"], kind, boots[key].astype(np.float64)))
+                        boots[key] = prepare_weights(group_bootstrap(
+                            groups, ys, kind, seed=(int(settings.seed), 29, t, 1000 + s), design=design,
+                        ).counts(range(n_boot)).astype(np.float64))
+                    shift_values.append(_macro(ys, arrays[f"{stem}_probs"], kind, boots[key]))
                     values_point.append(float(_macro(ys, arrays[f"{stem}_probs"], kind, np.ones((1, len(ys))))[0]))
                 parts.append(np.nanmean(np.stack(shift_values), axis=0))
                 parts_point.append(float(np.mean(values_point)))
@@ -214,7 +231,8 @@ def _compare(encoder, task, kind, records, prompts, probe_records, probe_predict
             # rank keys where stored (order-exact; float16 probabilities tie and move AUROC)
             probs = np.asarray(artifacts.auroc_scores(arrays, artifacts.ALL_CLEAN_PROBS), np.float64)
             subset_fraction = np.asarray(arrays["subset_fraction"], np.float64)
-            per_probe = np.stack([_macro(y, p, kind, weights) for p in probs], axis=-1)  # (B, P)
+            distinct, which = _distinct(probs)
+            per_probe = np.stack([_macro(y, p, kind, weights) for p in distinct], axis=-1)[:, which]  # (B, P)
             by_fraction = np.stack([per_probe[:, subset_fraction == f].mean(axis=1) for f in fractions], axis=-1)
             crossing = _crossover(fractions, by_fraction, clean_boot)
             ranked = np.sort(crossing)

@@ -141,6 +141,25 @@ def test_fifteen_encoder_totals_scale_the_measured_cost_per_encoder():
     assert totals["score"] == pytest.approx(10.5)
 
 
+def test_zero_shot_share_counts_start_up_as_a_run_pays_it():
+    """Derivable by hand (CPU s, 2 encoders, 1 VLM, start-up 2 s). As run: (4 + 3) x 7 / ((42 + 12) / 2 x 15)
+    = 49 / 405. Net: zero-shot runs inside the probe and score processes, so its stages lose their start-up
+    and keep their imports once: (1 + (4 - 2 - 1) x 7) + (0.5 + (3 - 2 - 0.5) x 7) = 8 + 4 = 12 s; probe and
+    score keep start-up and imports once: (2 + 0 + 40 / 2 x 15) + (2 + 0 + 10 / 2 x 15) = 302 + 77 = 379 s."""
+    from crs.bench.paper_scale import StageCost
+    from crs.bench.paper_scale_zero_shot import zero_shot_summary
+
+    stages = [StageCost("probe", 50.0, 42.0, 0, 0, 0), StageCost("score", 14.0, 12.0, 0, 0, 0),
+              StageCost("zero_shot", 5.0, 4.0, 0, 0, 0, import_s=1.0),
+              StageCost("zero_shot_score", 4.0, 3.0, 0, 0, 0, import_s=0.5)]
+    summary = zero_shot_summary(stages, 2, None, StageCost("startup", 3.0, 2.0, 0, 0, 0))
+    assert summary["ratio_paper_cpu_s"] == pytest.approx(49 / 405)
+    assert summary["zero_shot_paper_net_cpu_s"] == pytest.approx(12.0)
+    assert summary["probe_score_paper_cpu_s"] == pytest.approx(379.0)
+    assert summary["ratio_paper_net_cpu_s"] == pytest.approx(12 / 379)
+    assert "ratio_paper_net_cpu_s" not in zero_shot_summary(stages, 2, None)  # no start-up measured: as run only
+
+
 def test_per_unit_figures_come_from_probe_costs_csv(tmp_path):
     from crs.bench.paper_scale import per_unit
 
