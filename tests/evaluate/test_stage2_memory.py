@@ -111,6 +111,30 @@ def test_predictions_are_streamed_to_a_partial_file_and_committed(tmp_path):
     assert not folder.partial_predictions_path("enc", "task").exists()
 
 
+def test_probabilities_and_rank_keys_are_stored_and_labels_deflated(tmp_path):
+    """Deflating float32 rank keys saved 7 % of their bytes for 0.11 CPU s per CheXpert-sized
+    condition (7 s a unit): they are stored raw, like the probabilities; labels still shrink."""
+    import zipfile
+
+    folder = RunFolder(tmp_path)
+    rng = np.random.default_rng(0)
+    arrays = {"clean_probs": rng.random((2, 300, 5)).astype(np.float32),
+              "clean_keys": rng.standard_normal((2, 300, 5)).astype(np.float32),
+              "clean_all_keys": rng.standard_normal((4, 300, 5)).astype(np.float32),
+              "clean_labels": (rng.random((300, 5)) < 0.3).astype(np.float32)}
+    with folder.open_predictions("enc", "task") as writer:
+        for key, array in arrays.items():
+            writer.add(key, array)
+    folder.commit_predictions("enc", "task")
+    with zipfile.ZipFile(folder.predictions_path("enc", "task")) as archive:
+        methods = {info.filename: info.compress_type for info in archive.infolist()}
+    assert methods == {"clean_probs.npy": zipfile.ZIP_STORED, "clean_keys.npy": zipfile.ZIP_STORED,
+                       "clean_all_keys.npy": zipfile.ZIP_STORED, "clean_labels.npy": zipfile.ZIP_DEFLATED}
+    stored = folder.read_predictions("enc", "task")
+    for key, array in arrays.items():
+        np.testing.assert_array_equal(stored[key], array)
+
+
 def test_the_model_uses_the_backends_block_size():
     from crs.probes import torch_batched
 
