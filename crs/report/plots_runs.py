@@ -150,7 +150,7 @@ def load_predictions(predictions_dir: Path | None, encoders: list[str], tasks: l
     """{(encoder, task): arrays} of each unit's predictions file in ``predictions_dir``, each array read
     when first asked for (:class:`crs.evaluate.artifacts.LazyPredictions`): the report uses the clean
     and shift arrays, a few of a CheXpert-sized file's ~200 (reading every file whole held about
-    0.35 GB per CheXpert unit, 5 GB at 15 encoders). Missing files are skipped."""
+    0.5 GB per CheXpert unit, about 10 GB at 15 encoders). Missing files are skipped."""
     found: dict[tuple[str, str], Mapping[str, np.ndarray]] = {}
     if predictions_dir is None or not Path(predictions_dir).is_dir():
         return found
