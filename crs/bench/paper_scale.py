@@ -143,10 +143,23 @@ def task_size(task: PaperTask, config: PaperScaleConfig) -> TaskSize:
     n = max(round(task.n_images * config.scale), floor)
     n_test = max(round((task.n_test or 0.2 * task.n_images) * config.scale), floor // 4)
     n_val = max(round(0.2 * n), floor // 4)
-    corruptions = suite(task.modality)[: config.max_corruptions]
+    corruptions = suite(task.modality) if config.max_corruptions is None else shared_corruptions(config)
     conditions = tuple(f"corrupt/{c}/{s}" for c in corruptions for s in config.severities)
     shift = max(round(task.shift[1] * config.scale), floor // 2) if task.shift else 0
     return TaskSize(n, n_val, n_test, conditions, shift)
+
+
+def shared_corruptions(config: PaperScaleConfig) -> tuple[str, ...]:
+    """With ``max_corruptions``: the first that many corruptions of those in every task's suite (the
+    spec's ``[extract] corruptions`` is one list for all tasks, and stage 2 evaluates exactly it)."""
+    from crs.corruptions import suite
+
+    suites = [suite(task.modality) for task in TASKS]
+    shared = tuple(name for name in suites[0] if all(name in other for other in suites[1:]))
+    if config.max_corruptions is not None and config.max_corruptions > len(shared):
+        raise ValueError(f"--max-corruptions {config.max_corruptions}: the three suites share only {len(shared)} "
+                         f"corruptions ({', '.join(shared)}); ask for at most {len(shared)}, or for all of them")
+    return shared[: config.max_corruptions]
 
 
 def _group_sizes(n: int, max_group: int, rng: np.random.Generator) -> np.ndarray:
@@ -249,7 +262,10 @@ def write_spec(config: PaperScaleConfig, work: Path) -> Path:
     lines = [
         'name = "paper-scale"', f'cache = "{work / "cache"}"', f'output = "{work / "out"}"',
         f"encoders = {json.dumps(config.encoder_names())}",
-        "", "[extract]", 'corruptions = "none"',
+        # Stage 2 evaluates exactly the spec's corrupted variants (decision 0050): the ones imported.
+        "", "[extract]",
+        f"corruptions = {json.dumps('all' if config.max_corruptions is None else list(shared_corruptions(config)))}",
+        f"severities = {list(config.severities)}",
         *([f"corruption_rows = {config.corruption_rows}"] if config.corruption_rows is not None else []),
         "", "[probe]", f'backend = "{config.backend}"',
         f"label_fractions = {list(config.label_fractions)}", f"seeds = {list(config.seeds)}",

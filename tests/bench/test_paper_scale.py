@@ -78,6 +78,17 @@ def test_prepare_imports_one_group_per_encoder_with_a_learnable_signal(tmp_path)
         noisy_auroc = roc_auc_score(table.labels[test], probe.predict_proba(noisy), multi_class="ovr")
         assert clean_auroc > 0.75 and noisy_auroc < clean_auroc
     assert FeatureStore(store_path(cache, "mimic_cxr")).read_table().splits.tolist() == ["test"] * 100
+    # Stage 2 evaluates exactly the spec's corrupted variants (decision 0050): the spec names every
+    # imported one (it said corruptions = "none", and the bench measured no corrupted condition)
+    from crs.evaluate.units import corrupted_arrays, probe_units
+    from crs.spec import load_spec
+
+    units = probe_units(load_spec(tmp_path / "spec.toml"))
+    assert len(units) == 3 * 2
+    for unit in units:
+        store = FeatureStore(store_path(cache, unit.task))
+        task = next(t for t in TASKS if t.name == unit.task)
+        assert corrupted_arrays(unit, store, task.modality) == list(task_size(task, TINY).conditions)
 
 
 def test_measured_memory_is_the_sum_over_the_process_tree():

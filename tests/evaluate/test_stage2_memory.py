@@ -111,6 +111,62 @@ def test_predictions_are_streamed_to_a_partial_file_and_committed(tmp_path):
     assert not folder.partial_predictions_path("enc", "task").exists()
 
 
+def test_probabilities_and_rank_keys_are_stored_and_labels_deflated(tmp_path):
+    """Deflating float32 rank keys saved 7 % of their bytes for 0.11 CPU s per CheXpert-sized
+    condition (7 s a unit): they are stored raw, like the probabilities; labels still shrink."""
+    import zipfile
+
+    folder = RunFolder(tmp_path)
+    rng = np.random.default_rng(0)
+    arrays = {"clean_probs": rng.random((2, 300, 5)).astype(np.float32),
+              "clean_keys": rng.standard_normal((2, 300, 5)).astype(np.float32),
+              "clean_all_keys": rng.standard_normal((4, 300, 5)).astype(np.float32),
+              "clean_labels": (rng.random((300, 5)) < 0.3).astype(np.float32)}
+    with folder.open_predictions("enc", "task") as writer:
+        for key, array in arrays.items():
+            writer.add(key, array)
+    folder.commit_predictions("enc", "task")
+    with zipfile.ZipFile(folder.predictions_path("enc", "task")) as archive:
+        methods = {info.filename: info.compress_type for info in archive.infolist()}
+    assert methods == {"clean_probs.npy": zipfile.ZIP_STORED, "clean_keys.npy": zipfile.ZIP_STORED,
+                       "clean_all_keys.npy": zipfile.ZIP_STORED, "clean_labels.npy": zipfile.ZIP_DEFLATED}
+    stored = folder.read_predictions("enc", "task")
+    for key, array in arrays.items():
+        np.testing.assert_array_equal(stored[key], array)
+
+
+@pytest.mark.parametrize(("link", "kind"), [("sigmoid", "multilabel"), ("softmax", "ordinal")])
+def test_a_block_is_predicted_in_pieces_with_the_same_values(link, kind):
+    """``predict_condition`` predicts a read block in ``PREDICT_ROWS`` pieces: every probability
+    and rank key equals the whole block's, bit for bit (a row's product does not see its neighbours)."""
+    import torch
+
+    from crs.evaluate import units
+    from crs.probes.base import LinearProbeSet
+
+    rng = np.random.default_rng(3)
+    P, D, K, N = 3, 64, 5, 2 * units.PREDICT_ROWS + 77
+    bias = rng.standard_normal((P, K))
+    bias[1, 2] = -np.inf  # a class one probe cannot predict
+    probe_set = LinearProbeSet(kind, K, "torch", "logistic", "logloss", (1.0,), np.ones(P), np.ones(P), np.ones((P, 1)),
+                               np.ones(P, bool), link=link, center=rng.standard_normal(D),
+                               weights=rng.standard_normal((P, D, K)) * 0.1, bias=bias)
+    X = (rng.standard_normal((N, D)) + 2.0).astype(np.float16)
+    condition = units.Condition("corrupt", "noise", 1, "", np.zeros(N, dtype=np.int64), X)
+    ordinal = kind == "ordinal"
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        got = units.predict_condition(probe_set, condition, K, units._Clock(), iter([(0, X)]), ordinal=ordinal)
+        whole = probe_set.predict_scores(X, ordinal, X[0].astype(np.float64))
+    finally:
+        torch.set_num_threads(threads)
+    np.testing.assert_array_equal(got.probs, whole.probs)
+    np.testing.assert_array_equal(got.ovr_keys, whole.ovr_keys)
+    if ordinal:
+        np.testing.assert_array_equal(got.exceed_keys, whole.exceed_keys)
+
+
 def test_the_model_uses_the_backends_block_size():
     from crs.probes import torch_batched
 

@@ -247,3 +247,29 @@ def test_corruption_grid_decodes_with_each_data_sets_own_fit(tmp_path, monkeypat
     result = grids.corruption_grids(spec, Path(tmp_path / "figures"), {"derm": ["jpeg"], "cxr": ["jpeg"]})
     assert seen == ["crop", "squash"]  # dermoscopy's default, and the spec's own choice
     assert len(result.grids) == 2 and not result.notes
+
+
+def test_the_report_reads_only_the_prediction_arrays_it_draws(tmp_path):
+    """The reliability diagrams use the clean (and shift) arrays of each unit: the report reads those
+    and leaves the corrupted conditions' arrays (most of a CheXpert-sized file) on disk."""
+    from crs.evaluate.artifacts import RunFolder
+    from crs.report import plots_runs
+    from crs.report.style import encoder_styles
+
+    folder = RunFolder(tmp_path / "run")
+    rng = np.random.default_rng(0)
+    probs = rng.dirichlet(np.ones(3), size=(2, 40)).astype(np.float32)
+    labels = rng.integers(0, 3, 40)
+    with folder.open_predictions("enc", "task") as writer:
+        writer.add("clean_probs", probs)
+        writer.add("clean_labels", labels)
+        writer.add("corrupt__noise__1_probs", probs)
+        writer.add("corrupt__noise__1_labels", labels)
+    folder.commit_predictions("enc", "task")
+    predictions = plots_runs.load_predictions(folder.predictions_dir, ["enc", "absent"], ["task"])
+    assert list(predictions) == [("enc", "task")]
+    path = plots_runs.reliability_diagrams(predictions, encoder_styles(["enc"]), tmp_path / "reliability.png")
+    assert path is not None and path.is_file()
+    arrays = predictions[("enc", "task")]
+    assert sorted(arrays._read) == ["clean_labels", "clean_probs"]  # read when drawn, nothing else
+    np.testing.assert_array_equal(arrays["clean_probs"], probs)
