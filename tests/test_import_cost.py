@@ -22,6 +22,9 @@ EXTRACTION_ONLY = ("torchvision", "timm", "open_clip", "transformers")
     ("crs.report", EXTRACTION_ONLY),
     ("crs.cli.main", ("torch",) + EXTRACTION_ONLY),  # bench, corruptions, encoders, init: loaded when run
     ("crs.corruptions", EXTRACTION_ONLY),  # the suites' definitions; torchvision loads on the first corruption
+    # what a stage-2 worker imports to run a torch-backend unit: scikit-learn, scipy.stats and scipy.signal
+    # (about 2 CPU s per process, paid by each worker) only load where a backend or axis uses them
+    ("crs.evaluate.units", ("sklearn", "scipy.stats", "scipy.signal") + EXTRACTION_ONLY),
 ])
 def test_importing_leaves_the_extraction_libraries_unloaded(module, absent):
     code = f"import sys, {module}; print(sorted(m for m in {absent!r} if m in sys.modules))"

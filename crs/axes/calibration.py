@@ -26,7 +26,6 @@ miscalibration, not only at zero. :func:`ece_standard_error` is its standard err
 from __future__ import annotations
 
 import numpy as np
-from scipy.signal import fftconvolve
 
 from crs.axes._inputs import AxisInputError, binary_pair, check_kind, multiclass_pair, multilabel_pair
 
@@ -367,6 +366,9 @@ def _reflected_smooth(mass: np.ndarray, sigma: float) -> np.ndarray:
     step = size - 1
     offsets = np.arange(-2 * step, 2 * step + 1) / step  # every distance between [0, 1] and [-1, 2]
     kernel = np.exp(-0.5 * (offsets / sigma) ** 2) / (sigma * np.sqrt(2.0 * np.pi))
+    # imported here: scipy.signal costs every process that imports crs.axes ~0.8 CPU s (stage-2 workers)
+    from scipy.signal import fftconvolve
+
     return fftconvolve(extended, kernel, mode="full")[3 * step : 3 * step + size]
 
 

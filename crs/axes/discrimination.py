@@ -15,9 +15,26 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-from scipy.stats import rankdata
 
 from crs.axes._inputs import AxisInputError, binary_pair, check_kind, multiclass_pair, multilabel_pair
+
+
+def midranks(values: np.ndarray) -> np.ndarray:
+    """1-based ranks of ``values``, ties at the mean of their ranks (``scipy.stats.rankdata``'s "average",
+    the same float64 values: every one a whole number or a half). NaN anywhere gives NaN ranks, as there.
+
+    In numpy so that a stage-2 worker, which ranks every condition, need not import scipy.stats
+    (about half a CPU second per process)."""
+    values = np.asarray(values)
+    if values.dtype.kind == "f" and np.isnan(values).any():
+        return np.full(values.shape, np.nan)
+    order = np.argsort(values, kind="mergesort")
+    ordered = values[order]
+    bounds = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1], [True])))
+    starts, ends = bounds[:-1], bounds[1:]
+    ranks = np.empty(len(values), dtype=np.float64)
+    ranks[order] = np.repeat((starts + ends + 1) / 2.0, ends - starts)
+    return ranks
 
 
 def binary_auroc(y: np.ndarray, scores: np.ndarray) -> float:
@@ -28,7 +45,7 @@ def binary_auroc(y: np.ndarray, scores: np.ndarray) -> float:
     n_neg = len(y) - n_pos
     if n_pos == 0 or n_neg == 0:
         return float("nan")
-    ranks = rankdata(scores)  # mid-ranks: a tie counts half, as the ROC trapezoid does
+    ranks = midranks(scores)  # mid-ranks: a tie counts half, as the ROC trapezoid does
     return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
 
 

@@ -11,8 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from crs.probes import cuml, knn, ridge
-from crs.probes import sklearn as sklearn_engine
+from crs.probes import knn, ridge
 from crs.probes.base import TASK_KINDS, LinearProbeSet, ProbeError, ProbeSet, distinct_probes, prepare
 from crs.probes.selection import SELECTIONS, batched_auroc, batched_nll, macro_auroc
 from crs.spec import DEFAULT_CS, DEFAULT_KS, probe_grid
@@ -86,6 +85,12 @@ def fit_probes(
         from crs.probes import torch_batched  # heavy: torch adds ~0.5 GB and ~1 s to every worker process
 
         return torch_batched.fit(problem, selection, **options)
+    # The sklearn and cuml backends import scikit-learn (about a second of CPU per process): only when used,
+    # so a torch-backend worker does not pay for it.
     if backend == "cuml":
+        from crs.probes import cuml
+
         return cuml.fit(problem, selection, **options)
+    from crs.probes import sklearn as sklearn_engine
+
     return sklearn_engine.fit(problem, selection, **options)

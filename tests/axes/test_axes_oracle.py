@@ -252,3 +252,19 @@ def test_macro_auroc_standard_error_matches_the_spread_over_fresh_test_sets(kind
         values.append(axes.auroc(y, scores, kind))
         errors.append(axes.auroc_standard_error(y, scores, kind))
     assert np.mean(errors) == pytest.approx(np.std(values), rel=0.15)
+
+
+def test_midranks_are_scipys_average_ranks():
+    """binary_auroc's numpy mid-ranks are scipy.stats.rankdata's, value for value (ties, NaN, ints)."""
+    from scipy.stats import rankdata
+
+    from crs.axes.discrimination import midranks
+
+    rng = np.random.default_rng(3)
+    for n in (0, 1, 2, 7, 500):
+        for values in (rng.normal(size=n), rng.integers(0, 4, n).astype(float),
+                       np.round(rng.random(n), 1).astype(np.float32), rng.integers(0, 3, n)):
+            expected, got = rankdata(values), midranks(values)
+            assert got.dtype == expected.dtype and np.array_equal(got, expected)
+    assert np.isnan(midranks(np.array([1.0, np.nan, 2.0]))).all()
+    assert np.array_equal(midranks(np.array([0.0, -0.0, 1.0])), [1.5, 1.5, 3.0])
