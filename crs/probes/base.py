@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from crs.probes import softmax_kernel
+from crs.probes import predict_kernel, softmax_kernel
 from crs.spec import TASK_KINDS
 
 STD_FLOOR = 1e-6
@@ -121,11 +121,14 @@ class LinearProbeSet(ProbeSet):
         X = check_features(X, "X", dim=self.weights.shape[1], finite=False)
         n_subsets, dim, k = self.weights.shape
         origin = self.center if reference is None else np.asarray(reference, dtype=np.float64)
-        centered = as_float(X, np.float64)
-        centered -= origin
         stacked = self.weights.transpose(1, 0, 2).reshape(dim, n_subsets * k)
         with np.errstate(invalid="ignore", over="ignore"):
-            decision = float64_product(centered, stacked)
+            if X.dtype == np.float16 and predict_kernel.available():  # the cache's rows, read as their bits
+                decision = predict_kernel.centered_logits_half(X, origin, stacked)
+            else:
+                centered = as_float(X, np.float64)
+                centered -= origin
+                decision = float64_product(centered, stacked)
         if not np.isfinite(decision).all():
             raise ProbeError("X contains NaN or inf features (its logits are not finite); re-extract or drop those rows")
         decision = decision.reshape(len(X), n_subsets, k).transpose(1, 0, 2)

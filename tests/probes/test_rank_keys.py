@@ -59,3 +59,58 @@ def test_keys_are_the_log_odds_up_to_a_constant_per_column(monkeypatch, path):
             assert np.ptp(difference) <= 1e-5 * max(1.0, np.abs(log_odds[moderate]).max())
             # the keys order the cases as the log-odds do, near-certain rows included
             assert np.all(np.diff(scores.ovr_keys[p, np.argsort(log_odds, kind="stable"), k]) >= 0)
+
+
+@pytest.mark.parametrize("link", ["softmax", "sigmoid"])
+def test_compiled_float16_logits_equal_the_converted_product(monkeypatch, link):
+    """float16 rows read as their bits by the compiled kernel give the float64 logits of the numpy
+    path (convert, centre, BLAS product) to the rounding of a float64 sum, and the same
+    probabilities and rank keys; float32 rows take the numpy path either way."""
+    from crs.probes import predict_kernel
+    from crs.probes.base import LinearProbeSet
+
+    if predict_kernel.centered_logits is None:
+        pytest.skip("numba is not installed (the `fast` extra)")
+    rng = np.random.default_rng(5)
+    P, D, K, N = 2, 67, 4, 301  # D not a multiple of the vector width; N odd
+    bias = rng.standard_normal((P, K))
+    probe_set = LinearProbeSet("multiclass", K, "torch", "logistic", "logloss", (1.0,), np.ones(P), np.ones(P),
+                               np.ones((P, 1)), np.ones(P, bool), link=link, center=rng.standard_normal(D),
+                               weights=rng.standard_normal((P, D, K)) * 0.1, bias=bias)  # fmt: skip
+    X = (rng.standard_normal((N, D)) * 3.0 + 2.0).astype(np.float16)
+    X[5, 7] = np.float16(3e-7)  # a subnormal float16, through the table
+    X[6, 3] = np.float16(-600.0)
+    reference = X[0].astype(np.float64)
+    stacked = probe_set.weights.transpose(1, 0, 2).reshape(D, P * K)
+    extreme = X.copy()
+    extreme[7, 1] = np.float16(-6e4)  # near the end of float16's range
+    exact = (extreme.astype(np.float64) - reference) @ stacked
+    magnitude = np.abs(extreme.astype(np.float64) - reference) @ np.abs(stacked)
+    compiled = predict_kernel.centered_logits_half(extreme, reference, stacked)
+    assert np.all(np.abs(compiled - exact) <= 4 * D * np.finfo(np.float64).eps * magnitude)
+    monkeypatch.setenv(weighted_kernel.DISABLE_ENV, "0")
+    fast = probe_set.predict_scores(X, False, reference)
+    monkeypatch.setattr(predict_kernel, "centered_logits_half", None)  # the kernel must not be reached below
+    monkeypatch.setenv(weighted_kernel.DISABLE_ENV, "1")
+    plain = probe_set.predict_scores(X, False, reference)
+    np.testing.assert_allclose(fast.probs, plain.probs, rtol=1e-13, atol=1e-300)
+    np.testing.assert_array_less(np.abs(fast.ovr_keys - plain.ovr_keys), np.spacing(np.abs(plain.ovr_keys)) * 4.01 + 1e-30)
+    with pytest.raises(TypeError):  # with numba on, float16 rows do reach the kernel
+        monkeypatch.setenv(weighted_kernel.DISABLE_ENV, "0")
+        probe_set.predict_scores(X, False, reference)
+    as_float32 = probe_set.predict_scores(X.astype(np.float32), False, reference)  # float32: the numpy path
+    np.testing.assert_array_equal(as_float32.probs, probe_set.predict_scores(X.astype(np.float32), False, reference).probs)
+    monkeypatch.setenv(weighted_kernel.DISABLE_ENV, "1")
+    np.testing.assert_array_equal(probe_set.predict_scores(X.astype(np.float32), False, reference).probs, plain.probs)
+
+
+def test_compiled_float16_logits_keep_non_finite_rows_non_finite():
+    from crs.probes import predict_kernel
+
+    if predict_kernel.centered_logits is None:
+        pytest.skip("numba is not installed (the `fast` extra)")
+    X = np.ones((3, 8), np.float16)
+    X[1, 2] = np.inf
+    X[2, 5] = np.nan
+    out = predict_kernel.centered_logits_half(X, np.zeros(8), np.ones((8, 2)))
+    assert np.isfinite(out[0]).all() and not np.isfinite(out[1]).any() and np.isnan(out[2]).all()

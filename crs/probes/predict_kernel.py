@@ -1,0 +1,71 @@
+"""The float64 logits of float16 rows relative to a reference row, compiled by numba.
+
+:meth:`crs.probes.base.LinearProbeSet.predict_scores` computes ``(X - origin) @ W`` in float64
+for every condition stage 2 evaluates (decision 0029): at CheXpert size 65 conditions of 38,117
+float16 rows x 1,024 for a handful of outputs. Its numpy path converts each piece of rows to a
+float64 copy, subtracts the origin and multiplies through BLAS; the product is a few FLOPs per
+byte, so the conversion and the writes are the cost. This kernel reads the cache's float16 rows
+as their bits through a table of every float16 value in float64 (:data:`HALF_TO_DOUBLE`, as the
+polish does, decision 0104), centres each row once into a float64 row in the L1 cache and takes all the outputs' dot
+products from it before the next: no converted copy of the rows.
+
+Every sum is accumulated in float64. The dot products are compiled with reassociation allowed, so
+their sums are grouped as the host's vector width lays them out: bit for bit the same on one
+machine, regrouped across machines, exactly as BLAS kernels regroup them (and as the polish's
+kernel does). They differ from the BLAS product's by the rounding of a float64 sum (~1e-16
+relative, tested). A version summing in a written-out order (four lanes, compiled without
+reassociation) was not vectorised by the compiler and was slower than the numpy path; decision
+0111 has the measurements.
+
+numba is optional (the ``fast`` extra); ``CRS_NO_NUMBA=1`` turns this kernel off with the others.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from crs.axes.weighted_kernel import available, numba
+from crs.probes.polish_kernel import HALF_TO_DOUBLE
+
+__all__ = ["HALF_TO_DOUBLE", "available", "centered_logits", "centered_logits_half"]
+
+
+def _centered_logits_python(bits, table, origin, weights_t, out):  # pragma: no cover - compiled; plain Python works, slowly
+    """out[i, j] = sum_d (table[bits[i, d]] - origin[d]) * weights_t[j, d], in float64: row i
+    centred once into a float64 row in the L1 cache, then all J dot products from it.
+
+    ``bits`` (n, D) uint16: float16 rows as their bits; ``table`` (65,536,) float64
+    (:data:`HALF_TO_DOUBLE`); ``origin`` (D,) float64; ``weights_t`` (J, D) float64 (C order);
+    ``out`` (n, J) float64."""
+    n, D = bits.shape
+    J = weights_t.shape[0]
+    x = np.zeros(D)
+    for i in range(n):
+        row = bits[i]
+        for d in range(D):
+            x[d] = table[row[d]] - origin[d]
+        for j in range(J):
+            w = weights_t[j]
+            s = 0.0
+            for d in range(D):
+                s += x[d] * w[d]
+            out[i, j] = s
+
+centered_logits = (
+    numba.njit(nogil=True, cache=True, fastmath={"reassoc", "contract"})(_centered_logits_python) if numba is not None else None
+)
+"""The compiled :func:`_centered_logits_python` (None without numba)."""
+
+
+def centered_logits_half(rows: np.ndarray, origin: np.ndarray, stacked: np.ndarray) -> np.ndarray:
+    """``(rows - origin) @ stacked`` (n, J) float64 for float16 ``rows`` (n, D), through the
+    compiled kernel (call only when :func:`available`). ``origin`` (D,) and ``stacked`` (D, J)
+    are converted to float64 once here."""
+    assert centered_logits is not None
+    rows = np.ascontiguousarray(rows)
+    out = np.empty((len(rows), stacked.shape[1]))
+    centered_logits(
+        rows.view(np.uint16), HALF_TO_DOUBLE, np.ascontiguousarray(origin, dtype=np.float64),
+        np.ascontiguousarray(stacked.T, dtype=np.float64), out,
+    )
+    return out
