@@ -15,7 +15,6 @@ import json
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -104,20 +103,20 @@ def score_zero_shot(
     comparison_rows = []
     for t, task in enumerate(tasks):
         kind = str(records.loc[records["task"] == task, "task_kind"].iloc[0])
-        boots: dict[str, Any] = {}  # per task: the draws (counts) and their laid-out weights
+        clean_counts: np.ndarray | None = None  # per task: the clean rows' draws, shared by every encoder
+        boots: dict[str, ReplicateWeights] = {}  # per task, laid out once: shared by every encoder and metric
         for e, encoder in enumerate(encoders):
             if (encoder, task) not in primary.index:
                 continue
             arrays = _load(folder, encoder, task, str(primary[(encoder, task)]))
             y = arrays["clean_labels"]
-            if CLEAN not in boots:
+            if clean_counts is None:
                 groups = arrays.get("clean_groups")
                 design = sampling_design(arrays, artifacts.design_key(), f"zero-shot {encoder}/{task}", shift=False)[0]
-                boots[CLEAN] = group_bootstrap(groups, y, kind, seed=(int(settings.seed), 29, t),
+                clean_counts = group_bootstrap(groups, y, kind, seed=(int(settings.seed), 29, t),
                                                design=design).counts(range(n_boot))
-            if f"{CLEAN}__weights" not in boots:  # laid out once per task, shared by every encoder and metric
-                boots[f"{CLEAN}__weights"] = prepare_weights(boots[CLEAN].astype(np.float64))
-            weights: ReplicateWeights = boots[f"{CLEAN}__weights"]
+                boots[CLEAN] = prepare_weights(clean_counts.astype(np.float64))
+            weights = boots[CLEAN]
             ones = np.ones((1, len(y)))
             clean = _macro(y, arrays["clean_probs"], kind, weights)
             clean_point = float(_macro(y, arrays["clean_probs"], kind, ones)[0])
@@ -128,7 +127,7 @@ def score_zero_shot(
             parts, parts_point = [], []
             if corrupt:
                 positions = arrays.get("corrupt_rows")
-                w = weights if positions is None else prepare_weights(boots[CLEAN][:, positions].astype(np.float64))
+                w = weights if positions is None else prepare_weights(clean_counts[:, positions].astype(np.float64))
                 values = np.stack([_macro(arrays[f"{c}_labels"], arrays[f"{c}_probs"], kind, w) for c in corrupt])
                 parts.append(np.nanmean(values, axis=0))
                 parts_point.append(float(np.mean([_macro(arrays[f"{c}_labels"], arrays[f"{c}_probs"], kind,
