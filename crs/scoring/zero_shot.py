@@ -71,6 +71,13 @@ def _distinct(stack: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
     return distinct, index
 
 
+def _point_weights(n_rows: int, cache: dict[int, ReplicateWeights]) -> ReplicateWeights:
+    """One replicate of unit weights over ``n_rows`` cases (the point estimate), laid out once per size."""
+    if n_rows not in cache:
+        cache[n_rows] = prepare_weights(np.ones((1, n_rows), dtype=np.uint16))
+    return cache[n_rows]
+
+
 def _crossover(fractions: np.ndarray, probe: np.ndarray, zero_shot: np.ndarray) -> np.ndarray:
     """Smallest label fraction whose probe AUROC beats zero-shot, per replicate; inf when none does.
 
@@ -101,6 +108,7 @@ def score_zero_shot(
     replicate = np.full((n_boot, len(encoders), len(tasks), 3), np.nan)
     point = np.full((len(encoders), len(tasks), 3), np.nan)
     comparison_rows = []
+    point_weights: dict[int, ReplicateWeights] = {}  # the point estimates' unit weights, laid out once per row count
     for t, task in enumerate(tasks):
         kind = str(records.loc[records["task"] == task, "task_kind"].iloc[0])
         clean_counts: np.ndarray | None = None  # per task: the clean rows' draws, shared by every encoder
@@ -115,9 +123,9 @@ def score_zero_shot(
                 design = sampling_design(arrays, artifacts.design_key(), f"zero-shot {encoder}/{task}", shift=False)[0]
                 clean_counts = group_bootstrap(groups, y, kind, seed=(int(settings.seed), 29, t),
                                                design=design).counts(range(n_boot))
-                boots[CLEAN] = prepare_weights(clean_counts.astype(np.float64))
+                boots[CLEAN] = prepare_weights(clean_counts)  # integer counts: laid out as uint16, no rounding check
             weights = boots[CLEAN]
-            ones = np.ones((1, len(y)))
+            ones = _point_weights(len(y), point_weights)
             clean = _macro(y, arrays["clean_probs"], kind, weights)
             clean_point = float(_macro(y, arrays["clean_probs"], kind, ones)[0])
             ece = weighted_debiased_ece(y, arrays["clean_probs"], kind, weights)
@@ -127,11 +135,12 @@ def score_zero_shot(
             parts, parts_point = [], []
             if corrupt:
                 positions = arrays.get("corrupt_rows")
-                w = weights if positions is None else prepare_weights(clean_counts[:, positions].astype(np.float64))
+                w = weights if positions is None else prepare_weights(clean_counts, columns=np.asarray(positions))
                 values = np.stack([_macro(arrays[f"{c}_labels"], arrays[f"{c}_probs"], kind, w) for c in corrupt])
                 parts.append(np.nanmean(values, axis=0))
                 parts_point.append(float(np.mean([_macro(arrays[f"{c}_labels"], arrays[f"{c}_probs"], kind,
-                                                         np.ones((1, len(arrays[f"{c}_labels"]))))[0] for c in corrupt])))
+                                                         _point_weights(len(arrays[f"{c}_labels"]), point_weights))[0]
+                                                  for c in corrupt])))
             if shift:
                 shift_values: list[np.ndarray] = []
                 values_point: list[float] = []
@@ -145,9 +154,10 @@ def score_zero_shot(
                                                  shift=True)[0]
                         boots[key] = prepare_weights(group_bootstrap(
                             groups, ys, kind, seed=(int(settings.seed), 29, t, 1000 + s), design=design,
-                        ).counts(range(n_boot)).astype(np.float64))
+                        ).counts(range(n_boot)))
                     shift_values.append(_macro(ys, arrays[f"{stem}_probs"], kind, boots[key]))
-                    values_point.append(float(_macro(ys, arrays[f"{stem}_probs"], kind, np.ones((1, len(ys))))[0]))
+                    values_point.append(float(_macro(ys, arrays[f"{stem}_probs"], kind,
+                                                     _point_weights(len(ys), point_weights))[0]))
                 parts.append(np.nanmean(np.stack(shift_values), axis=0))
                 parts_point.append(float(np.mean(values_point)))
             robust = np.nanmean(np.stack(parts), axis=0) if parts else np.full(n_boot, np.nan)
