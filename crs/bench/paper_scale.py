@@ -20,8 +20,14 @@ workers: ``getrusage(RUSAGE_CHILDREN)`` after it ends, or the sum of psutil's pe
 times, whichever is larger), the peak RSS of the tree (the sum over the stage process and all its
 descendants, sampled every 0.1 s) and the largest single process's peak (``ru_maxrss``, exact).
 Per unit: what ``crs probe`` records in the run folder's ``probe_costs.csv``, when that file is
-there. The 15-encoder figure is each stage's measured cost per encoder times 15 (plus the process
-start-up once), a measurement of per-unit cost times units, not a fit to smaller sizes.
+there. The probe's 15-encoder figure is each unit's measured cost times 15 units per task (plus the
+stage's fixed part once), a measurement of per-unit cost times units, not a fit to smaller sizes. The
+score and the report at 15 encoders are measured (on by default for ``--reuse`` and full-size runs):
+after the stages, a run folder of 15 encoders is made from the measured one without new fits (encoder
+k copies measured encoder k mod N, its predictions files hard links; :mod:`crs.bench.paper_scale_replicas`
+says what that shows and what it cannot), and the score and report stages run on it in processes of
+their own. The figures scaled per encoder (measured cost per encoder times 15) stay beside them as
+``*_scaled`` (decision 0114: the report does not grow with the encoders, so scaling it overstated it).
 
 ``--scale`` multiplies every row count (for quick runs); ``--keep`` keeps the work folder (cache,
 run folder, spec), which is otherwise deleted. Full size needs about 6.6 GB of disk per encoder.
@@ -119,6 +125,15 @@ class PaperScaleConfig:
     subgroups: bool = False  # score patient subgroups (Sex, Age band; AP/PA on chest films) as CheXpert's CSV has them
     corruption_rows: int | None = None  # corrupted conditions on a patient-level subsample of about N test images
     zero_shot: bool = True  # every second encoder is a VLM with simulated prototypes; its zero-shot cost measured
+    # score and report measured on a 15-encoder run folder replicated from the measured one (no new fits);
+    # None: on for --reuse runs and full-size runs (scale >= 1), off for quick runs
+    measure_fifteen: bool | None = None
+    keep_fifteen: bool = False  # keep that folder (``--keep``; a --reuse run keeps the cache but not it)
+
+    def measures_fifteen(self) -> bool:
+        if self.measure_fifteen is not None:
+            return self.measure_fifteen
+        return self.reuse or self.scale >= 1.0
 
     def encoder_names(self) -> list[str]:
         return [f"enc{k:02d}" for k in range(self.encoders)]
@@ -598,6 +613,7 @@ class PaperScaleResult:
     total_15: dict[str, float] = field(default_factory=dict)  # wall seconds per stage for 15 encoders
     jobs: str = ""
     zero_shot: dict[str, float] = field(default_factory=dict)  # zero-shot's cost beside the probes' (ratios)
+    stages_15: tuple[StageCost, ...] = ()  # score and report measured on the replicated 15-encoder run folder
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -634,9 +650,14 @@ def per_unit(folder: Path) -> list[dict[str, Any]]:
 
 
 def fifteen_encoders(stages: Sequence[StageCost], startup: StageCost, encoders: int,
-                     units: Sequence[dict[str, Any]] = ()) -> dict[str, float]:
+                     units: Sequence[dict[str, Any]] = (), measured: Sequence[StageCost] = ()) -> dict[str, float]:
     """Each stage's wall seconds for 15 encoders: (measured - fixed) / N x 15 + fixed, fixed = start-up
     (python and crs.benchmark) + the stage's own imports (``import_s``).
+
+    ``measured``: stages run at 15 encoders (the score and report on the replicated run folder); a
+    stage measured there (and successful) counts with its measured wall seconds, and its figure scaled
+    per encoder is kept as ``<stage>_scaled``; the totals then use the measured ones, and the totals of
+    the scaled figures alone are kept as ``total_scaled`` and ``total_from_units_scaled``.
 
     With per-unit costs (``probe_costs.csv``) also ``probe_from_units``: per-unit cost x units, i.e.
     15 units per task at the task's mean unit wall time shared by the run's W workers (distinct
@@ -655,6 +676,14 @@ def fifteen_encoders(stages: Sequence[StageCost], startup: StageCost, encoders: 
         fixed = max(probe.wall_s - base - unit_seconds / workers, 0.0)
         totals["probe_from_units"] = base + fixed + sum(u["mean_wall_s"] * PAPER_ENCODERS for u in units) / workers
         totals["total_from_units"] = totals["total"] - totals["probe"] + totals["probe_from_units"]
+    at_fifteen = {s.stage: s.wall_s for s in measured if s.returncode == 0 and s.stage in totals}
+    if at_fifteen:
+        for key in ("total", "total_from_units"):
+            if key in totals:
+                totals[f"{key}_scaled"] = totals[key]
+                totals[key] += sum(seconds - totals[stage] for stage, seconds in at_fifteen.items())
+        for stage, seconds in at_fifteen.items():
+            totals[f"{stage}_scaled"], totals[stage] = totals[stage], seconds
     return totals
 
 
@@ -692,13 +721,17 @@ def run(config: PaperScaleConfig, json_out: bool = False, echo=print) -> PaperSc
                 echo(_stage_line(cost))
             if cost.returncode != 0:
                 break
+        stages_15: list[StageCost] = []
+        if config.measures_fifteen() and all(s.returncode == 0 for s in stages):
+            stages_15 = measure_fifteen(config, spec, echo if not json_out else None)
         jobs = str(Benchmark(spec).spec.probe.jobs if config.jobs is None else config.jobs)
         units = per_unit(work / "out")
         probe_stages = [s for s in stages if s.stage not in ZERO_SHOT_STAGES]
         result = PaperScaleResult(
             dataclasses.asdict(config), sizes, prepared, startup, tuple(stages), units,
-            fifteen_encoders(probe_stages, startup, config.encoders, units), jobs,
+            fifteen_encoders(probe_stages, startup, config.encoders, units, stages_15), jobs,
             zero_shot_summary(stages, config.encoders, work / "out", startup) if with_zero_shot else {},
+            tuple(stages_15),
         )
     finally:
         if not config.keep:
@@ -708,6 +741,31 @@ def run(config: PaperScaleConfig, json_out: bool = False, echo=print) -> PaperSc
     else:
         echo(format_result(result))
     return result
+
+
+def measure_fifteen(config: PaperScaleConfig, spec: Path, echo=None, folder: Path | None = None) -> list[StageCost]:
+    """The score and report stages on a run folder of 15 encoders replicated from the measured one
+    (:func:`crs.bench.paper_scale_replicas.replicate_run`: no fits, predictions linked), each in its own
+    process (or in this one with ``in_process``), in ``folder`` (default: ``fifteen`` beside the spec);
+    the folder is deleted after unless ``keep_fifteen``."""
+    from crs.bench.paper_scale_replicas import FOLDER, replicate_run
+
+    folder = folder if folder is not None else spec.parent / FOLDER
+    costs: list[StageCost] = []
+    try:
+        spec_15 = replicate_run(spec, PAPER_ENCODERS, folder)
+        for stage in ("score", "report"):
+            cost = (measure_in_process(stage, spec_15, config.jobs) if config.in_process
+                    else measure_stage(stage, spec_15, config.jobs))
+            costs.append(cost)
+            if echo is not None:
+                echo(_stage_line(cost, f"{stage}@{PAPER_ENCODERS}"))
+            if cost.returncode != 0:
+                break
+    finally:
+        if not config.keep_fifteen:
+            shutil.rmtree(folder, ignore_errors=True)
+    return costs
 
 
 def reused_config(config: PaperScaleConfig, work: Path) -> PaperScaleConfig:
@@ -720,7 +778,8 @@ def reused_config(config: PaperScaleConfig, work: Path) -> PaperScaleConfig:
     prepared = config_from_json(saved.read_text())
     shutil.rmtree(work / "out", ignore_errors=True)
     return dataclasses.replace(prepared, jobs=config.jobs, in_process=config.in_process, keep=True, reuse=True,
-                               workdir=str(work))
+                               workdir=str(work), measure_fifteen=config.measure_fifteen,
+                               keep_fifteen=config.keep_fifteen)
 
 
 def reused_prepare(work: Path) -> dict[str, Any]:
@@ -746,8 +805,8 @@ def _gib(n: int) -> str:
     return f"{n / 2**30:.2f} GiB"
 
 
-def _stage_line(cost: StageCost) -> str:
-    text = (f"  {cost.stage:<7} wall {cost.wall_s:8.1f} s  CPU {cost.cpu_s:8.1f} s  peak RSS (tree) "
+def _stage_line(cost: StageCost, label: str = "") -> str:
+    text = (f"  {label or cost.stage:<7} wall {cost.wall_s:8.1f} s  CPU {cost.cpu_s:8.1f} s  peak RSS (tree) "
             f"{_gib(cost.peak_tree_rss_bytes)}  largest process {_gib(cost.peak_process_rss_bytes)}"
             f"  (imports {cost.import_s:.1f} s)")
     return text + (f"  FAILED: {cost.error}" if cost.returncode else "")
@@ -775,6 +834,9 @@ def format_result(result: PaperScaleResult) -> str:
         lines.append(f"  process start-up (python, import crs): {result.startup.wall_s:.1f} s wall, "
                      f"{result.startup.cpu_s:.1f} s CPU (counted once in the {PAPER_ENCODERS}-encoder figures)")
     lines += [_stage_line(cost) for cost in result.stages]
+    if result.stages_15:
+        lines.append(f"  at {PAPER_ENCODERS} encoders (a run folder replicated from the measured one, no new fits):")
+        lines += ["  " + _stage_line(cost, f"{cost.stage}@{PAPER_ENCODERS}") for cost in result.stages_15]
     if result.units:
         lines.append("  per unit (probe_costs.csv):")
         for unit in result.units:
@@ -786,15 +848,24 @@ def format_result(result: PaperScaleResult) -> str:
     totals = dict(result.total_15)
     from_units = totals.pop("probe_from_units", None)
     total_from_units = totals.pop("total_from_units", None)
-    lines.append(f"  {PAPER_ENCODERS} encoders (measured per-encoder cost x {PAPER_ENCODERS}): " + ", ".join(
-        f"{stage} {seconds / 60:.1f} min" for stage, seconds in totals.items()))
+    scaled = {key: totals.pop(key) for key in list(totals) if key.endswith("_scaled")}
+    at_fifteen = {key[: -len("_scaled")] for key in scaled}
+    measured_here = ", ".join(stage for stage in ("score", "report") if stage in at_fifteen)
+    lines.append(f"  {PAPER_ENCODERS} encoders (measured cost per encoder x {PAPER_ENCODERS}"
+                 + (f"; {measured_here} measured at {PAPER_ENCODERS}" if measured_here else "") + "): "
+                 + ", ".join(f"{stage} {seconds / 60:.1f} min" for stage, seconds in totals.items()))
+    if scaled:
+        order = ("probe", "score", "report", "total", "total_from_units")
+        lines.append("    scaled per encoder instead (before decision 0114): " + ", ".join(
+            f"{key} {scaled[f'{key}_scaled'] / 60:.1f} min" for key in order if f"{key}_scaled" in scaled))
     if result.zero_shot:
         lines.append(summary_line(result.zero_shot))
     if from_units is not None and total_from_units is not None:
         workers = max(int(u.get("workers", 1)) for u in result.units)
         lines.append(f"  {PAPER_ENCODERS} encoders by per-unit cost x units ({PAPER_ENCODERS} units per task on {workers} "
                      f"worker(s), plus the probe stage's fixed part): probe {from_units / 60:.1f} min, "
-                     f"total {total_from_units / 60:.1f} min")
+                     f"total {total_from_units / 60:.1f} min"
+                     + (f" (score and report measured at {PAPER_ENCODERS})" if at_fifteen else ""))
     return "\n".join(lines)
 
 

@@ -87,10 +87,15 @@ def extract(as_json: bool, quick: bool, device: str, threads: int | None, no_sav
                    "corruption_rows; decision 0032). `python -m crs.bench.corruption_subsample` compares sizes.")
 @click.option("--no-zero-shot", is_flag=True,
               help="Leave out the zero-shot units of the simulated vision-language encoders (every second one).")
+@click.option("--measure-fifteen/--no-measure-fifteen", default=None,
+              help="Measure the score and report at 15 encoders on a run folder replicated from the measured one "
+                   "(no new fits, predictions linked; deleted after unless --keep) [default: on with --reuse or at "
+                   "full size].")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def paper_scale(encoders: int, scale: float, dim: int, max_corruptions: int | None, severities: str, n_boot: int,
                 jobs: int | str | None, workdir: str | None, keep: bool, reuse: bool, in_process: bool,
-                subgroups: bool, corruption_rows: int | None, no_zero_shot: bool, as_json: bool) -> None:
+                subgroups: bool, corruption_rows: int | None, no_zero_shot: bool, measure_fifteen: bool | None,
+                as_json: bool) -> None:
     """Stage 2 and scoring at the paper's sample counts: probe, score and report timed separately.
 
     Generates features with planted signal for ISIC 2019, APTOS 2019 and CheXpert (+ a MIMIC-CXR-sized
@@ -108,7 +113,8 @@ def paper_scale(encoders: int, scale: float, dim: int, max_corruptions: int | No
                                                 max_corruptions=max_corruptions, n_boot=n_boot, jobs=jobs,
                                                 workdir=workdir, keep=keep or reuse, reuse=reuse,
                                                 in_process=in_process, subgroups=subgroups,
-                                                corruption_rows=corruption_rows, zero_shot=not no_zero_shot)
+                                                corruption_rows=corruption_rows, zero_shot=not no_zero_shot,
+                                                measure_fifteen=measure_fifteen, keep_fifteen=keep)
     paper_scale_bench.run(config, json_out=as_json, echo=click.echo)
 
 
