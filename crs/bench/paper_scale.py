@@ -452,7 +452,7 @@ class StageCost:
 
 
 STAGE_MODULES = {
-    "probe": ("crs.evaluate.stage", "crs.probes.torch_batched"),
+    "probe": ("crs.evaluate.stage",),
     "score": ("crs.scoring.result", "crs.scoring.case_bootstrap"),
     "report": ("crs.report", "crs.corruptions", "matplotlib.pyplot"),
     "zero_shot": ("crs.evaluate.zero_shot",),
