@@ -23,6 +23,9 @@ EXTRACTION_ONLY = ("torchvision", "timm", "open_clip", "transformers")
     # stage's own process (its units run in workers), the score and report stages never load it
     ("crs.evaluate.stage", ("torch",) + EXTRACTION_ONLY),
     ("crs.report", ("torch",) + EXTRACTION_ONLY),
+    ("crs.report.grids", ("torch",) + EXTRACTION_ONLY),  # the report stage loads it to try the grids
+    ("crs.data", ("torch",) + EXTRACTION_ONLY),  # listing and screening images; torch loads with load_image
+    ("crs.data.images", ("torch",) + EXTRACTION_ONLY),
     ("crs.scoring.result", ("torch",) + EXTRACTION_ONLY),
     ("crs.scoring.case_bootstrap", ("torch",) + EXTRACTION_ONLY),
     ("crs.scoring.zero_shot", ("torch",) + EXTRACTION_ONLY),
