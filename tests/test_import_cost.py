@@ -86,3 +86,16 @@ def test_the_lazy_names_are_the_real_ones():
         corruptions.aply  # noqa: B018
     with pytest.raises(AttributeError):
         encoders.craete  # noqa: B018
+
+
+def test_crs_help_lists_the_lazy_commands_without_importing_them():
+    """``crs --help`` shows the same text as when every command is imported, and leaves torch unloaded."""
+    code = ("import sys; from click.testing import CliRunner; from crs.cli.main import LAZY_COMMANDS, cli; "
+            "light = CliRunner().invoke(cli, ['--help'], terminal_width=100).output; "
+            "print(sorted(m for m in ('torch', 'crs.cli.bench') if m in sys.modules)); "
+            "[cli.get_command(None, name) for name in LAZY_COMMANDS]; "
+            "full = CliRunner().invoke(cli, ['--help'], terminal_width=100).output; "
+            "print(light == full, 'bench' in light and 'status' in light)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:2] == ["[]", "True True"]
