@@ -137,7 +137,7 @@ class TaskSize:
 
 def task_size(task: PaperTask, config: PaperScaleConfig) -> TaskSize:
     """Row counts at ``config.scale`` (never below what the label-fraction floors need) and the conditions."""
-    from crs.corruptions import suite  # imports torch: not in the stage processes, which never call this
+    from crs.corruptions import suite  # the suites' names (no torch)
 
     floor = 40 * len(task.classes)
     n = max(round(task.n_images * config.scale), floor)
