@@ -152,7 +152,7 @@ class TaskSize:
 
 def task_size(task: PaperTask, config: PaperScaleConfig) -> TaskSize:
     """Row counts at ``config.scale`` (never below what the label-fraction floors need) and the conditions."""
-    from crs.corruptions import suite  # imports torch: not in the stage processes, which never call this
+    from crs.corruptions import suite  # the suites' names (no torch)
 
     floor = 40 * len(task.classes)
     n = max(round(task.n_images * config.scale), floor)
@@ -467,7 +467,7 @@ class StageCost:
 
 
 STAGE_MODULES = {
-    "probe": ("crs.evaluate.stage", "crs.probes.torch_batched"),
+    "probe": ("crs.evaluate.stage",),
     "score": ("crs.scoring.result", "crs.scoring.case_bootstrap"),
     "report": ("crs.report", "crs.corruptions", "matplotlib.pyplot"),
     "zero_shot": ("crs.evaluate.zero_shot",),

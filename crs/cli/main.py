@@ -34,6 +34,20 @@ LAZY_COMMANDS = {
 """Commands whose modules import torch, torchvision or the encoder libraries (seconds): imported when
 the command is asked for, so ``crs score`` and ``crs report`` start without them."""
 
+LAZY_HELP = {
+    "bench": "Benchmarks (ratios against a baseline measured in the same run; absolute times are context only).",
+    "corruptions": "Acquisition corruptions per modality (suite version enters the cache fingerprint).",
+    "encoders": "Inspect the encoder registry (sources, preprocessing, licences, pretraining data).",
+    "init": "Inspect ROOT (a folder of images, PNG/JPEG/DICOM, with a CSV) and write a spec for it; asks nothing.",
+    "reproduce": "Re-run stage 2 and the score of RUN_FOLDER from its embedded spec and compare every table.",
+    "compare": "Compare two run folders' records and score tables under the reproducibility contract; exit 1 if broken.",
+    "plan": "Per data set and encoder: images, clean and corrupted forward passes, cached, bytes, time.",
+    "check": "Check data, labels, weights, folders, disk, image modes and the cache before any GPU time.",
+    "status": "Stage 1's progress over every shard, from the cache's chunk flags: passes done, to go, time left.",
+}
+"""The first paragraph of each lazy command's help, so ``crs --help`` lists them without importing them
+(torch: about 3 CPU s); a test checks they equal the commands' own."""
+
 # Errors a user can fix: printed as one line and a non-zero exit, never a traceback.
 USER_ERRORS: tuple[type[BaseException], ...] = (
     ValueError, FileNotFoundError, PermissionError, RuntimeError, OSError, MemoryError,
@@ -68,6 +82,19 @@ class FriendlyGroup(click.Group):
             module, attribute = LAZY_COMMANDS[cmd_name].split(":")
             self.add_command(getattr(importlib.import_module(module), attribute), cmd_name)
         return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list of ``--help``: a lazy command not yet imported shows :data:`LAZY_HELP`."""
+        commands = []
+        for name in self.list_commands(ctx):
+            if name in LAZY_COMMANDS and name not in self.commands:
+                commands.append((name, click.Command(name, help=LAZY_HELP[name])))
+            elif (command := self.get_command(ctx, name)) is not None and not command.hidden:
+                commands.append((name, command))
+        if commands:
+            limit = formatter.width - 6 - max(len(name) for name, _ in commands)
+            with formatter.section("Commands"):
+                formatter.write_dl([(name, command.get_short_help_str(limit)) for name, command in commands])
 
     def invoke(self, ctx: click.Context):
         try:

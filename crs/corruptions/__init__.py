@@ -3,13 +3,32 @@
 ``suite(modality)`` lists a modality's corruptions; ``apply(images, modality, name, severity, ids)``
 corrupts a uint8 or float batch on any device; ``SUITE_VERSION`` enters the cache fingerprint.
 Definitions, constants and sources are in ``docs/corruptions.md``.
+
+Importing the package does not import torch (about 2 CPU s a process): the suites' names, records and
+version are read without it by scoring, reports and the probe stage. ``apply``, ``apply_all``,
+``apply_severities`` and ``corruption_grid`` load :mod:`crs.corruptions.api` (torch) on first access.
 """
 
-from crs.corruptions.api import CorruptionError, apply, apply_all, apply_severities, corruption, suite
-from crs.corruptions.grid import corruption_grid
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from crs.corruptions.catalog import CorruptionError, corruption, suite
 from crs.corruptions.suites import Corruption
 from crs.corruptions.version import SUITE_VERSION
 from crs.spec import MODALITIES, SEVERITIES
+
+if TYPE_CHECKING:
+    from crs.corruptions.api import apply, apply_all, apply_severities
+    from crs.corruptions.grid import corruption_grid
+
+_WITH_TORCH = {
+    "apply": "crs.corruptions.api",
+    "apply_all": "crs.corruptions.api",
+    "apply_severities": "crs.corruptions.api",
+    "corruption_grid": "crs.corruptions.grid",
+}
 
 __all__ = [
     "MODALITIES",
@@ -24,3 +43,16 @@ __all__ = [
     "corruption_grid",
     "suite",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``apply`` and the other entry points that corrupt images: imported (with torch) on first access."""
+    if name not in _WITH_TORCH:  # a submodule (``from crs.corruptions import ops``) or a typo
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_WITH_TORCH[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

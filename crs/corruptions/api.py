@@ -1,5 +1,8 @@
 """The public entry points: ``suite(modality)``, ``apply(images, modality, name, severity, ids)`` and
-``apply_severities(images, modality, name, severities, ids)``."""
+``apply_severities(images, modality, name, severities, ids)``.
+
+``suite``, ``corruption`` and ``CorruptionError`` live in :mod:`crs.corruptions.catalog` (no torch) and
+are re-exported here; this module imports torch and the operators."""
 
 from __future__ import annotations
 
@@ -8,42 +11,12 @@ from dataclasses import replace
 
 import torch
 
+from crs.corruptions.catalog import CorruptionError, _check_severity, corruption, suite
 from crs.corruptions.ops import POINTWISE_OPERATORS, UINT8_OPERATORS, Context
-from crs.corruptions.suites import GRAYSCALE_MODALITIES, SUITES, Corruption
-from crs.spec import MODALITIES, SEVERITIES
+from crs.corruptions.suites import GRAYSCALE_MODALITIES, Corruption
+from crs.spec import SEVERITIES
 
-
-class CorruptionError(ValueError):
-    """An unknown modality, corruption or severity, or a batch of the wrong shape; the message says the fix."""
-
-
-def _check_modality(modality: str) -> dict[str, Corruption]:
-    if modality not in SUITES:
-        raise CorruptionError(f"unknown modality {modality!r}; valid modalities: {', '.join(MODALITIES)}")
-    return SUITES[modality]
-
-
-def suite(modality: str) -> list[str]:
-    """Corruption names of ``modality``'s suite, in a fixed order."""
-    return list(_check_modality(modality))
-
-
-def corruption(modality: str, name: str) -> Corruption:
-    """The :class:`Corruption` record (operator, severity parameters, source) of one suite entry."""
-    corruptions = _check_modality(modality)
-    if name not in corruptions:
-        raise CorruptionError(
-            f"unknown corruption {name!r} for modality {modality!r}; valid corruptions: {', '.join(corruptions)}"
-        )
-    return corruptions[name]
-
-
-def _check_severity(severity: object) -> int:
-    if isinstance(severity, bool) or not isinstance(severity, int) or not 0 <= severity <= len(SEVERITIES):
-        raise CorruptionError(
-            f"unknown severity {severity!r}; valid severities: 0 (clean), {', '.join(map(str, SEVERITIES))}"
-        )
-    return severity
+__all__ = ["CorruptionError", "apply", "apply_all", "apply_severities", "corruption", "suite"]
 
 
 def _check_images(images: object, ids: Sequence[object]) -> torch.Tensor:
@@ -92,22 +65,23 @@ def _corrupt_group(
 ) -> list[torch.Tensor]:
     """Every severity of one group of images (all grey films, or all colour images): convert once."""
     outs = []
-    if source.dtype == torch.uint8 and spec.operator in POINTWISE_OPERATORS:
+    operator = spec.operator  # looked up by name in crs.corruptions.ops
+    if source.dtype == torch.uint8 and operator in POINTWISE_OPERATORS:
         # a per-pixel function of the value alone: a 256-entry table applied to the bytes, no floats
         flat_levels = source.reshape(-1).to(torch.int32)
         for severity in severities:
             table = _lookup_table(spec, spec.parameter(severity), replace(context, severity=severity))
             outs.append(table.index_select(0, flat_levels).view_as(source))
         return outs
-    if source.dtype == torch.uint8 and spec.operator in UINT8_OPERATORS:
-        direct = UINT8_OPERATORS[spec.operator]
+    if source.dtype == torch.uint8 and operator in UINT8_OPERATORS:
+        direct = UINT8_OPERATORS[operator]
         direct_outs = [direct(source, spec.parameter(s), replace(context, severity=s)) for s in severities]
         ready = [out for out in direct_outs if out is not None]
         if len(ready) == len(direct_outs):
             return ready
     as_float = _to_float(source)
     for severity in severities:
-        out = spec.operator(as_float, spec.parameter(severity), replace(context, severity=severity))
+        out = operator(as_float, spec.parameter(severity), replace(context, severity=severity))
         if out is as_float:  # never hand back (or clamp in place) the caller's own tensor
             out = out.clone()
         outs.append(_to_dtype(out.clamp_(0, 1), source.dtype))

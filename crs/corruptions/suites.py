@@ -9,25 +9,33 @@ the same fraction of the anatomy as at 224 px.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-
-from crs.corruptions import ops
 
 GRAYSCALE_MODALITIES = frozenset({"chest_xray"})
 
 
 @dataclass(frozen=True)
 class Corruption:
-    """One corruption: its operator, the parameter at each severity 1..5, and where it comes from."""
+    """One corruption: its operator, the parameter at each severity 1..5, and where it comes from.
+
+    The operator is named (a function of :mod:`crs.corruptions.ops`) and looked up on first use, so
+    reading the suites does not import torch.
+    """
 
     name: str
     family: str
-    operator: Callable
+    operator_name: str
     parameters: tuple
     parameter_meaning: str
     source: str
     spatial: bool = False
+
+    @property
+    def operator(self) -> Callable:
+        """The batched torch operator (imports :mod:`crs.corruptions.ops`, hence torch, the first time)."""
+        return getattr(importlib.import_module("crs.corruptions.ops"), self.operator_name)
 
     def parameter(self, severity: int):
         return self.parameters[severity - 1]
@@ -38,8 +46,8 @@ def _zooms(stop: float, step: float) -> tuple[float, ...]:
     return tuple(round(1 + i * step, 4) for i in range(count))
 
 
-def _c(name, family, operator, parameters, meaning, source, spatial=False) -> Corruption:
-    return Corruption(name, family, operator, tuple(parameters), meaning, source, spatial)
+def _c(name, family, operator_name, parameters, meaning, source, spatial=False) -> Corruption:
+    return Corruption(name, family, operator_name, tuple(parameters), meaning, source, spatial)
 
 
 IMAGENET_C = "ImageNet-C"
@@ -49,7 +57,7 @@ DERMOSCOPY = (
     _c(
         "gaussian_noise",
         "noise",
-        ops.gaussian_noise,
+        "gaussian_noise",
         [0.04, 0.08, 0.12, 0.18, 0.26],
         "sigma",
         f"{MEDMNIST_C} dermamnist",
@@ -57,7 +65,7 @@ DERMOSCOPY = (
     _c(
         "shot_noise",
         "noise",
-        ops.shot_noise,
+        "shot_noise",
         [60, 25, 18, 10, 5],
         "photons at white",
         f"{MEDMNIST_C} dermamnist",
@@ -65,7 +73,7 @@ DERMOSCOPY = (
     _c(
         "impulse_noise",
         "noise",
-        ops.impulse_noise,
+        "impulse_noise",
         [0.01, 0.03, 0.06, 0.09, 0.17],
         "fraction of pixels",
         f"{MEDMNIST_C} dermamnist",
@@ -73,7 +81,7 @@ DERMOSCOPY = (
     _c(
         "speckle_noise",
         "noise",
-        ops.speckle_noise,
+        "speckle_noise",
         [0.05, 0.15, 0.2, 0.35, 0.45],
         "sigma",
         f"{MEDMNIST_C} dermamnist",
@@ -81,7 +89,7 @@ DERMOSCOPY = (
     _c(
         "defocus_blur",
         "blur",
-        ops.defocus_blur,
+        "defocus_blur",
         [(4, 0.1), (5, 0.2), (6, 0.3), (7, 0.4), (8, 0.5)],
         "(disk radius px, alias sigma px) at 224",
         f"{MEDMNIST_C} dermamnist",
@@ -90,7 +98,7 @@ DERMOSCOPY = (
     _c(
         "motion_blur",
         "blur",
-        ops.motion_blur,
+        "motion_blur",
         [(10, 3), (15, 5), (15, 8), (15, 12), (20, 15)],
         "(radius px, sigma px) at 224",
         f"{IMAGENET_C} (MedMNIST-C dermamnist severity 1 had sigma 5, equal to severity 2)",
@@ -99,7 +107,7 @@ DERMOSCOPY = (
     _c(
         "zoom_blur",
         "blur",
-        ops.zoom_blur,
+        "zoom_blur",
         [_zooms(1.10, 0.01), _zooms(1.15, 0.01), _zooms(1.20, 0.02), _zooms(1.24, 0.02), _zooms(1.30, 0.03)],
         "zoom factors averaged",
         f"{IMAGENET_C} / {MEDMNIST_C} dermamnist",
@@ -107,7 +115,7 @@ DERMOSCOPY = (
     _c(
         "brightness_up",
         "photometric",
-        ops.brightness,
+        "brightness",
         [1.1, 1.2, 1.3, 1.4, 1.5],
         "gain",
         f"{MEDMNIST_C} dermamnist",
@@ -115,7 +123,7 @@ DERMOSCOPY = (
     _c(
         "brightness_down",
         "photometric",
-        ops.brightness,
+        "brightness",
         [0.9, 0.8, 0.7, 0.6, 0.5],
         "gain",
         f"{MEDMNIST_C} dermamnist",
@@ -123,7 +131,7 @@ DERMOSCOPY = (
     _c(
         "contrast_up",
         "photometric",
-        ops.contrast,
+        "contrast",
         [1.1, 1.2, 1.3, 1.4, 1.6],
         "contrast factor",
         f"{MEDMNIST_C} dermamnist",
@@ -131,7 +139,7 @@ DERMOSCOPY = (
     _c(
         "contrast_down",
         "photometric",
-        ops.contrast,
+        "contrast",
         [0.8, 0.7, 0.6, 0.5, 0.4],
         "contrast factor",
         f"{MEDMNIST_C} dermamnist",
@@ -139,16 +147,16 @@ DERMOSCOPY = (
     _c(
         "pixelate",
         "digital",
-        ops.pixelate,
+        "pixelate",
         [0.7, 0.5, 0.4, 0.3, 0.25],
         "side fraction kept",
         f"{MEDMNIST_C} dermamnist",
     ),
-    _c("jpeg", "digital", ops.jpeg, [30, 20, 15, 10, 7], "JPEG quality", f"{MEDMNIST_C} dermamnist"),
+    _c("jpeg", "digital", "jpeg", [30, 20, 15, 10, 7], "JPEG quality", f"{MEDMNIST_C} dermamnist"),
     _c(
         "black_corners",
         "occlusion",
-        ops.black_corners,
+        "black_corners",
         [1.10, 1.05, 1.00, 0.95, 0.90],
         "field radius / half side",
         f"{MEDMNIST_C} dermamnist black_corner (made monotone)",
@@ -156,7 +164,7 @@ DERMOSCOPY = (
     _c(
         "hair",
         "occlusion",
-        ops.hair,
+        "hair",
         [(2, 1.5), (4, 1.5), (8, 2.0), (14, 2.0), (22, 2.5)],
         "(hairs, width px at 224)",
         "crs (DullRazor-style hair model)",
@@ -165,7 +173,7 @@ DERMOSCOPY = (
     _c(
         "colour_temperature",
         "photometric",
-        ops.colour_temperature,
+        "colour_temperature",
         [0.04, 0.08, 0.12, 0.18, 0.25],
         "red/blue gain shift",
         "crs",
@@ -176,7 +184,7 @@ FUNDUS = (
     _c(
         "gaussian_noise",
         "noise",
-        ops.gaussian_noise,
+        "gaussian_noise",
         [0.04, 0.08, 0.12, 0.16, 0.20],
         "sigma",
         f"{MEDMNIST_C} retinamnist",
@@ -184,7 +192,7 @@ FUNDUS = (
     _c(
         "speckle_noise",
         "noise",
-        ops.speckle_noise,
+        "speckle_noise",
         [0.10, 0.15, 0.20, 0.25, 0.30],
         "sigma",
         f"{MEDMNIST_C} retinamnist",
@@ -192,7 +200,7 @@ FUNDUS = (
     _c(
         "defocus_blur",
         "blur",
-        ops.defocus_blur,
+        "defocus_blur",
         [(4, 0.1), (5, 0.2), (6, 0.3), (7, 0.4), (8, 0.5)],
         "(disk radius px, alias sigma px) at 224",
         f"{MEDMNIST_C} retinamnist",
@@ -201,7 +209,7 @@ FUNDUS = (
     _c(
         "motion_blur",
         "blur",
-        ops.motion_blur,
+        "motion_blur",
         [(8, 3), (15, 5), (15, 8), (15, 12), (20, 15)],
         "(radius px, sigma px) at 224",
         f"{MEDMNIST_C} retinamnist, severity 1 sigma 5 -> 3",
@@ -210,7 +218,7 @@ FUNDUS = (
     _c(
         "brightness_down",
         "photometric",
-        ops.brightness,
+        "brightness",
         [0.9, 0.8, 0.7, 0.6, 0.5],
         "gain (under-exposure)",
         f"{MEDMNIST_C} retinamnist",
@@ -218,7 +226,7 @@ FUNDUS = (
     _c(
         "contrast_down",
         "photometric",
-        ops.contrast,
+        "contrast",
         [0.9, 0.8, 0.7, 0.6, 0.4],
         "contrast factor",
         f"{MEDMNIST_C} retinamnist",
@@ -226,7 +234,7 @@ FUNDUS = (
     _c(
         "uneven_illumination",
         "photometric",
-        ops.uneven_illumination,
+        "uneven_illumination",
         [0.2, 0.35, 0.5, 0.65, 0.8],
         "gain fall-off across the field",
         "crs",
@@ -234,19 +242,19 @@ FUNDUS = (
     _c(
         "pixelate",
         "digital",
-        ops.pixelate,
+        "pixelate",
         [0.7, 0.5, 0.4, 0.3, 0.25],
         "side fraction kept",
         f"{MEDMNIST_C} dermamnist (retinamnist 0.8..0.35 was not monotone: 0.5 aligns with the grid)",
     ),
-    _c("jpeg", "digital", ops.jpeg, [30, 25, 20, 10, 5], "JPEG quality", f"{MEDMNIST_C} retinamnist"),
+    _c("jpeg", "digital", "jpeg", [30, 25, 20, 10, 5], "JPEG quality", f"{MEDMNIST_C} retinamnist"),
 )
 
 CHEST_XRAY = (
     _c(
         "gaussian_noise",
         "noise",
-        ops.gaussian_noise,
+        "gaussian_noise",
         [0.04, 0.08, 0.12, 0.18, 0.26],
         "sigma",
         f"{MEDMNIST_C} chestmnist",
@@ -254,7 +262,7 @@ CHEST_XRAY = (
     _c(
         "shot_noise",
         "noise",
-        ops.shot_noise,
+        "shot_noise",
         [60, 25, 18, 10, 5],
         "photons at white",
         f"{MEDMNIST_C} chestmnist",
@@ -262,7 +270,7 @@ CHEST_XRAY = (
     _c(
         "impulse_noise",
         "noise",
-        ops.impulse_noise,
+        "impulse_noise",
         [0.01, 0.03, 0.06, 0.09, 0.17],
         "fraction of pixels",
         f"{MEDMNIST_C} chestmnist",
@@ -270,7 +278,7 @@ CHEST_XRAY = (
     _c(
         "speckle_noise",
         "noise",
-        ops.speckle_noise,
+        "speckle_noise",
         [0.05, 0.15, 0.2, 0.35, 0.45],
         "sigma",
         f"{MEDMNIST_C} chestmnist",
@@ -278,7 +286,7 @@ CHEST_XRAY = (
     _c(
         "gaussian_blur",
         "blur",
-        ops.gaussian_blur,
+        "gaussian_blur",
         [1.0, 1.5, 2.0, 3.0, 4.0],
         "sigma px at 224",
         f"{IMAGENET_C} (re-tuned)",
@@ -287,7 +295,7 @@ CHEST_XRAY = (
     _c(
         "brightness_up",
         "photometric",
-        ops.brightness,
+        "brightness",
         [1.1, 1.2, 1.3, 1.4, 1.5],
         "gain",
         f"{MEDMNIST_C} chestmnist",
@@ -295,7 +303,7 @@ CHEST_XRAY = (
     _c(
         "brightness_down",
         "photometric",
-        ops.brightness,
+        "brightness",
         [0.9, 0.8, 0.7, 0.6, 0.5],
         "gain",
         f"{MEDMNIST_C} chestmnist",
@@ -303,7 +311,7 @@ CHEST_XRAY = (
     _c(
         "contrast_up",
         "photometric",
-        ops.contrast,
+        "contrast",
         [1.1, 1.2, 1.3, 1.4, 1.6],
         "contrast factor",
         f"{MEDMNIST_C} chestmnist",
@@ -311,7 +319,7 @@ CHEST_XRAY = (
     _c(
         "contrast_down",
         "photometric",
-        ops.contrast,
+        "contrast",
         [0.9, 0.8, 0.7, 0.6, 0.4],
         "contrast factor",
         f"{MEDMNIST_C} chestmnist",
@@ -319,7 +327,7 @@ CHEST_XRAY = (
     _c(
         "gamma_up",
         "photometric",
-        ops.gamma,
+        "gamma",
         [1.1, 1.2, 1.3, 1.4, 1.6],
         "gamma exponent",
         f"{MEDMNIST_C} chestmnist gamma_corr_up",
@@ -327,7 +335,7 @@ CHEST_XRAY = (
     _c(
         "gamma_down",
         "photometric",
-        ops.gamma,
+        "gamma",
         [0.9, 0.8, 0.7, 0.6, 0.4],
         "gamma exponent",
         f"{MEDMNIST_C} chestmnist gamma_corr_down",
@@ -335,12 +343,12 @@ CHEST_XRAY = (
     _c(
         "pixelate",
         "digital",
-        ops.pixelate,
+        "pixelate",
         [0.5, 0.4, 0.3, 0.22, 0.16],
         "side fraction kept",
         f"{IMAGENET_C} / {MEDMNIST_C} chestmnist (re-tuned)",
     ),
-    _c("jpeg", "digital", ops.jpeg, [50, 30, 15, 10, 7], "JPEG quality", f"{MEDMNIST_C} chestmnist"),
+    _c("jpeg", "digital", "jpeg", [50, 30, 15, 10, 7], "JPEG quality", f"{MEDMNIST_C} chestmnist"),
 )
 
 SUITES: dict[str, dict[str, Corruption]] = {

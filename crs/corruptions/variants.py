@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from crs.corruptions.api import suite
+from crs.corruptions.catalog import suite
 
 
 def resolve_variants(modality: str, corruptions: Sequence[str] | str, severities: Sequence[int]) -> list[tuple[str, int]]:

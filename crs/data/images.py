@@ -15,15 +15,18 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 from PIL import Image, UnidentifiedImageError
 
 from crs.data.base import DataError, Dataset, safe_join
 from crs.data.dicom import looks_like_dicom, read_dicom, scan_dicom
 from crs.data.fit import check_fit, fit_square
 from crs.data.pixels import to_eight_bit
+
+if TYPE_CHECKING:
+    import torch
 
 VERIFY_MODES = ("none", "exists", "decode")
 
@@ -68,6 +71,8 @@ def load_image(path: Path | str, size: int, fit: str = "pad") -> torch.Tensor:
     check_fit(fit)
     square = fit_square(decode_image(path, draft_size=size, grey_ok=True), size, fit).convert("RGB")
     array = np.asarray(square, dtype=np.uint8)
+    import torch  # about 2 CPU s: loaded by what decodes images, not by what only lists or screens them
+
     return torch.from_numpy(array.copy()).permute(2, 0, 1).contiguous()
 
 

@@ -6,13 +6,16 @@ torch.Size([2, 512])
 
 The registry (``registry``) imports nothing that fills it: this package imports ``catalog`` (the
 built-in specs register themselves on import) and ``plugins`` (installed packages' specs, read
-before the first look-up), as timm's ``models/__init__`` imports its model modules.
+before the first look-up), as timm's ``models/__init__`` imports its model modules. The names that
+build networks (``create``, ``Encoder``, ...) load torch on first access, not on import.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from crs.encoders import catalog, plugins  # noqa: F401  (they fill the registry on import)
-from crs.encoders.checkpoint import CheckpointError, LoadReport
-from crs.encoders.encoder import Encoder, Network
-from crs.encoders.factory import create, create_text
 from crs.encoders.registry import (
     PUBLIC_KEYS,
     EncoderError,
@@ -24,8 +27,37 @@ from crs.encoders.registry import (
 )
 from crs.encoders.weights import RANDOM, RANDOM_SEED, WeightsNotFoundError
 
+if TYPE_CHECKING:
+    from crs.encoders.checkpoint import CheckpointError, LoadReport
+    from crs.encoders.encoder import Encoder, Network
+    from crs.encoders.factory import create, create_text
+
+# what builds or loads a network imports torch (about 2 CPU s a process): loaded on first access, so
+# reading the registry (reports, the probe stage, `crs encoders list`) does not pay it
+_WITH_TORCH = {
+    "CheckpointError": "crs.encoders.checkpoint",
+    "LoadReport": "crs.encoders.checkpoint",
+    "Encoder": "crs.encoders.encoder",
+    "Network": "crs.encoders.encoder",
+    "create": "crs.encoders.factory",
+    "create_text": "crs.encoders.factory",
+}
+
 __all__ = [
     "PUBLIC_KEYS", "RANDOM", "RANDOM_SEED", "CheckpointError", "Encoder", "EncoderError", "EncoderSpec",
     "LoadReport", "Network", "WeightsNotFoundError", "all_specs", "available", "create", "create_text", "get_spec",
     "register",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The torch-bearing names of ``__all__`` (``create``, ``Encoder``, ...): imported on first access."""
+    if name not in _WITH_TORCH:  # a submodule (``from crs.encoders import timm_``) or a typo
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_WITH_TORCH[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

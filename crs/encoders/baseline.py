@@ -5,13 +5,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from crs.encoders.catalog import PIXEL_STATS_BINS, PIXEL_STATS_DIM, PIXEL_STATS_GRID
 from crs.encoders.encoder import Network
 from crs.encoders.registry import EncoderError, EncoderSpec
 
-PIXEL_STATS_GRID = 4
-PIXEL_STATS_BINS = 8
-# 3 channels x 4 x 4 cells x (mean, std) + 3 channels x 8 histogram bins = 96 + 24
-PIXEL_STATS_DIM = 3 * PIXEL_STATS_GRID ** 2 * 2 + 3 * PIXEL_STATS_BINS
+__all__ = ["PIXEL_STATS_BINS", "PIXEL_STATS_DIM", "PIXEL_STATS_GRID", "PixelStats", "build"]
 
 
 class PixelStats(nn.Module):

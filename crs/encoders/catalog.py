@@ -8,8 +8,13 @@ that only a model card or a paper states, and that could not be checked offline,
 
 from __future__ import annotations
 
-from crs.encoders.baseline import PIXEL_STATS_DIM
 from crs.encoders.registry import EncoderSpec, register
+
+# the pixel_stats baseline's size (crs.encoders.baseline, which imports torch, builds it):
+# 3 channels x 4 x 4 cells x (mean, std) + 3 channels x 8 histogram bins = 96 + 24
+PIXEL_STATS_GRID = 4
+PIXEL_STATS_BINS = 8
+PIXEL_STATS_DIM = 3 * PIXEL_STATS_GRID ** 2 * 2 + 3 * PIXEL_STATS_BINS
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)

@@ -29,14 +29,35 @@ def crs_version() -> str:
         return "0+unknown"
 
 
+def torch_version() -> str:
+    """``torch.__version__`` (with its local part, e.g. ``+cu130``, which the package metadata lacks), read
+    from ``torch/version.py`` without importing torch (about 2 CPU s, which the probe stage's own process
+    does not otherwise pay: its units run in workers)."""
+    import ast
+    import importlib.util
+    import sys
+
+    if "torch" in sys.modules:
+        return str(sys.modules["torch"].__version__)
+    spec = importlib.util.find_spec("torch")
+    if spec is not None and spec.origin:
+        try:
+            tree = ast.parse((Path(spec.origin).parent / "version.py").read_text())
+        except (OSError, SyntaxError):
+            tree = ast.Module(body=[], type_ignores=[])
+        for node in tree.body:
+            if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+                    and any(isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets)):
+                return str(node.value.value)
+    return metadata.version("torch")
+
+
 def versions() -> dict[str, str]:
     import numpy
-    import sklearn
-    import torch
 
     return {
         "crs": crs_version(), "python": platform.python_version(), "numpy": numpy.__version__,
-        "scikit-learn": sklearn.__version__, "torch": torch.__version__, "pandas": pd.__version__,
+        "scikit-learn": metadata.version("scikit-learn"), "torch": torch_version(), "pandas": pd.__version__,
     }
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from crs.corruptions import SEVERITIES, apply, suite
+from crs.corruptions import SEVERITIES, suite
 from crs.data import load_entry
 from crs.data.base import safe_join
 from crs.data.images import load_image
@@ -55,6 +55,8 @@ def _tile(image_chw, size: int = TILE_PIXELS) -> np.ndarray:
 def draw_grid(image_chw, modality: str, corruptions: list[str], image_id: str, path: Path, title: str) -> Path:
     """Save the montage of ``image_chw`` under each corruption (rows) at clean and severities 1..5."""
     import torch
+
+    from crs.corruptions import apply  # torch: only when a grid is drawn
 
     batch = torch.as_tensor(image_chw)[None]
     clean = _tile(batch[0])

@@ -74,7 +74,7 @@ def label_efficiency_curves(records: pd.DataFrame, styles: dict[str, EncoderStyl
 
 def corruption_family(name: str, modality: str = "") -> str:
     """The corruption's family from the suite definitions ('other' when no suite knows it)."""
-    from crs.corruptions import MODALITIES, corruption  # imports torch: only when a report has corrupted runs
+    from crs.corruptions import MODALITIES, corruption  # the suites' records (no torch)
 
     for candidate in ([modality] if modality else []) + list(MODALITIES):
         try:

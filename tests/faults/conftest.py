@@ -13,7 +13,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 @pytest.fixture(scope="session")
 def reference(tmp_path_factory):
     """(base folder, data folder, reference store, number of file writes, run report)."""
-    import crs.corruptions  # noqa: F401  (imported before forking, so every child runs the same code)
+    import crs.corruptions.api  # noqa: F401  (torch and the operators imported before forking, so every child runs the same code)
     from crs.data import load_entry
     from crs.spec import load_spec
 
