@@ -43,6 +43,7 @@ from crs.evaluate.units import (
     read_rows,
     validation_subsets,
 )
+from crs.probes import predict_kernel
 from crs.probes.metrics import METRICS, evaluation_metrics
 from crs.spec import Spec
 
@@ -199,38 +200,68 @@ def similarities(features: np.ndarray, prototypes: Prototypes, variant: int | No
     return cosine
 
 
+class ConditionSimilarities:
+    """One condition's cosines, fed block by block as the cache stores them (:meth:`add`), then
+    :meth:`result`. One product per block with every prototype row side by side (positive, negative and,
+    with ``variants``, each prompt variant's), divided by the rows' norms at the end: no float64 copy of
+    the condition's (N, D) rows. float16 blocks go through the compiled kernel
+    (:func:`crs.probes.predict_kernel.dots_and_squares_half`: the rows read as their bits, float64 sums,
+    no converted copy of a block either); other dtypes, or ``CRS_NO_NUMBA=1``, through numpy."""
+
+    def __init__(self, prototypes: Prototypes, n_rows: int, variants: bool = False) -> None:
+        sides = [np.asarray(prototypes.positive, np.float64)]
+        if prototypes.negative is not None:
+            sides.append(np.asarray(prototypes.negative, np.float64))
+        self.n_variants = 0
+        if variants and prototypes.variants_positive is not None:
+            self.n_variants = len(prototypes.variants_positive)
+            sides.append(np.asarray(prototypes.variants_positive, np.float64).reshape(-1, sides[0].shape[1]))
+            if prototypes.variants_negative is not None:
+                sides.append(np.asarray(prototypes.variants_negative, np.float64).reshape(-1, sides[0].shape[1]))
+        self.columns_t = np.ascontiguousarray(np.concatenate(sides))  # (M, D)
+        self.stacked = self.columns_t.T  # (D, M), for the numpy path
+        self.k = sides[0].shape[0]
+        self.paired = prototypes.negative is not None
+        self.variants_paired = prototypes.variants_negative is not None
+        self.n_rows = n_rows
+        self.dots = np.empty((n_rows, self.columns_t.shape[0]))
+        self.norms = np.empty(n_rows)
+        self.compiled = predict_kernel.available()
+
+    def add(self, start: int, rows: np.ndarray) -> None:
+        """The dot products and norms of the condition's rows ``start`` .. ``start + len(rows)``."""
+        stop = start + len(rows)
+        if self.compiled and rows.dtype == np.float16 and len(rows):
+            predict_kernel.dots_and_squares_half(rows, self.columns_t, self.dots[start:stop], self.norms[start:stop])
+            np.maximum(np.sqrt(self.norms[start:stop]), 1e-12, out=self.norms[start:stop])
+            return
+        x = np.asarray(rows, np.float64)
+        self.dots[start:stop] = x @ self.stacked
+        self.norms[start:stop] = row_norms(x)
+
+    def result(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """(N, K) cosines (positive minus negative for a pair) and, with variants, (V, N, K)."""
+        dots, norms, k, n_rows = self.dots, self.norms, self.k, self.n_rows
+        at = 2 * k if self.paired else k
+        cosine = dots[:, :k] - dots[:, k:2 * k] if self.paired else dots[:, :k]
+        cosine = cosine / norms[:, None]
+        if not self.n_variants:
+            return cosine, None
+        n_variants = self.n_variants
+        positive = dots[:, at:at + n_variants * k].reshape(n_rows, n_variants, k)
+        if self.variants_paired:
+            positive = positive - dots[:, at + n_variants * k:].reshape(n_rows, n_variants, k)
+        return cosine, np.moveaxis(positive / norms[:, None, None], 1, 0)
+
+
 def condition_similarities(blocks, prototypes: Prototypes, n_rows: int,
                            variants: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
     """:func:`similarities` of one condition's rows, block by block as the cache stores them: (N, K), and
-    with ``variants`` every prompt variant's too (V, N, K). One product per block with every prototype
-    row side by side; only float64 copies of one block are made, never of the condition's (N, D) rows."""
-    sides = [np.asarray(prototypes.positive, np.float64)]
-    if prototypes.negative is not None:
-        sides.append(np.asarray(prototypes.negative, np.float64))
-    n_variants = 0
-    if variants and prototypes.variants_positive is not None:
-        n_variants = len(prototypes.variants_positive)
-        sides.append(np.asarray(prototypes.variants_positive, np.float64).reshape(-1, sides[0].shape[1]))
-        if prototypes.variants_negative is not None:
-            sides.append(np.asarray(prototypes.variants_negative, np.float64).reshape(-1, sides[0].shape[1]))
-    stacked = np.concatenate(sides).T  # (D, M)
-    k = sides[0].shape[0]
-    paired = prototypes.negative is not None
-    dots = np.empty((n_rows, stacked.shape[1]))
-    norms = np.empty(n_rows)
+    with ``variants`` every prompt variant's too (V, N, K) (:class:`ConditionSimilarities`)."""
+    found = ConditionSimilarities(prototypes, n_rows, variants)
     for start, rows in blocks:
-        x = np.asarray(rows, np.float64)
-        dots[start:start + len(x)] = x @ stacked
-        norms[start:start + len(x)] = row_norms(x)
-    at = 2 * k if paired else k
-    cosine = dots[:, :k] - dots[:, k:2 * k] if paired else dots[:, :k]
-    cosine = cosine / norms[:, None]
-    if not n_variants:
-        return cosine, None
-    positive = dots[:, at:at + n_variants * k].reshape(n_rows, n_variants, k)
-    if prototypes.variants_negative is not None:
-        positive = positive - dots[:, at + n_variants * k:].reshape(n_rows, n_variants, k)
-    return cosine, np.moveaxis(positive / norms[:, None, None], 1, 0)
+        found.add(start, rows)
+    return found.result()
 
 
 def probabilities(cosine: np.ndarray, kind: str, scale: float, bias: float) -> np.ndarray:
