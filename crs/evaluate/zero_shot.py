@@ -309,12 +309,67 @@ class _Scored:
     probs: np.ndarray  # (1 + len(fits), N, K)
 
 
+RANKED = ("auroc", "auroc_se")
+"""The metrics that are functions of each column's ranking alone (ties included)."""
+
+
+def same_rankings(shipped: np.ndarray, others: np.ndarray) -> np.ndarray:
+    """Per probability matrix of ``others`` (P, N, K): True where every column orders the rows as
+    ``shipped`` (N, K) does, ties exactly where ``shipped`` has them. Such a matrix has the shipped
+    matrix's AUROCs and AUROC influences bit for bit. A monotone map per column (a multilabel task's
+    sigmoid(scale * cos / T + b) for any T > 0, b) keeps the ranking unless rounding merges or splits
+    a tie, as a saturated sigmoid does (probabilities of exactly 1.0): this check catches that."""
+    order = np.argsort(shipped, axis=0, kind="stable")
+    shipped_ties = np.diff(np.take_along_axis(shipped, order, axis=0), axis=0) == 0
+    out = np.zeros(len(others), dtype=bool)
+    for p, probs in enumerate(others):
+        steps = np.diff(np.take_along_axis(probs, order, axis=0), axis=0)
+        out[p] = bool((steps >= 0).all()) and np.array_equal(steps == 0, shipped_ties)
+    return out
+
+
+def ranked_alike(probs: np.ndarray) -> np.ndarray:
+    """Per matrix of one condition's ``probs`` (shipped first, then the fits; (P, N, K)), the index of an
+    earlier matrix with the same ranking in every column (:func:`same_rankings`), or -1: compared with
+    the shipped one and with the first fit that ranks differently. With CLIP's scale the shipped sigmoid
+    saturates (ties at 1.0) where the fitted ones do not, so the fits mostly share the first fit's."""
+    alike = np.full(len(probs), -1)
+    if len(probs) < 2:
+        return alike
+    alike[1:][same_rankings(probs[0], probs[1:])] = 0
+    rest = np.flatnonzero(alike[1:] < 0) + 1
+    if len(rest) > 1:
+        first = rest[0]
+        alike[rest[1:][same_rankings(probs[first], probs[rest[1:]])]] = first
+    return alike
+
+
 def _score_batch(batch: list[_Scored], kind: str) -> list[list[dict[str, float]]]:
-    """Every metric of every condition of ``batch`` (same labels and groups) in one batched call."""
+    """Every metric of every condition of ``batch`` (same labels and groups) in one batched call.
+
+    Multilabel: a calibration that ranks every column as another of the same condition does
+    (:func:`ranked_alike`) takes that one's AUROC and its standard error, and only its calibration
+    columns are computed."""
     first = batch[0].condition
     stack = np.concatenate([item.probs for item in batch]) if len(batch) > 1 else batch[0].probs
-    values = evaluation_metrics(first.labels, stack, kind, groups=first.groups)
-    rows = [{name: float(values[name][p]) for name in METRICS} for p in range(len(stack))]
+    shipped_at = np.cumsum([0] + [len(item.probs) for item in batch])[:-1]
+    ranked_like = np.full(len(stack), -1)  # index of the shipped probabilities whose AUROCs a row shares
+    if kind == "multilabel":
+        for at, item in zip(shipped_at, batch, strict=True):
+            alike = ranked_alike(item.probs)
+            ranked_like[at + np.flatnonzero(alike >= 0)] = at + alike[alike >= 0]
+    own = np.flatnonzero(ranked_like < 0)
+    values = evaluation_metrics(first.labels, stack[own], kind, groups=first.groups)
+    rows: list[dict[str, float]] = [{} for _ in range(len(stack))]
+    for position, p in enumerate(own):
+        rows[p] = {name: float(values[name][position]) for name in METRICS}
+    shared = np.flatnonzero(ranked_like >= 0)
+    if len(shared):
+        calibration = evaluation_metrics(first.labels, stack[shared], kind, groups=first.groups,
+                                         metrics=[name for name in METRICS if name not in RANKED])
+        for position, p in enumerate(shared):
+            rows[p] = {name: rows[ranked_like[p]][name] if name in RANKED else float(calibration[name][position])
+                       for name in METRICS}
     out, start = [], 0
     for item in batch:
         out.append(rows[start:start + len(item.probs)])
