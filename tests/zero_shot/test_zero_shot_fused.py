@@ -69,3 +69,70 @@ def test_shared_rank_metrics_leave_every_record_as_it_was(tiny, monkeypatch):
     full = _standalone(spec, unit)
     pd.testing.assert_frame_equal(shared.records, full.records, check_exact=True)
     pd.testing.assert_frame_equal(shared.prompts, full.prompts, check_exact=True)
+
+
+def _frames(folder):
+    zero = folder / "zero_shot"
+    arrays = {path.name: dict(np.load(path)) for path in sorted((zero / "predictions").glob("*.npz"))}
+    return pd.read_parquet(zero / "records.parquet"), pd.read_parquet(zero / "prompts.parquet"), arrays
+
+
+def _same_arrays(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys() and a
+    for name in a:
+        assert a[name].keys() == b[name].keys(), name
+        for key in a[name]:
+            np.testing.assert_array_equal(a[name][key], b[name][key], err_msg=f"{name} {key}")
+
+
+def test_fused_zero_shot_is_its_own_pass_bit_for_bit_and_leaves_the_probes_alone(tiny):
+    """``probe_spec`` with zero-shot on runs it inside the VLM's probe units (decision 0112): the
+    zero_shot folder is what ``zero_shot_spec``'s own pass writes, the probes' records and predictions
+    are those of a run with zero-shot off, each VLM unit's zero-shot CPU is its own column of
+    ``probe_costs.csv``, and a rerun that reuses every unit gives the same zero-shot again."""
+    from dataclasses import replace
+
+    from crs.evaluate.stage import probe_spec
+    from crs.evaluate.zero_shot import zero_shot_spec
+
+    spec, work = tiny["spec"], tiny["work"]
+    fused, off, alone = (replace(spec, output=work / name) for name in ("fused", "off", "alone"))
+    probe_spec(fused, jobs=1, progress=False, zero_shot_encoders=["enc01"])
+    probe_spec(off, jobs=1, progress=False)
+    zero_shot_spec(alone, encoders=["enc01"])
+
+    records, prompts, arrays = _frames(fused.output)
+    alone_records, alone_prompts, alone_arrays = _frames(alone.output)
+    assert set(records["task"]) == {"isic2019", "aptos2019", "chexpert"} and set(records["encoder"]) == {"enc01"}
+    pd.testing.assert_frame_equal(records, alone_records, check_exact=True)
+    pd.testing.assert_frame_equal(prompts, alone_prompts, check_exact=True)
+    _same_arrays(arrays, alone_arrays)
+
+    pd.testing.assert_frame_equal(pd.read_parquet(fused.output / "records.parquet"),
+                                  pd.read_parquet(off.output / "records.parquet"), check_exact=True)
+    for path in sorted((off.output / "predictions").glob("*.npz")):
+        _same_arrays({path.name: dict(np.load(path))}, {path.name: dict(np.load(fused.output / "predictions" / path.name))})
+    costs = pd.read_csv(fused.output / "probe_costs.csv")
+    assert (costs.loc[costs["encoder"] == "enc01", "zero_shot_cpu_s"] > 0).all()
+    assert (costs.loc[costs["encoder"] == "enc00", "zero_shot_cpu_s"] == 0).all()
+    assert (pd.read_csv(off.output / "probe_costs.csv")["zero_shot_cpu_s"] == 0).all()
+
+    (fused.output / "zero_shot" / "records.parquet").unlink()
+    outcome = probe_spec(fused, jobs=1, progress=False, zero_shot_encoders=["enc01"])
+    assert outcome.units_fitted == 0  # every unit reused: the zero-shot in a pass of its own
+    again, again_prompts, again_arrays = _frames(fused.output)
+    pd.testing.assert_frame_equal(again, alone_records, check_exact=True)
+    _same_arrays(again_arrays, alone_arrays)
+
+
+def test_prototypes_are_made_before_any_probe_unit_runs(tiny):
+    """An encoder without prototypes is refused in one line before a probe is fitted: no records."""
+    from dataclasses import replace
+
+    from crs.evaluate.stage import probe_spec
+    from crs.evaluate.zero_shot import ZeroShotError
+
+    bad = replace(tiny["spec"], output=tiny["work"] / "bad")
+    with pytest.raises(ZeroShotError, match="enc00.*no imported prototypes"):
+        probe_spec(bad, jobs=1, progress=False, zero_shot_encoders=["enc00", "enc01"])
+    assert not (bad.output / "records.parquet").exists()
