@@ -78,7 +78,7 @@ def test_compiled_similarity_kernel_equals_the_numpy_products(paired, monkeypatc
     from crs.probes import predict_kernel
 
     if not predict_kernel.available():
-        pytest.skip("numba is not installed")
+        pytest.skip("numba is not installed, or CRS_NO_NUMBA=1")
     rng = np.random.default_rng(2)
     features = (3.0 * rng.standard_normal((700, 96))).astype(np.float16)
     features[5] = 0  # a zero row: its norm is floored at 1e-12 both ways
