@@ -200,29 +200,32 @@ def similarities(features: np.ndarray, prototypes: Prototypes, variant: int | No
     return cosine
 
 
+def _pair_columns(positive: np.ndarray, negative: np.ndarray | None) -> np.ndarray:
+    """float64 prototype rows, each positive minus its negative for a pair (softmax over the pair)."""
+    columns = np.asarray(positive, np.float64)
+    return columns if negative is None else columns - np.asarray(negative, np.float64)
+
+
 class ConditionSimilarities:
     """One condition's cosines, fed block by block as the cache stores them (:meth:`add`), then
-    :meth:`result`. One product per block with every prototype row side by side (positive, negative and,
-    with ``variants``, each prompt variant's), divided by the rows' norms at the end: no float64 copy of
+    :meth:`result`. One product per block with every prototype column side by side (a positive/negative pair
+    as one difference column; with ``variants``, each prompt variant's too), divided by the rows' norms at the end: no float64 copy of
     the condition's (N, D) rows. float16 blocks go through the compiled kernel
     (:func:`crs.probes.predict_kernel.dots_and_squares_half`: the rows read as their bits, float64 sums,
     no converted copy of a block either); other dtypes, or ``CRS_NO_NUMBA=1``, through numpy."""
 
     def __init__(self, prototypes: Prototypes, n_rows: int, variants: bool = False) -> None:
-        sides = [np.asarray(prototypes.positive, np.float64)]
-        if prototypes.negative is not None:
-            sides.append(np.asarray(prototypes.negative, np.float64))
+        # A positive/negative pair is one column, the difference of the two prototypes (exact in float64
+        # for float32 prototypes): x . (p - n) is the pair's x . p - x . n, to a float64 sum's rounding.
+        sides = [_pair_columns(prototypes.positive, prototypes.negative)]
         self.n_variants = 0
         if variants and prototypes.variants_positive is not None:
             self.n_variants = len(prototypes.variants_positive)
-            sides.append(np.asarray(prototypes.variants_positive, np.float64).reshape(-1, sides[0].shape[1]))
-            if prototypes.variants_negative is not None:
-                sides.append(np.asarray(prototypes.variants_negative, np.float64).reshape(-1, sides[0].shape[1]))
+            sides.append(_pair_columns(prototypes.variants_positive, prototypes.variants_negative).reshape(
+                -1, sides[0].shape[1]))
         self.columns_t = np.ascontiguousarray(np.concatenate(sides))  # (M, D)
         self.stacked = self.columns_t.T  # (D, M), for the numpy path
         self.k = sides[0].shape[0]
-        self.paired = prototypes.negative is not None
-        self.variants_paired = prototypes.variants_negative is not None
         self.n_rows = n_rows
         self.dots = np.empty((n_rows, self.columns_t.shape[0]))
         self.norms = np.empty(n_rows)
@@ -242,16 +245,11 @@ class ConditionSimilarities:
     def result(self) -> tuple[np.ndarray, np.ndarray | None]:
         """(N, K) cosines (positive minus negative for a pair) and, with variants, (V, N, K)."""
         dots, norms, k, n_rows = self.dots, self.norms, self.k, self.n_rows
-        at = 2 * k if self.paired else k
-        cosine = dots[:, :k] - dots[:, k:2 * k] if self.paired else dots[:, :k]
-        cosine = cosine / norms[:, None]
+        cosine = dots[:, :k] / norms[:, None]
         if not self.n_variants:
             return cosine, None
-        n_variants = self.n_variants
-        positive = dots[:, at:at + n_variants * k].reshape(n_rows, n_variants, k)
-        if self.variants_paired:
-            positive = positive - dots[:, at + n_variants * k:].reshape(n_rows, n_variants, k)
-        return cosine, np.moveaxis(positive / norms[:, None, None], 1, 0)
+        per_variant = dots[:, k:].reshape(n_rows, self.n_variants, k)
+        return cosine, np.moveaxis(per_variant / norms[:, None, None], 1, 0)
 
 
 def condition_similarities(blocks, prototypes: Prototypes, n_rows: int,
@@ -329,18 +327,14 @@ def same_rankings(shipped: np.ndarray, others: np.ndarray) -> np.ndarray:
 
 
 def ranked_alike(probs: np.ndarray) -> np.ndarray:
-    """Per matrix of one condition's ``probs`` (shipped first, then the fits; (P, N, K)), the index of an
-    earlier matrix with the same ranking in every column (:func:`same_rankings`), or -1: compared with
-    the shipped one and with the first fit that ranks differently. With CLIP's scale the shipped sigmoid
-    saturates (ties at 1.0) where the fitted ones do not, so the fits mostly share the first fit's."""
+    """Per matrix of one condition's ``probs`` (shipped first, then the fits; (P, N, K)), the index of
+    the first fit when it ranks every column as that one does (:func:`same_rankings`), else -1. Only
+    the fits are compared: with CLIP's scale the shipped sigmoid saturates (ties at exactly 1.0) where
+    the fitted ones do not, so it almost never ranks as they do, and a condition with one fit (the
+    corrupted and shifted ones) has nothing to share (no check is made there)."""
     alike = np.full(len(probs), -1)
-    if len(probs) < 2:
-        return alike
-    alike[1:][same_rankings(probs[0], probs[1:])] = 0
-    rest = np.flatnonzero(alike[1:] < 0) + 1
-    if len(rest) > 1:
-        first = rest[0]
-        alike[rest[1:][same_rankings(probs[first], probs[rest[1:]])]] = first
+    if len(probs) > 2:
+        alike[2:][same_rankings(probs[1], probs[2:])] = 1
     return alike
 
 
