@@ -57,9 +57,12 @@ import pandas as pd
 import psutil
 
 from crs.bench.paper_scale_zero_shot import (
+    MEASURED_STAGES,
     ZERO_SHOT_STAGES,
+    fused_stages,
     import_simulated,
     is_vlm,
+    run_probe_stage,
     run_zero_shot_stage,
     simulated_prototypes,
     summary_line,
@@ -467,7 +470,7 @@ class StageCost:
 
 
 STAGE_MODULES = {
-    "probe": ("crs.evaluate.stage",),
+    "probe": ("crs.evaluate.stage", "crs.evaluate.zero_shot"),
     "score": ("crs.scoring.result", "crs.scoring.case_bootstrap"),
     "report": ("crs.report", "crs.corruptions", "matplotlib.pyplot"),
     "zero_shot": ("crs.evaluate.zero_shot",),
@@ -486,8 +489,8 @@ def run_stage(stage: str, spec: Path, jobs: int | str | None) -> dict[str, Any]:
         importlib.import_module(module)
     import_s = time.perf_counter() - started
     bench = Benchmark(spec)
-    if stage == "probe":
-        bench.probe(jobs=jobs, progress=False)
+    if stage == "probe":  # with the VLMs' zero-shot inside their units (decision 0112)
+        run_probe_stage(bench, jobs)
     elif stage == "score":
         bench.score()
     elif stage == "report":
@@ -631,11 +634,15 @@ def disk_estimate(config: PaperScaleConfig) -> int:
 
 
 def per_unit(folder: Path) -> list[dict[str, Any]]:
-    """Per task: units, mean wall and CPU seconds and the largest peak RSS from ``probe_costs.csv``."""
+    """Per task: units, mean wall and CPU seconds and the largest peak RSS from ``probe_costs.csv``;
+    net of a unit's zero-shot (``zero_shot_cpu_s``, decision 0112), so the probes' figures are theirs."""
     path = folder / "probe_costs.csv"
     if not path.exists():
         return []
     costs = pd.read_csv(path)
+    if "zero_shot_cpu_s" in costs:
+        costs["wall_s"] -= costs["zero_shot_cpu_s"]
+        costs["cpu_s"] -= costs["zero_shot_cpu_s"]
     workers = int(costs["worker_pid"].nunique()) if "worker_pid" in costs else 1
     rows = []
     for task, group in costs.groupby("task", sort=False):
@@ -713,7 +720,7 @@ def run(config: PaperScaleConfig, json_out: bool = False, echo=print) -> PaperSc
             startup = measure_stage("startup", spec, None)
         stages = []
         with_zero_shot = config.zero_shot and any(is_vlm(k) for k in range(config.encoders))
-        for stage in ("probe", "score", "report", *(ZERO_SHOT_STAGES if with_zero_shot else ())):
+        for stage in ("probe", "score", "report", *(MEASURED_STAGES if with_zero_shot else ())):
             cost = (measure_in_process(stage, spec, config.jobs) if config.in_process
                     else measure_stage(stage, spec, config.jobs))
             stages.append(cost)
@@ -724,13 +731,15 @@ def run(config: PaperScaleConfig, json_out: bool = False, echo=print) -> PaperSc
         stages_15: list[StageCost] = []
         if config.measures_fifteen() and all(s.returncode == 0 for s in stages):
             stages_15 = measure_fifteen(config, spec, echo if not json_out else None)
+        if with_zero_shot:  # the zero-shot that ran inside the probe stage, split out of it
+            stages = fused_stages(stages, work / "out")
         jobs = str(Benchmark(spec).spec.probe.jobs if config.jobs is None else config.jobs)
         units = per_unit(work / "out")
         probe_stages = [s for s in stages if s.stage not in ZERO_SHOT_STAGES]
         result = PaperScaleResult(
             dataclasses.asdict(config), sizes, prepared, startup, tuple(stages), units,
             fifteen_encoders(probe_stages, startup, config.encoders, units, stages_15), jobs,
-            zero_shot_summary(stages, config.encoders, work / "out", startup) if with_zero_shot else {},
+            zero_shot_summary(stages, config.encoders, work / "out", startup, fused=True) if with_zero_shot else {},
             tuple(stages_15),
         )
     finally:

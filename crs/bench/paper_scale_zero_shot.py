@@ -8,14 +8,22 @@ features carry its signal in), blurred by a random direction so zero-shot is goo
 and imported with :func:`crs.cache.prototypes.import_prototypes`, as a hosted model's would be.
 Multilabel findings get CheXzero's positive/negative pair (softmax family, CLIP's scale of 100).
 
-Two stages, each in a process of its own like the others: ``zero_shot`` (stage 2's zero-shot units,
-:func:`crs.evaluate.zero_shot.zero_shot_spec`) and ``zero_shot_score`` (its leaderboard, intervals and
-crossover, :func:`crs.scoring.zero_shot.score_zero_shot`). The spec keeps ``zero_shot = false`` so the
-probe and score stages measure exactly what they did before.
+Measured as a user runs it (decision 0112). The ``probe`` stage runs with zero-shot on for the VLMs
+(:func:`run_probe_stage`): each VLM unit's zero-shot inside its probe unit's pass, in the unit's own
+``zero_shot`` clock phase (``probe_costs.csv``'s ``zero_shot_cpu_s``), the prototypes read before the
+units (timed, ``zero_shot/prototypes.json``). :func:`fused_stages` then reports the ``zero_shot``
+stage as those phases plus the prototypes, and the ``probe`` stage NET of them, so the probe figures
+(issue 33) stay what they were without zero-shot. ``zero_shot_score`` (its leaderboard, intervals
+and crossover, :func:`crs.scoring.zero_shot.score_zero_shot`) runs in a process of its own as before.
+``--stage zero_shot`` still runs the standalone pass (:func:`crs.evaluate.zero_shot.zero_shot_spec`),
+for comparisons. The spec keeps ``zero_shot = false``, so the score stage is what it was.
 """
 
 from __future__ import annotations
 
+import json
+import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +31,9 @@ import numpy as np
 import pandas as pd
 
 ZERO_SHOT_STAGES = ("zero_shot", "zero_shot_score")
-UNIT_COSTS = "zero_shot/unit_costs.csv"  # per zero-shot unit: CPU and wall seconds (beside probe_costs.csv)
+MEASURED_STAGES = ("zero_shot_score",)  # run as processes of their own; ``zero_shot`` is part of ``probe``
+UNIT_COSTS = "zero_shot/unit_costs.csv"  # the standalone stage's per-unit CPU and wall seconds
+PROTOTYPES_COST = "zero_shot/prototypes.json"  # CPU seconds the probe stage spent on the prototypes
 PAPER_VLMS = 7  # of the paper's fifteen encoders
 SCALE = 100.0  # CLIP's clamped logit scale
 PROMPT_NOISE = 0.6  # weight of the random direction mixed into each prototype
@@ -64,6 +74,56 @@ def import_simulated(cache: Path, dataset: str, encoder: str, prototypes: dict[s
     path.unlink()
 
 
+def _has_prototypes(spec: Any, encoder: str) -> bool:
+    from crs.cache.prototypes import stored_digests
+    from crs.cache.store import FeatureStore, store_path
+
+    return bool(stored_digests(FeatureStore(store_path(spec.cache, spec.datasets[0].name)), encoder))
+
+
+def run_probe_stage(bench: Any, jobs: int | str | None) -> None:
+    """Stage 2 as a user with ``[score] zero_shot = true`` runs it: the VLMs' zero-shot inside their
+    probe units (:func:`crs.evaluate.stage.probe_spec`); the prototypes' CPU seconds written beside.
+    A work folder without simulated prototypes runs the probes alone."""
+    spec = bench.spec
+    encoders = [name for name in vlm_names(list(spec.encoder_names)) if _has_prototypes(spec, name)]
+    if not encoders:
+        bench.probe(jobs=jobs, progress=False)
+        return
+    from crs.evaluate.stage import probe_spec
+    from crs.evaluate.zero_shot import zero_shot_jobs
+
+    started = time.process_time()
+    zero_shot_jobs(spec, encoders=encoders)  # what probe_spec does first: timed here, then read again there
+    prototypes_s = time.process_time() - started
+    probe_spec(spec, jobs=jobs, progress=False, zero_shot_encoders=encoders)
+    (Path(spec.output) / PROTOTYPES_COST).write_text(json.dumps({"cpu_s": prototypes_s}))
+
+
+def fused_stages(stages: list[Any], folder: Path) -> list[Any]:
+    """``stages`` with the zero-shot that ran inside the probe stage split out: a ``zero_shot`` stage of
+    the units' ``zero_shot_cpu_s`` plus the prototypes (no process start-up or imports of its own:
+    ``import_s`` 0; wall = CPU, one thread per unit), and the ``probe`` stage net of it (CPU minus
+    that, wall minus it shared by the workers). Placed before ``zero_shot_score``."""
+    path = Path(folder) / "probe_costs.csv"
+    probe = next((s for s in stages if s.stage == "probe"), None)
+    if probe is None or not path.exists():
+        return stages
+    costs = pd.read_csv(path)
+    if "zero_shot_cpu_s" not in costs or not (costs["zero_shot_cpu_s"] > 0).any():
+        return stages
+    prototypes_path = Path(folder) / PROTOTYPES_COST
+    prototypes_s = float(json.loads(prototypes_path.read_text())["cpu_s"]) if prototypes_path.exists() else 0.0
+    units_s = float(costs["zero_shot_cpu_s"].sum())
+    workers = max(int(costs["worker_pid"].nunique()) if "worker_pid" in costs else 1, 1)
+    zero = units_s + prototypes_s
+    net = replace(probe, cpu_s=probe.cpu_s - zero, wall_s=probe.wall_s - units_s / workers - prototypes_s)
+    fused = replace(probe, stage="zero_shot", cpu_s=zero, wall_s=units_s / workers + prototypes_s, import_s=0.0)
+    out = [net if s is probe else s for s in stages]
+    at = next((k for k, s in enumerate(out) if s.stage == "zero_shot_score"), len(out))
+    return out[:at] + [fused] + out[at:]
+
+
 def run_zero_shot_stage(stage: str, spec_path: Path) -> None:
     """``zero_shot``: the zero-shot units of the VLM encoders; ``zero_shot_score``: their score."""
     from crs.benchmark import Benchmark
@@ -94,12 +154,21 @@ def run_zero_shot_stage(stage: str, spec_path: Path) -> None:
 
 def unit_ratio(folder: Path) -> dict[str, float]:
     """Per-unit CPU, free of each stage's start-up and imports: the zero-shot units' CPU seconds over
-    the probe units' of the same (VLM encoder, task) pairs (``probe_costs.csv``), and both sums."""
+    the probe units' of the same (VLM encoder, task) pairs (``probe_costs.csv``), and both sums. Fused
+    (decision 0112): a unit's ``zero_shot_cpu_s`` against the rest of its CPU; otherwise the standalone
+    stage's ``zero_shot/unit_costs.csv``."""
     zero_path, probe_path = Path(folder) / UNIT_COSTS, Path(folder) / "probe_costs.csv"
-    if not (zero_path.exists() and probe_path.exists()):
+    if not probe_path.exists():
         return {}
-    zero, probe = pd.read_csv(zero_path), pd.read_csv(probe_path)
-    both = zero.merge(probe, on=["encoder", "task"], suffixes=("_zero_shot", "_probe"))
+    probe = pd.read_csv(probe_path)
+    if "zero_shot_cpu_s" in probe and (probe["zero_shot_cpu_s"] > 0).any():
+        fused = probe[probe["zero_shot_cpu_s"] > 0]
+        both = pd.DataFrame({"task": fused["task"], "cpu_s_zero_shot": fused["zero_shot_cpu_s"],
+                             "cpu_s_probe": fused["cpu_s"] - fused["zero_shot_cpu_s"]})
+    elif zero_path.exists():
+        both = pd.read_csv(zero_path).merge(probe, on=["encoder", "task"], suffixes=("_zero_shot", "_probe"))
+    else:
+        return {}
     if both.empty:
         return {}
     out = {"unit_zero_shot_cpu_s": float(both["cpu_s_zero_shot"].sum()), "unit_probe_cpu_s": float(both["cpu_s_probe"].sum())}
@@ -110,18 +179,25 @@ def unit_ratio(folder: Path) -> dict[str, float]:
 
 
 def zero_shot_summary(stages: list[Any], encoders: int, folder: Path | None = None,
-                      startup: Any | None = None) -> dict[str, float]:
+                      startup: Any | None = None, fused: bool = False) -> dict[str, float]:
     """CPU and wall seconds of the zero-shot stages and their share of stage 2 plus the score:
     zero-shot / (probe + score), and per part zero_shot / probe, zero_shot_score / score. The
     paper-size share puts 7 VLMs beside 15 encoders: each side's per-encoder cost times its count.
     Stage figures include each process's start-up and imports (which dominate at small scales);
     :func:`unit_ratio` (from ``folder``) compares the units alone.
 
+    ``ratio_paper_cpu_s`` / ``ratio_paper_net_cpu_s``: zero-shot's added CPU / (probe + score) at 7
+    VLMs of 15. ``fused``: zero-shot's units were measured inside the probe stage (:func:`fused_stages`:
+    the ``zero_shot`` stage is the units' zero-shot phases plus the prototypes, the ``probe`` stage is
+    net of them); otherwise ``zero_shot`` is the standalone stage's process. ``zero_shot_score`` is a
+    process of its own.
+
     ``startup`` (the bench's bare start-up stage) adds ``ratio_paper_net_cpu_s``: the same share with
     fixed costs counted as a run pays them. In a run, zero-shot works inside the probe and score
-    processes (``crs.evaluate.stage``, ``Benchmark.score``), so its stages' start-up is not its cost
-    and its imports are paid once; the probe and score stages keep start-up and imports once, as
-    ``fifteen_encoders`` counts them, and their per-encoder rest times 15 (decision 0108)."""
+    processes (``crs.evaluate.stage``, ``Benchmark.score``), so the score stage's start-up is not its
+    cost and its imports are paid once (the fused ``zero_shot`` stage has neither: all of it scales);
+    the probe and score stages keep start-up and imports once, as ``fifteen_encoders`` counts them,
+    and their per-encoder rest times 15 (decision 0108)."""
     by = {s.stage: s for s in stages}
     out: dict[str, float] = unit_ratio(folder) if folder is not None else {}
     n_vlm = max(sum(is_vlm(k) for k in range(encoders)), 1)
@@ -137,12 +213,15 @@ def zero_shot_summary(stages: list[Any], encoders: int, folder: Path | None = No
     if startup is not None and all(name in by for name in ("zero_shot", "zero_shot_score", "probe", "score")):
         base = float(startup.cpu_s)
 
-        def paper(name: str, count: int, per: int, start: float) -> float:
+        def paper(name: str, count: int, per: int, start: float, own_process: bool = True) -> float:
             stage = by[name]
+            if not own_process:  # measured inside another stage: no start-up, no imports of its own
+                return float(stage.cpu_s) / per * count
             fixed = float(stage.import_s)
             return start + fixed + max(float(stage.cpu_s) - base - fixed, 0.0) / per * count
 
-        zero = paper("zero_shot", PAPER_VLMS, n_vlm, 0.0) + paper("zero_shot_score", PAPER_VLMS, n_vlm, 0.0)
+        zero = (paper("zero_shot", PAPER_VLMS, n_vlm, 0.0, own_process=not fused)
+                + paper("zero_shot_score", PAPER_VLMS, n_vlm, 0.0))
         probes = paper("probe", 15, encoders, base) + paper("score", 15, encoders, base)
         out["zero_shot_paper_net_cpu_s"], out["probe_score_paper_cpu_s"] = zero, probes
         out["ratio_paper_net_cpu_s"] = zero / probes

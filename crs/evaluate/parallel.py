@@ -89,13 +89,17 @@ def run_units(
     cluster: str | None = None,
     progress: bool = True,
     folder: RunFolder | None = None,
+    zero_shot: dict | None = None,
 ) -> list[UnitResult]:
     """Run units in joblib worker processes (one BLAS thread each) or on a Dask cluster.
 
     ``jobs``: a worker count or ``"auto"`` (see :func:`resolve_jobs`). With ``folder``, each unit's
     predictions are written there by its worker (to be committed by the stage). Results are
     returned in unit order whichever way they were computed; each unit's cost is logged as it ends.
+    ``zero_shot``: unit -> :class:`crs.evaluate.zero_shot.ZeroShotJob` for the units that run their
+    zero-shot in their pass (decision 0112).
     """
+    jobs_of = zero_shot or {}
     def logged(result: UnitResult) -> UnitResult:
         if result.cost is not None:
             log.info(result.cost.line())
@@ -103,15 +107,15 @@ def run_units(
 
     if cluster:
         with dask_client(cluster), parallel_config(backend="dask"):
-            results = Parallel()(delayed(run_unit)(u, cache_root, settings, folder) for u in units)
+            results = Parallel()(delayed(run_unit)(u, cache_root, settings, folder, jobs_of.get(u)) for u in units)
             return [logged(r) for r in results]
     n_jobs = resolve_jobs(jobs, units, cache_root, settings)
     if n_jobs == 1:
         return [
-            logged(run_unit(unit, cache_root, settings, folder))
+            logged(run_unit(unit, cache_root, settings, folder, jobs_of.get(unit)))
             for unit in tqdm(units, desc="probe units", disable=not progress, leave=False)
         ]
     with parallel_config(backend="loky", inner_max_num_threads=1):
         parallel = Parallel(n_jobs=n_jobs, return_as="generator")
-        results = parallel(delayed(run_unit)(u, cache_root, settings, folder) for u in units)
+        results = parallel(delayed(run_unit)(u, cache_root, settings, folder, jobs_of.get(u)) for u in units)
         return [logged(r) for r in tqdm(results, total=len(units), desc="probe units", disable=not progress, leave=False)]

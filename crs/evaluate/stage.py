@@ -33,7 +33,8 @@ class ProbeOutcome:
 
 
 def probe_spec(
-    spec: Spec, jobs: int | str | None = None, cluster: str | None = None, progress: bool = True, full: bool = False
+    spec: Spec, jobs: int | str | None = None, cluster: str | None = None, progress: bool = True, full: bool = False,
+    zero_shot_encoders: list[str] | None = None,
 ) -> ProbeOutcome:
     """Stage 2 from the cache alone; writes run records, seed aggregates, predictions, the audit and
     the per-unit costs (``probe_costs.csv``).
@@ -41,15 +42,28 @@ def probe_spec(
     Units whose cache fingerprint and probe settings are unchanged since the last run reuse their
     stored records (``full=True`` refits everything); cohort-level scores are always recomputed.
     ``jobs``: worker processes, or ``"auto"`` (the spec's default: as many as memory and cores allow).
+
+    With ``[score] zero_shot = true`` (or ``zero_shot_encoders`` named), the zero-shot of each
+    vision-language unit runs inside its probe unit's pass over the conditions (decision 0112): the
+    prototypes are made or read here first (bad input is refused before any probe is fitted), and
+    ``<output>/zero_shot`` gets the records, prompt AUROCs and predictions files
+    :func:`crs.evaluate.zero_shot.zero_shot_spec` would write. A reused unit runs its zero-shot in a
+    pass of its own. The probes' records do not depend on it.
     """
     folder = RunFolder(spec.output).ensure_writable()
     settings = probe_settings(spec)
     units = probe_units(spec)
+    zero_shot_jobs: dict = {}
+    if spec.score.zero_shot or zero_shot_encoders is not None:  # off by default: nothing below changes
+        from crs.evaluate.zero_shot import zero_shot_jobs as make_jobs
+
+        zero_shot_jobs = make_jobs(spec, encoders=zero_shot_encoders)
     if full and folder.records_path.exists():
         folder.records_path.unlink()
     outcome = incremental.run_incremental(
         units, spec.cache, settings, folder,
-        lambda todo: run_units(todo, spec.cache, settings, jobs or spec.probe.jobs, cluster, progress, folder),
+        lambda todo: run_units(todo, spec.cache, settings, jobs or spec.probe.jobs, cluster, progress, folder,
+                               {unit: zero_shot_jobs[unit] for unit in todo if unit in zero_shot_jobs}),
     )
     log.info("probe: reused the records of %d unchanged units; fitted %d", len(outcome.reused), len(outcome.fresh))
     records = records_io.combine(outcome.records)
@@ -67,11 +81,30 @@ def probe_spec(
     if costs:
         folder.write_unit_costs(unit_costs_table(costs))
     folder.write_records(records, provenance)
-    if spec.score.zero_shot:  # off by default: nothing above changes either way
-        from crs.evaluate.zero_shot import zero_shot_spec
-
-        zero_shot_spec(spec)
+    if zero_shot_jobs:
+        _write_zero_shot(spec, units, outcome, zero_shot_jobs)
     return ProbeOutcome(records, len(outcome.fresh), len(outcome.reused))
+
+
+def _write_zero_shot(spec: Spec, units: list, outcome: incremental.IncrementalOutcome, jobs: dict) -> None:
+    """``<output>/zero_shot`` from the fitted units' fused zero-shot results, and for the reused units
+    (their probes not run again) a zero-shot pass of their own; in unit order."""
+    from crs.evaluate.units import one_thread
+    from crs.evaluate.zero_shot import run_zero_shot_unit, write_zero_shot
+
+    settings = probe_settings(spec)
+    results = []
+    for unit in units:
+        if unit not in jobs:
+            continue
+        fresh = outcome.fresh.get(unit)
+        if fresh is not None and fresh.zero_shot is not None:
+            results.append(fresh.zero_shot)
+            continue
+        with one_thread():
+            results.append(run_zero_shot_unit(unit, spec.cache, settings, list(jobs[unit].prototype_sets),
+                                              jobs[unit].output))
+    write_zero_shot(spec.output, results)
 
 
 def _cache_fingerprints(spec: Spec, units: list) -> dict[str, str]:

@@ -19,10 +19,11 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -103,25 +104,29 @@ class UnitCost:
     n_probes: int
     worker_pid: int
     peak_exact: bool = True
+    zero_shot_cpu_s: float = 0.0  # the unit's zero-shot, run in its pass (decision 0112); in cpu_s too
 
     def line(self) -> str:
         return (
             f"probe unit {self.encoder} x {self.task}: {self.wall_s:.1f} s wall, {self.cpu_s:.1f} s CPU, "
             f"peak RSS {self.peak_rss_bytes / 2**30:.2f} GiB (CPU s read {self.read_cpu_s:.1f} / fit "
             f"{self.fit_cpu_s:.1f} / predict {self.predict_cpu_s:.1f} / metrics {self.metrics_cpu_s:.1f} / save "
-            f"{self.save_cpu_s:.1f}; "
-            f"{self.n_conditions} conditions x {self.n_probes} probes)"
+            f"{self.save_cpu_s:.1f}"
+            + (f" / zero-shot {self.zero_shot_cpu_s:.1f}" if self.zero_shot_cpu_s else "")
+            + f"; {self.n_conditions} conditions x {self.n_probes} probes)"
         )
 
 
 @dataclass(frozen=True)
 class UnitResult:
     """A unit's run records, the partial predictions file its worker wrote (None when no run folder
-    was given) and its cost."""
+    was given), its cost and, when it ran its zero-shot too, that result
+    (:class:`crs.evaluate.zero_shot.ZeroShotUnitResult`)."""
 
     records: pd.DataFrame
     predictions_file: Path | None = None
     cost: UnitCost | None = None
+    zero_shot: Any = None
 
 
 def condition_metrics(y: np.ndarray, probs: np.ndarray, kind: str, groups: np.ndarray | None = None) -> dict[str, float]:
@@ -333,15 +338,19 @@ class _Clock:
     on a reader thread (:class:`ConditionReader`), so part of their reading lands in the other phases;
     ``read`` is the CPU spent while prediction waits for rows (and the clean rows' read)."""
 
-    seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(("read", "fit", "predict", "metrics", "save"), 0.0))
+    seconds: dict[str, float] = field(
+        default_factory=lambda: dict.fromkeys(("read", "fit", "predict", "metrics", "save", "zero_shot"), 0.0))
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
-        start = time.process_time()
+        # zero_shot (decision 0112) runs on this thread alone (one BLAS thread, a single-threaded kernel):
+        # its own thread's CPU, so the reader thread's reads, which the probes would pay anyway, stay out
+        clock = time.thread_time if name == "zero_shot" else time.process_time
+        start = clock()
         try:
             yield
         finally:
-            self.seconds[name] += time.process_time() - start
+            self.seconds[name] += clock() - start
 
 
 def float32_rows(rows: np.ndarray, buffer: np.ndarray) -> np.ndarray:
@@ -426,11 +435,13 @@ row's logits are the same bit for bit (a row's product does not depend on the ro
 def predict_condition(
     probe_set: ProbeSet, condition: Condition, n_outputs: int, clock: _Clock,
     blocks: Iterator[tuple[int, np.ndarray]] | None = None, ordinal: bool = False,
+    on_block: Callable[[int, np.ndarray], None] | None = None,
 ) -> PredictedScores:
     """Probabilities (P, N, K) float64 and rank keys of every probe of ``probe_set`` on one condition
     (:class:`crs.probes.base.PredictedScores`), predicted block by block as the rows arrive (from
     ``blocks``, a :class:`ConditionReader`'s, or read here). Probe sets without float64 rank keys
-    (k-NN, ridge's one-vs-rest link) give their probabilities and no keys."""
+    (k-NN, ridge's one-vs-rest link) give their probabilities and no keys. ``on_block`` (the unit's
+    zero-shot, decision 0112) sees each (start, rows) block too, in the clock's ``zero_shot`` phase."""
     N, P = len(condition.labels), probe_set.n_subsets
     keyed = isinstance(probe_set, LinearProbeSet) and probe_set.link in ("softmax", "sigmoid")
     probs = np.empty((P, N, n_outputs))
@@ -445,6 +456,9 @@ def predict_condition(
             return PredictedScores(probs, ovr, exceed)  # type: ignore[arg-type]
         start, rows = item
         stop = start + len(rows)
+        if on_block is not None:
+            with clock.phase("zero_shot"):
+                on_block(start, rows)
         with clock.phase("predict"):
             if keyed:
                 if reference is None and len(rows):
@@ -501,22 +515,27 @@ def one_thread() -> Iterator[None]:
 
 
 def run_unit(
-    unit: ProbeUnit, cache_root: Path, settings: ProbeSettings, folder: artifacts.RunFolder | None = None
+    unit: ProbeUnit, cache_root: Path, settings: ProbeSettings, folder: artifacts.RunFolder | None = None,
+    zero_shot: Any = None,
 ) -> UnitResult:
     """Fit and evaluate every probe of one (encoder, task) unit from the cache alone, on one thread
     (:func:`one_thread`).
 
     With ``folder``, the unit's per-case predictions are written, one condition at a time, to its
-    partial predictions file there (the stage commits it with the run's records).
+    partial predictions file there (the stage commits it with the run's records). With ``zero_shot``
+    (a :class:`crs.evaluate.zero_shot.ZeroShotJob`), the unit's zero-shot runs on the blocks this pass
+    reads (decision 0112; it only reads them: the probes' records are the same either way) and comes
+    back as ``UnitResult.zero_shot``.
     """
     if settings.backend == "torch":
         import torch  # noqa: F401  # loaded before the limit, so the limit covers torch's threads too
     with one_thread():
-        return _run_unit(unit, cache_root, settings, folder)
+        return _run_unit(unit, cache_root, settings, folder, zero_shot)
 
 
 def _run_unit(
-    unit: ProbeUnit, cache_root: Path, settings: ProbeSettings, folder: artifacts.RunFolder | None = None
+    unit: ProbeUnit, cache_root: Path, settings: ProbeSettings, folder: artifacts.RunFolder | None = None,
+    zero_shot: Any = None,
 ) -> UnitResult:
     clock = _Clock()
     wall_start, cpu_start = time.perf_counter(), time.process_time()
@@ -537,6 +556,10 @@ def _run_unit(
                 selection=settings.selection, n_classes=table.task.n_outputs,
                 val_subsets=validation_subsets(table, settings),
             )
+        fused = None
+        if zero_shot is not None:  # its temperatures are fitted on the validation rows read above
+            with clock.phase("zero_shot"):
+                fused = zero_shot.start(unit, store, table, settings, X_val)
         del X_train, X_val
         fractions = np.array([float(f) for f, _, _ in subsets])
         seeds = np.array([int(seed) for _, seed, _ in subsets], dtype=np.int64)
@@ -570,10 +593,16 @@ def _run_unit(
                 # the full fraction's seeds train on the same rows, so they are one probe, predicted once.
                 evaluated = every_probe if condition.condition == "clean" else robustness_probes
                 distinct, copies = distinct_probes(probe_set, evaluated)
+                if fused is not None:
+                    with clock.phase("zero_shot"):
+                        fused.start(condition)
                 distinct_scores = predict_condition(
                     probe_set.select(distinct), condition, table.task.n_outputs, clock, reader.blocks(),
-                    ordinal=kind == "ordinal",
+                    ordinal=kind == "ordinal", on_block=None if fused is None else fused.add_block,
                 )
+                if fused is not None:
+                    with clock.phase("zero_shot"):
+                        fused.finish_condition()
                 distinct_probs = distinct_scores.probs
                 with clock.phase("metrics"):
                     if not reference_columns:  # the columns the per-probe reference defines
@@ -615,6 +644,10 @@ def _run_unit(
                 with clock.phase("save"):
                     for key, array in predictions.items():
                         writer.add(key, array)
+            zero_shot_result = None
+            if fused is not None:
+                with clock.phase("zero_shot"):
+                    zero_shot_result = fused.finish()
         finally:
             reader.close()
             if writer is not None:
@@ -624,9 +657,9 @@ def _run_unit(
     cost = UnitCost(
         unit.encoder, unit.task, time.perf_counter() - wall_start, time.process_time() - cpu_start,
         int(memory.peak), int(start_rss), phase["read"], phase["fit"], phase["predict"], phase["metrics"], phase["save"],
-        n_conditions, probe_set.n_subsets, os.getpid(), memory.exact,
+        n_conditions, probe_set.n_subsets, os.getpid(), memory.exact, phase["zero_shot"],
     )
-    return UnitResult(records, writer.path if writer is not None else None, cost)
+    return UnitResult(records, writer.path if writer is not None else None, cost, zero_shot_result)
 
 
 def task_sizes(table: SampleTable, settings: ProbeSettings) -> dict[str, object]:

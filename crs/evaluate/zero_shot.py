@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +43,7 @@ from crs.evaluate.units import (
     read_rows,
     validation_subsets,
 )
+from crs.probes import predict_kernel
 from crs.probes.metrics import METRICS, evaluation_metrics
 from crs.spec import Spec
 
@@ -199,38 +200,66 @@ def similarities(features: np.ndarray, prototypes: Prototypes, variant: int | No
     return cosine
 
 
+def _pair_columns(positive: np.ndarray, negative: np.ndarray | None) -> np.ndarray:
+    """float64 prototype rows, each positive minus its negative for a pair (softmax over the pair)."""
+    columns = np.asarray(positive, np.float64)
+    return columns if negative is None else columns - np.asarray(negative, np.float64)
+
+
+class ConditionSimilarities:
+    """One condition's cosines, fed block by block as the cache stores them (:meth:`add`), then
+    :meth:`result`. One product per block with every prototype column side by side (a positive/negative pair
+    as one difference column; with ``variants``, each prompt variant's too), divided by the rows' norms at the end: no float64 copy of
+    the condition's (N, D) rows. float16 blocks go through the compiled kernel
+    (:func:`crs.probes.predict_kernel.dots_and_squares_half`: the rows read as their bits, float64 sums,
+    no converted copy of a block either); other dtypes, or ``CRS_NO_NUMBA=1``, through numpy."""
+
+    def __init__(self, prototypes: Prototypes, n_rows: int, variants: bool = False) -> None:
+        # A positive/negative pair is one column, the difference of the two prototypes (exact in float64
+        # for float32 prototypes): x . (p - n) is the pair's x . p - x . n, to a float64 sum's rounding.
+        sides = [_pair_columns(prototypes.positive, prototypes.negative)]
+        self.n_variants = 0
+        if variants and prototypes.variants_positive is not None:
+            self.n_variants = len(prototypes.variants_positive)
+            sides.append(_pair_columns(prototypes.variants_positive, prototypes.variants_negative).reshape(
+                -1, sides[0].shape[1]))
+        self.columns_t = np.ascontiguousarray(np.concatenate(sides))  # (M, D)
+        self.stacked = self.columns_t.T  # (D, M), for the numpy path
+        self.k = sides[0].shape[0]
+        self.n_rows = n_rows
+        self.dots = np.empty((n_rows, self.columns_t.shape[0]))
+        self.norms = np.empty(n_rows)
+        self.compiled = predict_kernel.available()
+
+    def add(self, start: int, rows: np.ndarray) -> None:
+        """The dot products and norms of the condition's rows ``start`` .. ``start + len(rows)``."""
+        stop = start + len(rows)
+        if self.compiled and rows.dtype == np.float16 and len(rows):
+            predict_kernel.dots_and_squares_half(rows, self.columns_t, self.dots[start:stop], self.norms[start:stop])
+            np.maximum(np.sqrt(self.norms[start:stop]), 1e-12, out=self.norms[start:stop])
+            return
+        x = np.asarray(rows, np.float64)
+        self.dots[start:stop] = x @ self.stacked
+        self.norms[start:stop] = row_norms(x)
+
+    def result(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """(N, K) cosines (positive minus negative for a pair) and, with variants, (V, N, K)."""
+        dots, norms, k, n_rows = self.dots, self.norms, self.k, self.n_rows
+        cosine = dots[:, :k] / norms[:, None]
+        if not self.n_variants:
+            return cosine, None
+        per_variant = dots[:, k:].reshape(n_rows, self.n_variants, k)
+        return cosine, np.moveaxis(per_variant / norms[:, None, None], 1, 0)
+
+
 def condition_similarities(blocks, prototypes: Prototypes, n_rows: int,
                            variants: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
     """:func:`similarities` of one condition's rows, block by block as the cache stores them: (N, K), and
-    with ``variants`` every prompt variant's too (V, N, K). One product per block with every prototype
-    row side by side; only float64 copies of one block are made, never of the condition's (N, D) rows."""
-    sides = [np.asarray(prototypes.positive, np.float64)]
-    if prototypes.negative is not None:
-        sides.append(np.asarray(prototypes.negative, np.float64))
-    n_variants = 0
-    if variants and prototypes.variants_positive is not None:
-        n_variants = len(prototypes.variants_positive)
-        sides.append(np.asarray(prototypes.variants_positive, np.float64).reshape(-1, sides[0].shape[1]))
-        if prototypes.variants_negative is not None:
-            sides.append(np.asarray(prototypes.variants_negative, np.float64).reshape(-1, sides[0].shape[1]))
-    stacked = np.concatenate(sides).T  # (D, M)
-    k = sides[0].shape[0]
-    paired = prototypes.negative is not None
-    dots = np.empty((n_rows, stacked.shape[1]))
-    norms = np.empty(n_rows)
+    with ``variants`` every prompt variant's too (V, N, K) (:class:`ConditionSimilarities`)."""
+    found = ConditionSimilarities(prototypes, n_rows, variants)
     for start, rows in blocks:
-        x = np.asarray(rows, np.float64)
-        dots[start:start + len(x)] = x @ stacked
-        norms[start:start + len(x)] = row_norms(x)
-    at = 2 * k if paired else k
-    cosine = dots[:, :k] - dots[:, k:2 * k] if paired else dots[:, :k]
-    cosine = cosine / norms[:, None]
-    if not n_variants:
-        return cosine, None
-    positive = dots[:, at:at + n_variants * k].reshape(n_rows, n_variants, k)
-    if prototypes.variants_negative is not None:
-        positive = positive - dots[:, at + n_variants * k:].reshape(n_rows, n_variants, k)
-    return cosine, np.moveaxis(positive / norms[:, None, None], 1, 0)
+        found.add(start, rows)
+    return found.result()
 
 
 def probabilities(cosine: np.ndarray, kind: str, scale: float, bias: float) -> np.ndarray:
@@ -278,12 +307,63 @@ class _Scored:
     probs: np.ndarray  # (1 + len(fits), N, K)
 
 
+RANKED = ("auroc", "auroc_se")
+"""The metrics that are functions of each column's ranking alone (ties included)."""
+
+
+def same_rankings(shipped: np.ndarray, others: np.ndarray) -> np.ndarray:
+    """Per probability matrix of ``others`` (P, N, K): True where every column orders the rows as
+    ``shipped`` (N, K) does, ties exactly where ``shipped`` has them. Such a matrix has the shipped
+    matrix's AUROCs and AUROC influences bit for bit. A monotone map per column (a multilabel task's
+    sigmoid(scale * cos / T + b) for any T > 0, b) keeps the ranking unless rounding merges or splits
+    a tie, as a saturated sigmoid does (probabilities of exactly 1.0): this check catches that."""
+    order = np.argsort(shipped, axis=0, kind="stable")
+    shipped_ties = np.diff(np.take_along_axis(shipped, order, axis=0), axis=0) == 0
+    out = np.zeros(len(others), dtype=bool)
+    for p, probs in enumerate(others):
+        steps = np.diff(np.take_along_axis(probs, order, axis=0), axis=0)
+        out[p] = bool((steps >= 0).all()) and np.array_equal(steps == 0, shipped_ties)
+    return out
+
+
+def ranked_alike(probs: np.ndarray) -> np.ndarray:
+    """Per matrix of one condition's ``probs`` (shipped first, then the fits; (P, N, K)), the index of
+    the first fit when it ranks every column as that one does (:func:`same_rankings`), else -1. Only
+    the fits are compared: with CLIP's scale the shipped sigmoid saturates (ties at exactly 1.0) where
+    the fitted ones do not, so it almost never ranks as they do, and a condition with one fit (the
+    corrupted and shifted ones) has nothing to share (no check is made there)."""
+    alike = np.full(len(probs), -1)
+    if len(probs) > 2:
+        alike[2:][same_rankings(probs[1], probs[2:])] = 1
+    return alike
+
+
 def _score_batch(batch: list[_Scored], kind: str) -> list[list[dict[str, float]]]:
-    """Every metric of every condition of ``batch`` (same labels and groups) in one batched call."""
+    """Every metric of every condition of ``batch`` (same labels and groups) in one batched call.
+
+    Multilabel: a calibration that ranks every column as another of the same condition does
+    (:func:`ranked_alike`) takes that one's AUROC and its standard error, and only its calibration
+    columns are computed."""
     first = batch[0].condition
     stack = np.concatenate([item.probs for item in batch]) if len(batch) > 1 else batch[0].probs
-    values = evaluation_metrics(first.labels, stack, kind, groups=first.groups)
-    rows = [{name: float(values[name][p]) for name in METRICS} for p in range(len(stack))]
+    shipped_at = np.cumsum([0] + [len(item.probs) for item in batch])[:-1]
+    ranked_like = np.full(len(stack), -1)  # index of the shipped probabilities whose AUROCs a row shares
+    if kind == "multilabel":
+        for at, item in zip(shipped_at, batch, strict=True):
+            alike = ranked_alike(item.probs)
+            ranked_like[at + np.flatnonzero(alike >= 0)] = at + alike[alike >= 0]
+    own = np.flatnonzero(ranked_like < 0)
+    values = evaluation_metrics(first.labels, stack[own], kind, groups=first.groups)
+    rows: list[dict[str, float]] = [{} for _ in range(len(stack))]
+    for position, p in enumerate(own):
+        rows[p] = {name: float(values[name][position]) for name in METRICS}
+    shared = np.flatnonzero(ranked_like >= 0)
+    if len(shared):
+        calibration = evaluation_metrics(first.labels, stack[shared], kind, groups=first.groups,
+                                         metrics=[name for name in METRICS if name not in RANKED])
+        for position, p in enumerate(shared):
+            rows[p] = {name: rows[ranked_like[p]][name] if name in RANKED else float(calibration[name][position])
+                       for name in METRICS}
     out, start = [], 0
     for item in batch:
         out.append(rows[start:start + len(item.probs)])
@@ -318,61 +398,103 @@ def _same_cases(a: Condition, b: Condition) -> bool:
     return np.array_equal(a.groups, b.groups)
 
 
-def run_zero_shot_unit(
-    unit: ProbeUnit, cache_root: Path, settings: ProbeSettings, prototype_sets: list[Prototypes],
-    output: Path | None = None,
-) -> ZeroShotUnitResult:
-    """Zero-shot records of one (encoder, task) for every prototype set, from the cache alone.
+@dataclass
+class _PromptSetState:
+    """What one prototype set of a :class:`ZeroShotPass` carries between conditions."""
+
+    prototypes: Prototypes
+    fits: list[tuple[float, int, int, float, float]]  # (label fraction, seed, validation rows, T, b)
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)  # the predictions file
+    pending: list[_Scored] = field(default_factory=list)  # conditions waiting for one batched metrics call
+    frames: list[dict] = field(default_factory=list)  # record rows
+    similarities: ConditionSimilarities | None = None  # the current condition's
+
+
+class ZeroShotPass:
+    """Zero-shot of one (encoder, task), fed each evaluation condition's row blocks as they are read.
+
+    :meth:`start`, then :meth:`add_block` for each (start, rows) block of the condition, then
+    :meth:`finish_condition`; after the last condition :meth:`finish` gives the records and prompt
+    AUROCs and writes the predictions file (with ``output``). The temperatures are fitted on the
+    validation rows when the pass is made. :func:`run_zero_shot_unit` drives it over a unit's conditions
+    read here; the probe unit (:func:`crs.evaluate.units.run_unit` with a :class:`ZeroShotJob`) drives it
+    with the blocks its own reader delivered (decision 0112): the same object, the same blocks, so the
+    same records bit for bit. It only reads the blocks.
 
     Batched like the probes: the temperatures of every (label fraction, seed) are fitted at once
     (:func:`crs.evaluate.temperature.fit_temperatures`, once per distinct validation row set), and the
     metrics of the shipped and every fitted calibration, over consecutive conditions that share their
     cases (the corruptions), come from one :func:`crs.probes.metrics.evaluation_metrics` call.
     """
-    store = FeatureStore(store_path(cache_root, unit.task))
-    table = store.read_table()
-    kind = table.task.kind
-    val, test = table.indices("val"), table.indices("test")
-    X_val, X_test = read_rows(store.feature_array(unit.encoder, "clean"), [val, test])
-    y_val = table.labels[val]
-    # (label fraction, seed) in the probes' order (crs.evaluate.units.training_subsets); the training rows are not needed
-    subsets = [(float(fraction), int(seed)) for seed in settings.seeds for fraction in sorted(settings.label_fractions)]
-    val_subsets = validation_subsets(table, settings)
-    full = max(settings.label_fractions)
-    conditions = list(evaluation_conditions(unit, cache_root, store, table, X_test))
-    frames, prompt_rows = [], []
-    for proto in prototype_sets:
-        cos_val = similarities(X_val, proto)
-        distinct: dict[bytes, int] = {}  # seeds of the full fraction share their rows: fit once
-        row_sets: list[np.ndarray] = []
-        which: list[int] = []
-        for s in range(len(subsets)):
-            rows = np.arange(len(val)) if val_subsets is None else val_subsets[s]
-            which.append(distinct.setdefault(rows.tobytes(), len(distinct)))
-            if which[-1] == len(row_sets):
-                row_sets.append(rows)
-        temperatures, biases = fit_temperatures(cos_val, y_val, kind, proto.scale, proto.bias, row_sets)
-        fits = [(float(fraction), int(seed), len(row_sets[w]), float(temperatures[w]), float(biases[w]))
-                for (fraction, seed), w in zip(subsets, which, strict=True)]
-        arrays: dict[str, np.ndarray] = {}
-        pending: list[_Scored] = []
 
-        for condition in conditions:
-            with_variants = condition.condition == "clean" and proto.variants_positive is not None
-            cosine, variant_cosines = condition_similarities(condition.blocks(), proto, len(condition.labels),
-                                                             variants=with_variants)
-            base = {"encoder": unit.encoder, "task": unit.task, "task_kind": kind, "condition": condition.condition,
-                    "corruption": condition.corruption, "severity": int(condition.severity), "target": condition.target,
+    def __init__(self, unit: ProbeUnit, store: FeatureStore, table: SampleTable, settings: ProbeSettings,
+                 prototype_sets: list[Prototypes], X_val: np.ndarray, output: Path | None = None) -> None:
+        self.unit, self.store, self.output = unit, store, output
+        self.kind = kind = table.task.kind
+        self.n_test = len(table.indices("test"))
+        self.seeds = settings.seeds
+        y_val = table.labels[table.indices("val")]
+        # (label fraction, seed) in the probes' order (crs.evaluate.units.training_subsets); the training rows are not needed
+        subsets = [(float(fraction), int(seed)) for seed in settings.seeds for fraction in sorted(settings.label_fractions)]
+        val_subsets = validation_subsets(table, settings)
+        self.full = max(settings.label_fractions)
+        self.sets: list[_PromptSetState] = []
+        for proto in prototype_sets:
+            cos_val = similarities(X_val, proto)
+            distinct: dict[bytes, int] = {}  # seeds of the full fraction share their rows: fit once
+            row_sets: list[np.ndarray] = []
+            which: list[int] = []
+            for s in range(len(subsets)):
+                rows = np.arange(len(y_val)) if val_subsets is None else val_subsets[s]
+                which.append(distinct.setdefault(rows.tobytes(), len(distinct)))
+                if which[-1] == len(row_sets):
+                    row_sets.append(rows)
+            temperatures, biases = fit_temperatures(cos_val, y_val, kind, proto.scale, proto.bias, row_sets)
+            fits = [(float(fraction), int(seed), len(row_sets[w]), float(temperatures[w]), float(biases[w]))
+                    for (fraction, seed), w in zip(subsets, which, strict=True)]
+            self.sets.append(_PromptSetState(proto, fits))
+        self.prompt_rows: list[dict] = []
+        self.condition: Condition | None = None
+        self.corrupt_rows: int | None = None  # rows of the first corrupted condition
+
+    def start(self, condition: Condition) -> None:
+        """Begin ``condition``: its blocks follow through :meth:`add_block`."""
+        self.condition = condition
+        for state in self.sets:
+            with_variants = condition.condition == "clean" and state.prototypes.variants_positive is not None
+            state.similarities = ConditionSimilarities(state.prototypes, len(condition.labels), with_variants)
+
+    def add_block(self, start: int, rows: np.ndarray) -> None:
+        """The current condition's rows ``start`` .. ``start + len(rows)``, in the stored dtype."""
+        for state in self.sets:
+            assert state.similarities is not None
+            state.similarities.add(start, rows)
+
+    def finish_condition(self) -> None:
+        """Probabilities, metrics (batched with the next conditions that share the cases) and
+        predictions of the current condition."""
+        condition, kind, full = self.condition, self.kind, self.full
+        assert condition is not None
+        if condition.condition == "corrupt" and self.corrupt_rows is None:
+            self.corrupt_rows = len(condition.labels)
+        for state in self.sets:
+            proto, fits, arrays = state.prototypes, state.fits, state.arrays
+            assert state.similarities is not None
+            cosine, variant_cosines = state.similarities.result()
+            state.similarities = None
+            base = {"encoder": self.unit.encoder, "task": self.unit.task, "task_kind": kind,
+                    "condition": condition.condition, "corruption": condition.corruption,
+                    "severity": int(condition.severity), "target": condition.target,
                     "prompt_set": proto.prompt_set, "prompt_digest": proto.digest}
             used = fits if condition.condition == "clean" else [f for f in fits if f[0] == full]
             pairs = list(dict.fromkeys((temperature, bias) for _, _, _, temperature, bias in used))
             probs = np.stack([probabilities(cosine, kind, proto.scale, proto.bias)] + [
                 probabilities(cosine, kind, proto.scale / temperature, bias) for temperature, bias in pairs])
-            if pending and (not _same_cases(pending[0].condition, condition)
-                            or sum(item.probs.size for item in pending) + probs.size > METRIC_BATCH):
-                frames += _record_rows(pending, kind, fits, proto.bias, settings.seeds, full)
-                pending = []
-            pending.append(_Scored(condition, base, pairs, probs))
+            if state.pending and (not _same_cases(state.pending[0].condition, condition)
+                                  or sum(item.probs.size for item in state.pending) + probs.size > METRIC_BATCH):
+                state.frames += _record_rows(state.pending, kind, fits, proto.bias, self.seeds, full)
+                state.pending = []
+            state.pending.append(_Scored(condition, base, pairs, probs))
             arrays[artifacts.probs_key(condition.key)] = probs[0].astype(np.float32)
             arrays[artifacts.labels_key(condition.key)] = condition.labels
             at_full = next(((t, b) for fraction, _, _, t, b in fits if fraction == full), None)
@@ -385,39 +507,117 @@ def run_zero_shot_unit(
             if variant_cosines is not None:
                 variants = np.stack([probabilities(c, kind, proto.scale, proto.bias) for c in variant_cosines])
                 aurocs = evaluation_metrics(condition.labels, variants, kind, metrics=["auroc"])["auroc"]
-                prompt_rows += [{"encoder": unit.encoder, "task": unit.task, "prompt_set": proto.prompt_set,
-                                 "prompt_digest": proto.digest, "variant": variant, "auroc": float(auroc)}
-                                for variant, auroc in enumerate(aurocs)]
-        if pending:
-            frames += _record_rows(pending, kind, fits, proto.bias, settings.seeds, full)
-        corrupted = [c for c in conditions if c.condition == "corrupt"]
-        if corrupted and len(corrupted[0].labels) != len(test):
+                self.prompt_rows += [{"encoder": self.unit.encoder, "task": self.unit.task,
+                                      "prompt_set": proto.prompt_set, "prompt_digest": proto.digest,
+                                      "variant": variant, "auroc": float(auroc)}
+                                     for variant, auroc in enumerate(aurocs)]
+        self.condition = None
+
+    def finish(self) -> ZeroShotUnitResult:
+        """The unit's records (sorted as :data:`KEY_COLUMNS`, prompt set, calibration) and prompt AUROCs;
+        each prototype set's predictions file written under ``output``."""
+        frames: list[dict] = []
+        positions = None
+        if self.corrupt_rows is not None and self.corrupt_rows != self.n_test:
             from crs.evaluate.units import corrupt_positions
 
-            names = [name for name in store.feature_array_names(unit.encoder) if name.startswith("corrupt/")]
-            positions = corrupt_positions(store, unit.encoder, names)
+            names = [name for name in self.store.feature_array_names(self.unit.encoder) if name.startswith("corrupt/")]
+            positions = corrupt_positions(self.store, self.unit.encoder, names)
+        for state in self.sets:
+            if state.pending:
+                state.frames += _record_rows(state.pending, self.kind, state.fits, state.prototypes.bias, self.seeds,
+                                             self.full)
+                state.pending = []
+            frames += state.frames
             if positions is not None:
-                arrays[artifacts.CORRUPT_ROWS] = positions
-        if output is not None:
-            path = predictions_path(output, unit.encoder, unit.task, proto.digest)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            np.savez(path, **arrays)  # type: ignore[arg-type]
-    records = pd.DataFrame(frames)
-    order = [*KEY_COLUMNS, "prompt_set", "calibration"]
-    records = records.sort_values(order, kind="stable").reset_index(drop=True)
-    return ZeroShotUnitResult(records, pd.DataFrame(prompt_rows))
+                state.arrays[artifacts.CORRUPT_ROWS] = positions
+            if self.output is not None:
+                path = predictions_path(self.output, self.unit.encoder, self.unit.task, state.prototypes.digest)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                np.savez(path, **state.arrays)  # type: ignore[arg-type]
+        records = pd.DataFrame(frames)
+        order = [*KEY_COLUMNS, "prompt_set", "calibration"]
+        records = records.sort_values(order, kind="stable").reset_index(drop=True)
+        return ZeroShotUnitResult(records, pd.DataFrame(self.prompt_rows))
+
+
+@dataclass(frozen=True)
+class ZeroShotJob:
+    """What a probe unit needs to run its (encoder, task)'s zero-shot in its own pass over the
+    conditions: the prototype sets (made or read in the stage process before any unit runs) and the
+    run folder the predictions files go to (decision 0112)."""
+
+    prototype_sets: tuple[Prototypes, ...]
+    output: Path | None = None
+
+    def start(self, unit: ProbeUnit, store: FeatureStore, table: SampleTable, settings: ProbeSettings,
+              X_val: np.ndarray) -> ZeroShotPass:
+        return ZeroShotPass(unit, store, table, settings, list(self.prototype_sets), X_val, self.output)
+
+
+def run_zero_shot_unit(
+    unit: ProbeUnit, cache_root: Path, settings: ProbeSettings, prototype_sets: list[Prototypes],
+    output: Path | None = None,
+) -> ZeroShotUnitResult:
+    """Zero-shot records of one (encoder, task) for every prototype set, from the cache alone: a
+    :class:`ZeroShotPass` over the unit's conditions, read here (the probe unit's fused pass drives the
+    same object with its own blocks)."""
+    store = FeatureStore(store_path(cache_root, unit.task))
+    table = store.read_table()
+    val, test = table.indices("val"), table.indices("test")
+    X_val, X_test = read_rows(store.feature_array(unit.encoder, "clean"), [val, test])
+    found = ZeroShotPass(unit, store, table, settings, prototype_sets, X_val, output)
+    del X_val
+    for condition in evaluation_conditions(unit, cache_root, store, table, X_test):
+        found.start(condition)
+        for start, rows in condition.blocks():
+            found.add_block(start, rows)
+        found.finish_condition()
+    return found.finish()
+
+
+def zero_shot_jobs(spec: Spec, cache_root: Path | None = None, output: Path | None = None,
+                   encoders: list[str] | None = None) -> dict[ProbeUnit, ZeroShotJob]:
+    """Per probe unit of a zero-shot encoder (the spec's, or ``encoders``), its prototypes (cached
+    ones read, missing ones encoded: text only) and the run folder. Made before any unit runs, so bad
+    input (a prompt file, an encoder without a text tower) is refused in one line with the cache as it
+    was and no probe fitted."""
+    cache_root = Path(cache_root or spec.cache)
+    output = Path(output or spec.output)
+    chosen = set(zero_shot_encoders(spec) if encoders is None else encoders)
+    jobs = {}
+    for unit in probe_units(spec):
+        if unit.encoder in chosen:
+            store = FeatureStore(store_path(cache_root, unit.task))
+            jobs[unit] = ZeroShotJob(tuple(unit_prototypes(spec, unit.encoder, unit.task, store)), output)
+    if not jobs:
+        raise ZeroShotError(f"zero-shot is on but none of the encoders {spec.encoder_names} has a text tower; "
+                            "add a vision-language encoder or turn zero_shot off")
+    return jobs
+
+
+def write_zero_shot(output: Path, results: list[ZeroShotUnitResult]) -> ZeroShotUnitResult:
+    """The units' results (in unit order) combined and written to ``<output>/zero_shot``."""
+    combined = ZeroShotUnitResult(pd.concat([r.records for r in results], ignore_index=True),
+                                  pd.concat([r.prompts for r in results], ignore_index=True))
+    folder = Path(output) / ZERO_SHOT_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    combined.records.to_parquet(folder / RECORDS_FILE, index=False)
+    combined.prompts.to_parquet(folder / PROMPTS_FILE, index=False)
+    return combined
 
 
 def zero_shot_spec(spec: Spec, cache_root: Path | None = None, output: Path | None = None,
                    encoders: list[str] | None = None, costs: list[dict] | None = None) -> ZeroShotUnitResult:
-    """Zero-shot records of every (vision-language encoder, task) of the spec (or of ``encoders``);
-    written under ``<output>/zero_shot``. Each unit runs on one thread, as a probe unit does; ``costs``
-    gets its CPU and wall seconds (prototypes included)."""
+    """Zero-shot records of every (vision-language encoder, task) of the spec (or of ``encoders``) in
+    a pass of their own over the cache; written under ``<output>/zero_shot``. Each unit runs on one
+    thread, as a probe unit does; ``costs`` gets its CPU and wall seconds (prototypes included).
+    ``crs probe`` runs zero-shot inside the probe units' pass instead (:func:`crs.evaluate.stage.probe_spec`)."""
     cache_root = Path(cache_root or spec.cache)
     output = Path(output or spec.output)
     settings = probe_settings(spec)
     chosen = set(zero_shot_encoders(spec) if encoders is None else encoders)
-    records, prompts = [], []
+    results = []
     for unit in probe_units(spec):
         if unit.encoder not in chosen:
             continue
@@ -429,14 +629,8 @@ def zero_shot_spec(spec: Spec, cache_root: Path | None = None, output: Path | No
         if costs is not None:
             costs.append({"encoder": unit.encoder, "task": unit.task, "cpu_s": time.process_time() - cpu_started,
                           "wall_s": time.perf_counter() - started})
-        records.append(result.records)
-        prompts.append(result.prompts)
-    if not records:
+        results.append(result)
+    if not results:
         raise ZeroShotError(f"zero-shot is on but none of the encoders {spec.encoder_names} has a text tower; "
                             "add a vision-language encoder or turn zero_shot off")
-    combined = ZeroShotUnitResult(pd.concat(records, ignore_index=True), pd.concat(prompts, ignore_index=True))
-    folder = output / ZERO_SHOT_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    combined.records.to_parquet(folder / RECORDS_FILE, index=False)
-    combined.prompts.to_parquet(folder / PROMPTS_FILE, index=False)
-    return combined
+    return write_zero_shot(output, results)

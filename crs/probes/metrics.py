@@ -149,8 +149,9 @@ def _multiclass(
 
 def _multilabel(
     y: np.ndarray, probs: np.ndarray, n_bins: int, influence: bool, keys: np.ndarray | None = None,
-    groups: np.ndarray | None = None,
+    groups: np.ndarray | None = None, rank: bool = True,
 ) -> dict[str, np.ndarray]:
+    """``rank`` False: no AUROC (NaN), for callers that need the calibration columns only."""
     P, _, L = probs.shape
     ece, calibration_error, calibration_se, brier, nll = (np.full((P, L), np.nan) for _ in range(5))
     for label in range(L):
@@ -166,7 +167,10 @@ def _multilabel(
         clipped = _clip(p)
         # y log p + (1 - y) log(1 - p) with y in {0, 1} is log of the chosen one: one log, same value
         nll[:, label] = -np.mean(np.log(np.where(target == 1.0, clipped, 1.0 - clipped)), axis=1)
-    auroc, case_totals = batched_auroc_influence(y, probs if keys is None else keys, influence)
+    if rank:
+        auroc, case_totals = batched_auroc_influence(y, probs if keys is None else keys, influence)
+    else:
+        auroc, case_totals = np.full((P, L), np.nan), None
     # labels taken as independent: mean of the label means, sqrt(sum of label variances) / labels
     labels = (~np.isnan(calibration_error)).sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -257,8 +261,10 @@ def evaluation_metrics(
         scored = evaluation_metrics(y, probs[keep], kind, n_bins, metrics, subset(ovr_keys), subset(exceed_keys), groups)
         return {name: values[inverse] for name, values in scored.items()}
     influence = "auroc_se" in metrics
-    metric_of = _multilabel if kind == "multilabel" else _multiclass
-    out = metric_of(y, probs, n_bins, influence, ovr_keys, groups)
+    if kind == "multilabel":  # the AUROCs (an argsort per label and probe) only when asked for
+        out = _multilabel(y, probs, n_bins, influence, ovr_keys, groups, rank=influence or "auroc" in metrics)
+    else:
+        out = _multiclass(y, probs, n_bins, influence, ovr_keys, groups)
     nan = np.full(probs.shape[0], np.nan)
     out["kappa"], out["ordinal_auroc"] = nan, nan.copy()
     if kind == "ordinal" and len(y):

@@ -27,7 +27,9 @@ import numpy as np
 from crs.axes.weighted_kernel import available, numba
 from crs.probes.polish_kernel import HALF_TO_DOUBLE
 
-__all__ = ["HALF_TO_DOUBLE", "available", "centered_logits", "centered_logits_half"]
+__all__ = [
+    "HALF_TO_DOUBLE", "available", "centered_logits", "centered_logits_half", "dots_and_squares", "dots_and_squares_half",
+]
 
 
 def _centered_logits_python(bits, table, origin, weights_t, out):  # pragma: no cover - compiled; plain Python works, slowly
@@ -69,3 +71,43 @@ def centered_logits_half(rows: np.ndarray, origin: np.ndarray, stacked: np.ndarr
         np.ascontiguousarray(stacked.T, dtype=np.float64), out,
     )
     return out
+
+
+def _dots_and_squares_python(bits, table, columns_t, dots, squares):  # pragma: no cover - compiled
+    """dots[i, j] = sum_d x[i, d] * columns_t[j, d] and squares[i] = sum_d x[i, d]^2, in float64, with
+    x = table[bits]: row i widened once into a float64 row in the L1 cache, then its sum of squares and
+    all M dot products from it (zero-shot's cosines before the division by the rows' norms).
+
+    ``bits`` (n, D) uint16: float16 rows as their bits; ``table`` (65,536,) float64
+    (:data:`HALF_TO_DOUBLE`); ``columns_t`` (M, D) float64 (C order); ``dots`` (n, M), ``squares`` (n,)."""
+    n, D = bits.shape
+    M = columns_t.shape[0]
+    x = np.zeros(D)
+    for i in range(n):
+        row = bits[i]
+        s = 0.0
+        for d in range(D):
+            v = table[row[d]]
+            x[d] = v
+            s += v * v
+        squares[i] = s
+        for j in range(M):
+            w = columns_t[j]
+            t = 0.0
+            for d in range(D):
+                t += x[d] * w[d]
+            dots[i, j] = t
+
+
+dots_and_squares = (
+    numba.njit(nogil=True, cache=True, fastmath={"reassoc", "contract"})(_dots_and_squares_python) if numba is not None else None
+)
+"""The compiled :func:`_dots_and_squares_python` (None without numba)."""
+
+
+def dots_and_squares_half(rows: np.ndarray, columns_t: np.ndarray, dots: np.ndarray, squares: np.ndarray) -> None:
+    """``rows @ columns_t.T`` into ``dots`` (n, M) and each row's sum of squares into ``squares`` (n,),
+    float64, for float16 ``rows`` (n, D), through the compiled kernel (call only when :func:`available`);
+    ``columns_t`` (M, D) float64, C order. No float64 copy of the rows is made."""
+    assert dots_and_squares is not None
+    dots_and_squares(np.ascontiguousarray(rows).view(np.uint16), HALF_TO_DOUBLE, columns_t, dots, squares)

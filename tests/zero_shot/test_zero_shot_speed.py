@@ -67,3 +67,41 @@ def test_identical_probe_predictions_are_scored_once():
     distinct, index = _distinct(stack)
     assert len(distinct) == 3
     np.testing.assert_array_equal(np.stack(distinct)[index], stack)
+
+
+@pytest.mark.parametrize("paired", [False, True])
+def test_compiled_similarity_kernel_equals_the_numpy_products(paired, monkeypatch):
+    """float16 blocks through the compiled kernel (the rows read as their bits, float64 sums, no
+    converted copy) give the numpy path's dot products and norms to a float64 sum's rounding (~1e-16
+    relative), cosines and variants included; without numba (``CRS_NO_NUMBA=1``) the numpy path runs."""
+    from crs.evaluate.zero_shot import ConditionSimilarities
+    from crs.probes import predict_kernel
+
+    if not predict_kernel.available():
+        pytest.skip("numba is not installed, or CRS_NO_NUMBA=1")
+    rng = np.random.default_rng(2)
+    features = (3.0 * rng.standard_normal((700, 96))).astype(np.float16)
+    features[5] = 0  # a zero row: its norm is floored at 1e-12 both ways
+    proto = _prototypes(rng, 5, 96, paired, variants=3)
+
+    def run() -> ConditionSimilarities:
+        found = ConditionSimilarities(proto, 700, variants=True)
+        for start in range(0, 700, 256):
+            found.add(start, features[start:start + 256])
+        return found
+
+    compiled = run()
+    assert compiled.compiled
+    monkeypatch.setenv("CRS_NO_NUMBA", "1")
+    plain = run()
+    assert not plain.compiled
+    x = features.astype(np.float64)
+    np.testing.assert_array_equal(plain.dots[:256], x[:256] @ plain.stacked)  # the numpy path is the old product
+    np.testing.assert_allclose(compiled.dots, plain.dots, rtol=1e-15, atol=1e-15 * np.abs(plain.dots).max())
+    np.testing.assert_allclose(compiled.norms, plain.norms, rtol=1e-15, atol=0)
+    assert compiled.norms[5] == plain.norms[5] == 1e-12
+    (cosine, variants), (plain_cosine, plain_variants) = compiled.result(), plain.result()
+    np.testing.assert_allclose(cosine, plain_cosine, rtol=0, atol=1e-14)
+    assert variants is not None and plain_variants is not None
+    np.testing.assert_allclose(variants, plain_variants, rtol=0, atol=1e-14)
+    assert not np.array_equal(compiled.dots, np.zeros_like(compiled.dots))

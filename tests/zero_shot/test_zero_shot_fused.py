@@ -1,0 +1,138 @@
+"""Zero-shot inside the probe unit's pass (decision 0112) gives what its own pass gives, bit for bit,
+and shares what the fitted calibration shares with the shipped one (issue 29 item 9).
+
+The data: ``crs bench paper-scale``'s generator at a tiny scale (three tasks, a multilabel one with a
+shift target, corrupted conditions; ``enc01`` a vision-language model with imported prototypes)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from crs.bench.paper_scale import PaperScaleConfig, prepare
+from crs.cache.store import FeatureStore, store_path
+from crs.evaluate import zero_shot
+from crs.evaluate.units import ProbeUnit, probe_settings, probe_units
+from crs.evaluate.zero_shot import run_zero_shot_unit, same_rankings, unit_prototypes
+from crs.spec import load_spec
+
+TINY = PaperScaleConfig(encoders=2, scale=0.01, dim=48, max_corruptions=1, severities=(1, 5), n_boot=20,
+                        label_fractions=(0.1, 1.0), seeds=(0, 1), Cs=(0.1, 1.0))
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    work = tmp_path_factory.mktemp("fused")
+    prepare(TINY, work)
+    spec = load_spec(work / "spec.toml")
+    return {"work": work, "spec": spec}
+
+
+def _unit(spec, encoder: str, task: str) -> ProbeUnit:
+    return next(u for u in probe_units(spec) if u.encoder == encoder and u.task == task)
+
+
+def _standalone(spec, unit: ProbeUnit, output=None):
+    store = FeatureStore(store_path(spec.cache, unit.task))
+    return run_zero_shot_unit(unit, spec.cache, probe_settings(spec), unit_prototypes(spec, unit.encoder, unit.task, store),
+                              output)
+
+
+def test_a_monotone_map_keeps_the_ranking_and_a_merged_tie_does_not():
+    shipped = np.array([[0.1, 0.9], [0.4, 0.2], [0.4, 0.5]])
+    assert same_rankings(shipped, np.stack([shipped**2, 0.5 * shipped + 0.1])).all()
+    merged = shipped.copy()
+    merged[0, 0] = 0.4  # a saturated sigmoid: two rows now tie
+    split = shipped.copy()
+    split[2, 0] = 0.41  # a tie broken
+    assert not same_rankings(shipped, np.stack([merged, split])).any()
+
+
+def test_shared_rank_metrics_leave_every_record_as_it_was(tiny, monkeypatch):
+    """Multilabel: a fitted calibration whose columns rank as the shipped ones take the shipped AUROC
+    and its standard error; the records are those of scoring every calibration in full, bit for bit."""
+    spec = tiny["spec"]
+    unit = _unit(spec, "enc01", "chexpert")
+    calls: list[int] = []
+    original = zero_shot.same_rankings
+
+    def counted(shipped, others):
+        found = original(shipped, others)
+        calls.append(int(found.sum()))
+        return found
+
+    monkeypatch.setattr(zero_shot, "same_rankings", counted)
+    shared = _standalone(spec, unit)
+    assert sum(calls) > 0  # the sharing was used
+    monkeypatch.setattr(zero_shot, "same_rankings", lambda shipped, others: np.zeros(len(others), dtype=bool))
+    full = _standalone(spec, unit)
+    pd.testing.assert_frame_equal(shared.records, full.records, check_exact=True)
+    pd.testing.assert_frame_equal(shared.prompts, full.prompts, check_exact=True)
+
+
+def _frames(folder):
+    zero = folder / "zero_shot"
+    arrays = {path.name: dict(np.load(path)) for path in sorted((zero / "predictions").glob("*.npz"))}
+    return pd.read_parquet(zero / "records.parquet"), pd.read_parquet(zero / "prompts.parquet"), arrays
+
+
+def _same_arrays(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys() and a
+    for name in a:
+        assert a[name].keys() == b[name].keys(), name
+        for key in a[name]:
+            np.testing.assert_array_equal(a[name][key], b[name][key], err_msg=f"{name} {key}")
+
+
+def test_fused_zero_shot_is_its_own_pass_bit_for_bit_and_leaves_the_probes_alone(tiny):
+    """``probe_spec`` with zero-shot on runs it inside the VLM's probe units (decision 0112): the
+    zero_shot folder is what ``zero_shot_spec``'s own pass writes, the probes' records and predictions
+    are those of a run with zero-shot off, each VLM unit's zero-shot CPU is its own column of
+    ``probe_costs.csv``, and a rerun that reuses every unit gives the same zero-shot again."""
+    from dataclasses import replace
+
+    from crs.evaluate.stage import probe_spec
+    from crs.evaluate.zero_shot import zero_shot_spec
+
+    spec, work = tiny["spec"], tiny["work"]
+    fused, off, alone = (replace(spec, output=work / name) for name in ("fused", "off", "alone"))
+    probe_spec(fused, jobs=1, progress=False, zero_shot_encoders=["enc01"])
+    probe_spec(off, jobs=1, progress=False)
+    zero_shot_spec(alone, encoders=["enc01"])
+
+    records, prompts, arrays = _frames(fused.output)
+    alone_records, alone_prompts, alone_arrays = _frames(alone.output)
+    assert set(records["task"]) == {"isic2019", "aptos2019", "chexpert"} and set(records["encoder"]) == {"enc01"}
+    pd.testing.assert_frame_equal(records, alone_records, check_exact=True)
+    pd.testing.assert_frame_equal(prompts, alone_prompts, check_exact=True)
+    _same_arrays(arrays, alone_arrays)
+
+    pd.testing.assert_frame_equal(pd.read_parquet(fused.output / "records.parquet"),
+                                  pd.read_parquet(off.output / "records.parquet"), check_exact=True)
+    for path in sorted((off.output / "predictions").glob("*.npz")):
+        _same_arrays({path.name: dict(np.load(path))}, {path.name: dict(np.load(fused.output / "predictions" / path.name))})
+    costs = pd.read_csv(fused.output / "probe_costs.csv")
+    assert (costs.loc[costs["encoder"] == "enc01", "zero_shot_cpu_s"] > 0).all()
+    assert (costs.loc[costs["encoder"] == "enc00", "zero_shot_cpu_s"] == 0).all()
+    assert (pd.read_csv(off.output / "probe_costs.csv")["zero_shot_cpu_s"] == 0).all()
+
+    (fused.output / "zero_shot" / "records.parquet").unlink()
+    outcome = probe_spec(fused, jobs=1, progress=False, zero_shot_encoders=["enc01"])
+    assert outcome.units_fitted == 0  # every unit reused: the zero-shot in a pass of its own
+    again, again_prompts, again_arrays = _frames(fused.output)
+    pd.testing.assert_frame_equal(again, alone_records, check_exact=True)
+    _same_arrays(again_arrays, alone_arrays)
+
+
+def test_prototypes_are_made_before_any_probe_unit_runs(tiny):
+    """An encoder without prototypes is refused in one line before a probe is fitted: no records."""
+    from dataclasses import replace
+
+    from crs.evaluate.stage import probe_spec
+    from crs.evaluate.zero_shot import ZeroShotError
+
+    bad = replace(tiny["spec"], output=tiny["work"] / "bad")
+    with pytest.raises(ZeroShotError, match="enc00.*no imported prototypes"):
+        probe_spec(bad, jobs=1, progress=False, zero_shot_encoders=["enc00", "enc01"])
+    assert not (bad.output / "records.parquet").exists()
