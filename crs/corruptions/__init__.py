@@ -11,12 +11,12 @@ version are read without it by scoring, reports and the probe stage. ``apply``, 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from crs.corruptions.catalog import CorruptionError, corruption, suite
 from crs.corruptions.suites import Corruption
 from crs.corruptions.version import SUITE_VERSION
+from crs.lazy import lazy_exports
 from crs.spec import MODALITIES, SEVERITIES
 
 if TYPE_CHECKING:
@@ -45,14 +45,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """``apply`` and the other entry points that corrupt images: imported (with torch) on first access."""
-    if name not in _WITH_TORCH:  # a submodule (``from crs.corruptions import ops``) or a typo
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_WITH_TORCH[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _WITH_TORCH, __all__)

@@ -12,8 +12,7 @@ build networks (``create``, ``Encoder``, ...) load torch on first access, not on
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from crs.encoders import catalog, plugins  # noqa: F401  (they fill the registry on import)
 from crs.encoders.registry import (
@@ -26,6 +25,7 @@ from crs.encoders.registry import (
     register,
 )
 from crs.encoders.weights import RANDOM, RANDOM_SEED, WeightsNotFoundError
+from crs.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from crs.encoders.checkpoint import CheckpointError, LoadReport
@@ -50,14 +50,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """The torch-bearing names of ``__all__`` (``create``, ``Encoder``, ...): imported on first access."""
-    if name not in _WITH_TORCH:  # a submodule (``from crs.encoders import timm_``) or a typo
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_WITH_TORCH[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _WITH_TORCH, __all__)
