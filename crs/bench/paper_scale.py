@@ -18,7 +18,9 @@ class signal:
 Per stage: wall seconds, CPU seconds of the whole process tree (the stage process and its joblib
 workers: ``getrusage(RUSAGE_CHILDREN)`` after it ends, or the sum of psutil's per-process CPU
 times, whichever is larger), the peak RSS of the tree (the sum over the stage process and all its
-descendants, sampled every 0.1 s) and the largest single process's peak (``ru_maxrss``, exact).
+descendants, sampled every 0.1 s) and the largest single process's peak: the stage process's own
+``VmHWM`` (exact), and the workers' ``getrusage(RUSAGE_CHILDREN).ru_maxrss``, an upper bound, since a
+forked or spawned child inherits the high-water mark its parent had when it started.
 Per unit: what ``crs probe`` records in the run folder's ``probe_costs.csv``, when that file is
 there. The probe's 15-encoder figure is each unit's measured cost times 15 units per task (plus the
 stage's fixed part once), a measurement of per-unit cost times units, not a fit to smaller sizes. The
@@ -72,6 +74,7 @@ from crs.benchmark import Benchmark
 from crs.cache.imports import import_features, write_table_from_spec
 from crs.cache.store import FeatureStore, store_path
 from crs.data.subsample import corruption_rows
+from crs.evaluate.memory import own_peak_rss_bytes
 
 ISIC_CLASSES = ("MEL", "NV", "BCC", "AK", "BKL", "DF", "VASC", "SCC")
 CHEXPERT_LABELS = ("Atelectasis", "Cardiomegaly", "Consolidation", "Edema", "Pleural Effusion")
@@ -499,8 +502,8 @@ def run_stage(stage: str, spec: Path, jobs: int | str | None) -> dict[str, Any]:
         run_zero_shot_stage(stage, spec)
     elif stage != "startup":
         raise ValueError(f"unknown stage {stage!r}")
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    own = own_peak_rss_bytes()  # VmHWM: ru_maxrss would carry the bench process's high-water mark
+    workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # an upper bound (see module doc)
     return {"self_maxrss": own, "children_maxrss": workers, "import_s": import_s}
 
 
@@ -899,7 +902,7 @@ def _child(argv: Sequence[str]) -> int:
         config = config_from_json((work / "config.json").read_text())
         stats = prepare(config, work)
         (work / "prepare.json").write_text(json.dumps(stats))
-        peaks = {"self_maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+        peaks = {"self_maxrss": own_peak_rss_bytes()}
     else:
         peaks = run_stage(args.stage, args.spec, args.jobs)
     args.stage_report.write_text(json.dumps(peaks))

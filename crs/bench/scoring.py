@@ -60,6 +60,7 @@ from crs.axes.weighted import (
 )
 from crs.evaluate import artifacts
 from crs.evaluate.artifacts import RunFolder
+from crs.evaluate.memory import own_peak_rss_bytes
 from crs.evaluate.units import condition_metrics
 from crs.scoring.bootstrap import draw_seed_counts
 from crs.scoring.formula import crs_components
@@ -491,7 +492,7 @@ def _score_folder(root: str, n_boot: int, workers: int, queue) -> None:
         {
             "score_wall_s": wall,
             "score_cpu_s": (after.ru_utime - usage.ru_utime) + (after.ru_stime - usage.ru_stime),
-            "peak_rss_gib": after.ru_maxrss / 2**20,
+            "peak_rss_gib": own_peak_rss_bytes() / 2**30,  # not ru_maxrss: that inherits the parent's
             "leading_tier": tuple(result.bootstrap.leading_tier),
             "n_reversed": result.reversals.n_reversed,
             "n_robust": 0 if found is None else found.n_robust,

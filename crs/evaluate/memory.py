@@ -173,6 +173,23 @@ def _status_kib(field: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def own_peak_rss_bytes() -> int:
+    """This process's peak resident memory since it started its program, in bytes.
+
+    ``getrusage(RUSAGE_SELF).ru_maxrss`` is not that on Linux: a child started by fork and exec
+    (``multiprocessing``'s spawn, ``subprocess``) inherits its parent's high-water mark across the
+    exec, so a small child of a 3 GiB parent reports 3 GiB. The kernel's ``VmHWM`` belongs to the
+    address space the exec made, so it counts this program alone; ``ru_maxrss`` is the fallback
+    where ``/proc`` is absent (an upper bound there).
+    """
+    kib = _status_kib("VmHWM")
+    if kib is not None:
+        return 1024 * kib
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 class PeakRSS:
     """Peak resident memory of this process while the block runs, in bytes (``.peak``).
 

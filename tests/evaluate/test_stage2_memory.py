@@ -52,6 +52,29 @@ def test_peak_meter_sees_an_allocation_that_was_freed():
     assert meter.peak - before >= 30 * 2**20 or meter.exact
 
 
+def _child_peak(queue) -> None:
+    queue.put(memory.own_peak_rss_bytes())
+
+
+@pytest.mark.skipif(memory._status_kib("VmHWM") is None, reason="needs /proc (Linux)")
+def test_a_spawned_child_reports_its_own_peak_not_its_parents():
+    """ru_maxrss carries the parent's high-water mark across exec (the CI failure of stop 37: a small
+    scoring child of the 3 GiB test process reported 3 GiB); the child's own peak must not."""
+    import multiprocessing
+    import resource
+
+    ballast = np.ones(2**30 // 8)  # 1 GiB resident in this process
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    child = context.Process(target=_child_peak, args=(queue,))
+    child.start()
+    peak = queue.get(timeout=120)
+    child.join()
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 > 2**30  # the ballast is resident
+    assert 0 < peak < 0.5 * 2**30, peak
+    del ballast
+
+
 def test_auto_jobs_logs_its_choice(tiny_run, caplog):
     spec, _, _, _ = tiny_run
     units = [ProbeUnit(encoder, "derm") for encoder in spec.encoder_names]
