@@ -59,12 +59,12 @@ import pandas as pd
 import psutil
 
 from crs.bench.paper_scale_zero_shot import (
-    MEASURED_STAGES,
     ZERO_SHOT_STAGES,
     fused_stages,
     import_simulated,
     is_vlm,
     run_probe_stage,
+    run_score_stage,
     run_zero_shot_stage,
     simulated_prototypes,
     summary_line,
@@ -494,8 +494,8 @@ def run_stage(stage: str, spec: Path, jobs: int | str | None) -> dict[str, Any]:
     bench = Benchmark(spec)
     if stage == "probe":  # with the VLMs' zero-shot inside their units (decision 0112)
         run_probe_stage(bench, jobs)
-    elif stage == "score":
-        bench.score()
+    elif stage == "score":  # with zero-shot's score after the probes', where the probe stage made its records
+        run_score_stage(bench)
     elif stage == "report":
         bench.report()
     elif stage in ZERO_SHOT_STAGES:
@@ -723,7 +723,7 @@ def run(config: PaperScaleConfig, json_out: bool = False, echo=print) -> PaperSc
             startup = measure_stage("startup", spec, None)
         stages = []
         with_zero_shot = config.zero_shot and any(is_vlm(k) for k in range(config.encoders))
-        for stage in ("probe", "score", "report", *(MEASURED_STAGES if with_zero_shot else ())):
+        for stage in ("probe", "score", "report"):  # zero-shot runs inside probe and score (fused_stages)
             cost = (measure_in_process(stage, spec, config.jobs) if config.in_process
                     else measure_stage(stage, spec, config.jobs))
             stages.append(cost)
@@ -734,7 +734,7 @@ def run(config: PaperScaleConfig, json_out: bool = False, echo=print) -> PaperSc
         stages_15: list[StageCost] = []
         if config.measures_fifteen() and all(s.returncode == 0 for s in stages):
             stages_15 = measure_fifteen(config, spec, echo if not json_out else None)
-        if with_zero_shot:  # the zero-shot that ran inside the probe stage, split out of it
+        if with_zero_shot:  # the zero-shot that ran inside the probe and score stages, split out of them
             stages = fused_stages(stages, work / "out")
         jobs = str(Benchmark(spec).spec.probe.jobs if config.jobs is None else config.jobs)
         units = per_unit(work / "out")
@@ -742,7 +742,9 @@ def run(config: PaperScaleConfig, json_out: bool = False, echo=print) -> PaperSc
         result = PaperScaleResult(
             dataclasses.asdict(config), sizes, prepared, startup, tuple(stages), units,
             fifteen_encoders(probe_stages, startup, config.encoders, units, stages_15), jobs,
-            zero_shot_summary(stages, config.encoders, work / "out", startup, fused=True) if with_zero_shot else {},
+            zero_shot_summary(stages, config.encoders, work / "out", startup, fused=True,
+                              score_15=next((s for s in stages_15 if s.stage == "score"), None))
+            if with_zero_shot else {},
             tuple(stages_15),
         )
     finally:

@@ -11,12 +11,16 @@ Multilabel findings get CheXzero's positive/negative pair (softmax family, CLIP'
 Measured as a user runs it (decision 0112). The ``probe`` stage runs with zero-shot on for the VLMs
 (:func:`run_probe_stage`): each VLM unit's zero-shot inside its probe unit's pass, in the unit's own
 ``zero_shot`` clock phase (``probe_costs.csv``'s ``zero_shot_cpu_s``), the prototypes read before the
-units (timed, ``zero_shot/prototypes.json``). :func:`fused_stages` then reports the ``zero_shot``
-stage as those phases plus the prototypes, and the ``probe`` stage NET of them, so the probe figures
-(issue 33) stay what they were without zero-shot. ``zero_shot_score`` (its leaderboard, intervals
-and crossover, :func:`crs.scoring.zero_shot.score_zero_shot`) runs in a process of its own as before.
-``--stage zero_shot`` still runs the standalone pass (:func:`crs.evaluate.zero_shot.zero_shot_spec`),
-for comparisons. The spec keeps ``zero_shot = false``, so the score stage is what it was.
+units (timed, ``zero_shot/prototypes.json``). The ``score`` stage, like ``crs score`` with zero-shot
+on, scores the probes and then zero-shot's leaderboard, intervals and crossover
+(:func:`crs.scoring.zero_shot.score_zero_shot`) in the same process (:func:`run_score_stage`, timed,
+``zero_shot/score_cost.json``): its imports are the probe score's, paid once, as in a user's run. A
+process of its own paid them again (scipy.stats, numba's cache: about 1 s per run), and the share
+multiplied that by 7 VLMs. :func:`fused_stages` then reports the ``zero_shot`` and
+``zero_shot_score`` stages from those timings, and the ``probe`` and ``score`` stages NET of them,
+so the probe figures (issue 33) stay what they were without zero-shot. ``--stage zero_shot`` and
+``--stage zero_shot_score`` still run each alone in a process of its own, for comparisons. The
+spec keeps ``zero_shot = false``, so ``Benchmark.score`` itself is what it was.
 """
 
 from __future__ import annotations
@@ -31,9 +35,9 @@ import numpy as np
 import pandas as pd
 
 ZERO_SHOT_STAGES = ("zero_shot", "zero_shot_score")
-MEASURED_STAGES = ("zero_shot_score",)  # run as processes of their own; ``zero_shot`` is part of ``probe``
 UNIT_COSTS = "zero_shot/unit_costs.csv"  # the standalone stage's per-unit CPU and wall seconds
 PROTOTYPES_COST = "zero_shot/prototypes.json"  # CPU seconds the probe stage spent on the prototypes
+SCORE_COST = "zero_shot/score_cost.json"  # CPU and wall seconds of the zero-shot score inside the score stage
 PAPER_VLMS = 7  # of the paper's fifteen encoders
 SCALE = 100.0  # CLIP's clamped logit scale
 PROMPT_NOISE = 0.6  # weight of the random direction mixed into each prototype
@@ -100,28 +104,64 @@ def run_probe_stage(bench: Any, jobs: int | str | None) -> None:
     (Path(spec.output) / PROTOTYPES_COST).write_text(json.dumps({"cpu_s": prototypes_s}))
 
 
+def run_score_stage(bench: Any) -> None:
+    """The score as a user with ``[score] zero_shot = true`` runs it (``Benchmark.score``): the probes'
+    score, then in the same process, when the run folder has zero-shot records, zero-shot's score,
+    timed (``zero_shot/score_cost.json``: CPU seconds of the process, all threads, and wall)."""
+    bench.score()
+    spec = bench.spec
+    if not (Path(spec.output) / "zero_shot" / "records.parquet").exists():
+        return
+    cpu, wall = time.process_time(), time.perf_counter()
+    _score_zero_shot(bench)
+    cost = {"cpu_s": time.process_time() - cpu, "wall_s": time.perf_counter() - wall}
+    (Path(spec.output) / SCORE_COST).write_text(json.dumps(cost))
+
+
+def _score_zero_shot(bench: Any) -> None:
+    from crs.scoring.settings import ScoreSettings
+    from crs.scoring.zero_shot import score_zero_shot, write_zero_shot_score
+
+    folder, spec = bench.folder, bench.spec
+
+    def probe_predictions(encoder: str, task: str):
+        # only the clean arrays are read (the crossover), not every condition of the file
+        return folder.read_predictions_on_demand(encoder, task) if folder.has_predictions(encoder, task) else None
+
+    settings = ScoreSettings.from_config(spec.score)
+    write_zero_shot_score(spec.output, score_zero_shot(spec.output, settings, bench.records(), probe_predictions))
+
+
 def fused_stages(stages: list[Any], folder: Path) -> list[Any]:
-    """``stages`` with the zero-shot that ran inside the probe stage split out: a ``zero_shot`` stage of
-    the units' ``zero_shot_cpu_s`` plus the prototypes (no process start-up or imports of its own:
-    ``import_s`` 0; wall = CPU, one thread per unit), and the ``probe`` stage net of it (CPU minus
-    that, wall minus it shared by the workers). Placed before ``zero_shot_score``."""
-    path = Path(folder) / "probe_costs.csv"
-    probe = next((s for s in stages if s.stage == "probe"), None)
-    if probe is None or not path.exists():
-        return stages
-    costs = pd.read_csv(path)
-    if "zero_shot_cpu_s" not in costs or not (costs["zero_shot_cpu_s"] > 0).any():
-        return stages
-    prototypes_path = Path(folder) / PROTOTYPES_COST
-    prototypes_s = float(json.loads(prototypes_path.read_text())["cpu_s"]) if prototypes_path.exists() else 0.0
-    units_s = float(costs["zero_shot_cpu_s"].sum())
-    workers = max(int(costs["worker_pid"].nunique()) if "worker_pid" in costs else 1, 1)
-    zero = units_s + prototypes_s
-    net = replace(probe, cpu_s=probe.cpu_s - zero, wall_s=probe.wall_s - units_s / workers - prototypes_s)
-    fused = replace(probe, stage="zero_shot", cpu_s=zero, wall_s=units_s / workers + prototypes_s, import_s=0.0)
-    out = [net if s is probe else s for s in stages]
-    at = next((k for k, s in enumerate(out) if s.stage == "zero_shot_score"), len(out))
-    return out[:at] + [fused] + out[at:]
+    """``stages`` with the zero-shot that ran inside the probe and score stages split out.
+
+    ``zero_shot``: the units' ``zero_shot_cpu_s`` plus the prototypes (wall: the units' shared by the
+    workers, one thread each); the ``probe`` stage keeps the rest. ``zero_shot_score``: the timing
+    :func:`run_score_stage` wrote; the ``score`` stage keeps the rest. Neither zero-shot stage has a
+    process start-up or imports of its own (``import_s`` 0). They follow the probes' stages."""
+    folder = Path(folder)
+    out = list(stages)
+    path = folder / "probe_costs.csv"
+    probe = next((s for s in out if s.stage == "probe"), None)
+    costs = pd.read_csv(path) if probe is not None and path.exists() else None
+    if probe is not None and costs is not None and "zero_shot_cpu_s" in costs and (costs["zero_shot_cpu_s"] > 0).any():
+        prototypes_path = folder / PROTOTYPES_COST
+        prototypes_s = float(json.loads(prototypes_path.read_text())["cpu_s"]) if prototypes_path.exists() else 0.0
+        units_s = float(costs["zero_shot_cpu_s"].sum())
+        workers = max(int(costs["worker_pid"].nunique()) if "worker_pid" in costs else 1, 1)
+        zero = units_s + prototypes_s
+        net = replace(probe, cpu_s=probe.cpu_s - zero, wall_s=probe.wall_s - units_s / workers - prototypes_s)
+        fused = replace(probe, stage="zero_shot", cpu_s=zero, wall_s=units_s / workers + prototypes_s, import_s=0.0)
+        out = [net if s is probe else s for s in out] + [fused]
+    score = next((s for s in out if s.stage == "score"), None)
+    score_path = folder / SCORE_COST
+    if score is not None and score_path.exists():
+        cost = json.loads(score_path.read_text())
+        net = replace(score, cpu_s=score.cpu_s - cost["cpu_s"], wall_s=score.wall_s - cost["wall_s"])
+        fused = replace(score, stage="zero_shot_score", cpu_s=float(cost["cpu_s"]), wall_s=float(cost["wall_s"]),
+                        import_s=0.0)
+        out = [net if s is score else s for s in out] + [fused]
+    return out
 
 
 def run_zero_shot_stage(stage: str, spec_path: Path) -> None:
@@ -137,17 +177,7 @@ def run_zero_shot_stage(stage: str, spec_path: Path) -> None:
         zero_shot_spec(spec, encoders=vlm_names(list(spec.encoder_names)), costs=costs)
         pd.DataFrame(costs).to_csv(Path(spec.output) / UNIT_COSTS, index=False)
     elif stage == "zero_shot_score":
-        from crs.scoring.settings import ScoreSettings
-        from crs.scoring.zero_shot import score_zero_shot, write_zero_shot_score
-
-        folder = bench.folder
-
-        def probe_predictions(encoder: str, task: str):
-            # only the clean arrays are read (the crossover), not every condition of the file
-            return folder.read_predictions_on_demand(encoder, task) if folder.has_predictions(encoder, task) else None
-
-        settings = ScoreSettings.from_config(spec.score)
-        write_zero_shot_score(spec.output, score_zero_shot(spec.output, settings, bench.records(), probe_predictions))
+        _score_zero_shot(bench)
     else:
         raise ValueError(f"unknown zero-shot stage {stage!r}")
 
@@ -179,7 +209,8 @@ def unit_ratio(folder: Path) -> dict[str, float]:
 
 
 def zero_shot_summary(stages: list[Any], encoders: int, folder: Path | None = None,
-                      startup: Any | None = None, fused: bool = False) -> dict[str, float]:
+                      startup: Any | None = None, fused: bool = False,
+                      score_15: Any | None = None) -> dict[str, float]:
     """CPU and wall seconds of the zero-shot stages and their share of stage 2 plus the score:
     zero-shot / (probe + score), and per part zero_shot / probe, zero_shot_score / score. The
     paper-size share puts 7 VLMs beside 15 encoders: each side's per-encoder cost times its count.
@@ -187,10 +218,12 @@ def zero_shot_summary(stages: list[Any], encoders: int, folder: Path | None = No
     :func:`unit_ratio` (from ``folder``) compares the units alone.
 
     ``ratio_paper_cpu_s`` / ``ratio_paper_net_cpu_s``: zero-shot's added CPU / (probe + score) at 7
-    VLMs of 15. ``fused``: zero-shot's units were measured inside the probe stage (:func:`fused_stages`:
-    the ``zero_shot`` stage is the units' zero-shot phases plus the prototypes, the ``probe`` stage is
-    net of them); otherwise ``zero_shot`` is the standalone stage's process. ``zero_shot_score`` is a
-    process of its own.
+    VLMs of 15. ``fused``: zero-shot was measured inside the probe and score stages
+    (:func:`fused_stages`: the ``zero_shot`` stage is the units' zero-shot phases plus the prototypes,
+    ``zero_shot_score`` the zero-shot part of the score process, and the ``probe`` and ``score``
+    stages are net of them); otherwise each is a standalone stage's process. ``score_15``: the score
+    stage measured on 15 encoders (decision 0114); the denominator then takes its CPU seconds as
+    measured instead of scaling the 2-encoder score's.
 
     ``startup`` (the bench's bare start-up stage) adds ``ratio_paper_net_cpu_s``: the same share with
     fixed costs counted as a run pays them. In a run, zero-shot works inside the probe and score
@@ -221,8 +254,9 @@ def zero_shot_summary(stages: list[Any], encoders: int, folder: Path | None = No
             return start + fixed + max(float(stage.cpu_s) - base - fixed, 0.0) / per * count
 
         zero = (paper("zero_shot", PAPER_VLMS, n_vlm, 0.0, own_process=not fused)
-                + paper("zero_shot_score", PAPER_VLMS, n_vlm, 0.0))
-        probes = paper("probe", 15, encoders, base) + paper("score", 15, encoders, base)
+                + paper("zero_shot_score", PAPER_VLMS, n_vlm, 0.0, own_process=not fused))
+        scored = float(score_15.cpu_s) if score_15 is not None else paper("score", 15, encoders, base)
+        probes = paper("probe", 15, encoders, base) + scored
         out["zero_shot_paper_net_cpu_s"], out["probe_score_paper_cpu_s"] = zero, probes
         out["ratio_paper_net_cpu_s"] = zero / probes
     return out

@@ -169,31 +169,40 @@ def test_zero_shot_share_counts_start_up_as_a_run_pays_it():
     assert summary["probe_score_paper_cpu_s"] == pytest.approx(379.0)
     assert summary["ratio_paper_net_cpu_s"] == pytest.approx(12 / 379)
     assert "ratio_paper_net_cpu_s" not in zero_shot_summary(stages, 2, None)  # no start-up measured: as run only
-    # fused (decision 0112): the zero_shot stage is the units' zero-shot phases inside the probe stage, with
-    # no start-up or imports of its own, so all of it scales: 4 x 7 + 4 = 32 s against the same 379 s
+    # fused (decisions 0112, 0117): both zero-shot stages were measured inside the probe and score
+    # processes, with no start-up or imports of their own, so all of them scales: (4 + 3) x 7 = 49 s
     fused = zero_shot_summary(stages, 2, None, StageCost("startup", 3.0, 2.0, 0, 0, 0), fused=True)
-    assert fused["zero_shot_paper_net_cpu_s"] == pytest.approx(32.0)
-    assert fused["ratio_paper_net_cpu_s"] == pytest.approx(32 / 379)
+    assert fused["zero_shot_paper_net_cpu_s"] == pytest.approx(49.0)
+    assert fused["ratio_paper_net_cpu_s"] == pytest.approx(49 / 379)
+    # the score measured at 15 encoders (60 CPU s) replaces the scaled 77 s: 302 + 60 = 362 s
+    measured = zero_shot_summary(stages, 2, None, StageCost("startup", 3.0, 2.0, 0, 0, 0), fused=True,
+                                 score_15=StageCost("score", 40.0, 60.0, 0, 0, 0))
+    assert measured["probe_score_paper_cpu_s"] == pytest.approx(362.0)
+    assert measured["ratio_paper_net_cpu_s"] == pytest.approx(49 / 362)
 
 
-def test_fused_zero_shot_is_split_out_of_the_probe_stage(tmp_path):
+def test_fused_zero_shot_is_split_out_of_the_probe_and_score_stages(tmp_path):
     """The probe stage ran the VLM's zero-shot inside its units: 1.5 + 2.5 s of zero-shot phases and 0.5 s
     of prototypes come out as the zero_shot stage (4.5 s), the probe stage keeps 42 - 4.5 = 37.5 s CPU and
-    50 - 4 - 0.5 = 45.5 s wall (one worker); per unit the probes' figures are net of it too."""
+    50 - 4 - 0.5 = 45.5 s wall (one worker); per unit the probes' figures are net of it too. The score
+    stage ran zero-shot's score after the probes' (3 s CPU, 2.5 s wall): it keeps 9 s CPU, 11.5 s wall."""
     from crs.bench.paper_scale import StageCost, per_unit
-    from crs.bench.paper_scale_zero_shot import PROTOTYPES_COST, fused_stages, unit_ratio
+    from crs.bench.paper_scale_zero_shot import PROTOTYPES_COST, SCORE_COST, fused_stages, unit_ratio
 
     (tmp_path / "probe_costs.csv").write_text(
         "encoder,task,wall_s,cpu_s,worker_pid,zero_shot_cpu_s\nenc00,isic2019,10,9,7,0\nenc01,isic2019,14,12,7,1.5\n"
         "enc01,chexpert,20,18,7,2.5\n")
     (tmp_path / "zero_shot").mkdir()
     (tmp_path / PROTOTYPES_COST).write_text('{"cpu_s": 0.5}')
-    stages = [StageCost("probe", 50.0, 42.0, 9, 9, 0), StageCost("score", 14.0, 12.0, 0, 0, 0),
-              StageCost("zero_shot_score", 4.0, 3.0, 0, 0, 0)]
+    (tmp_path / SCORE_COST).write_text('{"cpu_s": 3.0, "wall_s": 2.5}')
+    stages = [StageCost("probe", 50.0, 42.0, 9, 9, 0), StageCost("score", 14.0, 12.0, 0, 0, 0, import_s=0.5)]
     split = fused_stages(stages, tmp_path)
     assert [s.stage for s in split] == ["probe", "score", "zero_shot", "zero_shot_score"]
     assert split[0].cpu_s == pytest.approx(37.5) and split[0].wall_s == pytest.approx(45.5)
+    assert split[1].cpu_s == pytest.approx(9.0) and split[1].wall_s == pytest.approx(11.5)
+    assert split[1].import_s == 0.5  # the probe score keeps the imports it paid
     assert split[2].cpu_s == pytest.approx(4.5) and split[2].import_s == 0.0
+    assert split[3].cpu_s == pytest.approx(3.0) and split[3].wall_s == pytest.approx(2.5) and split[3].import_s == 0.0
     rows = {row["task"]: row for row in per_unit(tmp_path)}
     assert rows["isic2019"]["mean_cpu_s"] == pytest.approx((9 + 10.5) / 2)
     ratio = unit_ratio(tmp_path)
