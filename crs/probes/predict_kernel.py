@@ -96,11 +96,11 @@ def _widened_logits_python(bits, table, origin, weights_t, out, columns_t, dots,
     x = np.zeros(D)
     for i in range(n):
         row = bits[i]
-        s = 0.0
         for d in range(D):
-            v = table[row[d]]
-            x[d] = v
-            s += v * v
+            x[d] = table[row[d]]
+        s = 0.0
+        for d in range(D):  # its own loop: summed in the gather's loop, the sum was one serial chain
+            s += x[d] * x[d]
         squares[i] = s
         for j in range(M):
             w = columns_t[j]
