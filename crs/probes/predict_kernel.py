@@ -17,7 +17,12 @@ relative, tested). A version summing in a written-out order (four lanes, compile
 reassociation) was not vectorised by the compiler and was slower than the numpy path; decision
 0111 has the measurements.
 
-numba is optional (the ``fast`` extra); ``CRS_NO_NUMBA=1`` turns this kernel off with the others.
+:func:`widened_logits` widens each row once for the probes' logits AND zero-shot's dot products
+and sums of squares (decision 0116): the unit's zero-shot columns ride along in the probes' call;
+its logits are :func:`centered_logits`' bit for bit. Zero-shot's own pass calls it with no logits
+(:func:`dots_and_squares_half`), so both passes share one compiled arithmetic.
+
+numba is optional (the ``fast`` extra); ``CRS_NO_NUMBA=1`` turns these kernels off with the others.
 """
 
 from __future__ import annotations
