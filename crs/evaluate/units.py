@@ -19,11 +19,11 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -39,7 +39,7 @@ from crs.corruptions.variants import resolve_variants
 from crs.data.base import VALIDATION_STREAM, nested_label_fractions
 from crs.evaluate import artifacts
 from crs.evaluate.memory import READ_ROWS, PeakRSS, UnitSize
-from crs.probes import ProbeSet, distinct_probes, fit_probes
+from crs.probes import ProbeSet, distinct_probes, fit_probes, predict_kernel
 from crs.probes.base import LinearProbeSet, PredictedScores, as_float
 from crs.probes.metrics import METRICS, evaluation_metrics
 from crs.spec import Spec
@@ -432,16 +432,35 @@ row's logits are the same bit for bit (a row's product does not depend on the ro
 ``tests/evaluate/test_stage2_memory.py`` checks it)."""
 
 
+class RidingColumns(Protocol):
+    """What :func:`predict_condition` feeds besides the probes (the unit's zero-shot,
+    :class:`crs.evaluate.zero_shot.ZeroShotPass`; decisions 0112, 0116): each block's rows, or, when
+    the probes' kernel widens them anyway, the rows' dot products with :attr:`columns_t` and sums of
+    squares taken from the same widening."""
+
+    columns_t: np.ndarray  # (M, D) float64, C order: the current condition's columns
+
+    def add_block(self, start: int, rows: np.ndarray) -> None: ...
+
+    def add_dots(self, start: int, dots: np.ndarray, squares: np.ndarray) -> None: ...
+
+
 def predict_condition(
     probe_set: ProbeSet, condition: Condition, n_outputs: int, clock: _Clock,
     blocks: Iterator[tuple[int, np.ndarray]] | None = None, ordinal: bool = False,
-    on_block: Callable[[int, np.ndarray], None] | None = None,
+    riding: RidingColumns | None = None,
 ) -> PredictedScores:
     """Probabilities (P, N, K) float64 and rank keys of every probe of ``probe_set`` on one condition
     (:class:`crs.probes.base.PredictedScores`), predicted block by block as the rows arrive (from
     ``blocks``, a :class:`ConditionReader`'s, or read here). Probe sets without float64 rank keys
-    (k-NN, ridge's one-vs-rest link) give their probabilities and no keys. ``on_block`` (the unit's
-    zero-shot, decision 0112) sees each (start, rows) block too, in the clock's ``zero_shot`` phase."""
+    (k-NN, ridge's one-vs-rest link) give their probabilities and no keys.
+
+    ``riding`` (the unit's zero-shot, decision 0112) sees each block too. When the probes' logits go
+    through the compiled float16 kernel (keyed probes, float16 rows, numba), its columns ride along in
+    that kernel's call per :data:`PREDICT_ROWS` piece, from the one widening of each row (decision
+    0116), and their dot products and sums of squares reach it through ``add_dots``; otherwise it gets
+    the block through ``add_block``. Its own work is the clock's ``zero_shot`` phase; the shared
+    kernel call is ``predict``'s."""
     N, P = len(condition.labels), probe_set.n_subsets
     keyed = isinstance(probe_set, LinearProbeSet) and probe_set.link in ("softmax", "sigmoid")
     probs = np.empty((P, N, n_outputs))
@@ -456,22 +475,30 @@ def predict_condition(
             return PredictedScores(probs, ovr, exceed)  # type: ignore[arg-type]
         start, rows = item
         stop = start + len(rows)
-        if on_block is not None:
+        fast = keyed and rows.dtype == np.float16 and predict_kernel.available()
+        along = riding if fast else None  # its columns ride along in the probes' kernel call
+        if riding is not None and along is None:
             with clock.phase("zero_shot"):
-                on_block(start, rows)
+                riding.add_block(start, rows)
         with clock.phase("predict"):
             if keyed:
                 if reference is None and len(rows):
                     reference = rows[0].astype(np.float64)
+                if along is not None:
+                    dots, squares = np.empty((len(rows), len(along.columns_t))), np.empty(len(rows))
                 for lo in range(0, len(rows), PREDICT_ROWS):
                     piece = rows[lo : lo + PREDICT_ROWS]
                     at = slice(start + lo, start + lo + len(piece))
-                    scores = probe_set.predict_scores(piece, ordinal, reference)  # type: ignore[attr-defined]
+                    cosines = None if along is None else (along.columns_t, dots[lo : lo + len(piece)], squares[lo : lo + len(piece)])
+                    scores = probe_set.predict_scores(piece, ordinal, reference, cosines)  # type: ignore[attr-defined]
                     probs[:, at], ovr[:, at] = scores.probs, scores.ovr_keys  # type: ignore[index]
                     if exceed is not None:
                         exceed[:, at] = scores.exceed_keys
             else:
                 probs[:, start:stop] = probe_set.predict_proba(rows)
+        if along is not None:
+            with clock.phase("zero_shot"):
+                along.add_dots(start, dots, squares)
 
 
 def probe_metrics(
@@ -598,7 +625,7 @@ def _run_unit(
                         fused.start(condition)
                 distinct_scores = predict_condition(
                     probe_set.select(distinct), condition, table.task.n_outputs, clock, reader.blocks(),
-                    ordinal=kind == "ordinal", on_block=None if fused is None else fused.add_block,
+                    ordinal=kind == "ordinal", riding=fused,
                 )
                 if fused is not None:
                     with clock.phase("zero_shot"):

@@ -242,6 +242,14 @@ class ConditionSimilarities:
         self.dots[start:stop] = x @ self.stacked
         self.norms[start:stop] = row_norms(x)
 
+    def add_dots(self, start: int, dots: np.ndarray, squares: np.ndarray) -> None:
+        """The rows ``start`` .. ``start + len(dots)`` from their dot products with :attr:`columns_t`
+        (n, M) and sums of squares (n,), computed elsewhere by the compiled kernel (the probes' pass,
+        decision 0116): what :meth:`add` stores for float16 rows."""
+        stop = start + len(dots)
+        self.dots[start:stop] = dots
+        np.maximum(np.sqrt(squares), 1e-12, out=self.norms[start:stop])
+
     def result(self) -> tuple[np.ndarray, np.ndarray | None]:
         """(N, K) cosines (positive minus negative for a pair) and, with variants, (V, N, K)."""
         dots, norms, k, n_rows = self.dots, self.norms, self.k, self.n_rows
@@ -456,19 +464,44 @@ class ZeroShotPass:
         self.prompt_rows: list[dict] = []
         self.condition: Condition | None = None
         self.corrupt_rows: int | None = None  # rows of the first corrupted condition
+        self.columns_t = np.empty((0, 0))  # the current condition's prototype columns, every set's (M, D)
+        self.column_ends = np.zeros(0, dtype=np.int64)  # where each set's columns end in them
 
     def start(self, condition: Condition) -> None:
-        """Begin ``condition``: its blocks follow through :meth:`add_block`."""
+        """Begin ``condition``: its blocks follow through :meth:`add_block` (or their dot products
+        with :attr:`columns_t` through :meth:`add_dots`)."""
         self.condition = condition
         for state in self.sets:
             with_variants = condition.condition == "clean" and state.prototypes.variants_positive is not None
             state.similarities = ConditionSimilarities(state.prototypes, len(condition.labels), with_variants)
+        # every prototype set's columns side by side (M, D): one kernel call per block widens its rows once
+        sides = [state.similarities.columns_t for state in self.sets if state.similarities is not None]
+        self.columns_t = np.ascontiguousarray(np.concatenate(sides))
+        self.column_ends = np.cumsum([len(side) for side in sides])
 
     def add_block(self, start: int, rows: np.ndarray) -> None:
-        """The current condition's rows ``start`` .. ``start + len(rows)``, in the stored dtype."""
+        """The current condition's rows ``start`` .. ``start + len(rows)``, in the stored dtype.
+        float16 rows go through the compiled kernel once for every prototype set's columns
+        (:func:`crs.probes.predict_kernel.dots_and_squares_half`, the arithmetic of the probes' pass
+        when the cosines ride along with its logits, decision 0116); others through numpy per set."""
+        if rows.dtype == np.float16 and len(rows) and predict_kernel.available():
+            dots, squares = np.empty((len(rows), len(self.columns_t))), np.empty(len(rows))
+            predict_kernel.dots_and_squares_half(rows, self.columns_t, dots, squares)
+            self.add_dots(start, dots, squares)
+            return
         for state in self.sets:
             assert state.similarities is not None
             state.similarities.add(start, rows)
+
+    def add_dots(self, start: int, dots: np.ndarray, squares: np.ndarray) -> None:
+        """The current condition's rows ``start`` .. ``start + len(dots)`` from their dot products
+        with :attr:`columns_t` (n, M) and sums of squares (n,), float64, computed by the compiled
+        kernel (here, or in the probes' prediction of the same rows: decision 0116)."""
+        lo = 0
+        for state, hi in zip(self.sets, self.column_ends, strict=True):
+            assert state.similarities is not None
+            state.similarities.add_dots(start, dots[:, lo:hi], squares)
+            lo = int(hi)
 
     def finish_condition(self) -> None:
         """Probabilities, metrics (batched with the next conditions that share the cases) and

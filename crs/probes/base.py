@@ -110,20 +110,30 @@ class LinearProbeSet(ProbeSet):
     weights: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0)))
     bias: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
 
-    def predict_scores(self, X: np.ndarray, ordinal: bool = False, reference: np.ndarray | None = None) -> PredictedScores:
+    def predict_scores(self, X: np.ndarray, ordinal: bool = False, reference: np.ndarray | None = None,
+                       cosines: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> PredictedScores:
         """Probabilities and rank keys of every probe on ``X`` from float64 logits (see
         :class:`PredictedScores`): what stage 2 evaluates, the same to ~1e-15 on every machine.
 
         ``reference`` (D,): a row the decision values are taken relative to (default: the training
         center). Stage 2 passes a condition's first row, so that on a condition whose rows all sit
         far from the center in one direction (a strong corruption) the keys hold the rows'
-        differences, computed exactly, instead of a large shared value plus last-bit noise."""
+        differences, computed exactly, instead of a large shared value plus last-bit noise.
+
+        ``cosines`` (``columns_t`` (M, D), ``dots`` (N, M), ``squares`` (N,), float64, C order; only
+        for float16 ``X`` with :func:`crs.probes.predict_kernel.available`): zero-shot's dot products
+        and sums of squares of the same rows, written into ``dots`` and ``squares`` from the widening
+        the logits use (decision 0116); the logits are the same bit for bit as without."""
         X = check_features(X, "X", dim=self.weights.shape[1], finite=False)
         n_subsets, dim, k = self.weights.shape
         origin = self.center if reference is None else np.asarray(reference, dtype=np.float64)
         stacked = self.weights.transpose(1, 0, 2).reshape(dim, n_subsets * k)
         with np.errstate(invalid="ignore", over="ignore"):
-            if X.dtype == np.float16 and predict_kernel.available():  # the cache's rows, read as their bits
+            if cosines is not None:  # one widening of each row for the logits and zero-shot's cosines
+                if X.dtype != np.float16 or not predict_kernel.available():
+                    raise ProbeError("cosines ride along only with float16 rows and the compiled kernel")
+                decision = predict_kernel.widened_logits_half(X, origin, stacked, *cosines)
+            elif X.dtype == np.float16 and predict_kernel.available():  # the cache's rows, read as their bits
                 decision = predict_kernel.centered_logits_half(X, origin, stacked)
             else:
                 centered = as_float(X, np.float64)

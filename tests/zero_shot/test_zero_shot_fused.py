@@ -136,3 +136,55 @@ def test_prototypes_are_made_before_any_probe_unit_runs(tiny):
     with pytest.raises(ZeroShotError, match="enc00.*no imported prototypes"):
         probe_spec(bad, jobs=1, progress=False, zero_shot_encoders=["enc00", "enc01"])
     assert not (bad.output / "records.parquet").exists()
+
+
+@pytest.mark.parametrize("numba_off", [False, True])
+def test_the_cosines_ride_along_in_the_probes_kernel_and_match_zero_shots_own_pass(tiny, monkeypatch, numba_off):
+    """With the compiled kernel, the probe unit's float16 rows are widened once for the probes' logits
+    and zero-shot's cosines (decision 0116: ``add_dots``, never ``add_block``); without it
+    (``CRS_NO_NUMBA=1``) zero-shot gets the blocks. Either way the unit's zero-shot records, prompt
+    AUROCs and predictions are its own pass's bit for bit, and the probes' records those of a unit
+    without zero-shot."""
+    from crs.axes import weighted_kernel
+    from crs.evaluate.units import run_unit
+    from crs.evaluate.zero_shot import ZeroShotJob, ZeroShotPass
+    from crs.probes import predict_kernel
+
+    if not numba_off and predict_kernel.widened_logits is None:
+        pytest.skip("numba is not installed (the `fast` extra)")
+    monkeypatch.setenv(weighted_kernel.DISABLE_ENV, "1" if numba_off else "0")
+    spec, work = tiny["spec"], tiny["work"]
+    calls = {"add_dots": 0, "add_block": 0}
+
+    def spy(name):
+        original = getattr(ZeroShotPass, name)
+
+        def counted(self, *args):
+            calls[name] += 1
+            return original(self, *args)
+
+        return counted
+
+    for name in calls:
+        monkeypatch.setattr(ZeroShotPass, name, spy(name))
+    for task in ("chexpert", "isic2019"):
+        unit = _unit(spec, "enc01", task)
+        store = FeatureStore(store_path(spec.cache, unit.task))
+        assert store.feature_array("enc01", "clean").dtype == np.float16
+        prototypes = tuple(unit_prototypes(spec, unit.encoder, unit.task, store))
+        folder = work / f"ride_{task}_{numba_off}"
+        settings = probe_settings(spec)
+        fused = run_unit(unit, spec.cache, settings, zero_shot=ZeroShotJob(prototypes, folder / "fused"))
+        fused_calls = dict(calls)
+        alone = run_zero_shot_unit(unit, spec.cache, settings, list(prototypes), folder / "alone")
+        if numba_off:
+            assert fused_calls["add_dots"] == 0 and fused_calls["add_block"] > 0
+        else:
+            assert fused_calls["add_dots"] > 0 and fused_calls["add_block"] == 0
+        pd.testing.assert_frame_equal(fused.zero_shot.records, alone.records, check_exact=True)
+        pd.testing.assert_frame_equal(fused.zero_shot.prompts, alone.prompts, check_exact=True)
+        _same_arrays(*({p.name: dict(np.load(p)) for p in sorted((folder / side / "zero_shot").rglob("*.npz"))}
+                       for side in ("fused", "alone")))
+        pd.testing.assert_frame_equal(fused.records, run_unit(unit, spec.cache, settings).records, check_exact=True)
+        for name in calls:
+            calls[name] = 0
