@@ -263,3 +263,25 @@ def test_a_corruption_subsample_imports_the_whole_splits_rows(tmp_path):
     passes, full = forward_passes(small, counts), forward_passes(TINY, {t.name: task_size(t, TINY).n_test for t in TASKS})
     assert passes["clean"] == full["clean"] and passes["corrupted"] < full["corrupted"]
     assert passes["corrupted"] == sum(counts[t.name] * len(task_size(t, TINY).conditions) for t in TASKS)
+
+
+def test_zero_shot_counts_what_its_columns_added_to_the_probes_kernel_calls(tmp_path):
+    """Decision 0116: zero-shot's columns ride in the predict phase. Against the same task's unit without
+    zero-shot, the VLM's predict took 1.5 s more on CheXpert (counted) and 0.2 s less on ISIC (not
+    counted below 0): 2 + 1.5 and 1 + 0; APTOS has no twin, so only its own phase (0.5) counts."""
+    import pandas as pd
+
+    from crs.bench.paper_scale_zero_shot import unit_ratio, zero_shot_unit_cpu_s
+
+    costs = pd.DataFrame({
+        "encoder": ["enc00", "enc01", "enc00", "enc01", "enc01"],
+        "task": ["chexpert", "chexpert", "isic2019", "isic2019", "aptos2019"],
+        "cpu_s": [30.0, 34.0, 10.0, 11.0, 2.0], "worker_pid": [1, 1, 1, 1, 1],
+        "predict_cpu_s": [3.0, 4.5, 1.2, 1.0, 0.3], "zero_shot_cpu_s": [0.0, 2.0, 0.0, 1.0, 0.5],
+    })
+    assert zero_shot_unit_cpu_s(costs).tolist() == pytest.approx([0.0, 3.5, 0.0, 1.0, 0.5])
+    assert zero_shot_unit_cpu_s(costs.drop(columns="predict_cpu_s")).tolist() == pytest.approx([0, 2, 0, 1, 0.5])
+    costs.to_csv(tmp_path / "probe_costs.csv", index=False)
+    ratio = unit_ratio(tmp_path)  # the probes keep the rest of each VLM unit: 34 - 3.5, 11 - 1, 2 - 0.5
+    assert ratio["unit_zero_shot_cpu_s"] == pytest.approx(5.0) and ratio["unit_probe_cpu_s"] == pytest.approx(42.0)
+
