@@ -54,8 +54,10 @@ def _load(folder: Path, encoder: str, task: str, digest: str) -> dict[str, np.nd
         return {key: data[key] for key in data.files}
 
 
-def _macro(y, probs, kind, weights) -> np.ndarray:
-    return weighted_macro_auroc(np.asarray(y), np.asarray(probs, np.float64), kind, weights)
+def _macro(y, scores, kind, weights) -> np.ndarray:
+    """Macro AUROC under ``weights`` of stored scores, compared in their own dtype (float32 keys or
+    probabilities: a float64 copy would rank them the same)."""
+    return weighted_macro_auroc(np.asarray(y), np.asarray(scores), kind, weights)
 
 
 def _ranked(arrays: dict[str, np.ndarray], probs_name: str) -> np.ndarray:
