@@ -13,7 +13,8 @@ each shift target, with the probes' metrics:
 Records go to ``<output>/zero_shot/records.parquet`` (own file, so the probes' records, the CRS
 and the golden tables are untouched; docs/decisions/0056), the per-variant clean AUROCs behind the
 prompt sensitivity to ``prompts.parquet``, and per-case predictions for the bootstrap to
-``predictions/<encoder>__<task>__<prompt digest>.npz``.
+``predictions/<encoder>__<task>__<prompt digest>.npz``, with the shipped calibration's float32 rank
+keys beside its probabilities (what the AUROCs rank, records and score alike: decision 0115).
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ from crs.evaluate.units import (
     validation_subsets,
 )
 from crs.probes import predict_kernel
-from crs.probes.metrics import METRICS, evaluation_metrics
+from crs.probes.base import PredictedScores, rank_scores
+from crs.probes.metrics import METRICS, evaluation_metrics, rank_metrics
 from crs.spec import Spec
 
 log = logging.getLogger("crs.zero_shot")
@@ -307,71 +309,95 @@ METRIC_BATCH = 1 << 22
 
 @dataclass
 class _Scored:
-    """One condition's probabilities to score: the shipped ones first, then one per distinct fit."""
+    """One condition's probabilities to score: the shipped ones first, then one per distinct fit, with
+    their float32 rank keys (:func:`condition_scores`)."""
 
     condition: Condition
     base: dict
     fits: list[tuple[float, float]]  # (temperature, bias) of probabilities 1..
     probs: np.ndarray  # (1 + len(fits), N, K)
+    keys: np.ndarray  # (1, N, K) shared by every calibration (multilabel), else (1 + len(fits), N, K)
+    exceed: np.ndarray | None = None  # ordinal: P(grade >= t)'s keys (1 + len(fits), N, K - 1)
 
 
 RANKED = ("auroc", "auroc_se")
 """The metrics that are functions of each column's ranking alone (ties included)."""
+CALIBRATION = tuple(name for name in METRICS if name not in RANKED)
 
 
-def same_rankings(shipped: np.ndarray, others: np.ndarray) -> np.ndarray:
-    """Per probability matrix of ``others`` (P, N, K): True where every column orders the rows as
-    ``shipped`` (N, K) does, ties exactly where ``shipped`` has them. Such a matrix has the shipped
-    matrix's AUROCs and AUROC influences bit for bit. A monotone map per column (a multilabel task's
-    sigmoid(scale * cos / T + b) for any T > 0, b) keeps the ranking unless rounding merges or splits
-    a tie, as a saturated sigmoid does (probabilities of exactly 1.0): this check catches that."""
-    order = np.argsort(shipped, axis=0, kind="stable")
-    shipped_ties = np.diff(np.take_along_axis(shipped, order, axis=0), axis=0) == 0
-    out = np.zeros(len(others), dtype=bool)
-    for p, probs in enumerate(others):
-        steps = np.diff(np.take_along_axis(probs, order, axis=0), axis=0)
-        out[p] = bool((steps >= 0).all()) and np.array_equal(steps == 0, shipped_ties)
-    return out
+def cosine_keys(cosine: np.ndarray) -> np.ndarray:
+    """float32 rank keys of cosines (..., N, K): each column minus its value at the first row.
+
+    A multilabel calibration, sigmoid(scale * cos / T + b) with T > 0, is a strictly increasing map
+    of each column's cosine, so every calibration ranks the cases as the cosine does: one key serves
+    the shipped and every fitted calibration. The probabilities themselves do not: with CLIP's scale
+    100 the shipped sigmoid rounds to exactly 1.0 for cosines that differ, and ranking them counted
+    those cases as ties. Relative to the condition's first row (the reference, as the probes take it:
+    :meth:`crs.probes.base.LinearProbeSet.predict_scores`), float32 holds the rows' differences with
+    their own exponent instead of a shared cosine of ~0.2 whose last bit is 1.5e-8; a float64
+    subtraction and a float32 rounding are both monotone, so the order is the cosine's (ties only
+    where two cosines agree to float32 precision of their difference)."""
+    return (cosine - cosine[..., :1, :]).astype(np.float32)
 
 
-def ranked_alike(probs: np.ndarray) -> np.ndarray:
-    """Per matrix of one condition's ``probs`` (shipped first, then the fits; (P, N, K)), the index of
-    the first fit when it ranks every column as that one does (:func:`same_rankings`), else -1. Only
-    the fits are compared: with CLIP's scale the shipped sigmoid saturates (ties at exactly 1.0) where
-    the fitted ones do not, so it almost never ranks as they do, and a condition with one fit (the
-    corrupted and shifted ones) has nothing to share (no check is made there)."""
-    alike = np.full(len(probs), -1)
-    if len(probs) > 2:
-        alike[2:][same_rankings(probs[1], probs[2:])] = 1
-    return alike
+def softmax_scores(cosine: np.ndarray, scales: np.ndarray, ordinal: bool) -> PredictedScores:
+    """Probabilities softmax(scale * cosine) across classes at each of ``scales`` (P,), with the probes'
+    rank keys (:func:`crs.probes.base.rank_scores`): decision ``scale * (cos - cos_ref)`` and bias
+    ``scale * cos_ref`` (cos_ref the first row's cosines), so the logits are ``scale * cos`` and
+    p_j is proportional to e^(scale cos_j). A temperature changes the ranking of a softmax column,
+    so each scale has keys of its own."""
+    reference = cosine[:1] if len(cosine) else np.zeros((1, cosine.shape[1]))
+    scales = np.asarray(scales, np.float64)
+    decision = scales[:, None, None] * (cosine - reference)[None]
+    return rank_scores(decision, scales[:, None] * reference, "softmax", ordinal)
+
+
+def condition_scores(cosine: np.ndarray, kind: str, scale: float, bias: float,
+                     fits: list[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """One condition's probabilities (1 + len(fits), N, K), shipped first, then each (temperature, bias)
+    of ``fits``; their float32 rank keys ((1, N, K) shared for multilabel: :func:`cosine_keys`) and,
+    for an ordinal task, P(grade >= t)'s keys."""
+    if kind == "multilabel":
+        probs = np.stack([probabilities(cosine, kind, scale, bias)] + [
+            probabilities(cosine, kind, scale / temperature, fitted) for temperature, fitted in fits])
+        return probs, cosine_keys(cosine)[None], None
+    scores = softmax_scores(cosine, np.array([scale] + [scale / temperature for temperature, _ in fits]),
+                            kind == "ordinal")
+    return scores.probs, scores.ovr_keys, scores.exceed_keys
+
+
+def variant_aurocs(labels: np.ndarray, variant_cosines: np.ndarray, kind: str, scale: float) -> np.ndarray:
+    """Macro AUROC (V,) of each prompt variant's cosines (V, N, K) as shipped, from rank keys as the
+    condition's own (:func:`condition_scores`)."""
+    if kind == "multilabel":
+        keys = cosine_keys(variant_cosines)
+    else:
+        keys = np.concatenate([softmax_scores(c, np.array([scale]), False).ovr_keys for c in variant_cosines])
+    return rank_metrics(labels, keys, kind, influence=False)["auroc"]
 
 
 def _score_batch(batch: list[_Scored], kind: str) -> list[list[dict[str, float]]]:
     """Every metric of every condition of ``batch`` (same labels and groups) in one batched call.
 
-    Multilabel: a calibration that ranks every column as another of the same condition does
-    (:func:`ranked_alike`) takes that one's AUROC and its standard error, and only its calibration
-    columns are computed."""
+    AUROC and its standard error rank the float32 keys (the probes' fast path). Multilabel: one key
+    per condition, shared by its calibrations (:func:`cosine_keys`), so they are ranked once per
+    condition and only the calibration columns are computed per calibration."""
     first = batch[0].condition
     stack = np.concatenate([item.probs for item in batch]) if len(batch) > 1 else batch[0].probs
-    shipped_at = np.cumsum([0] + [len(item.probs) for item in batch])[:-1]
-    ranked_like = np.full(len(stack), -1)  # index of the shipped probabilities whose AUROCs a row shares
+    keys = np.concatenate([item.keys for item in batch]) if len(batch) > 1 else batch[0].keys
+    rows: list[dict[str, float]]
     if kind == "multilabel":
-        for at, item in zip(shipped_at, batch, strict=True):
-            alike = ranked_alike(item.probs)
-            ranked_like[at + np.flatnonzero(alike >= 0)] = at + alike[alike >= 0]
-    own = np.flatnonzero(ranked_like < 0)
-    values = evaluation_metrics(first.labels, stack[own], kind, groups=first.groups)
-    rows: list[dict[str, float]] = [{} for _ in range(len(stack))]
-    for position, p in enumerate(own):
-        rows[p] = {name: float(values[name][position]) for name in METRICS}
-    shared = np.flatnonzero(ranked_like >= 0)
-    if len(shared):
-        calibration = evaluation_metrics(first.labels, stack[shared], kind, groups=first.groups,
-                                         metrics=[name for name in METRICS if name not in RANKED])
-        for position, p in enumerate(shared):
-            rows[p] = {name: rows[ranked_like[p]][name] if name in RANKED else float(calibration[name][position])
-                       for name in METRICS}
+        values = evaluation_metrics(first.labels, stack, kind, groups=first.groups, metrics=CALIBRATION)
+        ranked = rank_metrics(first.labels, keys, kind, groups=first.groups)
+        condition_of = np.repeat(np.arange(len(batch)), [len(item.probs) for item in batch])
+        rows = [{name: float(values[name][p]) if name in values else float(ranked[name][condition_of[p]])
+                 for name in METRICS} for p in range(len(stack))]
+    else:
+        exceed = None
+        if batch[0].exceed is not None:
+            exceed = np.concatenate([item.exceed for item in batch if item.exceed is not None])
+        values = evaluation_metrics(first.labels, stack, kind, groups=first.groups, ovr_keys=keys, exceed_keys=exceed)
+        rows = [{name: float(values[name][p]) for name in METRICS} for p in range(len(stack))]
     out, start = [], 0
     for item in batch:
         out.append(rows[start:start + len(item.probs)])
@@ -521,14 +547,14 @@ class ZeroShotPass:
                     "prompt_set": proto.prompt_set, "prompt_digest": proto.digest}
             used = fits if condition.condition == "clean" else [f for f in fits if f[0] == full]
             pairs = list(dict.fromkeys((temperature, bias) for _, _, _, temperature, bias in used))
-            probs = np.stack([probabilities(cosine, kind, proto.scale, proto.bias)] + [
-                probabilities(cosine, kind, proto.scale / temperature, bias) for temperature, bias in pairs])
+            probs, keys, exceed = condition_scores(cosine, kind, proto.scale, proto.bias, pairs)
             if state.pending and (not _same_cases(state.pending[0].condition, condition)
                                   or sum(item.probs.size for item in state.pending) + probs.size > METRIC_BATCH):
                 state.frames += _record_rows(state.pending, kind, fits, proto.bias, self.seeds, full)
                 state.pending = []
-            state.pending.append(_Scored(condition, base, pairs, probs))
+            state.pending.append(_Scored(condition, base, pairs, probs, keys, exceed))
             arrays[artifacts.probs_key(condition.key)] = probs[0].astype(np.float32)
+            arrays[artifacts.keys_key(condition.key)] = keys[0]  # what the score ranks (the shipped keys)
             arrays[artifacts.labels_key(condition.key)] = condition.labels
             at_full = next(((t, b) for fraction, _, _, t, b in fits if fraction == full), None)
             if at_full is not None:
@@ -538,8 +564,7 @@ class ZeroShotPass:
             if condition.design is not None:  # the bootstrap follows how the rows were drawn (decision 0085)
                 arrays[condition.design_key] = np.array(condition.design, dtype=str)
             if variant_cosines is not None:
-                variants = np.stack([probabilities(c, kind, proto.scale, proto.bias) for c in variant_cosines])
-                aurocs = evaluation_metrics(condition.labels, variants, kind, metrics=["auroc"])["auroc"]
+                aurocs = variant_aurocs(condition.labels, variant_cosines, kind, proto.scale)
                 self.prompt_rows += [{"encoder": self.unit.encoder, "task": self.unit.task,
                                       "prompt_set": proto.prompt_set, "prompt_digest": proto.digest,
                                       "variant": variant, "auroc": float(auroc)}

@@ -237,6 +237,22 @@ def distinct_probes(probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.array(keep, dtype=np.int64), inverse
 
 
+def rank_metrics(
+    y: np.ndarray, keys: np.ndarray, kind: str, influence: bool = True, groups: np.ndarray | None = None,
+) -> dict[str, np.ndarray]:
+    """AUROC and (with ``influence``) its standard error ``(P,)`` of rank keys alone (P, N, K): the
+    ranked metrics of :func:`evaluation_metrics` without the probabilities, for callers whose
+    calibrations share one ranking (zero-shot's multilabel calibrations: one strictly increasing map
+    of the cosine each) and so need their AUROCs once. float32 keys take the fast sorted-key path."""
+    y = check_condition_labels(y, keys, kind)
+    P = keys.shape[0]
+    if kind != "multilabel" and keys.shape[1] == 0:
+        return {"auroc": np.full(P, np.nan), "auroc_se": np.full(P, np.nan)}
+    auroc, case_totals = batched_auroc_influence(y, keys, influence)
+    se = auroc_standard_error(auroc, case_totals, groups) if case_totals is not None else np.full(P, np.nan)
+    return {"auroc": _nanmean(auroc), "auroc_se": se}
+
+
 def evaluation_metrics(
     y: np.ndarray, probs: np.ndarray, kind: str, n_bins: int = ECE_BINS, metrics: Sequence[str] = METRICS,
     ovr_keys: np.ndarray | None = None, exceed_keys: np.ndarray | None = None, groups: np.ndarray | None = None,

@@ -54,8 +54,17 @@ def _load(folder: Path, encoder: str, task: str, digest: str) -> dict[str, np.nd
         return {key: data[key] for key in data.files}
 
 
-def _macro(y, probs, kind, weights) -> np.ndarray:
-    return weighted_macro_auroc(np.asarray(y), np.asarray(probs, np.float64), kind, weights)
+def _macro(y, scores, kind, weights) -> np.ndarray:
+    """Macro AUROC under ``weights`` of stored scores, compared in their own dtype (float32 keys or
+    probabilities: a float64 copy would rank them the same)."""
+    return weighted_macro_auroc(np.asarray(y), np.asarray(scores), kind, weights)
+
+
+def _ranked(arrays: dict[str, np.ndarray], probs_name: str) -> np.ndarray:
+    """What the AUROCs of ``probs_name`` rank: the stored rank keys (the records' own ranking: for
+    multilabel the cosines, which the shipped sigmoid saturates to ties of 1.0), or the probabilities
+    of a folder written before zero-shot stored keys."""
+    return artifacts.auroc_scores(arrays, probs_name)
 
 
 def _distinct(stack: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
@@ -126,8 +135,8 @@ def score_zero_shot(
                 boots[CLEAN] = prepare_weights(clean_counts)  # integer counts: laid out as uint16, no rounding check
             weights = boots[CLEAN]
             ones = _point_weights(len(y), point_weights)
-            clean = _macro(y, arrays["clean_probs"], kind, weights)
-            clean_point = float(_macro(y, arrays["clean_probs"], kind, ones)[0])
+            clean = _macro(y, _ranked(arrays, "clean_probs"), kind, weights)
+            clean_point = float(_macro(y, _ranked(arrays, "clean_probs"), kind, ones)[0])
             ece = weighted_debiased_ece(y, arrays["clean_probs"], kind, weights)
             ece_point = float(weighted_debiased_ece(y, arrays["clean_probs"], kind, ones)[0])
             corrupt = sorted(k[: -len("_probs")] for k in arrays if k.startswith("corrupt__") and k.endswith("_probs"))
@@ -136,9 +145,9 @@ def score_zero_shot(
             if corrupt:
                 positions = arrays.get("corrupt_rows")
                 w = weights if positions is None else prepare_weights(clean_counts, columns=np.asarray(positions))
-                values = np.stack([_macro(arrays[f"{c}_labels"], arrays[f"{c}_probs"], kind, w) for c in corrupt])
+                values = np.stack([_macro(arrays[f"{c}_labels"], _ranked(arrays, f"{c}_probs"), kind, w) for c in corrupt])
                 parts.append(np.nanmean(values, axis=0))
-                parts_point.append(float(np.mean([_macro(arrays[f"{c}_labels"], arrays[f"{c}_probs"], kind,
+                parts_point.append(float(np.mean([_macro(arrays[f"{c}_labels"], _ranked(arrays, f"{c}_probs"), kind,
                                                          _point_weights(len(arrays[f"{c}_labels"]), point_weights))[0]
                                                   for c in corrupt])))
             if shift:
@@ -155,8 +164,8 @@ def score_zero_shot(
                         boots[key] = prepare_weights(group_bootstrap(
                             groups, ys, kind, seed=(int(settings.seed), 29, t, 1000 + s), design=design,
                         ).counts(range(n_boot)))
-                    shift_values.append(_macro(ys, arrays[f"{stem}_probs"], kind, boots[key]))
-                    values_point.append(float(_macro(ys, arrays[f"{stem}_probs"], kind,
+                    shift_values.append(_macro(ys, _ranked(arrays, f"{stem}_probs"), kind, boots[key]))
+                    values_point.append(float(_macro(ys, _ranked(arrays, f"{stem}_probs"), kind,
                                                      _point_weights(len(ys), point_weights))[0]))
                 parts.append(np.nanmean(np.stack(shift_values), axis=0))
                 parts_point.append(float(np.mean(values_point)))

@@ -62,3 +62,30 @@ def test_a_set_whose_labels_carry_no_signal_stops_at_the_bound():
     labels = rng.integers(0, 3, 300)  # independent of the cosines: the best scale is ~0, T at its bound
     temperatures, _ = fit_temperatures(cosine, labels, "multiclass", 100.0, 0.0, [np.arange(300)])
     assert temperatures[0] > 50.0 and np.isfinite(temperatures[0])
+
+
+def test_a_saturated_shipped_scale_starts_the_sigmoid_fit_near_its_optimum(monkeypatch):
+    """CLIP's scale 100 saturates sigmoid(100 cos): damped Newton from there took ~20-70 loss evaluations.
+    The moment start (crs.evaluate.temperature._sigmoid_start) reaches the same optimum in a few."""
+    from crs.evaluate import temperature
+
+    rng = np.random.default_rng(3)
+    n, k = 3000, 5
+    cosine = rng.normal(0.25, 0.03, size=(n, k))
+    labels = (rng.random((n, k)) < expit(40.0 * (cosine - 0.25) - 1.5)).astype(float)
+    labels[rng.random((n, k)) < 0.2] = np.nan
+    row_sets = [np.sort(rng.choice(n, size, replace=False)) for size in (60, 300)] + [np.arange(n)]
+    calls = []
+    original = temperature._sigmoid_terms
+
+    def counted(c, *rest):
+        calls.append(len(c))
+        return original(c, *rest)
+
+    monkeypatch.setattr(temperature, "_sigmoid_terms", counted)
+    temperatures, biases = fit_temperatures(cosine, labels, "multilabel", 100.0, 0.0, row_sets)
+    assert len(calls) <= 12, len(calls)
+    for rows, found_t, found_b in zip(row_sets, temperatures, biases, strict=True):
+        want_t, want_b = reference_fit(cosine[rows], labels[rows], "multilabel", 100.0, 0.0)
+        assert found_t == pytest.approx(want_t, rel=1e-5)
+        assert found_b == pytest.approx(want_b, abs=1e-4)

@@ -12,9 +12,8 @@ import pytest
 
 from crs.bench.paper_scale import PaperScaleConfig, prepare
 from crs.cache.store import FeatureStore, store_path
-from crs.evaluate import zero_shot
 from crs.evaluate.units import ProbeUnit, probe_settings, probe_units
-from crs.evaluate.zero_shot import run_zero_shot_unit, same_rankings, unit_prototypes
+from crs.evaluate.zero_shot import run_zero_shot_unit, unit_prototypes
 from crs.spec import load_spec
 
 TINY = PaperScaleConfig(encoders=2, scale=0.01, dim=48, max_corruptions=1, severities=(1, 5), n_boot=20,
@@ -37,38 +36,6 @@ def _standalone(spec, unit: ProbeUnit, output=None):
     store = FeatureStore(store_path(spec.cache, unit.task))
     return run_zero_shot_unit(unit, spec.cache, probe_settings(spec), unit_prototypes(spec, unit.encoder, unit.task, store),
                               output)
-
-
-def test_a_monotone_map_keeps_the_ranking_and_a_merged_tie_does_not():
-    shipped = np.array([[0.1, 0.9], [0.4, 0.2], [0.4, 0.5]])
-    assert same_rankings(shipped, np.stack([shipped**2, 0.5 * shipped + 0.1])).all()
-    merged = shipped.copy()
-    merged[0, 0] = 0.4  # a saturated sigmoid: two rows now tie
-    split = shipped.copy()
-    split[2, 0] = 0.41  # a tie broken
-    assert not same_rankings(shipped, np.stack([merged, split])).any()
-
-
-def test_shared_rank_metrics_leave_every_record_as_it_was(tiny, monkeypatch):
-    """Multilabel: a fitted calibration whose columns rank as the shipped ones take the shipped AUROC
-    and its standard error; the records are those of scoring every calibration in full, bit for bit."""
-    spec = tiny["spec"]
-    unit = _unit(spec, "enc01", "chexpert")
-    calls: list[int] = []
-    original = zero_shot.same_rankings
-
-    def counted(shipped, others):
-        found = original(shipped, others)
-        calls.append(int(found.sum()))
-        return found
-
-    monkeypatch.setattr(zero_shot, "same_rankings", counted)
-    shared = _standalone(spec, unit)
-    assert sum(calls) > 0  # the sharing was used
-    monkeypatch.setattr(zero_shot, "same_rankings", lambda shipped, others: np.zeros(len(others), dtype=bool))
-    full = _standalone(spec, unit)
-    pd.testing.assert_frame_equal(shared.records, full.records, check_exact=True)
-    pd.testing.assert_frame_equal(shared.prompts, full.prompts, check_exact=True)
 
 
 def _frames(folder):
@@ -188,3 +155,32 @@ def test_the_cosines_ride_along_in_the_probes_kernel_and_match_zero_shots_own_pa
         pd.testing.assert_frame_equal(fused.records, run_unit(unit, spec.cache, settings).records, check_exact=True)
         for name in calls:
             calls[name] = 0
+
+
+def test_the_score_ranks_the_stored_keys_so_it_reproduces_the_records(tiny):
+    """The zero-shot score's point AUROCs (clean and robust) are the records' shipped AUROCs: both rank
+    the keys stored beside the probabilities (decision 0115; the float32 shipped probabilities of the
+    multilabel task saturate at 1.0). A folder written before the keys still scores (its probabilities)."""
+    from dataclasses import replace
+
+    from crs.evaluate.zero_shot import zero_shot_spec
+    from crs.scoring.settings import ScoreSettings
+    from crs.scoring.zero_shot import score_zero_shot
+
+    spec, work = tiny["spec"], tiny["work"]
+    run = replace(spec, output=work / "keys")
+    records = zero_shot_spec(run, encoders=["enc01"]).records
+    score = score_zero_shot(run.output, ScoreSettings(n_boot=20, seed=0))
+    shipped = records[(records["calibration"] == "shipped") & (records["seed"] == records["seed"].min())]
+    for (encoder, task), row in score.comparison.iterrows():
+        mine = shipped[(shipped["encoder"] == encoder) & (shipped["task"] == task)]
+        assert abs(row["zero_shot_auroc"] - mine.loc[mine["condition"] == "clean", "auroc"].item()) < 1e-12, task
+        parts = [mine.loc[mine["condition"] == c, "auroc"].mean() for c in ("corrupt", "shift")
+                 if (mine["condition"] == c).any()]
+        assert abs(row["robustness_auroc"] - np.mean(parts)) < 1e-12, task
+    for path in (run.output / "zero_shot" / "predictions").glob("*.npz"):  # as written before the keys
+        arrays = dict(np.load(path))
+        assert any(key.endswith("_keys") for key in arrays)
+        np.savez(path, **{key: value for key, value in arrays.items() if not key.endswith("_keys")})
+    old = score_zero_shot(run.output, ScoreSettings(n_boot=20, seed=0))
+    assert np.isfinite(old.comparison["zero_shot_auroc"]).all()
