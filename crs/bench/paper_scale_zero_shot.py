@@ -278,7 +278,33 @@ def zero_shot_summary(stages: list[Any], encoders: int, folder: Path | None = No
         probes = paper("probe", 15, encoders, base) + scored
         out["zero_shot_paper_net_cpu_s"], out["probe_score_paper_cpu_s"] = zero, probes
         out["ratio_paper_net_cpu_s"] = zero / probes
+    if score_15 is not None and folder is not None and all(name in by for name in ("zero_shot", "zero_shot_score")):
+        out.update(probe_bound(folder, (float(by["zero_shot"].cpu_s) + float(by["zero_shot_score"].cpu_s)) / n_vlm,
+                               float(score_15.cpu_s)))
     return out
+
+
+EVALUATION_PHASES = ("predict_cpu_s", "metrics_cpu_s", "save_cpu_s")
+
+
+def probe_bound(folder: Path, zero_shot_per_vlm: float, score_15_cpu_s: float) -> dict[str, float]:
+    """Decision 0117's bound: zero-shot's CPU per VLM against what one encoder's probes pay to be
+    evaluated (the predict, metrics and save phases of its units, on the same conditions; the mean
+    over the image-only encoders, whose units carry no zero-shot) and scored (the 15-encoder score's
+    CPU over 15). ``bound_ratio_cpu_s`` at most 1 meets it. Empty without the phases."""
+    path = Path(folder) / "probe_costs.csv"
+    if not path.exists():
+        return {}
+    costs = pd.read_csv(path)
+    if not set(EVALUATION_PHASES) <= set(costs) or "zero_shot_cpu_s" not in costs:
+        return {}
+    plain = costs[costs["zero_shot_cpu_s"] <= 0]
+    if plain.empty:
+        return {}
+    evaluation = float(plain[list(EVALUATION_PHASES)].sum(axis=1).groupby(plain["encoder"]).sum().mean())
+    scored = score_15_cpu_s / 15
+    return {"zero_shot_per_vlm_cpu_s": zero_shot_per_vlm, "probe_evaluation_cpu_s": evaluation,
+            "probe_score_per_encoder_cpu_s": scored, "bound_ratio_cpu_s": zero_shot_per_vlm / (evaluation + scored)}
 
 
 def summary_line(summary: dict[str, float]) -> str:
@@ -288,8 +314,11 @@ def summary_line(summary: dict[str, float]) -> str:
     net = (f"; with start-up and imports counted as a run pays them (zero-shot inside the probe and score "
            f"processes): {100 * summary['ratio_paper_net_cpu_s']:.1f} % at 7 VLMs of 15"
            if "ratio_paper_net_cpu_s" in summary else "")
+    bound = (f"; per VLM {summary['zero_shot_per_vlm_cpu_s']:.1f} s CPU against its probes' evaluation "
+             f"{summary['probe_evaluation_cpu_s']:.1f} s + score {summary['probe_score_per_encoder_cpu_s']:.1f} s: "
+             f"{summary['bound_ratio_cpu_s']:.2f} (decision 0117: at most 1)" if "bound_ratio_cpu_s" in summary else "")
     return (f"  zero-shot ({PAPER_VLMS} of 15 encoders are VLMs): units CPU {summary['zero_shot_cpu_s']:.1f} s "
             f"({100 * summary['units_ratio_cpu_s']:.1f} % of the probe stage's), score CPU "
             f"{summary['zero_shot_score_cpu_s']:.1f} s ({100 * summary['score_ratio_cpu_s']:.1f} % of the score's); "
             f"together {100 * summary['ratio_cpu_s']:.1f} % of stage 2 + score as run, "
-            f"{100 * summary['ratio_paper_cpu_s']:.1f} % at 7 VLMs of 15" + units + net)
+            f"{100 * summary['ratio_paper_cpu_s']:.1f} % at 7 VLMs of 15" + units + net + bound)

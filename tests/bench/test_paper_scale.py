@@ -285,3 +285,27 @@ def test_zero_shot_counts_what_its_columns_added_to_the_probes_kernel_calls(tmp_
     ratio = unit_ratio(tmp_path)  # the probes keep the rest of each VLM unit: 34 - 3.5, 11 - 1, 2 - 0.5
     assert ratio["unit_zero_shot_cpu_s"] == pytest.approx(5.0) and ratio["unit_probe_cpu_s"] == pytest.approx(42.0)
 
+
+def test_zero_shot_bound_compares_a_vlm_with_its_probes_evaluation_and_score(tmp_path):
+    """Decision 0117, by hand: the image-only encoder's units evaluate in (1 + 0.5 + 0.5) + (3 + 1 + 1) = 7 s;
+    the 15-encoder score took 120 s, 8 s per encoder; zero-shot took 4 + 6 = 10 s for one VLM: 10 / 15."""
+    import pandas as pd
+
+    from crs.bench.paper_scale import StageCost
+    from crs.bench.paper_scale_zero_shot import zero_shot_summary
+
+    pd.DataFrame({
+        "encoder": ["enc00", "enc00", "enc01", "enc01"], "task": ["isic2019", "chexpert"] * 2,
+        "cpu_s": [10.0, 30.0, 11.0, 33.0], "worker_pid": [1, 1, 1, 1],
+        "predict_cpu_s": [1.0, 3.0, 1.0, 3.0], "metrics_cpu_s": [0.5, 1.0, 0.5, 1.0],
+        "save_cpu_s": [0.5, 1.0, 0.5, 1.0], "zero_shot_cpu_s": [0.0, 0.0, 1.0, 3.0],
+    }).to_csv(tmp_path / "probe_costs.csv", index=False)
+    stages = [StageCost("probe", 50.0, 42.0, 0, 0, 0), StageCost("score", 14.0, 12.0, 0, 0, 0),
+              StageCost("zero_shot", 4.0, 4.0, 0, 0, 0), StageCost("zero_shot_score", 6.0, 6.0, 0, 0, 0)]
+    summary = zero_shot_summary(stages, 2, tmp_path, StageCost("startup", 3.0, 2.0, 0, 0, 0), fused=True,
+                                score_15=StageCost("score", 70.0, 120.0, 0, 0, 0))
+    assert summary["probe_evaluation_cpu_s"] == pytest.approx(7.0)
+    assert summary["probe_score_per_encoder_cpu_s"] == pytest.approx(8.0)
+    assert summary["bound_ratio_cpu_s"] == pytest.approx(10 / 15)
+    assert "bound_ratio_cpu_s" not in zero_shot_summary(stages, 2, tmp_path, fused=True)  # no 15-encoder score
+
