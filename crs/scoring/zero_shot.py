@@ -60,11 +60,18 @@ def _macro(y, scores, kind, weights) -> np.ndarray:
     return weighted_macro_auroc(np.asarray(y), np.asarray(scores), kind, weights)
 
 
-def _ranked(arrays: dict[str, np.ndarray], probs_name: str) -> np.ndarray:
-    """What the AUROCs of ``probs_name`` rank: the stored rank keys (the records' own ranking: for
+def _ranked(arrays: dict[str, np.ndarray], stem: str) -> np.ndarray:
+    """What the AUROCs of condition ``stem`` rank: the stored rank keys (the records' own ranking: for
     multilabel the cosines, which the shipped sigmoid saturates to ties of 1.0), or the probabilities
     of a folder written before zero-shot stored keys."""
-    return artifacts.auroc_scores(arrays, probs_name)
+    return artifacts.auroc_scores(arrays, artifacts.probs_key(stem))
+
+
+def _with_point(counts: np.ndarray) -> np.ndarray:
+    """Replicate case counts (B, N) with a row of ones first: row 0 of every metric is the point
+    estimate, from the same call (one sort per column) as the replicates, as the probes' score lays
+    them out (:func:`crs.scoring.case_bootstrap.replicate_weights`)."""
+    return np.vstack([np.ones((1, counts.shape[1]), dtype=counts.dtype), counts])
 
 
 def _distinct(stack: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
@@ -80,11 +87,9 @@ def _distinct(stack: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
     return distinct, index
 
 
-def _point_weights(n_rows: int, cache: dict[int, ReplicateWeights]) -> ReplicateWeights:
-    """One replicate of unit weights over ``n_rows`` cases (the point estimate), laid out once per size."""
-    if n_rows not in cache:
-        cache[n_rows] = prepare_weights(np.ones((1, n_rows), dtype=np.uint16))
-    return cache[n_rows]
+def _split(values: np.ndarray) -> tuple[float, np.ndarray]:
+    """Row 0 (the point estimate) and the replicates of a metric under :func:`_with_point` weights."""
+    return float(values[0]), values[1:]
 
 
 def _crossover(fractions: np.ndarray, probe: np.ndarray, zero_shot: np.ndarray) -> np.ndarray:
@@ -117,11 +122,10 @@ def score_zero_shot(
     replicate = np.full((n_boot, len(encoders), len(tasks), 3), np.nan)
     point = np.full((len(encoders), len(tasks), 3), np.nan)
     comparison_rows = []
-    point_weights: dict[int, ReplicateWeights] = {}  # the point estimates' unit weights, laid out once per row count
     for t, task in enumerate(tasks):
         kind = str(records.loc[records["task"] == task, "task_kind"].iloc[0])
         clean_counts: np.ndarray | None = None  # per task: the clean rows' draws, shared by every encoder
-        boots: dict[str, ReplicateWeights] = {}  # per task, laid out once: shared by every encoder and metric
+        boots: dict[str, ReplicateWeights] = {}  # per task, row 0 the point: shared by every encoder and metric
         for e, encoder in enumerate(encoders):
             if (encoder, task) not in primary.index:
                 continue
@@ -130,26 +134,21 @@ def score_zero_shot(
             if clean_counts is None:
                 groups = arrays.get("clean_groups")
                 design = sampling_design(arrays, artifacts.design_key(), f"zero-shot {encoder}/{task}", shift=False)[0]
-                clean_counts = group_bootstrap(groups, y, kind, seed=(int(settings.seed), 29, t),
-                                               design=design).counts(range(n_boot))
+                clean_counts = _with_point(group_bootstrap(groups, y, kind, seed=(int(settings.seed), 29, t),
+                                                           design=design).counts(range(n_boot)))
                 boots[CLEAN] = prepare_weights(clean_counts)  # integer counts: laid out as uint16, no rounding check
             weights = boots[CLEAN]
-            ones = _point_weights(len(y), point_weights)
-            clean = _macro(y, _ranked(arrays, "clean_probs"), kind, weights)
-            clean_point = float(_macro(y, _ranked(arrays, "clean_probs"), kind, ones)[0])
-            ece = weighted_debiased_ece(y, arrays["clean_probs"], kind, weights)
-            ece_point = float(weighted_debiased_ece(y, arrays["clean_probs"], kind, ones)[0])
+            clean_point, clean = _split(_macro(y, _ranked(arrays, CLEAN), kind, weights))
+            ece_point, ece = _split(weighted_debiased_ece(y, arrays["clean_probs"], kind, weights))
             corrupt = sorted(k[: -len("_probs")] for k in arrays if k.startswith("corrupt__") and k.endswith("_probs"))
             shift = sorted(k[: -len("_probs")] for k in arrays if k.startswith("shift__") and k.endswith("_probs"))
             parts, parts_point = [], []
             if corrupt:
                 positions = arrays.get("corrupt_rows")
                 w = weights if positions is None else prepare_weights(clean_counts, columns=np.asarray(positions))
-                values = np.stack([_macro(arrays[f"{c}_labels"], _ranked(arrays, f"{c}_probs"), kind, w) for c in corrupt])
-                parts.append(np.nanmean(values, axis=0))
-                parts_point.append(float(np.mean([_macro(arrays[f"{c}_labels"], _ranked(arrays, f"{c}_probs"), kind,
-                                                         _point_weights(len(arrays[f"{c}_labels"]), point_weights))[0]
-                                                  for c in corrupt])))
+                values = np.stack([_macro(arrays[f"{c}_labels"], _ranked(arrays, c), kind, w) for c in corrupt])
+                parts.append(np.nanmean(values[:, 1:], axis=0))
+                parts_point.append(float(np.mean(values[:, 0])))
             if shift:
                 shift_values: list[np.ndarray] = []
                 values_point: list[float] = []
@@ -161,12 +160,12 @@ def score_zero_shot(
                         groups = arrays.get(artifacts.shift_groups_key(target))
                         design = sampling_design(arrays, artifacts.design_key(target), f"zero-shot {encoder}/{task}",
                                                  shift=True)[0]
-                        boots[key] = prepare_weights(group_bootstrap(
+                        boots[key] = prepare_weights(_with_point(group_bootstrap(
                             groups, ys, kind, seed=(int(settings.seed), 29, t, 1000 + s), design=design,
-                        ).counts(range(n_boot)))
-                    shift_values.append(_macro(ys, _ranked(arrays, f"{stem}_probs"), kind, boots[key]))
-                    values_point.append(float(_macro(ys, _ranked(arrays, f"{stem}_probs"), kind,
-                                                     _point_weights(len(ys), point_weights))[0]))
+                        ).counts(range(n_boot))))
+                    at_point, replicates = _split(_macro(ys, _ranked(arrays, stem), kind, boots[key]))
+                    shift_values.append(replicates)
+                    values_point.append(at_point)
                 parts.append(np.nanmean(np.stack(shift_values), axis=0))
                 parts_point.append(float(np.mean(values_point)))
             robust = np.nanmean(np.stack(parts), axis=0) if parts else np.full(n_boot, np.nan)
@@ -250,7 +249,7 @@ def _compare(encoder, task, kind, records, prompts, probe_records, probe_predict
             probs = np.asarray(artifacts.auroc_scores(arrays, artifacts.ALL_CLEAN_PROBS), np.float64)
             subset_fraction = np.asarray(arrays["subset_fraction"], np.float64)
             distinct, which = _distinct(probs)
-            per_probe = np.stack([_macro(y, p, kind, weights) for p in distinct], axis=-1)[:, which]  # (B, P)
+            per_probe = np.stack([_macro(y, p, kind, weights)[1:] for p in distinct], axis=-1)[:, which]  # (B, P)
             by_fraction = np.stack([per_probe[:, subset_fraction == f].mean(axis=1) for f in fractions], axis=-1)
             crossing = _crossover(fractions, by_fraction, clean_boot)
             ranked = np.sort(crossing)
