@@ -93,10 +93,18 @@ def sampled_pixels(dataset: Dataset) -> tuple[Counter[str], list[str]]:
 
 
 def writable(folder: Path, what: str, setting: str) -> Finding | None:
-    """None if ``folder`` (created if need be) accepts a file, else a finding naming it."""
+    """None if ``folder`` accepts a file (or, not there yet, could be created), else a finding naming it.
+
+    Creates nothing that stays: a folder that does not exist yet is judged by its nearest existing
+    ancestor, which must be a folder accepting a file (the probe file is removed at once).
+    """
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".crs-preflight-{os.getpid()}"
+        if not existing.is_dir():
+            raise NotADirectoryError(20, "Not a directory", str(existing))
+        probe = existing / f".crs-preflight-{os.getpid()}"
         probe.write_bytes(b"ok")
         probe.unlink()
     except OSError as error:
@@ -114,18 +122,27 @@ def _bad_images(spec: Spec, loader: str) -> dict[str, object]:
 
 
 def _datasets(spec: Spec, problems: list[Finding]) -> list[Dataset]:
+    """Every data set and shift target that loads; a problem for each that does not.
+
+    A shift target is loaded even when its source data set fails, so its own problems (a missing root,
+    a bad CSV) are reported in the same run; only its mapping onto the source's labels waits for the source.
+    """
     loaded = []
     for entry in spec.datasets:
+        source: Dataset | None = None
         try:
             source = load_entry(entry, **_bad_images(spec, entry.loader))
             validate_for_extraction(source)
             loaded.append(source)
         except (DataError, CacheError, OSError, TypeError) as error:
             problems.append(Finding(f"data set {entry.name!r}: {_finding(error).message}"))
-            continue
+            source = None
         for target_entry in entry.shift_targets:
             try:
-                target = shift_target_dataset(load_entry(target_entry, **_bad_images(spec, target_entry.loader)), source)
+                own = load_entry(target_entry, **_bad_images(spec, target_entry.loader))
+                if source is None:
+                    continue  # its own files load; the label mapping needs the source (reported above)
+                target = shift_target_dataset(own, source)
                 validate_for_extraction(target)
                 loaded.append(target)
             except (DataError, CacheError, OSError, TypeError) as error:
