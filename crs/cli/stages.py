@@ -143,6 +143,8 @@ def _probe(bench: Benchmark, jobs: int | str | None, cluster: str | None, quiet:
             f"probe: {outcome.units_fitted} (encoder, task) units fitted, {outcome.units_reused} unchanged units"
             " reused (--full refits all)"
         )
+    for note in outcome.notes:
+        click.echo(f"probe: {note}")
 
 
 overwrite_option = click.option(
@@ -159,7 +161,22 @@ def _score(bench: Benchmark, to: str | None = None, overwrite: bool = False) -> 
     click.echo(result.format())
     for limit in bench.ranking_limits():
         click.echo(f"note: {limit}")
+    if bench.spec.score.zero_shot:
+        _zero_shot_summary(Path(to) if to is not None else bench.folder.root)
     return result
+
+
+def _zero_shot_summary(root: Path) -> None:
+    """A few lines on zero-shot (its leader, each model's AUROC and crossover), from its score.json."""
+    from crs.scoring.zero_shot import read_zero_shot_summary
+    from crs.scoring.zero_shot_text import summary_lines
+
+    summary = read_zero_shot_summary(root)
+    if summary is None:
+        return
+    for line in summary_lines(summary):
+        click.echo(line)
+    click.echo(f"zero-shot: details in {root / 'zero_shot' / 'score.json'} and the report's \"Zero-shot or a probe?\"")
 
 
 def _report(bench: Benchmark, score: ScoreResult | None = None) -> Path:
