@@ -11,6 +11,7 @@ intervals such as ``0.040 [-0.017, 0.090]`` for a calibrated encoder).
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -92,6 +93,75 @@ def simultaneous_gap_interval(
         slope = raw_gap / gap if gap != 0.0 else float(np.exp(-np.logaddexp(0.0, -mean) - np.logaddexp(0.0, mean)))
         return raw_gap - half * slope, raw_gap + half * slope, critical
     return gap - half, gap + half, critical
+
+
+def _logit(values: np.ndarray) -> np.ndarray:
+    clipped = np.clip(values, _LOGIT_CLIP, 1.0 - _LOGIT_CLIP)
+    return np.log(clipped) - np.log1p(-clipped)
+
+
+@dataclass(frozen=True)
+class GroupBox:
+    """A simultaneous (1 - alpha) box over K group AUROCs (every group of every encoder, task and attribute
+    of one condition): ``low`` and ``high`` (K,) hold all K true AUROCs at once with probability about
+    1 - alpha; ``critical`` the studentised max-|t| critical value on the logit scale."""
+
+    low: np.ndarray
+    high: np.ndarray
+    critical: float
+
+
+def simultaneous_group_box(values: np.ndarray, alpha: float) -> GroupBox:
+    """The studentised max-|t| box over every column of ``values`` (B + 1, K): row 0 the point AUROCs, rows 1..
+    the replicates (decision 0135).
+
+    On the logit scale (an AUROC's spread no longer shrinks near 1, as for the gaps, decision 0062):
+    L_k the point's logit, s_k its replicates' SD, c the (1 - alpha) quantile over replicates of
+    max_k |L*_k - L_k| / s_k; each column's interval is expit(L_k +- c s_k). All K hold at once, so any
+    statistic monotone in every group AUROC (the worst group: a minimum; a gap between two groups) is
+    covered by its values at the box's corners (:func:`box_minimum`, :func:`box_gap`), through ties
+    between groups, with no derivative. A column with no finite replicate gets NaN; a column whose
+    replicates never move (s_k = 0) its point at both ends; a replicate's NaN column (no positives drawn)
+    is left out of that replicate's maximum. Returns NaN bounds when fewer than two replicates are finite.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    if values.ndim != 2:
+        raise ValueError(f"group AUROCs of shape {values.shape}; give (replicates + 1, groups)")
+    logits = _logit(values)
+    point, replicates = logits[0], logits[1:]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        se = np.nanstd(replicates, axis=0, ddof=1)
+        t = np.abs(replicates - point) / np.where(se > 0, se, np.nan)
+        largest = np.nanmax(np.where(np.isfinite(t), t, -np.inf), axis=1)
+    largest = largest[np.isfinite(largest)]
+    if len(largest) < 2:
+        nan = np.full(values.shape[1], np.nan)
+        return GroupBox(nan, nan.copy(), float("nan"))
+    critical = float(np.quantile(largest, 1.0 - alpha))
+    half = np.where(se > 0, critical * se, 0.0)
+    low = np.where(np.isfinite(point) & np.isfinite(se), _expit(point - half), np.nan)
+    high = np.where(np.isfinite(point) & np.isfinite(se), _expit(point + half), np.nan)
+    return GroupBox(low, high, critical)
+
+
+def _expit(values: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore"):  # a column never measured: NaN stays NaN
+        return np.exp(-np.logaddexp(0.0, -values))
+
+
+def box_minimum(low: np.ndarray, high: np.ndarray) -> tuple[float, float]:
+    """The worst group's interval from a box over its groups: the minimum is monotone in every group AUROC,
+    so over the box it runs from the minimum of the lower ends to the minimum of the upper ends."""
+    low, high = np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
+    if not (np.isfinite(low).all() and np.isfinite(high).all()) or len(low) == 0:
+        return float("nan"), float("nan")
+    return float(low.min()), float(high.min())
+
+
+def box_gap(low: np.ndarray, high: np.ndarray, first: int, second: int) -> tuple[float, float]:
+    """``first`` minus ``second`` over a box: from first's lower end less second's upper to the reverse."""
+    return float(low[first] - high[second]), float(high[first] - low[second])
 
 
 MEASURED_COVERAGE: dict[str, dict[str, float]] = {
