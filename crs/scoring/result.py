@@ -264,10 +264,10 @@ class ScoreResult:
             return []
         found = gaps[gaps["auroc_gap_low"].fillna(0) > 0]
         if found.empty:
-            return [f"subgroups: no AUROC gap's {1 - self.settings.alpha:.0%} interval (simultaneous over the pairs of "
-                    "groups) excludes 0 "
+            return [f"subgroups: no AUROC gap's {1 - self.settings.alpha:.0%} interval (one box over every group, "
+                    "decision 0136) excludes 0 "
                     f"({len(gaps)} encoder x task x condition x attribute rows; score/subgroup_gaps.parquet)"]
-        return ["subgroups (AUROC gaps whose interval, simultaneous over every pair of groups, excludes 0; "
+        return ["subgroups (AUROC gaps whose interval, from one box over every group, excludes 0; "
                 "reported, never scored):"] + [
             f"  {row['encoder']} on {row['task']} ({row['condition']}), by {row['attribute']}: worst {row['worst_group']} "
             f"{row['worst_auroc']:.3f}, gap to {row['best_group']} {row['auroc_gap']:.3f} "
