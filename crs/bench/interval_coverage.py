@@ -392,14 +392,14 @@ def simulate_gap_null(n_groups: int, data_sets: int = 200, n_boot: int = 200, se
     per data set ``n_boot`` patient-level replicates (within label strata for a stratified test set, plain for a random one, as crs resamples them: decision 0085; ``--resample`` forces one way) (``group_bootstrap``) give each
     group's AUROC (``weighted_auroc``, one column per group); the gap is best minus worst group by
     the point estimate. A finding: the interval's lower bound above 0. Rates for the percentile
-    interval of the picked pair (the old method) and the simultaneous max-|t| interval
-    (:func:`crs.scoring.intervals.simultaneous_gap_interval`) on the AUROC scale and on the logit
-    scale (what ``crs score`` prints). The Monte
+    interval of the picked pair (the old method), the simultaneous max-|t| interval
+    (:func:`crs.scoring.intervals.simultaneous_gap_interval`, 0062) on the AUROC scale and on the logit
+    scale, and the picked pair at the corners of the groups' box (what ``crs score`` prints, 0136). The Monte
     Carlo SE of a rate p is sqrt(p (1 - p) / data_sets).
     """
     rng = np.random.default_rng([seed, n_groups])
     n = n_groups * patients_per_group
-    percentile_findings = raw_findings = simultaneous_findings = 0
+    percentile_findings = raw_findings = simultaneous_findings = box_findings = 0
     for data_set in range(data_sets):
         group = np.repeat(np.arange(n_groups), patients_per_group)
         label = np.zeros(n, dtype=np.int64)
@@ -415,9 +415,12 @@ def simulate_gap_null(n_groups: int, data_sets: int = 200, n_boot: int = 200, se
         percentile_findings += np.nanpercentile(gap, 100 * alpha / 2) > 0
         raw_findings += simultaneous_gap_interval(aurocs, best, worst, alpha)[0] > 0
         simultaneous_findings += simultaneous_gap_interval(aurocs, best, worst, alpha, logit_scale=True)[0] > 0
+        box = simultaneous_group_box(aurocs, alpha)
+        box_findings += box_gap(box.low, box.high, best, worst)[0] > 0
     return {"percentile interval of the picked pair": percentile_findings / data_sets,
             "simultaneous max-|t|, AUROC scale": raw_findings / data_sets,
-            "simultaneous max-|t|, logit scale (printed)": simultaneous_findings / data_sets}
+            "simultaneous max-|t|, logit scale (0062)": simultaneous_findings / data_sets,
+            "box corners (printed, 0136)": box_findings / data_sets}
 
 
 def gap_null_markdown(data_sets: int, n_boot: int) -> str:
