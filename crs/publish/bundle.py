@@ -39,6 +39,8 @@ CASES_FILE = "cases.json"
 IMAGES_FILE = "images.json"
 SPEC_FILE = "spec.json"
 FULL = "full"
+EXTENDS = "extends"
+"""Records and manifest provenance entry: the bundle a run extends (path, manifest sha256, its own chain)."""
 
 
 class BundleError(ValueError):
@@ -139,7 +141,8 @@ def publish(run_folder: str | Path, bundle: str | Path, *, cache: str | Path | N
     provenance = {"crs_version": __version__, "published": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
                   "run_name": bench.spec.name, "encoders": bench.spec.encoder_names,
                   "datasets": [entry.name for entry in bench.spec.datasets],
-                  "images": int(sum(len(v["files"]) for v in images.values()))}
+                  "images": int(sum(len(v["files"]) for v in images.values())),
+                  EXTENDS: folder.provenance().get(EXTENDS)}
     data = write_manifest(bundle, FULL, {"provenance": provenance})
     if sign_key is not None:
         (bundle / SIGNATURE_FILE).write_bytes(sign(data, sign_key))
