@@ -47,3 +47,25 @@ def keygen(name: str) -> None:
     private, public = new_key_pair(name)
     click.echo(f"private key: {private} (keep it; sign with `crs publish RUN BUNDLE --sign {private}`)")
     click.echo(f"public key: {public} (publish it; check with `crs verify BUNDLE --key {public}`)")
+
+
+@click.command()
+@click.argument("bundles", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("-o", "--out", "out", type=click.Path(file_okay=False), required=True, help="Folder of the site.")
+@click.option("--key", "keys", multiple=True, metavar="BUNDLE=PUBLIC_KEY",
+              help="Check BUNDLE's signature with this public key (repeatable).")
+@click.option("--rescore", is_flag=True, help="Also re-score every bundle (slower; the manifest check is the default).")
+def leaderboard(bundles: tuple[str, ...], out: str, keys: tuple[str, ...], rescore: bool) -> None:
+    """Write static, self-contained leaderboard pages for published BUNDLES: leaderboards, encoder cards, verification."""
+    from pathlib import Path
+
+    from crs.publish.site import write_site
+
+    public_keys = {}
+    for item in keys:
+        bundle, _, key = item.partition("=")
+        if not key:
+            raise click.BadParameter(f"{item!r}: give BUNDLE=PUBLIC_KEY", param_hint="--key")
+        public_keys[bundle] = Path(key)
+    index = write_site(list(bundles), out, public_keys=public_keys, rescore=rescore)
+    click.echo(f"leaderboard: {index} ({len(bundles)} bundle(s)); open it in any browser")

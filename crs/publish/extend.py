@@ -115,7 +115,7 @@ def extension_spec(bundle: Path, local: Spec) -> tuple[Spec, tuple[str, ...], tu
         return dataclasses.replace(entry, root=here.root, shift_targets=targets)
 
     spec = dataclasses.replace(
-        published, cache=local.cache, output=local.output, source=local.source,
+        published, name=local.name, cache=local.cache, output=local.output, source=local.source,
         encoders=(*published.encoders, *new), datasets=tuple(localised(entry) for entry in published.datasets),
         extract=dataclasses.replace(published.extract, device=local.extract.device, batch_size=local.extract.batch_size),
         probe=dataclasses.replace(published.probe, jobs=local.probe.jobs),

@@ -35,14 +35,23 @@ def published(tiny_run, tmp_path_factory):
 
 def _local_spec(where, data, encoders=("efficientnet_b0",), name="mine"):
     folder = where / name
-    return write_tiny_spec(folder, encoders=encoders, data=data, cache=folder / "cache", output=folder / "out")
+    path = write_tiny_spec(folder, encoders=encoders, data=data, cache=folder / "cache", output=folder / "out")
+    path.write_text(path.read_text().replace('name = "tiny"', f'name = "{name}"', 1))
+    return path
 
 
-def test_extend_runs_only_the_new_encoder_and_keeps_the_published_rows_bit_for_bit(published):
+@pytest.fixture(scope="module")
+def extended(published):
     spec, bundle, data, where = published
     local = _local_spec(where, data)
     result = CliRunner().invoke(cli, ["run", str(local), "--extend", str(bundle), "-q"])
     assert result.exit_code == 0, result.output
+    return result
+
+
+def test_extend_runs_only_the_new_encoder_and_keeps_the_published_rows_bit_for_bit(published, extended):
+    spec, bundle, data, where = published
+    result = extended
     assert "efficientnet_b0 added beside the bundle's pixel_stats, resnet18" in result.output
     out = where / "mine" / "out"
     cache = where / "mine" / "cache"
@@ -105,3 +114,46 @@ def test_extend_refuses_a_spec_with_no_new_encoder_or_a_missing_data_set(publish
     fewer.write_text("[[datasets]]".join(cut[:3]).replace('reference_encoder = "pixel_stats"', 'reference_encoder = "median"'))
     missing = CliRunner().invoke(cli, ["run", str(fewer), "--extend", str(bundle), "-q"])
     assert missing.exit_code != 0 and "'cxr'" in missing.output and "does not name" in missing.output
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def test_leaderboard_site_shows_both_bundles_the_chain_and_a_card_per_encoder_offline(published, extended, tmp_path):
+    """Issue 42 item 4: static pages, verification status, the chain of bundles; Chromium renders them offline."""
+    import re
+    import subprocess
+
+    spec, bundle, data, where = published
+    if not (where / "bundle2").exists():
+        assert CliRunner().invoke(cli, ["publish", str(where / "mine" / "out"), str(where / "bundle2")]).exit_code == 0
+    tampered = tmp_path / "tampered"
+    shutil.copytree(bundle, tampered)
+    (tampered / "cases.json").write_text("{}")
+    site = tmp_path / "site"
+    made = CliRunner().invoke(cli, ["leaderboard", str(bundle), str(where / "bundle2"), str(tampered), "-o", str(site)])
+    assert made.exit_code == 0, made.output
+    index = (site / "index.html").read_text()
+    assert index.count("<table>") == 3
+    assert "Extends: <a href=\"#tiny\">tiny</a>" in index  # the extended run names the bundle it extends
+    assert "NOT verified</span>: changed: cases.json" in index
+    mine = index.split('id="mine"')[1].split("<h2")[0]
+    assert "efficientnet_b0" in mine and mine.count(">tiny</td>") == 2 and mine.count(">mine</td>") == 1
+    for name in ("pixel_stats", "resnet18", "efficientnet_b0"):
+        card = (site / "encoders" / f"{name}.html").read_text()
+        assert f"<h1>{name}</h1>" in card and "CRS " in card
+    pages = [index, *(p.read_text() for p in (site / "encoders").glob("*.html"))]
+    for page in pages:  # nothing is fetched from anywhere: no absolute URL in any src or href
+        assert not re.search(r'(src|href)="(https?:)?//', page)
+    if CHROMIUM is None:
+        pytest.skip("chromium not installed (apt-get install chromium); .ci/run installs it")
+    profile = tmp_path / "profile"
+    profile.mkdir()
+    shown = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--proxy-server=127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND", f"--user-data-dir={profile}",
+         "--dump-dom", (site / "index.html").as_uri()],
+        capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert "efficientnet_b0" in shown.stdout and shown.stdout.count("<tr>") >= 3 + 2 + 3 + 2
