@@ -87,12 +87,40 @@ def test_vindr_cxr_test_consensus_and_train_majority(tmp_path):
     pytest.importorskip("pydicom")
     build_vindr_cxr(tmp_path)
     data = load_dataset("vindr_cxr", tmp_path)
-    assert len(data) == 6 and len(data.task.class_names) == 9
+    assert len(data) == 6 and len(data.task.class_names) == 10
     column = dict(zip(data.task.class_names, data.labels.T, strict=True))
     assert column["Atelectasis"].tolist() == [1, 1, 1, 0, 0, 0]
     train = load_dataset("vindr_cxr", tmp_path, parts=["train"])
     column = dict(zip(train.task.class_names, train.labels.T, strict=True))
     assert len(train) == 2 and column["Cardiomegaly"].tolist() == [1, 0] and column["Edema"].tolist() == [0, 0]
+
+
+def test_vindr_cxr_train_and_test_together_as_the_public_files_spell_them(tmp_path):
+    """The public test file says "Other disease", the train file "Other diseases": one label, not a refusal."""
+    pytest.importorskip("pydicom")
+    build_vindr_cxr(tmp_path)
+    assert "Other disease," in (tmp_path / "annotations/image_labels_test.csv").read_text().splitlines()[0] + ","
+    both = load_dataset("vindr_cxr", tmp_path, parts=["train", "test"], proportions=[0, 0, 1])
+    assert len(both) == 8 and len(both.task.class_names) == 10
+    assert "Other diseases" in both.task.class_names and "Other disease" not in both.task.class_names
+    column = dict(zip(both.task.class_names, both.labels.T, strict=True))
+    assert column["Other diseases"].tolist() == [0, 1, 0, 0, 0, 0, 1, 0]  # train image 1, test image 4
+    assert column["Cardiomegaly"].tolist() == [1, 0, 0, 1, 1, 1, 0, 0]
+    assert both.metadata["part"].tolist() == ["train"] * 2 + ["test"] * 6
+
+
+def test_vindr_cxr_columns_match_whatever_their_case_and_strangers_are_refused(tmp_path):
+    pytest.importorskip("pydicom")
+    build_vindr_cxr(tmp_path)
+    train = tmp_path / "annotations/image_labels_train.csv"
+    text = train.read_text()
+    train.write_text(text.replace("rad_id", "rad_ID", 1).replace("Pleural effusion", "pleural Effusion", 1))
+    data = load_dataset("vindr_cxr", tmp_path, parts=["train", "test"], proportions=[0, 0, 1])
+    assert len(data.task.class_names) == 10 and "rad_ID" not in data.task.class_names  # no 11th label
+    assert "Pleural effusion" in data.task.class_names
+    train.write_text(text.replace("image_id,", "Unnamed: 0,image_id,", 1).replace("\ntr", "\n0,tr"))
+    with pytest.raises(DataError, match="image_labels_train.csv has column 'Unnamed: 0'.*remove or rename it"):
+        load_dataset("vindr_cxr", tmp_path, parts=["train"])
 
 
 @pytest.mark.parametrize("loader, build, n", [
