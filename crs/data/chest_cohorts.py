@@ -216,6 +216,7 @@ def load_padchest(
                      low_memory=False)
     require_columns(table, ("ImageID", "ImageDir", "PatientID", "Labels"), csv_name)
     rows_listed = len(table)
+    listed_patients = table["PatientID"].astype(str).tolist()  # a patient with only laterals is lost, as in chexpert
     dropped: dict[str, int] = {}
     keep = np.ones(len(table), dtype=bool)
     if "Projection" in table and projections:
@@ -257,4 +258,4 @@ def load_padchest(
     return build_cohort("padchest", root, Task("padchest", "multilabel", findings), "chest_xray", ids, relative,
                         table["PatientID"].astype(str).tolist(), labels, metadata, image_size=image_size,
                         skip_bad=skip_bad, verify=verify, seed=seed, proportions=proportions, rows_listed=rows_listed,
-                        dropped=dropped)
+                        dropped=dropped, listed_groups=listed_patients)

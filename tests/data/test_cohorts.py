@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from cohort_trees import (
     build_chestxray14,
@@ -50,6 +51,33 @@ def test_messidor2_drops_ungradable_and_groups_examinations(tmp_path):
     assert data.accounting.dropped == {"ungradable (adjudicated_gradable 0)": 1}
     assert data.task.kind == "ordinal" and data.labels.tolist() == [0, 1, 2, 3, 4, 0, 1, 3, 4]
     assert {p.rsplit(".", 1)[1] for p in data.paths} == {"png", "JPG", "tif"}
+
+
+def test_messidor2_counts_an_examination_lost_when_both_its_images_are_ungradable(tmp_path):
+    from click.testing import CliRunner
+
+    from crs.cli.main import cli
+
+    build_messidor2(tmp_path)
+    table = tmp_path / "messidor_data.csv"
+    rows = table.read_text().splitlines()
+    rows[7] = rows[7].rsplit(",", 3)[0] + ",,0,0"  # image 6: examination 3's other eye, now ungradable too
+    table.write_text("\n".join(rows) + "\n")
+    result = CliRunner().invoke(cli, ["datasets", "check", "messidor2", str(tmp_path), "-o", "proportions=[0,0,1]"])
+    assert result.exit_code == 0, result.output
+    assert "10 listed, 8 kept; dropped: 2 ungradable (adjudicated_gradable 0); 1 examinations lost" in result.output
+    data = load_dataset("messidor2", tmp_path)
+    assert len(set(data.groups)) == 4 and data.accounting.groups_lost == 1
+
+
+def test_padchest_counts_a_patient_lost_when_only_laterals_were_listed(tmp_path):
+    build_padchest(tmp_path)
+    table = tmp_path / "PADCHEST_chest_x_ray_images_labels_160K_01.02.19.csv"
+    frame = pd.read_csv(table)
+    frame.loc[frame["PatientID"] == "pat3", "Projection"] = "L"  # pat3's only film, now a lateral
+    frame.to_csv(table, index=False)
+    data = load_dataset("padchest", tmp_path)
+    assert len(set(data.groups)) == 3 and data.accounting.groups_lost == 1
 
 
 def test_idrid_reads_both_parts_with_distinct_ids(tmp_path):
