@@ -111,6 +111,32 @@ def test_chestxray14_labels_patients_lists_and_subgroups(tmp_path):
     assert len(test) == 5 and test.accounting.dropped == {"not in test_list.txt": 7}
 
 
+def test_chestxray14_image_list_of_a_few_patients_still_gets_val_and_test(tmp_path, caplog):
+    """Each of the 5 patients falls in a label stratum of its own (another first finding): every stratum
+    rounded its 20 % shares to 0, so every image went to train; now the strata are pooled."""
+    build_chestxray14(tmp_path)
+    everyone = [line.split(",")[0] for line in (tmp_path / "Data_Entry_2017.csv").read_text().splitlines()[1:]]
+    (tmp_path / "test_list.txt").write_text("\n".join(everyone) + "\n")
+    data = load_dataset("chestxray14", tmp_path, image_lists=["test_list.txt"])
+    patients = {split: set(data.groups[data.splits == split]) for split in ("train", "val", "test")}
+    assert {split: len(p) for split, p in patients.items()} == {"train": 3, "val": 1, "test": 1}
+    assert not (patients["train"] & patients["test"]) and not (patients["val"] & patients["test"])
+    build_chestxray14(tmp_path / "official")  # the official-layout test_list.txt: 2 patients cannot fill 3 splits
+    with caplog.at_level("WARNING", logger="crs.data"):
+        two = load_dataset("chestxray14", tmp_path / "official", image_lists=["test_list.txt"])
+    assert set(two.splits) == {"train"}
+    assert "only 2 group(s) (patients or lesions) to split: val and test got none" in caplog.text
+
+
+def test_duplicate_image_ids_are_named_with_their_count(tmp_path):
+    build_chestxray14(tmp_path)
+    table = tmp_path / "Data_Entry_2017.csv"
+    lines = table.read_text().splitlines()
+    table.write_text("\n".join([*lines, lines[3], lines[3], lines[5]]) + "\n")
+    with pytest.raises(DataError, match="'00000001_002' is listed 3 times \\(2 id\\(s\\) listed more than once, 3 extra"):
+        load_dataset("chestxray14", tmp_path)
+
+
 def test_vindr_cxr_test_consensus_and_train_majority(tmp_path):
     pytest.importorskip("pydicom")
     build_vindr_cxr(tmp_path)
