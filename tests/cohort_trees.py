@@ -311,3 +311,29 @@ def build_padchest(root: Path) -> Tree:
                      "Pediatric": "No", "ReportID": 100 + i, "Report": "texto", "MethodLabel": method, "Labels": labels})
     pd.DataFrame(rows).to_csv(root / "PADCHEST_chest_x_ray_images_labels_160K_01.02.19.csv", index=False)
     return Tree(root, n_listed=7)
+
+
+def build_ham_with_edits(root: Path, isic_root: Path, isic_names: list[str], edit, n_distinct: int = 40,
+                         n_copies: int = 10) -> dict[str, str]:
+    """A HAM10000-layout tree: ``n_distinct`` structured images of its own (seeds 20,000+) plus ``n_copies``
+    ISIC images (every third of the first ones) passed through ``edit`` (a PIL image -> PIL image: a flip,
+    a crop...) and re-encoded as JPEG at quality 85. Returns {HAM image id: ISIC image id} of the copies."""
+    folder = root / "HAM10000_images_part_1"
+    folder.mkdir(parents=True, exist_ok=True)
+    rows, planted = [], {}
+    for i in range(n_distinct):
+        image = f"ISIC_{24306 + i:07d}"
+        structured_image(20_000 + i).save(folder / f"{image}.jpg", quality=90)
+        rows.append(image)
+    for k in range(n_copies):
+        source_name = isic_names[3 * k]
+        image = f"ISIC_{25306 + k:07d}"
+        with Image.open(isic_root / "ISIC_2019_Training_Input" / f"{source_name}.jpg") as picture:
+            edit(picture.convert("RGB")).save(folder / f"{image}.jpg", format="JPEG", quality=85)
+        planted[image] = source_name
+        rows.append(image)
+    dx = ("akiec", "bcc", "bkl", "df", "mel", "nv", "vasc")
+    table = [{"lesion_id": f"HAM_{i:07d}", "image_id": image, "dx": dx[i % 7], "dx_type": "histo", "age": 50,
+              "sex": "male", "localization": "back"} for i, image in enumerate(rows)]
+    pd.DataFrame(table).to_csv(root / "HAM10000_metadata.csv", index=False)
+    return planted

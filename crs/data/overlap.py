@@ -11,9 +11,13 @@ correlate at :data:`MIN_CORRELATION` or more: the hash finds candidates fast, th
 them, so two distinct images of one anatomy (every chest film has two lungs and a heart) are not
 called copies for a similar coarse layout.
 
+A horizontal flip is found too: each image also keeps the pHash of its mirror image (the same DCT with
+its odd horizontal frequencies negated, exact for the DCT-II, so no second transform), and a pair whose
+mirror hash is within :data:`MAX_HAMMING` bits is confirmed on the mirrored detail (decision 0122).
+
 Sharing stage 1's decode (decision 0097), the check adds only the thumbnail, one DCT and one blur per
 image. Stage 1 maps 16-bit grey to 8 bit by its bit depth (decision 0045), so the 8- and 16-bit PNGs of
-one film print alike. Crops and flips are not caught (documented in docs/datasets.md).
+one film print alike. Crops are not caught (measured in docs/datasets.md).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 from scipy.fft import dctn
@@ -42,12 +46,14 @@ DETAIL_SIGMA = 2.0
 
 @dataclass(frozen=True)
 class Prints:
-    """One row per image of a data set: ids, sha256 of the file, 64-bit pHash, 16 x 16 unit thumbnail."""
+    """One row per image of a data set: ids, sha256 of the file, 64-bit pHash, 32 x 32 unit detail, and the
+    64-bit pHash of the image's mirror (left-right flip; None: flips are not looked for)."""
 
     ids: np.ndarray
     sha256: np.ndarray
     phash: np.ndarray
     thumbs: np.ndarray
+    mirror: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -55,8 +61,9 @@ class Prints:
 
 @dataclass(frozen=True)
 class Overlap:
-    """Image ``a_id`` of data set ``a`` and ``b_id`` of ``b`` are copies: ``exact`` (same bytes or pixels)
-    or ``near`` (pHash distance ``distance`` bits, thumbnail correlation ``correlation``)."""
+    """Image ``a_id`` of data set ``a`` and ``b_id`` of ``b`` are copies: ``exact`` (same bytes or pixels),
+    ``near`` (pHash distance ``distance`` bits, thumbnail correlation ``correlation``) or ``flipped`` (the
+    same for ``b``'s mirror image)."""
 
     a: str
     a_id: str
@@ -75,8 +82,9 @@ GREY_WEIGHTS = np.array([0.299, 0.587, 0.114], dtype=np.float32)
 """ITU-R 601 luma weights (PIL's ``convert("L")``): an RGB and a grey copy of one picture print alike."""
 
 
-def image_prints(images: Any) -> tuple[np.ndarray, np.ndarray]:
-    """pHashes (uint64) and unit details (float16, THUMB * THUMB each) of a batch of decoded images.
+def image_prints(images: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """pHashes (uint64), unit details (float16, THUMB * THUMB each) and mirror pHashes (uint64) of a batch
+    of decoded images.
 
     ``images``: uint8 (N, 3, H, W) or (N, H, W), a torch tensor or an array: stage 1's canonical
     images, so the check shares stage 1's decode and adds only the thumbnail (an area average, then
@@ -87,9 +95,10 @@ def image_prints(images: Any) -> tuple[np.ndarray, np.ndarray]:
     if pixels.ndim == 3:
         pixels = pixels[:, None]
     if len(pixels) == 0:
-        return np.zeros(0, np.uint64), np.zeros((0, THUMB * THUMB), np.float16)
+        return np.zeros(0, np.uint64), np.zeros((0, THUMB * THUMB), np.float16), np.zeros(0, np.uint64)
     thumbs = thumbnails(pixels)
-    return phashes(thumbs), details(thumbs).astype(np.float16)  # half the memory; correlations to ~1e-3
+    hashes, mirrored = phashes(thumbs, with_mirror=True)
+    return hashes, details(thumbs).astype(np.float16), mirrored  # float16: half the memory; correlations to ~1e-3
 
 
 def _block_sum(x: np.ndarray, axis: int, factor: int, dtype: type) -> np.ndarray:
@@ -135,12 +144,27 @@ def thumbnails(pixels: np.ndarray) -> np.ndarray:
 _BIT_VALUES = np.uint64(1) << np.arange(63, -1, -1, dtype=np.uint64)
 
 
-def phashes(thumbs: np.ndarray) -> np.ndarray:
-    """64-bit DCT hash per thumbnail: bit k is set where the k-th of the 8 x 8 lowest frequencies exceeds their
-    median (the DC term left out of the median: it is the brightness, not the structure)."""
-    low = dctn(thumbs.astype(np.float64), axes=(1, 2), norm="ortho")[:, :8, :8].reshape(len(thumbs), 64)
+_MIRROR_SIGNS = np.tile(np.where(np.arange(8) % 2, -1.0, 1.0), 8)
+"""A left-right flip multiplies the DCT-II coefficient of horizontal frequency k by (-1)^k (exactly)."""
+
+
+def _hash_bits(low: np.ndarray) -> np.ndarray:
     bits = low > np.median(low[:, 1:], axis=1, keepdims=True)
     return np.bitwise_or.reduce(np.where(bits, _BIT_VALUES, np.uint64(0)), axis=1).astype(np.uint64)
+
+
+@overload
+def phashes(thumbs: np.ndarray, with_mirror: Literal[False] = ...) -> np.ndarray: ...
+@overload
+def phashes(thumbs: np.ndarray, with_mirror: Literal[True]) -> tuple[np.ndarray, np.ndarray]: ...
+def phashes(thumbs: np.ndarray, with_mirror: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """64-bit DCT hash per thumbnail: bit k is set where the k-th of the 8 x 8 lowest frequencies exceeds their
+    median (the DC term left out of the median: it is the brightness, not the structure). ``with_mirror``:
+    also the hash of each thumbnail's left-right mirror, from the same DCT (:data:`_MIRROR_SIGNS`)."""
+    low = dctn(thumbs.astype(np.float64), axes=(1, 2), norm="ortho")[:, :8, :8].reshape(len(thumbs), 64)
+    if not with_mirror:
+        return _hash_bits(low)
+    return _hash_bits(low), _hash_bits(low * _MIRROR_SIGNS)
 
 
 def phash(thumb: np.ndarray) -> np.uint64:
@@ -174,26 +198,27 @@ def fingerprint_file(path: Path, size: int = 224, fit: str = "crop") -> tuple[st
         data = Path(path).read_bytes()
     except OSError as error:
         raise DataError(f"overlap check: cannot read image {path} ({error}); fix or remove it") from error
-    hashes, unit = image_prints(load_image(path, size, fit)[None])
+    hashes, unit, _ = image_prints(load_image(path, size, fit)[None])
     return hashlib.sha256(data).hexdigest(), np.uint64(hashes[0]), unit[0].astype(np.float32)
 
 
-def prints_of(dataset: Dataset, rows: Sequence[int] | np.ndarray, workers: int = 4) -> tuple[np.ndarray, np.ndarray]:
-    """pHashes and details of ``rows`` of ``dataset``, each decoded as stage 1 decodes it (its canonical image:
+def prints_of(dataset: Dataset, rows: Sequence[int] | np.ndarray,
+              workers: int = 4) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """pHashes, details and mirror pHashes of ``rows`` of ``dataset``, each decoded as stage 1 decodes it (its canonical image:
     :func:`crs.data.images.dataset_image`), for data sets no extraction printed (threads: PIL releases the GIL)."""
     from crs.data.images import dataset_image
 
     rows = [int(r) for r in rows]
     batches = [rows[i:i + 64] for i in range(0, len(rows), 64)]
 
-    def batch(part: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    def batch(part: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return image_prints(np.stack([dataset_image(dataset, r).numpy() for r in part]))
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         done = list(pool.map(batch, batches))
     if not done:
-        return np.zeros(0, np.uint64), np.zeros((0, THUMB * THUMB), np.float16)
-    return np.concatenate([d[0] for d in done]), np.concatenate([d[1] for d in done])
+        return np.zeros(0, np.uint64), np.zeros((0, THUMB * THUMB), np.float16), np.zeros(0, np.uint64)
+    return tuple(np.concatenate([d[k] for d in done]) for k in range(3))  # type: ignore[return-value]
 
 
 def fingerprint(dataset: Dataset, workers: int = 4, sha256: Sequence[str] | None = None) -> Prints:
@@ -212,9 +237,9 @@ def fingerprint(dataset: Dataset, workers: int = 4, sha256: Sequence[str] | None
 
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
             sha256 = list(pool.map(digest, [str(p) for p in dataset.paths]))
-    hashes, units = prints_of(dataset, range(len(dataset)), workers)
+    hashes, units, mirrored = prints_of(dataset, range(len(dataset)), workers)
     return Prints(ids=np.asarray(dataset.ids).astype(str), sha256=np.asarray(list(sha256), dtype=str),
-                  phash=hashes, thumbs=units)
+                  phash=hashes, thumbs=units, mirror=mirrored)
 
 
 def _popcount(values: np.ndarray) -> np.ndarray:
@@ -231,9 +256,11 @@ PAIRS_PER_BLOCK = 2**23
 
 def find_overlaps(a: Prints, b: Prints, a_name: str = "a", b_name: str = "b", block: int | None = None,
                   max_hamming: int = MAX_HAMMING, min_correlation: float = MIN_CORRELATION) -> list[Overlap]:
-    """Every pair (image of ``a``, image of ``b``) that is an exact or a near copy, sorted by ``b``'s id.
+    """Every pair (image of ``a``, image of ``b``) that is an exact, a near or a flipped copy, sorted by ``b``'s id.
 
-    ``block`` rows of ``b`` are compared with all of ``a`` at once (default: :data:`PAIRS_PER_BLOCK` pairs)."""
+    ``block`` rows of ``b`` are compared with all of ``a`` at once (default: :data:`PAIRS_PER_BLOCK` pairs).
+    A flipped copy is looked for where ``b`` has mirror hashes: ``b``'s mirror hash against ``a``'s hash,
+    confirmed on ``b``'s mirrored detail; a pair already found as a near copy is not reported again."""
     block = block or max(1, PAIRS_PER_BLOCK // max(1, len(a)))
     found: list[Overlap] = []
     by_hash: dict[str, int] = {}
@@ -244,23 +271,34 @@ def find_overlaps(a: Prints, b: Prints, a_name: str = "a", b_name: str = "b", bl
         if digest in by_hash:
             exact_b.add(j)
             found.append(Overlap(a_name, str(a.ids[by_hash[digest]]), b_name, str(b.ids[j]), "exact", 0, 1.0))
-    if len(a) and len(b):
+    views = [("near", b.phash, b.thumbs)]
+    if b.mirror is not None:
+        views.append(("flipped", b.mirror, _mirrored(b.thumbs)))
+    near: set[tuple[int, int]] = set()
+    for kind, hashes, thumbs in views if len(a) and len(b) else ():
         for start in range(0, len(b), block):
             stop = min(start + block, len(b))
-            distance = _popcount(np.bitwise_xor(b.phash[start:stop, None], a.phash[None, :]))
+            distance = _popcount(np.bitwise_xor(hashes[start:stop, None], a.phash[None, :]))
             rows, cols = np.nonzero(distance <= max_hamming)
             if not len(rows):
                 continue
-            correlation = np.einsum("ij,ij->i", b.thumbs[start + rows].astype(np.float32),
+            correlation = np.einsum("ij,ij->i", thumbs[start + rows].astype(np.float32),
                                     a.thumbs[cols].astype(np.float32))
             for r, c, corr in zip(rows.tolist(), cols.tolist(), correlation.tolist(), strict=True):
                 j = start + r
-                if j in exact_b or corr < min_correlation:
+                if j in exact_b or corr < min_correlation or (j, c) in near:
                     continue
-                found.append(Overlap(a_name, str(a.ids[c]), b_name, str(b.ids[j]), "near", int(distance[r, c]),
+                near.add((j, c))
+                found.append(Overlap(a_name, str(a.ids[c]), b_name, str(b.ids[j]), kind, int(distance[r, c]),
                                      float(corr)))
     found.sort(key=lambda o: (o.b_id, o.kind != "exact", o.distance, o.a_id))
     return found
+
+
+def _mirrored(thumbs: np.ndarray) -> np.ndarray:
+    """Unit details (N, THUMB * THUMB) of the left-right mirror images: the detail's blur is symmetric, so the
+    mirror's detail is the detail mirrored, exactly."""
+    return np.ascontiguousarray(thumbs.reshape(len(thumbs), THUMB, THUMB)[:, :, ::-1]).reshape(len(thumbs), -1)
 
 
 def overlapping_ids(overlaps: Sequence[Overlap]) -> list[str]:

@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from cohort_trees import build_ham_with_copies, build_isic_structured, structured_image
+from cohort_trees import build_ham_with_copies, build_ham_with_edits, build_isic_structured, structured_image
 from PIL import Image
 
 from crs.data import load_dataset
@@ -55,6 +55,49 @@ def test_distinct_structured_images_are_never_called_copies(tmp_path):
     prints = fingerprint(data)
     pairs = [o for o in find_overlaps(prints, prints) if o.a_id != o.b_id]
     assert pairs == []
+
+
+def _flip(picture):
+    return picture.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+
+
+@pytest.mark.parametrize("size", [32, 224])
+def test_flipped_copies_are_found_and_nothing_else(tmp_path, size):
+    """Re-released sets often differ by a left-right flip: 10 flipped, re-encoded copies among 40 distinct images."""
+    from click.testing import CliRunner
+
+    from crs.cli.main import cli
+
+    names = build_isic_structured(tmp_path / "isic", n=40)
+    planted = build_ham_with_edits(tmp_path / "ham", tmp_path / "isic", names, _flip)
+    spec = tmp_path / "spec.toml"
+    spec.write_text(f"""
+name = "o"
+cache = "{tmp_path / 'cache'}"
+encoders = ["pixel_stats"]
+[[datasets]]
+name = "isic"
+loader = "isic2019"
+root = "{tmp_path / 'isic'}"
+options = {{ image_size = {size} }}
+shift_target = {{ name = "ham", loader = "ham10000", root = "{tmp_path / 'ham'}", options = {{ image_size = {size} }} }}
+""")
+    result = CliRunner().invoke(cli, ["datasets", "overlap", str(spec), "--json"])
+    assert result.exit_code == 1, result.output
+    pairs = json.loads(result.output)
+    assert {p["b_id"]: p["a_id"] for p in pairs} == planted  # each flipped copy to its own source, no other pair
+    assert {p["kind"] for p in pairs} == {"flipped"} and min(p["correlation"] for p in pairs) >= 0.9
+
+
+@pytest.mark.parametrize("modality", ["dermoscopy", "fundus", "chest_xray"])
+def test_distinct_synthetic_images_are_never_called_copies_nor_flips(tmp_path, modality):
+    """The generator's images of one site look alike (one anatomy, one layout, one camera): none is a copy."""
+    from crs.data.synthetic import load_synthetic
+
+    data = load_synthetic(tmp_path, modality=modality, n_images=120, image_size=64)
+    prints = fingerprint(data)
+    assert prints.mirror is not None
+    assert [o for o in find_overlaps(prints, prints) if o.a_id != o.b_id] == []
 
 
 def test_cli_overlap_reports_the_pair_and_exits_1(planted, tmp_path):
