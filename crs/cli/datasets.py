@@ -97,9 +97,11 @@ def overlap(spec_path: str, names: tuple[str, ...], as_json: bool, workers: int)
         click.echo(json.dumps([o.to_dict() for _, _, found in pairs for o in found], indent=2))
     else:
         for a, b, found in pairs:
-            exact, flipped = (sum(o.kind == kind for o in found) for kind in ("exact", "flipped"))
+            exact = sum(o.kind == "exact" for o in found)
+            edited = {kind: sum(o.kind == kind for o in found) for kind in ("flipped", "cropped")}
             click.echo(f"{a} x {b}: {len(overlapping_ids(found))} image(s) of {b} also in {a} "
-                       f"({exact} exact, {len(found) - exact - flipped} near" + (f", {flipped} flipped)" if flipped else ")"))
+                       f"({exact} exact, {len(found) - exact - sum(edited.values())} near"
+                       + "".join(f", {n} {kind}" for kind, n in edited.items() if n) + ")")
     if any(found for _, _, found in pairs):
         sys.exit(1)
 

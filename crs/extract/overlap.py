@@ -2,7 +2,7 @@
 
 :class:`PrintCollector` receives each batch of canonical images the runner decodes (its
 ``on_decoded`` hook) and computes their prints in the decode worker (a grey 32 x 32 thumbnail, one
-DCT, one blur; the mirror's hash from the same DCT: :func:`crs.data.overlap.image_prints`), then keeps them in the store
+DCT: :func:`crs.data.overlap.image_prints`), then keeps them in the store
 (:mod:`crs.cache.prints`). :func:`store_prints` returns a data set's prints from its store, printing
 here only the rows no extraction printed (a store extracted before prints were kept, rows a killed run
 decoded, other shards' rows; a shard leaves the comparison to the last shard to finish:
@@ -37,7 +37,7 @@ class PrintCollector:
         self.path = store_path(cache_root, dataset.name)
         self.dataset = dataset
         self._lock = threading.Lock()
-        self._parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.wanted: np.ndarray | None = None
 
     def add(self, rows: np.ndarray, images: Any) -> None:
@@ -49,9 +49,9 @@ class PrintCollector:
         if not mask.any():
             return
         pixels = images.numpy() if hasattr(images, "numpy") else np.asarray(images)
-        phash, detail, mirror = image_prints(pixels if mask.all() else pixels[mask])
+        phash, thumb = image_prints(pixels if mask.all() else pixels[mask])
         with self._lock:
-            self._parts.append((np.asarray(rows)[mask], phash, detail, mirror))
+            self._parts.append((np.asarray(rows)[mask], phash, thumb))
 
     def flush(self) -> int:
         """Write the collected prints to the store; the number of rows written."""
@@ -61,7 +61,7 @@ class PrintCollector:
             return 0
         rows = np.concatenate([p[0] for p in parts])
         write_prints(FeatureStore(self.path, mode="a"), self.dataset, rows, np.concatenate([p[1] for p in parts]),
-                     np.concatenate([p[2] for p in parts]), np.concatenate([p[3] for p in parts]))
+                     np.concatenate([p[2] for p in parts]))
         return len(rows)
 
 
