@@ -1,4 +1,5 @@
-"""Images shared between data sets: exact copies (same bytes) and near copies (re-encoded, resized, 8 vs 16 bit).
+"""Images shared between data sets: exact copies (same bytes) and near copies (re-encoded, resized, 8 vs 16 bit,
+flipped, cropped).
 
 A shift target that shares images with its source's training data flatters robustness (HAM10000 and
 BCN20000 are inside ISIC 2019). An image's exact print is the sha256 of its file (the digest the store's
@@ -13,12 +14,12 @@ called copies for a similar coarse layout.
 
 Crops and flips are found too (decision 0122). Each image keeps its grey thumbnail (uint16), so at
 comparison time a pair can be looked at through *views*: the left-right mirror of ``b`` (a flip), and
-centred zooms (:data:`ZOOMS`) of one image of the pair, a crop of c per side being a zoom of 1 / (1 - 2c) (5 %:
-1.11). Each view has its own pHash (candidates within :data:`MAX_HAMMING` bits) and detail, confirmed
+centred zooms (:data:`ZOOMS`) of one image of the pair, a crop of c per side being a zoom of
+1 / (1 - 2c) (5 %: 1.11). Each view has its own pHash (candidates within :data:`MAX_HAMMING` bits) and detail, confirmed
 at :data:`MIN_CORRELATION` (a flip) or :data:`MIN_CROP_CORRELATION` (a zoom).
 
-Sharing stage 1's decode (decision 0097), the check adds only the thumbnail, one DCT and one blur per
-image. Stage 1 maps 16-bit grey to 8 bit by its bit depth (decision 0045), so the 8- and 16-bit PNGs of
+Sharing stage 1's decode (decision 0097), the check adds only the thumbnail and one DCT per image; the
+details (one blur each) are made when compared, for candidate rows only. Stage 1 maps 16-bit grey to 8 bit by its bit depth (decision 0045), so the 8- and 16-bit PNGs of
 one film print alike. What is found and what is not, measured: docs/datasets.md
 (``python -m crs.bench.overlap_edits``).
 """
