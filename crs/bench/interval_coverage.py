@@ -500,6 +500,44 @@ PRINTED = {  # crs.scoring.intervals.MEASURED_COVERAGE key: (the bench's row, ho
                   "max-|t| over every pair, logit scale (0062)"),
 }
 """Every interval crs prints, with a measured coverage (docs/crs.md 7b; issue 30 item 6)."""
+PRINTED_BOX = {  # crs.scoring.intervals.MEASURED_COVERAGE_BOX key: (the bench's row, the percentile row it replaces)
+    "crs": ("CRS box projection", "CRS percentile interval"),
+    "crs_four_axes": ("CRS, four axes, box projection", "CRS, four axes, percentile interval"),
+    "auroc": ("AUROC box (four-axis box)", "AUROC percentile interval"),
+    "calibration": ("calibration error box (four-axis box)", "calibration error percentile interval"),
+    "label_efficiency": ("label efficiency box (four-axis box)", "label efficiency percentile interval"),
+    "robustness": ("robustness box (four-axis box)", "robustness percentile interval"),
+    "reversal_count": ("reversal count, box bounds", "reversal count, percentile interval"),
+}
+"""The default intervals (decision 0128): the box over the four axes' errors, its projection through the CRS
+(two and four axes) and the reversal count's bounds; beside each, the width of the percentile interval."""
+
+
+def box_markdown(results: list[Coverage]) -> str:
+    """docs/crs.md 7b: per default interval and design, coverage mean / worst encoder, and its mean width
+    against the percentile interval's (the ratio)."""
+    lines = ["| default interval | " + " | ".join(r.configuration for r in results) + " |",
+             "|" + "---|" * (len(results) + 1)]
+    for key, (row, percentile) in PRINTED_BOX.items():
+        cells = [f"{r.rows[row]:.3f} / {r.rows.get(row + ', worst encoder', r.rows[row]):.3f}; width "
+                 f"{r.rows[row + ': width']:.3f} vs {r.rows[percentile + ': width']:.3f} "
+                 f"({r.rows[row + ': width'] / r.rows[percentile + ': width']:.2f}x)" for r in results]
+        lines.append(f"| {key} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def measured_box_figures(results: list[Coverage]) -> dict[str, dict[str, float]]:
+    """What crs.scoring.intervals.MEASURED_COVERAGE_BOX holds (as :func:`measured_figures`)."""
+    out = {}
+    for key in ("crs", "auroc", "calibration", "label_efficiency", "robustness"):
+        rows = [PRINTED_BOX[key][0]] + ([PRINTED_BOX["crs_four_axes"][0]] if key == "crs" else [])
+        means = [r.rows[name] for r in results for name in rows]
+        worst = [r.rows.get(name + ", worst encoder", r.rows[name]) for r in results for name in rows]
+        out[key] = {"mean_low": round(min(means), 3), "mean_high": round(max(means), 3),
+                    "worst_encoder": round(min(worst), 3)}
+    return out
+
+
 EXTRA = {"reversal count": "reversal-count percentile interval",
          "rank sets (all five at once)": "rank sets, all encoders at once"}
 
@@ -561,6 +599,9 @@ def main(argv: list[str] | None = None) -> None:
         print()
         print(printed_markdown(results))
         print(measured_figures(results))
+        print()
+        print(box_markdown(results))
+        print(measured_box_figures(results))
     print()
     print("Subgroup AUROC gaps under equal signal in every group (null):")
     print(gap_null_markdown(args.data_sets, args.n_boot))

@@ -133,8 +133,8 @@ def axis_intervals(score, alpha: float | None = None) -> pd.DataFrame:
     alpha = score.bootstrap.alpha if alpha is None else alpha
     encoders = [str(name) for name in score.axis_errors.index]
     out = pd.DataFrame(index=pd.Index(encoders, name="encoder"))
-    table = score.bootstrap.table
-    if alpha == score.bootstrap.alpha and interval_method(score.bootstrap) == "box":  # decision 0128
+    table = getattr(score.bootstrap, "table", None)
+    if table is not None and alpha == score.bootstrap.alpha and interval_method(score.bootstrap) == "box":  # decision 0128
         for axis, (value, _label, higher_is_better) in AXIS_VALUES.items():
             if f"{axis}_error_box_low" not in table:
                 out[f"{value}_low"] = out[f"{value}_high"] = np.nan

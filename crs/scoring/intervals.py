@@ -119,15 +119,16 @@ decisions 0063, 0090). Update them with the table when the method moves."""
 
 MEASURED_COVERAGE_BOX: dict[str, dict[str, float]] = {
     "crs": {"mean_low": 1.0, "mean_high": 1.0, "worst_encoder": 1.0},
-    "auroc": {"mean_low": 1.0, "mean_high": 1.0, "worst_encoder": 1.0},
-    "calibration": {"mean_low": 1.0, "mean_high": 1.0, "worst_encoder": 1.0},
-    "label_efficiency": {"mean_low": 1.0, "mean_high": 1.0, "worst_encoder": 1.0},
-    "robustness": {"mean_low": 1.0, "mean_high": 1.0, "worst_encoder": 1.0},
+    "auroc": {"mean_low": 0.998, "mean_high": 1.0, "worst_encoder": 0.995},
+    "calibration": {"mean_low": 0.997, "mean_high": 1.0, "worst_encoder": 0.985},
+    "label_efficiency": {"mean_low": 0.997, "mean_high": 1.0, "worst_encoder": 0.99},
+    "robustness": {"mean_low": 0.995, "mean_high": 1.0, "worst_encoder": 0.99},
 }
 """Coverage of the default intervals (``[score] interval = "box"``, decision 0128): the CRS projected
 from the simultaneous box, and the box's own bounds of each axis, measured by
-``python -m crs.bench.interval_coverage`` as :data:`MEASURED_COVERAGE` (docs/crs.md 7b); the
-intervals not made from the box (subgroup tables) keep their percentile figures."""
+``python -m crs.bench.interval_coverage`` as :data:`MEASURED_COVERAGE` (docs/crs.md 7b; 200 test sets x
+200 replicates in each of six designs, near-ties included; ``measured_box_figures``); the intervals not
+made from the box (subgroup tables) keep their percentile figures."""
 
 INTERVAL_NAMES = {
     "crs": "CRS", "auroc": "AUROC", "calibration": "calibration error", "label_efficiency": "label efficiency",
