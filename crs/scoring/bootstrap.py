@@ -118,7 +118,7 @@ def paired_seed_bootstrap(measurements: Measurements, point: PointEstimate) -> B
     return result
 
 
-BOX_COLUMNS = ("crs_percentile_low", "crs_percentile_high", "box_critical")
+BOX_COLUMNS = ("crs_percentile_low", "crs_percentile_high", "box_critical", "interval_method")
 """Columns :func:`with_box` adds beside the ``<quantity>_box_low`` / ``_high`` of crs.scoring.projection."""
 
 
@@ -132,6 +132,7 @@ def with_box(table: pd.DataFrame, point: PointEstimate, replicate_errors: np.nda
     for column in bounds.columns:
         table[column] = bounds[column].reindex(table.index)
     table["box_critical"] = critical
+    table["interval_method"] = point.settings.interval
     if point.settings.interval == "box":
         table["crs_low"], table["crs_high"] = table["crs_box_low"], table["crs_box_high"]
 
@@ -142,6 +143,8 @@ def interval_method(bootstrap) -> str:
     table = getattr(bootstrap, "table", None)
     if table is None or "crs_box_low" not in table:
         return "percentile"
+    if "interval_method" in table and len(table):
+        return str(table["interval_method"].iloc[0])
     same = np.allclose(table["crs_low"], table["crs_box_low"], equal_nan=True) and np.allclose(
         table["crs_high"], table["crs_box_high"], equal_nan=True)
     return "box" if same else "percentile"

@@ -67,7 +67,8 @@ def _percentile_method(score):
     import dataclasses
 
     table = score.bootstrap.table.assign(crs_low=score.bootstrap.table["crs_percentile_low"],
-                                         crs_high=score.bootstrap.table["crs_percentile_high"])
+                                         crs_high=score.bootstrap.table["crs_percentile_high"],
+                                         interval_method="percentile")
     return dataclasses.replace(score, bootstrap=dataclasses.replace(score.bootstrap, table=table))
 
 
