@@ -321,6 +321,9 @@ class ScoreConfig:
     case_bootstrap: bool = True
     equity: bool = False
     """The optional fifth axis: the worst-group AUROC (docs/subgroups.md); off keeps the four-axis CRS."""
+    interval: str = "box"
+    """How the CRS and axis intervals are made: "box" (the simultaneous box projected through the score,
+    decision 0128) or "percentile" (the paper's percentile interval, printed with its measured level)."""
     subgroup_min_images: int = 50
     """Smallest patient subgroup scored (test images); smaller ones are reported as too small."""
     subgroup_min_positives: int = 10
@@ -342,6 +345,8 @@ class ScoreConfig:
             if _scalar(where, name, getattr(self, name), "int") < 1:
                 raise SpecError(f"{where}: {name} must be at least 1, got {getattr(self, name)}")
         _scalar(where, "seed", self.seed, "int")
+        if _scalar(where, "interval", self.interval, "str") not in ("box", "percentile"):
+            raise SpecError(f"{where}: interval must be 'box' or 'percentile', got {self.interval!r}")
         _scalar(where, "case_bootstrap", self.case_bootstrap, "bool")
         _scalar(where, "zero_shot", self.zero_shot, "bool")
         if self.prompts is not None:

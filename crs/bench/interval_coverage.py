@@ -36,12 +36,14 @@ from crs.bench.coverage_model import (
     ENCODERS,
     FRACTION_ANGLE,
     GROUP_SHARES,
+    NEAR_TIES,
     PREVALENCE,
     SEEDS,
     SEVERITIES,
     draw_sample,
     population_values,
 )
+from crs.scoring.box import simultaneous_box
 from crs.scoring.formula import crs_components
 from crs.scoring.intervals import (
     box_gap,
@@ -49,6 +51,7 @@ from crs.scoring.intervals import (
     simultaneous_gap_interval,
     simultaneous_group_box,
 )
+from crs.scoring.projection import project, reversal_count_bounds
 from crs.scoring.rank_sets import rank_confidence_sets
 from crs.scoring.rankings import rank_reversals
 from crs.scoring.resample import group_bootstrap
@@ -60,7 +63,10 @@ CONFIGURATIONS = {  # name: (patients, severity sd tau, extra images per patient
     "clustered, 366 patients, stratified": (366, 0.8, 1.0, True),
     "independent, 732 images, random": (732, 0.0, 0.0, False),
     "independent, 732 images, stratified": (732, 0.0, 0.0, True),
+    "near-ties, clustered, 366 patients, random": (366, 0.8, 1.0, False),
 }
+COHORTS = {"near-ties, clustered, 366 patients, random": NEAR_TIES}
+"""Designs on another cohort than :data:`crs.bench.coverage_model.ENCODERS` (issue 40: near-ties on an axis)."""
 
 
 def draw_test_set(n_patients: int, tau: float, extra_images: float, rng: np.random.Generator,
@@ -128,6 +134,20 @@ def _false_robust(reversal, truth: dict[str, np.ndarray], truth_crs: np.ndarray)
         if not (auroc_ahead and crs_behind):
             return True
     return False
+
+
+def box_projection(errors: np.ndarray, replicates: np.ndarray, floor: np.ndarray, calibration_scale: str = "square",
+                   alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray, dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """The default intervals of ``crs score`` (decision 0128) on one data set: the simultaneous box over
+    every (encoder, axis) error ``errors`` (E, A) from ``replicates`` (B, E, A) (axis 1 the calibration
+    error, the others 1 - AUROC on the logit scale) and its projection through the CRS (median reference,
+    ``floor`` (A,)). Returns the box's (low, high) (E, A) and the projected bounds."""
+    n_enc, n_axes = errors.shape
+    scales = ["logit" if a != 1 else calibration_scale for _ in range(n_enc) for a in range(n_axes)]
+    box = simultaneous_box(errors.ravel(), replicates.reshape(len(replicates), -1), alpha, scales)
+    low, high = box.low.reshape(n_enc, n_axes), box.high.reshape(n_enc, n_axes)
+    bounds = project(low, high, lambda stack: crs_components(stack, None, floor=floor))
+    return low, high, bounds
 
 
 def _interval_hits(low: np.ndarray, high: np.ndarray, truth: np.ndarray) -> np.ndarray:
@@ -233,14 +253,15 @@ def simulate(configuration: str, data_sets: int = 200, n_boot: int = 200, seed: 
              truth_patients: int = 300_000, compare_methods: bool = False, n_inner: int = 0,
              resample: str = "as drawn") -> Coverage:
     n_patients, tau, extra, stratified = CONFIGURATIONS[configuration]
+    cohort = COHORTS.get(configuration, ENCODERS)
     design = RESAMPLE[resample] or ("stratified" if stratified else "official")
-    names = list(ENCODERS)
+    names = list(cohort)
     n_groups = len(GROUP_SHARES)
     rng = np.random.default_rng([seed, list(CONFIGURATIONS).index(configuration)])
-    big = draw_sample(truth_patients, tau, extra, rng, full=False)
+    big = draw_sample(truth_patients, tau, extra, rng, full=False, cohort=cohort)
     truth = {"auroc": np.array([axes.auroc(big.y, big.probs[:, e], "binary") for e in range(len(names))]),
              "calibration": np.array([axes.debiased_ece(big.y, big.probs[:, e], "binary") for e in range(len(names))])}
-    population = population_values(tau)
+    population = population_values(tau, cohort)
     truth_group_calibration = np.array([[axes.debiased_ece(big.y[big.group == g], big.probs[big.group == g, e], "binary")
                                          for e in range(len(names))] for g in range(n_groups)])
     del big
@@ -254,7 +275,7 @@ def simulate(configuration: str, data_sets: int = 200, n_boot: int = 200, seed: 
 
     floors, stored = [], []
     for data_set in range(data_sets):
-        sample = draw_sample(n_patients, tau, extra, rng, stratified)
+        sample = draw_sample(n_patients, tau, extra, rng, stratified, cohort=cohort)
         y, patient, probs = sample.y, sample.patient, sample.probs
         point = point_metrics(y, probs, patient)
         floor = np.array([np.median(point["auroc_se"]), np.median(point["calibration_se"])])
@@ -343,6 +364,8 @@ def simulate(configuration: str, data_sets: int = 200, n_boot: int = 200, seed: 
                                        auroc_boot, crs_boot)
         hit("reversal-count percentile interval", reversal.count_low <= true_reversals <= reversal.count_high)
         hit("robust reversals: data sets with a false one (rate, not coverage)", _false_robust(reversal, truth, truth_crs))
+        _box_rows(hit, widths, point, auroc_boot, calibration_boot, label, robust, floor, extra_floor, crs_boot,
+                  four_boot, truth, truth_crs, truth_four, population, true_reversals, reversal)
         sets = rank_confidence_sets(crs_point, crs_boot, encoders=names).table
         inside = (sets.loc[names, "rank_low"].to_numpy() <= ranks) & (ranks <= sets.loc[names, "rank_high"].to_numpy())
         hit("rank sets, all encoders at once", inside.all())
@@ -377,6 +400,46 @@ def simulate(configuration: str, data_sets: int = 200, n_boot: int = 200, seed: 
     rows["calibration: ece_se / fresh-sample SD"] = float(np.mean(calibration_se / spread[n_enc : 2 * n_enc]))
     rows["true CRS gaps (smallest)"] = float(np.min(np.diff(np.sort(truth_crs))))
     return Coverage(configuration, data_sets, n_boot, rows)
+
+
+def _box_rows(hit, widths, point, auroc_boot, calibration_boot, label, robust, floor, extra_floor, crs_boot, four_boot,
+              truth, truth_crs, truth_four, population, true_reversals, reversal) -> None:
+    """Coverage and width of the projected box (decision 0128) beside the percentile intervals, one data set."""
+    def width(name: str, low, high) -> None:
+        widths.setdefault(name, []).append(np.asarray(high, dtype=np.float64) - np.asarray(low, dtype=np.float64))
+
+    def percentile(replicates):
+        return np.percentile(replicates, [2.5, 97.5], axis=0)
+
+    two = np.stack([1 - point["auroc"], point["calibration"]], axis=-1)
+    two_boot = np.stack([1 - auroc_boot, calibration_boot], axis=-1)
+    four = np.concatenate([two, np.stack([1 - label[0], 1 - robust[0]], axis=-1)], axis=-1)
+    four_draws = np.concatenate([two_boot, np.stack([1 - label[1:], 1 - robust[1:]], axis=-1)], axis=-1)
+    truth_errors = np.stack([1 - truth["auroc"], truth["calibration"], 1 - population["label_efficiency"],
+                             1 - population["robustness"]], axis=-1)
+    for scale in ("square", "identity"):
+        tag = "" if scale == "square" else ", calibration on its own scale"
+        _, _, bounds = box_projection(two, two_boot, floor, scale)
+        hit(f"CRS box projection{tag}", _interval_hits(*bounds["crs"], truth_crs))
+        width(f"CRS box projection{tag}: width", *bounds["crs"])
+        low, high, bounds = box_projection(four, four_draws, extra_floor, scale)
+        hit(f"CRS, four axes, box projection{tag}", _interval_hits(*bounds["crs"], truth_four))
+        width(f"CRS, four axes, box projection{tag}: width", *bounds["crs"])
+        for a, axis in enumerate(("AUROC", "calibration error", "label efficiency", "robustness")):
+            hit(f"{axis} box (four-axis box){tag}", _interval_hits(low[:, a], high[:, a], truth_errors[:, a]))
+            width(f"{axis} box (four-axis box){tag}: width", low[:, a], high[:, a])
+        if scale == "square":
+            auroc_low, auroc_high = 1 - high[:, 0], 1 - low[:, 0]
+            _, _, two_bounds = box_projection(two, two_boot, floor, scale)
+            count = reversal_count_bounds(auroc_low, auroc_high, *two_bounds["crs"])
+            hit("reversal count, box bounds", count[0] <= true_reversals <= count[1])
+            width("reversal count, box bounds: width", count[0], count[1])
+    width("CRS percentile interval: width", *percentile(crs_boot))
+    width("CRS, four axes, percentile interval: width", *percentile(four_boot))
+    for axis, values in (("AUROC", auroc_boot), ("calibration error", calibration_boot),
+                         ("label efficiency", label[1:]), ("robustness", robust[1:])):
+        width(f"{axis} percentile interval: width", *percentile(values))
+    width("reversal count, percentile interval: width", reversal.count_low, reversal.count_high)
 
 
 GAP_GROUPS = (2, 4, 8)
@@ -455,6 +518,44 @@ PRINTED = {  # crs.scoring.intervals.MEASURED_COVERAGE key: (the bench's row, ho
     "auroc_gap": ("AUROC gap of the picked pair, box corners", "the picked pair at the box's corners (0136)"),
 }
 """Every interval crs prints, with a measured coverage (docs/crs.md 7b; issue 30 item 6)."""
+PRINTED_BOX = {  # crs.scoring.intervals.MEASURED_COVERAGE_BOX key: (the bench's row, the percentile row it replaces)
+    "crs": ("CRS box projection", "CRS percentile interval"),
+    "crs_four_axes": ("CRS, four axes, box projection", "CRS, four axes, percentile interval"),
+    "auroc": ("AUROC box (four-axis box)", "AUROC percentile interval"),
+    "calibration": ("calibration error box (four-axis box)", "calibration error percentile interval"),
+    "label_efficiency": ("label efficiency box (four-axis box)", "label efficiency percentile interval"),
+    "robustness": ("robustness box (four-axis box)", "robustness percentile interval"),
+    "reversal_count": ("reversal count, box bounds", "reversal count, percentile interval"),
+}
+"""The default intervals (decision 0128): the box over the four axes' errors, its projection through the CRS
+(two and four axes) and the reversal count's bounds; beside each, the width of the percentile interval."""
+
+
+def box_markdown(results: list[Coverage]) -> str:
+    """docs/crs.md 7b: per default interval and design, coverage mean / worst encoder, and its mean width
+    against the percentile interval's (the ratio)."""
+    lines = ["| default interval | " + " | ".join(r.configuration for r in results) + " |",
+             "|" + "---|" * (len(results) + 1)]
+    for key, (row, percentile) in PRINTED_BOX.items():
+        cells = [f"{r.rows[row]:.3f} / {r.rows.get(row + ', worst encoder', r.rows[row]):.3f}; width "
+                 f"{r.rows[row + ': width']:.3f} vs {r.rows[percentile + ': width']:.3f} "
+                 f"({r.rows[row + ': width'] / r.rows[percentile + ': width']:.2f}x)" for r in results]
+        lines.append(f"| {key} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def measured_box_figures(results: list[Coverage]) -> dict[str, dict[str, float]]:
+    """What crs.scoring.intervals.MEASURED_COVERAGE_BOX holds (as :func:`measured_figures`)."""
+    out = {}
+    for key in ("crs", "auroc", "calibration", "label_efficiency", "robustness"):
+        rows = [PRINTED_BOX[key][0]] + ([PRINTED_BOX["crs_four_axes"][0]] if key == "crs" else [])
+        means = [r.rows[name] for r in results for name in rows]
+        worst = [r.rows.get(name + ", worst encoder", r.rows[name]) for r in results for name in rows]
+        out[key] = {"mean_low": round(min(means), 3), "mean_high": round(max(means), 3),
+                    "worst_encoder": round(min(worst), 3)}
+    return out
+
+
 EXTRA = {"reversal count": "reversal-count percentile interval",
          "rank sets (all five at once)": "rank sets, all encoders at once"}
 
@@ -516,6 +617,9 @@ def main(argv: list[str] | None = None) -> None:
         print()
         print(printed_markdown(results))
         print(measured_figures(results))
+        print()
+        print(box_markdown(results))
+        print(measured_box_figures(results))
     print()
     print("Subgroup AUROC gaps under equal signal in every group (null):")
     print(gap_null_markdown(args.data_sets, args.n_boot))

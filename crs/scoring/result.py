@@ -13,12 +13,13 @@ import pandas as pd
 
 from crs.axes import effective_robustness, seed_axes
 from crs.evaluate.artifacts import PREDICTIONS_DIR, RunFolder
-from crs.scoring.bootstrap import BootstrapResult, paired_seed_bootstrap, zero_width
+from crs.scoring.bootstrap import BootstrapResult, interval_method, paired_seed_bootstrap, zero_width
 from crs.scoring.case_bootstrap import default_workers, paired_seed_case_bootstrap, task_kinds
 from crs.scoring.coverage import Coverage, declared_records, every_task_encoders, is_complete, placement
 from crs.scoring.formula import AXES, EQUITY, PointEstimate, ScoreInputError, point_estimate, rank_descending
 from crs.scoring.intervals import coverage_sentence, measured_coverage
 from crs.scoring.measurements import Measurements, measure
+from crs.scoring.projection import reversal_count_bounds
 from crs.scoring.rankings import RankReversals, rank_reversals
 from crs.scoring.resample import design_line
 from crs.scoring.reversals import Reversals, auroc_crs_reversals
@@ -217,7 +218,9 @@ class ScoreResult:
             "zero_width": zero_width(self.bootstrap.table),
             "nominal_level": 1.0 - float(self.bootstrap.alpha),
             # what the case-level intervals cover by simulation (docs/crs.md 7b, decision 0063)
-            "measured_coverage": measured_coverage(float(self.bootstrap.alpha)) if case_level else None,
+            "measured_coverage": measured_coverage(float(self.bootstrap.alpha), interval_method(self.bootstrap))
+            if case_level else None,
+            "method": interval_method(self.bootstrap),  # decision 0128: "box" (default) or "percentile"
             # how each test set was drawn and so resampled (decision 0085); None: seed level only
             "sampling_design": ([dict(row) for row in self.bootstrap.sampling_designs]
                                 if case_level and self.bootstrap.sampling_designs is not None else None),
@@ -292,7 +295,12 @@ class ScoreResult:
     def _interval_lines(self) -> list[str]:
         interval = self.interval_summary()
         if interval["covers_test_set"]:
-            sentence = coverage_sentence(float(self.bootstrap.alpha))
+            method = interval_method(self.bootstrap)
+            sentence = coverage_sentence(float(self.bootstrap.alpha), method=method)
+            if method == "box":
+                sentence = (f"CRS and axis intervals: the CRS at the extreme corners of a simultaneous box over every "
+                            f"axis error (critical value {float(self.bootstrap.table['box_critical'].iloc[0]):.2f}; "
+                            f"decision 0128); percentile bounds in crs_percentile_low / _high. {sentence or ''}").strip()
             designs = [f"  {design_line(row)}" for row in interval["sampling_design"] or []]
             return ([sentence] if sentence else []) + (["test sets resampled as they were drawn:", *designs] if designs else [])
         lines = ["intervals are seed-only: the test set is not resampled (set case_bootstrap = true for intervals "
@@ -661,7 +669,14 @@ def bootstrap_reversals(table: pd.DataFrame, boot: BootstrapResult, settings: Sc
     finite = np.isfinite(auroc_boot).all(axis=1) & np.isfinite(crs_boot).all(axis=1)
     if finite.sum() < 2:
         return None
-    return auroc_crs_reversals(
+    found = auroc_crs_reversals(
         table["auroc"].set_axis(names), table["crs"].set_axis(names), auroc_boot[finite], crs_boot[finite],
         alpha=settings.alpha,
     )  # fmt: skip
+    if settings.interval == "box" and "discrimination_error_box_low" in boot.table:  # decision 0128
+        box = boot.table.reindex(names)
+        low, high = reversal_count_bounds(
+            1.0 - box["discrimination_error_box_high"].to_numpy(), 1.0 - box["discrimination_error_box_low"].to_numpy(),
+            box["crs_box_low"].to_numpy(), box["crs_box_high"].to_numpy())  # fmt: skip
+        found = dataclasses.replace(found, count_low=float(low), count_high=float(high))
+    return found
