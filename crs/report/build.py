@@ -292,6 +292,7 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
         title=title, headline=head, board=_board_rows(board, text, styles, flags), reference=score.reference,
         reversal_note=reversal_note, interval_note=interval_note(score.bootstrap),
         ci_label=interval_label(score.bootstrap), sections=sections,
+        axis_labels=[label for _, label, _ in AXIS_VALUES.values()],
         cards=[{**card.__dict__, "colour": styles[card.encoder].colour,
                 "p_rank1": percent(card.p_rank1) if np.isfinite(card.p_rank1) else "n/a"} for card in cards],
         settings=settings, provenance=provenance_box, subgroup_line=subgroup_line,

@@ -84,6 +84,9 @@ def opening_line(gaps: pd.DataFrame) -> str:
     """One line for the report's opening summary: the real subgroup findings, or that there are none."""
     found = _findings(gaps)
     compared = int((gaps["n_groups"].astype(int) > 1).sum())
+    if not compared:
+        return ("Who does it fail? No two subgroups could be compared: no attribute has two groups large enough to "
+                "score.")
     if not found:
         return (f"Who does it fail? No subgroup gap is clear of noise ({compared} comparisons of two or more "
                 "groups; no gap's interval excludes 0).")
