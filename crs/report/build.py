@@ -144,12 +144,23 @@ def _settings(score, records: pd.DataFrame) -> list[tuple[str, str]]:
     targets = shift_targets(records)
     if targets:
         rows.insert(2, ("shift targets", "; ".join(f"{task}: {', '.join(names)}" for task, names in targets.items())))
-    rows += [(key.replace("_", " "), str(value)) for key, value in settings.items()]
+    rows += [(key.replace("_", " "), _setting_text(value)) for key, value in settings.items()]
     point = getattr(score, "point", None)
     if point is not None:
         rows.append(("error floors (noise level of the reference's errors)",
                      ", ".join(f"{axis.replace('_', ' ')} {value:.4f}" for axis, value in point.floor.items())))
     return rows
+
+
+def _setting_text(value) -> str:
+    """A setting as a reader wants it: floats to 4 significant digits (weights 0.3333, not 0.3333333333333333)."""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, dict):
+        return ", ".join(f"{key.replace('_', ' ')} {_setting_text(item)}" for key, item in value.items())
+    if isinstance(value, list | tuple):
+        return ", ".join(_setting_text(item) for item in value)
+    return str(value)
 
 
 def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs report", *,
@@ -168,7 +179,9 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
     folder.mkdir(parents=True, exist_ok=True)
     predictions_dir = Path(predictions_dir) if predictions_dir is not None else out_dir / "predictions"
     cache_root = cache_root if cache_root is not None else getattr(spec, "cache", None)
-    provenance_box = provenance_rows(_run_provenance(predictions_dir.parent)) + design_rows(score)
+    records_file = RunFolder(predictions_dir.parent).records_path
+    provenance_box = provenance_rows(_run_provenance(predictions_dir.parent),
+                                     records_file.stat().st_mtime if records_file.is_file() else None) + design_rows(score)
 
     order = score.crs.sort_values(["rank", "auroc_rank"]).index.astype(str).tolist()
     # encoders ranked only in their tasks' leaderboards (specialists) follow, with their own colours
@@ -343,6 +356,8 @@ def _subgroup_section(score, styles, folder: Path) -> Section:
     if table.rows:
         section.details.append(Details(f"Per group: AUROC, calibration error and positive rate ({len(table.rows)} "
                                        "scored groups)", tables=(table,)))
+    elif coverage:  # no group table to carry it: the intervals of the lines still have this coverage
+        section.text += f" {coverage}"
     small = subgroup_report.too_small_lines(groups)
     if small:
         section.details.append(Details(
