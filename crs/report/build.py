@@ -433,6 +433,8 @@ def _markdown(title, head, text, reversal_note, sections, cards, settings, out_d
             f"- pretraining data: {'; '.join(p.pretraining_data) or 'none'}",
             f"- exposure: {'; '.join(f.text() for f in card.flags) or 'none found'}",
             *(f"- subgroup: {line}" for line in card.subgroups),
+            *(["  (worst-group intervals allow for the worst group being picked after looking, so they differ "
+               "from the group's own interval in \"Who does it fail?\")"] if card.subgroups else []),
             "",
         ]
     lines += ["## Settings", "", markdown_table(pd.DataFrame(settings, columns=["setting", "value"])), ""]

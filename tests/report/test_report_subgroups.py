@@ -80,6 +80,8 @@ def test_a_group_with_two_intervals_says_why(who):
     showing = [block for block in re.findall(r"<details>.*?</details>", section, flags=re.S)
                if worst_interval in block or own_interval in block]
     assert len(showing) == 2 and all(why in block for block in showing)  # the worst-group lines and the table
+    card = page.split('<h2 id="cards">', 1)[1]
+    assert worst_interval in card and "Worst-group intervals allow for the worst group being picked" in card
 
 
 def test_figures_compare_groups_and_keep_their_titles_whole(who, tmp_path):
