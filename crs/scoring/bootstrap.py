@@ -112,7 +112,8 @@ def paired_seed_bootstrap(measurements: Measurements, point: PointEstimate) -> B
         warnings.warn(
             f"seed-only bootstrap: the CRS interval of {', '.join(flat)} has zero width (every seed gave the same "
             "measurements, and the test set is not resampled); it is reported as seed-only, not as a confidence "
-            "interval: set case_bootstrap = true to resample the test set",
+            "interval: set case_bootstrap = true to resample the test set (score_records: case_level=True "
+            "with run_folder=the run's folder)",
             stacklevel=2,
         )
     return result
