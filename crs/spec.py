@@ -312,6 +312,9 @@ class ScoreConfig:
     case_bootstrap: bool = True
     equity: bool = False
     """The optional fifth axis: the worst-group AUROC (docs/subgroups.md); off keeps the four-axis CRS."""
+    reference_competes: bool = False
+    """A named reference competes for the lead as in the paper's table; off, it is a baseline row left out of
+    P(rank 1), the leading tier and the headline's leader (docs/crs.md section 4)."""
     subgroup_min_images: int = 50
     """Smallest patient subgroup scored (test images); smaller ones are reported as too small."""
     subgroup_min_positives: int = 10
@@ -335,6 +338,7 @@ class ScoreConfig:
         _scalar(where, "seed", self.seed, "int")
         _scalar(where, "case_bootstrap", self.case_bootstrap, "bool")
         _scalar(where, "zero_shot", self.zero_shot, "bool")
+        _scalar(where, "reference_competes", self.reference_competes, "bool")
         if self.prompts is not None:
             if not isinstance(self.prompts, dict):
                 raise SpecError(f"{where}: field 'prompts' must be a table of data set = [prompt files]")
