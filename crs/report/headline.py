@@ -113,7 +113,7 @@ def headline(score, board: pd.DataFrame) -> str:
                                    reversal_uncertainty(score)))
     if score.reference != "median" and score.reference in set(board["encoder"]):
         parts.append(baseline_sentence(score.reference, reference_competes))
-        parts.append("The CRS is relative to that reference; another reference can reorder the encoders.")
+        parts.append("The CRS is relative to a reference: another reference can reorder the encoders.")
     else:
         parts.append(reference_sentence(score.reference))
     return " ".join(parts)
