@@ -86,3 +86,13 @@ def test_comparisons_are_stored_and_read_back(scored):
     np.testing.assert_allclose(again.comparisons.high, found.comparisons.high)
     np.testing.assert_array_equal(again.comparisons.surely_dominates, found.comparisons.surely_dominates)
     assert again.headline_sentences() == found.headline_sentences()
+
+
+def test_a_spec_sets_reference_competes_and_a_wrong_value_says_how():
+    from crs.scoring.settings import ScoreSettings
+    from crs.spec import ScoreConfig, SpecError
+
+    assert ScoreSettings.from_config(ScoreConfig(reference_encoder="e00", reference_competes=True)).reference_competes
+    assert not ScoreSettings.from_config(ScoreConfig(reference_encoder="e00")).reference_competes
+    with pytest.raises(SpecError, match="reference_competes"):
+        ScoreConfig(reference_competes="yes")  # type: ignore[arg-type]
