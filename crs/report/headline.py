@@ -77,6 +77,8 @@ def headline(score, board: pd.DataFrame) -> str:
     needs no caution; where it competes (``reference_competes``) the page warns when it ranks first or
     when the leader changes under most reference choices."""
     competing = board[board["competes"]] if "competes" in board else board
+    if competing.empty:  # the reference scored alone
+        competing = board
     tier = [name for name, flag in zip(competing["encoder"], competing["tier"], strict=True) if flag]
     contestants = competing.sort_values("crs", ascending=False, kind="stable")["encoder"].tolist()
     comparisons = getattr(score, "comparisons", None)

@@ -61,7 +61,10 @@ def decision_sentences(
     the confidence level as printed ("95 %"); ``qualifier``: appended to "with confidence" (for example
     " over seed resampling only" when the test set was not resampled).
     """
-    tier, contestants = list(tier), list(contestants)
+    contestants = list(contestants)
+    tier = [name for name in tier if name in contestants]
+    if not contestants:
+        return ["Only the reference was scored: there is no other encoder to build on or compare."]
     if not tier:
         return []
     confident = f"with {level} confidence{qualifier}"

@@ -96,3 +96,15 @@ def test_a_spec_sets_reference_competes_and_a_wrong_value_says_how():
     assert not ScoreSettings.from_config(ScoreConfig(reference_encoder="e00")).reference_competes
     with pytest.raises(SpecError, match="reference_competes"):
         ScoreConfig(reference_competes="yes")  # type: ignore[arg-type]
+
+
+def test_stability_names_the_same_leader_as_the_headline(scored):
+    """Each reference choice's leader is over the encoders other than that reference, so the stability
+    section no longer says that every encoder leads when it is the reference."""
+    paper, found, _ = scored
+    assert found.stability.weights.top == found.bootstrap.leader != "e00"
+    assert paper.stability.weights.top == "e00"
+    leaders = found.stability.references["leader"]
+    assert all(leader != choice for choice, leader in leaders.items())  # no choice crowns its own reference
+    kept = found.stability.summary()["leader_unchanged_under_references"]
+    assert kept > paper.stability.summary()["leader_unchanged_under_references"]
