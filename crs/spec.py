@@ -15,7 +15,7 @@ from __future__ import annotations
 import difflib
 import math
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from types import UnionType
@@ -125,13 +125,22 @@ def _one_of(where: str, key: str, value: Any, allowed: tuple[str, ...]) -> str:
     return value
 
 
-def _reject_unknown(where: str, table: dict[str, Any], allowed: set[str] | tuple[str, ...]) -> None:
+def _unknown_message(where: str, table: dict[str, Any], allowed: set[str] | tuple[str, ...] | list[str]) -> str | None:
+    """One table's unknown keys, each with its "did you mean" where one is close (None: none unknown)."""
     unknown = sorted(set(table) - set(allowed))
-    if unknown:
-        guesses = {key: difflib.get_close_matches(key, sorted(allowed), n=1, cutoff=0.6) for key in unknown}
-        hint = "; ".join(f"did you mean {close[0]!r} for {key!r}?" for key, close in guesses.items() if close)
-        raise SpecError(f"{where}: unknown field(s) {unknown}" + (f"; {hint}" if hint else "")
-                        + f"; allowed: {sorted(allowed)}")
+    if not unknown:
+        return None
+    guesses = {key: difflib.get_close_matches(key, sorted(allowed), n=1, cutoff=0.6) for key in unknown}
+    hint = "; ".join(f"did you mean {close[0]!r} for {key!r}?" for key, close in guesses.items() if close)
+    every_guessed = all(guesses.values())  # the allowed list only where some key has no close guess
+    return (f"{where}: unknown field(s) {unknown}" + (f"; {hint}" if hint else "")
+            + ("" if every_guessed else f"; allowed: {sorted(allowed)}"))
+
+
+def _reject_unknown(where: str, table: dict[str, Any], allowed: set[str] | tuple[str, ...]) -> None:
+    message = _unknown_message(where, table, allowed)
+    if message:
+        raise SpecError(message)
 
 
 def _set(config: Any, **values: Any) -> None:
@@ -543,12 +552,53 @@ def _encoders(value: Any, defaults: dict[str, Any]) -> tuple[EncoderEntry, ...]:
     return tuple(entries)
 
 
+TOP_FIELDS = ("name", "cache", "output", "encoders", "encoder_defaults", "datasets", "extract", "probe", "score")
+ENCODER_FIELDS = ("name", "weights", "input_size", "datasets")
+DATASET_FIELDS = ("name", "loader", "root", "options", "shift_target")
+
+
+def unknown_fields(data: dict[str, Any]) -> list[str]:
+    """One line per table of a spec mapping with unknown keys, each key with its "did you mean" where one is close.
+
+    One pass over the whole spec, so two typos are reported together rather than one per run; tables of
+    the wrong type are left to the checks that follow.
+    """
+    found: list[str] = []
+
+    def visit(where: str, table: Any, allowed: Sequence[str]) -> None:
+        message = _unknown_message(where, table, list(allowed)) if isinstance(table, dict) else None
+        if message:
+            found.append(message)
+
+    visit("spec", data, TOP_FIELDS)
+    visit("encoder_defaults", data.get("encoder_defaults"), ("weights", "input_size"))
+    encoders = data.get("encoders")
+    for i, item in enumerate(encoders if isinstance(encoders, list) else []):
+        visit(f"encoders[{i}]", item, ENCODER_FIELDS)
+    datasets = data.get("datasets")
+    for i, item in enumerate(datasets if isinstance(datasets, list) else []):
+        visit(f"datasets[{i}]", item, DATASET_FIELDS)
+        target = item.get("shift_target") if isinstance(item, dict) else None
+        for j, one in enumerate([target] if isinstance(target, dict) else target if isinstance(target, list) else []):
+            where = "shift_target" if isinstance(target, dict) else f"shift_target[{j}]"
+            visit(f"datasets[{i}].{where}", one, DATASET_FIELDS[:-1])
+    for key, config in (("extract", ExtractConfig), ("probe", ProbeConfig), ("score", ScoreConfig)):
+        visit(key, data.get(key), [f.name for f in fields(config)])
+    score = data.get("score")
+    if isinstance(score, dict):
+        visit("score.weights", score.get("weights"), COMPONENTS)
+    return found
+
+
 def parse_spec(data: dict[str, Any], base: Path = Path(".")) -> Spec:
-    """Validate a spec mapping (as read from TOML) into a :class:`Spec`."""
-    _reject_unknown(
-        "spec", data,
-        {"name", "cache", "output", "encoders", "encoder_defaults", "datasets", "extract", "probe", "score"},
-    )
+    """Validate a spec mapping (as read from TOML) into a :class:`Spec`.
+
+    Unknown keys anywhere in the spec are refused first, all of them in one error.
+    """
+    unknown = unknown_fields(data)
+    if unknown:
+        raise SpecError(" | ".join(unknown) if len(unknown) == 1 else
+                        f"unknown fields in {len(unknown)} tables: " + " | ".join(unknown))
     name = _require("spec", data, "name")
     defaults = data.get("encoder_defaults", {})
     if not isinstance(defaults, dict):

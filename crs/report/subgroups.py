@@ -24,8 +24,8 @@ def _with_interval(value: float, low: float, high: float) -> str:
 def worst_group_sentences(gaps: pd.DataFrame) -> list[str]:
     """One line per encoder, task, condition and attribute naming the worst group and the gap.
 
-    Gap intervals are simultaneous over every pair of the attribute's groups (decision 0062), so a
-    gap whose interval excludes 0 is a finding whatever the number of groups."""
+    Worst-group and gap intervals come from one simultaneous box over every group (decisions 0135, 0136),
+    so a gap whose interval excludes 0 is a finding whatever the number of groups."""
     lines = []
     for _, row in gaps.iterrows():
         where = f"{row['encoder']} on {row['task']} ({row['condition']}), by {row['attribute']}"

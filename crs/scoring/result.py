@@ -30,6 +30,7 @@ from crs.scoring.subgroups import (
     EquityError,
     SubgroupResult,
     equity_error,
+    equity_interval,
     equity_replicates,
     subgroup_scores,
 )
@@ -300,10 +301,10 @@ class ScoreResult:
             return []
         found = gaps[gaps["auroc_gap_low"].fillna(0) > 0]
         if found.empty:
-            return [f"subgroups: no AUROC gap's {1 - self.settings.alpha:.0%} interval (simultaneous over the pairs of "
-                    "groups) excludes 0 "
+            return [f"subgroups: no AUROC gap's {1 - self.settings.alpha:.0%} interval (one box over every group, "
+                    "decision 0136) excludes 0 "
                     f"({len(gaps)} encoder x task x condition x attribute rows; score/subgroup_gaps.parquet)"]
-        return ["subgroups (AUROC gaps whose interval, simultaneous over every pair of groups, excludes 0; "
+        return ["subgroups (AUROC gaps whose interval, from one box over every group, excludes 0; "
                 "reported, never scored):"] + [
             f"  {row['encoder']} on {row['task']} ({row['condition']}), by {row['attribute']}: worst {row['worst_group']} "
             f"{row['worst_auroc']:.3f}, gap to {row['best_group']} {row['auroc_gap']:.3f} "
@@ -637,7 +638,7 @@ def _score_cohort(
     if found is not None and not found.empty:
         groups, gaps = found.groups, found.gaps
     return ScoreResult(
-        equity_stability=_equity_stability(point, table) if settings.equity else None,
+        equity_stability=_equity_stability(point, table, None if found is None else found.gaps) if settings.equity else None,
         settings=settings,
         seed_axes=per_seed,
         point=point,
@@ -667,17 +668,23 @@ def axis_comparisons(point: PointEstimate, boot: BootstrapResult, alpha: float) 
     return pairwise_comparisons(errors, replicates, alpha, names, axes)
 
 
-def _equity_stability(point: PointEstimate, table: pd.DataFrame) -> pd.DataFrame:
-    """Per encoder: worst-group AUROC, CRS and rank with the equity axis, and CRS and rank of the four-axis
-    point estimate (same errors, floors and reference without the fifth axis)."""
+def _equity_stability(point: PointEstimate, table: pd.DataFrame, gaps: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per encoder: worst-group AUROC (with its interval from the subgroup box, decision 0135), CRS and rank
+    with the equity axis, and CRS and rank of the four-axis point estimate (same errors, floors and reference
+    without the fifth axis)."""
     four_axes = [axis for axis in AXES if axis in point.errors.columns]
     standard_errors = None if point.standard_errors is None else point.standard_errors[four_axes]
     four = point_estimate(point.errors[four_axes], standard_errors, point.settings).table
-    return pd.DataFrame({
+    found = pd.DataFrame({
         "worst_group_auroc": 1.0 - point.errors[EQUITY],
         "crs_with_equity": table["crs"], "rank_with_equity": table["rank"],
         "crs_without_equity": four["crs"], "rank_without_equity": four["rank"],
     }).rename_axis("encoder")
+    if gaps is not None:
+        interval = 1.0 - equity_interval(gaps, [str(e) for e in found.index])
+        found.insert(1, "worst_group_auroc_low", interval["equity_high"].to_numpy())
+        found.insert(2, "worst_group_auroc_high", interval["equity_low"].to_numpy())
+    return found
 
 
 def _subgroups(
