@@ -324,6 +324,9 @@ class ScoreConfig:
     interval: str = "box"
     """How the CRS and axis intervals are made: "box" (the simultaneous box projected through the score,
     decision 0128) or "percentile" (the paper's percentile interval, printed with its measured level)."""
+    reference_competes: bool = False
+    """A named reference competes for the lead as in the paper's table; off, it is a baseline row left out of
+    P(rank 1), the leading tier and the headline's leader (docs/crs.md section 4)."""
     subgroup_min_images: int = 50
     """Smallest patient subgroup scored (test images); smaller ones are reported as too small."""
     subgroup_min_positives: int = 10
@@ -349,6 +352,7 @@ class ScoreConfig:
             raise SpecError(f"{where}: interval must be 'box' or 'percentile', got {self.interval!r}")
         _scalar(where, "case_bootstrap", self.case_bootstrap, "bool")
         _scalar(where, "zero_shot", self.zero_shot, "bool")
+        _scalar(where, "reference_competes", self.reference_competes, "bool")
         if self.prompts is not None:
             if not isinstance(self.prompts, dict):
                 raise SpecError(f"{where}: field 'prompts' must be a table of data set = [prompt files]")

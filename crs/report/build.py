@@ -110,7 +110,7 @@ def _board_rows(board: pd.DataFrame, text: pd.DataFrame, styles, flags) -> list[
             return {"value": value, "ci": ci}
 
         rows.append({
-            "rank": int(row["rank"]), "encoder": row["encoder"], "colour": styles[row["encoder"]].colour,
+            "rank": shown["CRS rank"], "encoder": row["encoder"], "colour": styles[row["encoder"]].colour,
             "crs": f"{row['crs']:.3f}", "crs_ci": split(shown["CRS [CI]"])["ci"],
             "leading": bool(row["tier"]), "p_rank1": shown["P(rank 1)"], "auroc_rank": int(row["auroc_rank"]),
             "shift": row["rank_shift"], "reversed_with": row["reversed_with"],
@@ -419,7 +419,7 @@ def _markdown(title, head, text, reversal_note, sections, cards, settings, out_d
     for card in cards:
         p = card.provenance
         lines += [
-            f"### {card.rank}. {card.encoder}{f', {card.scope}' if card.scope else ''} ({card.tier})", "",
+            f"### {f'{card.rank}. ' if card.rank else ''}{card.encoder}{f', {card.scope}' if card.scope else ''} ({card.tier})", "",
             f"CRS {card.crs}, P(rank 1) {percent(card.p_rank1)}.", "",
             f"**Weakest: {card.worst_axis}.** {card.encoder} {card.worst_sentence}.", "",
             markdown_table(pd.DataFrame([(label, f"{value} {interval}".strip(), f"{u:.2f}" if np.isfinite(u) else "n/a")

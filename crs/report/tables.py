@@ -159,6 +159,8 @@ def percent(share: float) -> str:
 
     A share that rounds to 0 or 100 but is not says so: 1 of 500 replicates is not "never".
     """
+    if not np.isfinite(share):  # a named reference's baseline row does not compete for rank 1
+        return "n/a"
     text = f"{100 * share:.0f}"
     if text == "0" and share > 0:
         text = "<1"
@@ -199,9 +201,13 @@ def leaderboard(score, flags: dict[str, list[str]] | None = None) -> pd.DataFram
     board = pd.DataFrame(index=table.index.astype(str).rename(None))
     board["rank"] = table["rank"]
     board["encoder"] = table.index
+    # a named reference that does not compete is the baseline row: no contest rank (crs.scoring.baseline)
+    board["competes"] = table["competes"].astype(bool) if "competes" in table else True
+    board["contest_rank"] = table["contest_rank"] if "contest_rank" in table else table["rank"]
     for column in ("crs", "crs_low", "crs_high", "p_rank1", "auroc_rank"):
         board[column] = table[column]
     board["tier"] = ["leading" if bool(flag) else "" for flag in table["in_leading_tier"]]
+    board["baseline"] = ~board["competes"]
     board["rank_shift"] = [rank_shift(a, c) for a, c in zip(table["auroc_rank"], table["rank"], strict=True)]
     board["reversed_with"] = [", ".join(partners.get(name, [])) for name in table.index]
     for value, *_ in AXIS_VALUES.values():
@@ -231,10 +237,10 @@ def leaderboard_text(board: pd.DataFrame) -> pd.DataFrame:
     for row in board.itertuples(index=False):
         rows.append(
             {
-                "CRS rank": int(row.rank),
+                "CRS rank": "baseline" if row.baseline else int(row.contest_rank),
                 "encoder": row.encoder,
                 "CRS [CI]": format_interval(row.crs, row.crs_low, row.crs_high),
-                "tier": row.tier or "",
+                "tier": "reference" if row.baseline else (row.tier or ""),
                 "P(rank 1)": percent(row.p_rank1) if np.isfinite(row.p_rank1) else "n/a",
                 "AUROC rank": f"{int(row.auroc_rank)} ({row.rank_shift})",
                 **{label: format_interval(getattr(row, value), getattr(row, f"{value}_low"), getattr(row, f"{value}_high"))

@@ -13,8 +13,10 @@ import pandas as pd
 
 from crs.axes import effective_robustness, seed_axes
 from crs.evaluate.artifacts import PREDICTIONS_DIR, RunFolder
+from crs.scoring.baseline import competing, contest_columns, reference_as_baseline
 from crs.scoring.bootstrap import BootstrapResult, interval_method, paired_seed_bootstrap, zero_width
 from crs.scoring.case_bootstrap import default_workers, paired_seed_case_bootstrap, task_kinds
+from crs.scoring.comparisons import Comparisons, comparisons_from_table, pairwise_comparisons
 from crs.scoring.coverage import Coverage, declared_records, every_task_encoders, is_complete, placement
 from crs.scoring.formula import AXES, EQUITY, PointEstimate, ScoreInputError, point_estimate, rank_descending
 from crs.scoring.intervals import coverage_sentence, measured_coverage
@@ -33,6 +35,7 @@ from crs.scoring.subgroups import (
     equity_replicates,
     subgroup_scores,
 )
+from crs.scoring.verdict import baseline_sentence, decision_sentences
 
 REPORTED_COLUMNS = (
     "ece", "brier", "nll", "kappa", "ordinal_auroc", "label_retention", "corruption_retention",
@@ -82,6 +85,10 @@ class ScoreResult:
     subgroups: pd.DataFrame | None = None
     subgroup_gaps: pd.DataFrame | None = None
     equity_stability: pd.DataFrame | None = None
+    comparisons: Comparisons | None = None
+    """Simultaneous intervals on every pairwise difference of axis errors (:mod:`crs.scoring.comparisons`):
+    who is better than whom on which axis with confidence, sure and possible dominance, the confident
+    Pareto set; None when the bootstrap kept no axis replicates (a score stored by an older crs)."""
 
     @property
     def reference(self) -> str:
@@ -131,6 +138,8 @@ class ScoreResult:
             out["subgroup_gaps"] = self.subgroup_gaps
         if self.equity_stability is not None:
             out["equity_stability"] = self.equity_stability
+        if self.comparisons is not None:
+            out["comparisons"] = self.comparisons.table()
         return out
 
     def tables(self) -> dict[str, pd.DataFrame]:
@@ -163,7 +172,8 @@ class ScoreResult:
             "ranking": [
                 {key: _plain(value) for key, value in row.items()}
                 for row in self.crs.reset_index()[
-                    ["encoder", "crs", "crs_low", "crs_high", "rank", "auroc", "auroc_rank", "p_rank1", "rank_low", "rank_high", "in_leading_tier"]
+                    ["encoder", "crs", "crs_low", "crs_high", "rank", "auroc", "auroc_rank", "p_rank1", "rank_low", "rank_high", "in_leading_tier",
+                     *[column for column in ("competes", "contest_rank", "confident_pareto") if column in self.crs]]
                 ].to_dict(orient="records")
             ],
             "rank_reversals": self.reversals.summary(),
@@ -178,6 +188,8 @@ class ScoreResult:
             ],
             "stability": _plain_tree(self.stability.summary()),
             "weight_sensitivity": self.stability.weights.summary(),
+            "comparisons": None if self.comparisons is None else self.comparisons.summary(),
+            "headline": self.headline_sentences(),
             "stored": {
                 "bootstrap": {"n_boot": self.bootstrap.n_boot, "alpha": self.bootstrap.alpha,
                               "seed": self.bootstrap.seed, "level": self.bootstrap.level},
@@ -226,19 +238,44 @@ class ScoreResult:
                                 if case_level and self.bootstrap.sampling_designs is not None else None),
         }
 
+    def headline_sentences(self, level: str | None = None) -> list[str]:
+        """The answer first (crs.scoring.verdict): whom to build on (the leading tier of the competing
+        encoders) and, per tier member, the axes on which it is better or worse than another with
+        confidence; then how a named reference takes part. ``level``: the confidence level as printed."""
+        table = self.crs
+        competes = table["competes"] if "competes" in table else pd.Series(True, index=table.index)
+        ordered = table.sort_values(["crs"], ascending=False, kind="stable").index
+        contestants = [str(name) for name in ordered if bool(competes[name])]
+        case_level = getattr(self.bootstrap, "level", "seed") == "seed+case"
+        qualifier = "" if case_level else " (seed resampling only)"
+        sentences = decision_sentences(self.bootstrap.leading_tier, contestants, self.comparisons,
+                                       level or f"{100 * (1 - self.bootstrap.alpha):g} %", qualifier)
+        if not self.settings.median_reference and self.reference in table.index:
+            sentences.append(baseline_sentence(self.reference, self.settings.reference_competes))
+        return sentences
+
     def format(self) -> str:
-        """Plain-text report for the terminal."""
+        """Plain-text report for the terminal: the headline's answer, then the leaderboard (a named
+        reference that does not compete is the row without a rank)."""
         columns = ["crs", "crs_low", "crs_high", "rank", "rank_low", "rank_high", "auroc", "auroc_rank", "p_rank1",
                    "in_leading_tier", "dominance", "balance", "worst_axis", "worst_axis_name"]  # fmt: skip
         table = self.crs.sort_values(["rank", "auroc_rank"])[columns]
+        if "contest_rank" in self.crs:  # the rank among the competing encoders; the baseline row has none
+            table = table.assign(rank=self.crs["contest_rank"].reindex(table.index))
+        for column in ("rank", "rank_low", "rank_high"):
+            table[column] = [("-" if pd.isna(value) else str(int(value))) for value in table[column]]
+        if "confident_pareto" in self.crs:
+            table = table.assign(confident_pareto=self.crs["confident_pareto"].reindex(table.index))
         reversals = self.reversals.summary()
         stable = self.stability.summary()
         weights = stable["weights"]
         reference = "cohort median (per-axis median error)" if self.settings.median_reference else self.reference
         floor = ", ".join(f"{axis} {value:.4f}" for axis, value in self.point.floor.items())
         lines = [
+            *self.headline_sentences(),
+            "",
             f"Clinical Reliability Score (reference: {reference}; {self.bootstrap.n_boot} {_bootstrap_name(self.bootstrap)} replicates)",
-            table.to_string(float_format=lambda v: f"{v:.3f}"),
+            table.to_string(float_format=lambda v: f"{v:.3f}", na_rep="-"),
             "",
             f"error floors (noise level of the reference's errors): {floor}",
             *self._interval_lines(),
@@ -436,6 +473,8 @@ def _from_stored(cls, tables: dict[str, pd.DataFrame], summary: dict) -> ScoreRe
         reversal_uncertainty=uncertainty, placement=tables.get("placement"),
         subgroups=_unindexed(tables.get("subgroups")), subgroup_gaps=_unindexed(tables.get("subgroup_gaps")),
         equity_stability=tables.get("equity_stability"),
+        comparisons=(comparisons_from_table(tables["comparisons"], summary["comparisons"])
+                     if "comparisons" in tables and summary.get("comparisons") else None),
     )  # fmt: skip
 
 
@@ -450,6 +489,8 @@ def _bootstrap_name(bootstrap) -> str:
 
 
 def _plain(value):
+    if value is pd.NA:
+        return None
     if isinstance(value, np.generic):
         return value.item()
     return value
@@ -582,11 +623,23 @@ def _score_cohort(
     else:
         boot = paired_seed_bootstrap(measurements, point)
 
+    if not settings.median_reference and not settings.reference_competes:
+        boot = reference_as_baseline(boot, settings.reference)  # the yardstick, not a contestant (issue 40)
     table = point.table.copy()
     table["auroc"] = 1.0 - point.errors["discrimination"].reindex(table.index)
     table["auroc_rank"] = rank_descending(table["auroc"].to_numpy())
     for column in ("crs_low", "crs_high", "p_rank1", "rank_low", "rank_high", "in_leading_tier"):
         table[column] = boot.table[column].reindex(table.index)
+    names = [str(name) for name in table.index]
+    contest = contest_columns(table["crs"].set_axis(names),
+                              competing(names, settings.reference, settings.reference_competes))
+    for column in ("competes", "contest_rank"):
+        table[column] = contest[column].set_axis(table.index)
+    comparisons = axis_comparisons(point, boot, settings.alpha)
+    if comparisons is not None:
+        dominance = comparisons.encoder_table().reindex(names)
+        for column in dominance.columns:
+            table[column] = dominance[column].to_numpy()
     reversals = rank_reversals(table["auroc"], table["crs"])
     uncertainty = bootstrap_reversals(table, boot, settings)
     groups = gaps = None
@@ -605,7 +658,22 @@ def _score_cohort(
         reversal_uncertainty=uncertainty,
         subgroups=groups,
         subgroup_gaps=gaps,
+        comparisons=comparisons,
     )
+
+
+def axis_comparisons(point: PointEstimate, boot: BootstrapResult, alpha: float) -> Comparisons | None:
+    """Simultaneous intervals on every pairwise difference of the scored axes' errors, from the bootstrap's
+    axis replicates (the same patient-level resamples and seed draws as the CRS); None without them."""
+    kept = boot.axis_error_replicates or {}
+    axes = [axis for axis in point.axes if axis in kept]
+    if not axes:
+        return None
+    names = [str(name) for name in point.encoders]
+    errors = point.errors.set_axis(point.errors.index.astype(str))[axes].reindex(names).to_numpy(dtype=np.float64)
+    replicates = np.stack([kept[axis].set_axis([str(c) for c in kept[axis].columns], axis=1)[names]
+                           .to_numpy(dtype=np.float64) for axis in axes], axis=-1)
+    return pairwise_comparisons(errors, replicates, alpha, names, axes)
 
 
 def _equity_stability(point: PointEstimate, table: pd.DataFrame, gaps: pd.DataFrame | None = None) -> pd.DataFrame:

@@ -75,6 +75,9 @@ class ScoreSettings:
             the extreme corners of a simultaneous box over every axis error (crs.scoring.projection,
             decision 0128); ``"percentile"``, the percentile of the replicates (the paper's; its
             measured coverage is printed beside it).
+        reference_competes: a named reference competes for the lead (the paper's table); off by default, it
+            is a baseline row, left out of P(rank 1), the rank sets, the tier and the leader
+            (crs.scoring.baseline). No effect with the median reference, which is not an encoder.
     """
 
     reference: str = MEDIAN_REFERENCE
@@ -94,6 +97,7 @@ class ScoreSettings:
     subgroup_min_positives: int = 10
     equity: bool = False
     interval: str = "box"
+    reference_competes: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "weights", tuple(float(w) for w in component_weights(self.weights)))
@@ -126,6 +130,8 @@ class ScoreSettings:
             )
         if self.interval not in INTERVAL_METHODS:
             raise ScoreInputError(f"interval must be one of {INTERVAL_METHODS}, got {self.interval!r}")
+        if not isinstance(self.reference_competes, bool | np.bool_):
+            raise ScoreInputError(f"reference_competes must be true or false, got {self.reference_competes!r}")
         if self.n_weight_samples < 1:
             raise ScoreInputError(f"n_weight_samples must be at least 1, got {self.n_weight_samples}")
 
@@ -159,5 +165,5 @@ class ScoreSettings:
             subgroup_min_images=config.subgroup_min_images,
             subgroup_min_positives=config.subgroup_min_positives,
             equity=config.equity,
-            **{"interval": config.interval, **changes},
+            **{"interval": config.interval, "reference_competes": config.reference_competes, **changes},
         )
