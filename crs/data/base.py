@@ -209,10 +209,17 @@ def _split_keys(groups: np.ndarray, labels: np.ndarray) -> pd.Series:
 
 
 def split_strata(groups: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """(N,) the stratum :func:`group_split` drew each row's group in: the bootstrap of a ``stratified``
-    split resamples groups within these (decision 0085)."""
+    """(N,) each row's group's stratum key (:func:`_group_keys`): the bootstrap of a ``stratified`` split
+    resamples groups within these (decision 0085).
+
+    The key of a group does not depend on the other groups, so the test rows alone give the strata the
+    split drew them in. :func:`_split_keys`' pooling does depend on them (whether every stratum of the
+    *whole* data set is small), so it is not applied here: judged on the test rows alone it pooled test
+    sets whose data set was split by strata (it moved the golden tables' replicates; decision 0123).
+    Where a whole data set was pooled, its strata are of one or two groups, and lone groups are pooled
+    by the resampling anyway."""
     groups = np.asarray(groups).astype(str)
-    return _split_keys(groups, labels).reindex(groups).to_numpy().astype(np.int64)
+    return _group_keys(groups, labels).reindex(groups).to_numpy().astype(np.int64)
 
 
 def group_split(
