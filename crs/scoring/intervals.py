@@ -95,11 +95,6 @@ def simultaneous_gap_interval(
     return gap - half, gap + half, critical
 
 
-def _logit(values: np.ndarray) -> np.ndarray:
-    clipped = np.clip(values, _LOGIT_CLIP, 1.0 - _LOGIT_CLIP)
-    return np.log(clipped) - np.log1p(-clipped)
-
-
 @dataclass(frozen=True)
 class GroupBox:
     """A simultaneous (1 - alpha) box over K group AUROCs (every group of every encoder, task and attribute
@@ -124,30 +119,20 @@ def simultaneous_group_box(values: np.ndarray, alpha: float) -> GroupBox:
     replicates never move (s_k = 0) its point at both ends; a replicate's NaN column (no positives drawn)
     is left out of that replicate's maximum. Returns NaN bounds when fewer than two replicates are finite.
     """
+    from crs.scoring.box import simultaneous_box
+
     values = np.asarray(values, dtype=np.float64)
     if values.ndim != 2:
         raise ValueError(f"group AUROCs of shape {values.shape}; give (replicates + 1, groups)")
-    logits = _logit(values)
-    point, replicates = logits[0], logits[1:]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        se = np.nanstd(replicates, axis=0, ddof=1)
-        t = np.abs(replicates - point) / np.where(se > 0, se, np.nan)
-        largest = np.nanmax(np.where(np.isfinite(t), t, -np.inf), axis=1)
-    largest = largest[np.isfinite(largest)]
-    if len(largest) < 2:
+    measured = np.isfinite(values[1:]).sum(axis=0) >= 2  # a column with no spread to judge gets NaN
+    if len(values) < 3 or not measured.any():
         nan = np.full(values.shape[1], np.nan)
         return GroupBox(nan, nan.copy(), float("nan"))
-    critical = float(np.quantile(largest, 1.0 - alpha))
-    half = np.where(se > 0, critical * se, 0.0)
-    low = np.where(np.isfinite(point) & np.isfinite(se), _expit(point - half), np.nan)
-    high = np.where(np.isfinite(point) & np.isfinite(se), _expit(point + half), np.nan)
-    return GroupBox(low, high, critical)
-
-
-def _expit(values: np.ndarray) -> np.ndarray:
-    with np.errstate(invalid="ignore"):  # a column never measured: NaN stays NaN
-        return np.exp(-np.logaddexp(0.0, -values))
+    # the one max-|t| box of crs.scoring.box, on the logit scale (the CRS's AUROC axes use the same)
+    found = simultaneous_box(values[0], values[1:], alpha, "logit")
+    low = np.where(measured, found.low, np.nan)
+    high = np.where(measured, found.high, np.nan)
+    return GroupBox(low, high, found.critical)
 
 
 def box_minimum(low: np.ndarray, high: np.ndarray) -> tuple[float, float]:
