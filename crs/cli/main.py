@@ -45,7 +45,8 @@ LAZY_HELP = {
     "encoders": "Inspect the encoder registry (sources, preprocessing, licences, pretraining data).",
     "init": "Inspect ROOT (a folder of images, PNG/JPEG/DICOM, with a CSV) and write a spec for it; asks nothing.",
     "reproduce": "Re-run stage 2 and the score of RUN_FOLDER from its embedded spec and compare every table.",
-    "compare": "Two run folders side by side (leader, tier, ranks moved); same spec: the reproducibility contract too.",
+    "compare": ("Two run folders side by side (leader, tier, which ranks moved); for runs of the same spec, then "
+                "every records and score table under the reproducibility contract, exit 1 if broken."),
     "plan": "Per data set and encoder: images, clean and corrupted forward passes, cached, bytes, time.",
     "check": "Check data, labels, weights, folders, disk, image modes and the cache before any GPU time.",
     "status": "Stage 1's progress over every shard, from the cache's chunk flags: passes done, to go, time left.",
