@@ -9,9 +9,11 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
+from crs.cli.slurm import site_from, site_options
 from crs.cli.stages import cache_option, spec_argument
 
 
@@ -26,11 +28,9 @@ from crs.cli.stages import cache_option, spec_argument
               help="Write a SLURM array script for stage 1 sized from the plan (one task per shard).")
 @click.option("--tasks", type=click.IntRange(min=1), default=None,
               help="Array tasks for --sbatch [default: about 4 hours of estimated work each].")
-@click.option("--partition", default=None, help="SLURM partition for --sbatch.")
-@click.option("--cpus-per-task", type=click.IntRange(min=1), default=8, show_default=True,
-              help="CPU cores per task for --sbatch (image decoding runs on them).")
+@site_options
 def plan(spec_path: str, cache: str | None, encoders: tuple[str, ...], corruption_rows: int | None,
-         as_json: bool, sbatch_path: str | None, tasks: int | None, partition: str | None, cpus_per_task: int) -> None:
+         as_json: bool, sbatch_path: str | None, tasks: int | None, **site_params: Any) -> None:
     """Per data set and encoder: images, clean and corrupted forward passes, cached, bytes, time."""
     from crs.benchmark import Benchmark
 
@@ -52,11 +52,12 @@ def plan(spec_path: str, cache: str | None, encoders: tuple[str, ...], corruptio
     command = [sys.executable, "-m", "crs", "extract", str(Path(spec_path).resolve()), "--shard", "auto", "-q"]
     if cache:
         command += ["--cache", str(Path(cache).resolve())]
-    script = sbatch_script(result, shards, command, spec.name, device, os.getcwd(), cpus_per_task=cpus_per_task,
-                           partition=partition)
+    site = site_from(site_params, device)
+    script = sbatch_script(result, shards, command, spec.name, device, os.getcwd(), site)
     Path(sbatch_path).write_text(script)
     click.echo(f"sbatch: {sbatch_path}: {count} task(s), {sum(shards.passes):,} forward passes in all "
-               f"(largest task {max(shards.passes):,}), time limit {shards.time_limit_seconds // 60} min each; "
+               f"(largest task {max(shards.passes):,}), time limit "
+               f"{site.time_minutes or shards.time_limit_seconds // 60} min each; "
                f"submit with `sbatch {sbatch_path}`")
 
 
