@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 from crs.cache import corrupt_rows as stored_rows
 from crs.cache.fingerprint import fingerprint
 from crs.cache.images import ensure_same_images
+from crs.cache.journal import read_records
 from crs.cache.lock import WriterLock, layout_lock, live_writer, writer_lock_path
 from crs.cache.store import FEATURE_DTYPE, CacheError, FeatureStore, store_path, test_digest
 from crs.cache.writer import ChunkedFeatureArray
@@ -157,6 +158,8 @@ class _EncoderJob:
         positions = []
         for chunk in array.pending_chunks():
             if chunks is not None and chunk not in chunks:
+                # Another shard's chunk: its journaled rows are kept too (counted as `crs plan` counts them).
+                self.rows_journaled += _journaled_rows(array, chunk)
                 continue
             start, stop = array.chunk_bounds(chunk)
             missing = np.ones(stop - start, dtype=bool)
@@ -257,6 +260,16 @@ class _EncoderJob:
         with torch.inference_mode():
             features = self.encoder.embed(x)
         return features.float().cpu().numpy()
+
+
+def _journaled_rows(array: ChunkedFeatureArray, chunk: int) -> int:
+    """Rows of a pending chunk its journal holds, read only (the chunk may belong to a running shard)."""
+    path = array.journal_path(chunk)
+    if path is None or not path.exists():
+        return 0
+    start, stop = array.chunk_bounds(chunk)
+    positions, _, _ = read_records(path, start, stop, int(array.array.shape[1]))
+    return len(np.unique(positions))
 
 
 def process_window(jobs: Sequence[_EncoderJob], rows: np.ndarray, images: torch.Tensor, dataset: Dataset,
