@@ -61,7 +61,8 @@ def slurm_options(command: Callable[..., Any]) -> Callable[..., Any]:
     options: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         click.option("--slurm", is_flag=True, help="Submit stage 1 as a SLURM job array (submitit) and wait for it."),
         click.option("--tasks", type=click.IntRange(min=1), default=None,
-                     help="With --slurm: array tasks (shards) [default: about 4 hours of estimated work each]."),
+                     help="With --slurm: array tasks (shards) [default: about 4 estimated hours and at most 1,000,000 forward "
+                          "passes each]."),
         site_options,
         click.option("--slurm-logs", type=click.Path(file_okay=False), default="crs-slurm-logs", show_default=True,
                      help="With --slurm: folder for submitit's scripts, logs and results."),
@@ -86,19 +87,31 @@ def _quiet_submitit() -> None:
 
     for name in ("submitit", "submitit.slurm.slurm"):
         logging.getLogger(name).addFilter(_Once())
+    # sacct itself prints "Slurm accounting storage is disabled" on every poll: keep its stderr out of ours.
+    from submitit.slurm.slurm import SlurmJob
+
+    watcher = SlurmJob.watcher
+    if not getattr(watcher, "_crs_quiet", False):
+        make = watcher._make_command
+
+        def quiet_command() -> list[str] | None:
+            command = make()
+            return None if command is None else ["sh", "-c", 'exec "$@" 2>/dev/null', "sacct", *command]
+
+        watcher._make_command = quiet_command  # type: ignore[method-assign]
+        watcher._crs_quiet = True  # type: ignore[attr-defined]
 
 
 def submit_extract(bench: Benchmark, spec_path: str, cache: str | None, tasks: int | None, params: dict[str, Any],
                    logs: str, allow_overlap: bool = False) -> None:
-    from crs.extract.sbatch import shard_plan
-    from crs.extract.shards import tasks_for
+    from crs.extract.sbatch import default_tasks, shard_plan
     from crs.extract.submit import SlurmOptions, submit_array
 
     spec = bench.spec
     plan = bench.plan()
     device = "cuda" if spec.extract.device.startswith("cuda") else "cpu"
     site = site_from(params, device)
-    count = tasks or tasks_for(plan.seconds(device))
+    count = tasks or default_tasks(plan, device)[0]
     shards = shard_plan(plan, count, spec.extract.batch_size, spec.extract.chunk_rows, device)
     minutes = site.time_minutes or shards.time_limit_seconds // 60
     options = SlurmOptions(count, minutes, site, Path(logs))

@@ -21,6 +21,21 @@ from crs.extract.site import SiteOptions, signal_seconds
 
 TIME_MARGIN = 2.0  # the time limit is this many times the largest task's estimate ...
 TIME_EXTRA_SECONDS = 30 * 60  # ... plus this (start-up, imports, weights, the slowest node)
+PASSES_PER_TASK = 1_000_000  # default tasks: no more forward passes than this each (decision 0139)
+
+
+def default_tasks(plan: ExtractPlan, device: str) -> tuple[int, str]:
+    """Array tasks when none are asked for, and why: about 4 estimated hours each, and no more than
+    :data:`PASSES_PER_TASK` forward passes each (the GPU estimate is a bare forward pass at an H200's
+    peak; real runs are decode-bound, so the estimate alone would give one task for millions of passes)."""
+    from crs.extract.shards import tasks_for
+
+    by_time = tasks_for(plan.seconds(device))
+    to_go = plan.passes - plan.cached_passes
+    by_passes = max(1, min(1000, math.ceil(to_go / PASSES_PER_TASK)))
+    if by_passes > by_time:
+        return by_passes, f"at most {PASSES_PER_TASK:,} forward passes each ({to_go:,} to go)"
+    return by_time, "about 4 estimated hours each"
 
 
 @dataclass(frozen=True)
