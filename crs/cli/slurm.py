@@ -73,17 +73,18 @@ def slurm_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _quiet_submitit() -> None:
-    """submitit warns on every status poll when accounting (sacct) is off; say it once, ourselves."""
+    """submitit warns on every status poll when accounting (sacct) is off; say it once, in one short line."""
     class _Once(logging.Filter):
         seen = False
 
         def filter(self, record: logging.LogRecord) -> bool:
             if "sacct" not in record.getMessage():
                 return True
-            if _Once.seen:
-                return False
-            _Once.seen = True
-            return True
+            if not _Once.seen:
+                _Once.seen = True
+                click.echo("slurm: sacct does not answer (accounting is off?); task states are read from "
+                           "submitit's result files instead", err=True)
+            return False
 
     for name in ("submitit", "submitit.slurm.slurm"):
         logging.getLogger(name).addFilter(_Once())
