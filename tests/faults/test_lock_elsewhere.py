@@ -156,3 +156,15 @@ def test_a_shard_counts_the_rows_other_shards_journaled_as_the_plan_does(referen
     planned = re.search(r"plan: .*?([\d,]+) already cached", result.output).group(1)
     resumed = re.search(r"extract: cxr: .*?([\d,]+) of [\d,]+ forward passes already cached", result.output)
     assert resumed is not None and resumed.group(1) == planned, result.output
+
+
+def test_a_live_holder_renews_its_lease_and_states_it_in_the_lock_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("CRS_LOCK_LEASE_SECONDS", "0.4")
+    lock = tmp_path / "held.lock"
+    with WriterLock(lock, "test holder"):
+        assert json.loads(lock.read_text())["lease"] == 0.4
+        first = lock.stat().st_mtime_ns
+        deadline = time.monotonic() + 30
+        while lock.stat().st_mtime_ns == first and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert lock.stat().st_mtime_ns > first  # touched by the heartbeat (every lease / 4)
