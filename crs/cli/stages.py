@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -109,12 +110,14 @@ def _stop_on_sigterm(signum: int, frame: Any) -> None:
 
 def _extract(bench: Benchmark, quiet: bool, shard: str | None = None, wait: bool = False,
              allow_overlap: bool = False) -> None:
-    previous = signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    main = threading.current_thread() is threading.main_thread()  # handlers can be set there only
+    previous = signal.signal(signal.SIGTERM, _stop_on_sigterm) if main else None
     try:
         with _stage(bench, "extract"):
             _extract_stage(bench, quiet, shard, wait, allow_overlap)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if main:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _extract_stage(bench: Benchmark, quiet: bool, shard: str | None = None, wait: bool = False,

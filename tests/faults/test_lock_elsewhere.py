@@ -168,3 +168,26 @@ def test_a_live_holder_renews_its_lease_and_states_it_in_the_lock_file(tmp_path,
         while lock.stat().st_mtime_ns == first and time.monotonic() < deadline:
             time.sleep(0.05)
         assert lock.stat().st_mtime_ns > first  # touched by the heartbeat (every lease / 4)
+
+
+def test_sigterm_stops_a_writer_cleanly_releasing_its_locks(reference, tmp_path):
+    """SIGTERM (SLURM's warning, relayed by the job script; an `scancel`) stops `crs extract` as Ctrl-C
+    does: exit 130, how to resume, and no lock file left for the next task to judge."""
+    _, data, _, _, _ = reference
+    spec_path = write_fault_spec(tmp_path, data, n_images=240)
+    store = tmp_path / "cache" / "cxr.zarr"
+    run = subprocess.Popen([sys.executable, "-m", "crs", "extract", str(spec_path), "-q"], env=environment(60),
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and run.poll() is None:
+        time.sleep(0.05)
+        try:
+            if (store / "zarr.json").exists() and rows_kept(store) > 0:
+                break
+        except Exception:  # arrays being created: look again
+            continue
+    run.send_signal(signal.SIGTERM)
+    output, _ = run.communicate(timeout=120)
+    assert run.returncode == 130, output
+    assert "crs: stopping on signal SIGTERM" in output and "to resume, run again" in output
+    assert not list((store.parent / ".crs-locks").rglob("*.lock"))
