@@ -275,7 +275,8 @@ class Benchmark:
                 # only the clean arrays are read (the crossover), not every condition of the file
                 return folder.read_predictions_on_demand(encoder, task) if folder.has_predictions(encoder, task) else None
 
-            write_zero_shot_score(target.root, score_zero_shot(self.spec.output, settings, records, probe_predictions))
+            write_zero_shot_score(target.root, score_zero_shot(self.spec.output, settings, records, probe_predictions,
+                                                               coverage=coverage))
         return result
 
     @staticmethod

@@ -15,7 +15,7 @@ from __future__ import annotations
 import difflib
 import math
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from types import UnionType
@@ -125,13 +125,22 @@ def _one_of(where: str, key: str, value: Any, allowed: tuple[str, ...]) -> str:
     return value
 
 
-def _reject_unknown(where: str, table: dict[str, Any], allowed: set[str] | tuple[str, ...]) -> None:
+def _unknown_message(where: str, table: dict[str, Any], allowed: set[str] | tuple[str, ...] | list[str]) -> str | None:
+    """One table's unknown keys, each with its "did you mean" where one is close (None: none unknown)."""
     unknown = sorted(set(table) - set(allowed))
-    if unknown:
-        guesses = {key: difflib.get_close_matches(key, sorted(allowed), n=1, cutoff=0.6) for key in unknown}
-        hint = "; ".join(f"did you mean {close[0]!r} for {key!r}?" for key, close in guesses.items() if close)
-        raise SpecError(f"{where}: unknown field(s) {unknown}" + (f"; {hint}" if hint else "")
-                        + f"; allowed: {sorted(allowed)}")
+    if not unknown:
+        return None
+    guesses = {key: difflib.get_close_matches(key, sorted(allowed), n=1, cutoff=0.6) for key in unknown}
+    hint = "; ".join(f"did you mean {close[0]!r} for {key!r}?" for key, close in guesses.items() if close)
+    every_guessed = all(guesses.values())  # the allowed list only where some key has no close guess
+    return (f"{where}: unknown field(s) {unknown}" + (f"; {hint}" if hint else "")
+            + ("" if every_guessed else f"; allowed: {sorted(allowed)}"))
+
+
+def _reject_unknown(where: str, table: dict[str, Any], allowed: set[str] | tuple[str, ...]) -> None:
+    message = _unknown_message(where, table, allowed)
+    if message:
+        raise SpecError(message)
 
 
 def _set(config: Any, **values: Any) -> None:
@@ -312,6 +321,12 @@ class ScoreConfig:
     case_bootstrap: bool = True
     equity: bool = False
     """The optional fifth axis: the worst-group AUROC (docs/subgroups.md); off keeps the four-axis CRS."""
+    interval: str = "box"
+    """How the CRS and axis intervals are made: "box" (the simultaneous box projected through the score,
+    decision 0128) or "percentile" (the paper's percentile interval, printed with its measured level)."""
+    reference_competes: bool = False
+    """A named reference competes for the lead as in the paper's table; off, it is a baseline row left out of
+    P(rank 1), the leading tier and the headline's leader (docs/crs.md section 4)."""
     subgroup_min_images: int = 50
     """Smallest patient subgroup scored (test images); smaller ones are reported as too small."""
     subgroup_min_positives: int = 10
@@ -333,8 +348,11 @@ class ScoreConfig:
             if _scalar(where, name, getattr(self, name), "int") < 1:
                 raise SpecError(f"{where}: {name} must be at least 1, got {getattr(self, name)}")
         _scalar(where, "seed", self.seed, "int")
+        if _scalar(where, "interval", self.interval, "str") not in ("box", "percentile"):
+            raise SpecError(f"{where}: interval must be 'box' or 'percentile', got {self.interval!r}")
         _scalar(where, "case_bootstrap", self.case_bootstrap, "bool")
         _scalar(where, "zero_shot", self.zero_shot, "bool")
+        _scalar(where, "reference_competes", self.reference_competes, "bool")
         if self.prompts is not None:
             if not isinstance(self.prompts, dict):
                 raise SpecError(f"{where}: field 'prompts' must be a table of data set = [prompt files]")
@@ -539,12 +557,53 @@ def _encoders(value: Any, defaults: dict[str, Any]) -> tuple[EncoderEntry, ...]:
     return tuple(entries)
 
 
+TOP_FIELDS = ("name", "cache", "output", "encoders", "encoder_defaults", "datasets", "extract", "probe", "score")
+ENCODER_FIELDS = ("name", "weights", "input_size", "datasets")
+DATASET_FIELDS = ("name", "loader", "root", "options", "shift_target")
+
+
+def unknown_fields(data: dict[str, Any]) -> list[str]:
+    """One line per table of a spec mapping with unknown keys, each key with its "did you mean" where one is close.
+
+    One pass over the whole spec, so two typos are reported together rather than one per run; tables of
+    the wrong type are left to the checks that follow.
+    """
+    found: list[str] = []
+
+    def visit(where: str, table: Any, allowed: Sequence[str]) -> None:
+        message = _unknown_message(where, table, list(allowed)) if isinstance(table, dict) else None
+        if message:
+            found.append(message)
+
+    visit("spec", data, TOP_FIELDS)
+    visit("encoder_defaults", data.get("encoder_defaults"), ("weights", "input_size"))
+    encoders = data.get("encoders")
+    for i, item in enumerate(encoders if isinstance(encoders, list) else []):
+        visit(f"encoders[{i}]", item, ENCODER_FIELDS)
+    datasets = data.get("datasets")
+    for i, item in enumerate(datasets if isinstance(datasets, list) else []):
+        visit(f"datasets[{i}]", item, DATASET_FIELDS)
+        target = item.get("shift_target") if isinstance(item, dict) else None
+        for j, one in enumerate([target] if isinstance(target, dict) else target if isinstance(target, list) else []):
+            where = "shift_target" if isinstance(target, dict) else f"shift_target[{j}]"
+            visit(f"datasets[{i}].{where}", one, DATASET_FIELDS[:-1])
+    for key, config in (("extract", ExtractConfig), ("probe", ProbeConfig), ("score", ScoreConfig)):
+        visit(key, data.get(key), [f.name for f in fields(config)])
+    score = data.get("score")
+    if isinstance(score, dict):
+        visit("score.weights", score.get("weights"), COMPONENTS)
+    return found
+
+
 def parse_spec(data: dict[str, Any], base: Path = Path(".")) -> Spec:
-    """Validate a spec mapping (as read from TOML) into a :class:`Spec`."""
-    _reject_unknown(
-        "spec", data,
-        {"name", "cache", "output", "encoders", "encoder_defaults", "datasets", "extract", "probe", "score"},
-    )
+    """Validate a spec mapping (as read from TOML) into a :class:`Spec`.
+
+    Unknown keys anywhere in the spec are refused first, all of them in one error.
+    """
+    unknown = unknown_fields(data)
+    if unknown:
+        raise SpecError(" | ".join(unknown) if len(unknown) == 1 else
+                        f"unknown fields in {len(unknown)} tables: " + " | ".join(unknown))
     name = _require("spec", data, "name")
     defaults = data.get("encoder_defaults", {})
     if not isinstance(defaults, dict):

@@ -141,14 +141,16 @@ def build_chestxray14(root: Path) -> Tree:
 
 
 VINDR_LABELS = ("Aortic enlargement", "Atelectasis", "Calcification", "Cardiomegaly", "Consolidation", "Edema",
-                "Pleural effusion", "Pneumothorax", "No finding")
+                "Pleural effusion", "Pneumothorax", "Other diseases", "No finding")
+VINDR_TEST_SPELLING = {"Other diseases": "Other disease"}  # the public test file's own spelling of that column
 
 
 def build_vindr_cxr(root: Path) -> Tree:
     """annotations/image_labels_test.csv: 6 DICOM images (consensus rows); image_labels_train.csv: 2 images x
     3 radiologists (the first image's Cardiomegaly marked by 2 of 3: positive; Edema by 1 of 3: negative).
-    Test labels: Atelectasis on images 0-2, Cardiomegaly 1-3, Pleural effusion 2-4, Edema 3, Consolidation 4, No finding 5.
-    (The real files have 28 label columns; nine are enough to exercise the reader.)"""
+    Test labels: Atelectasis on images 0-2, Cardiomegaly 1-3, Pleural effusion 2-4, Edema 3, Consolidation 4, No finding 5,
+    Other diseases 4 (second train image too). Spelled as the public files are: the test file says "Other disease",
+    the train file "Other diseases". (The real files have 28 label columns; ten are enough to exercise the reader.)"""
     from dicom_factory import circle_film, write_film
 
     test = []
@@ -162,9 +164,10 @@ def build_vindr_cxr(root: Path) -> Tree:
         row["Edema"] = int(i == 3)
         row["Consolidation"] = int(i == 4)
         row["No finding"] = int(i == 5)
+        row["Other diseases"] = int(i == 4)
         test.append(row)
     (root / "annotations").mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(test).to_csv(root / "annotations" / "image_labels_test.csv", index=False)
+    pd.DataFrame(test).rename(columns=VINDR_TEST_SPELLING).to_csv(root / "annotations" / "image_labels_test.csv", index=False)
     train = []
     for i in range(2):
         image_id = f"tr{i:02d}a4f6e3fd1bdc0a8a8fb3ab4ac2f"
@@ -174,6 +177,7 @@ def build_vindr_cxr(root: Path) -> Tree:
             row["Cardiomegaly"] = int(i == 0 and rad < 2)
             row["Edema"] = int(i == 0 and rad == 2)
             row["No finding"] = int(i == 1)
+            row["Other diseases"] = int(i == 1)
             train.append(row)
     pd.DataFrame(train).to_csv(root / "annotations" / "image_labels_train.csv", index=False)
     return Tree(root, n_listed=6)
@@ -307,3 +311,29 @@ def build_padchest(root: Path) -> Tree:
                      "Pediatric": "No", "ReportID": 100 + i, "Report": "texto", "MethodLabel": method, "Labels": labels})
     pd.DataFrame(rows).to_csv(root / "PADCHEST_chest_x_ray_images_labels_160K_01.02.19.csv", index=False)
     return Tree(root, n_listed=7)
+
+
+def build_ham_with_edits(root: Path, isic_root: Path, isic_names: list[str], edit, n_distinct: int = 40,
+                         n_copies: int = 10) -> dict[str, str]:
+    """A HAM10000-layout tree: ``n_distinct`` structured images of its own (seeds 20,000+) plus ``n_copies``
+    ISIC images (every third of the first ones) passed through ``edit`` (a PIL image -> PIL image: a flip,
+    a crop...) and re-encoded as JPEG at quality 85. Returns {HAM image id: ISIC image id} of the copies."""
+    folder = root / "HAM10000_images_part_1"
+    folder.mkdir(parents=True, exist_ok=True)
+    rows, planted = [], {}
+    for i in range(n_distinct):
+        image = f"ISIC_{24306 + i:07d}"
+        structured_image(20_000 + i).save(folder / f"{image}.jpg", quality=90)
+        rows.append(image)
+    for k in range(n_copies):
+        source_name = isic_names[3 * k]
+        image = f"ISIC_{25306 + k:07d}"
+        with Image.open(isic_root / "ISIC_2019_Training_Input" / f"{source_name}.jpg") as picture:
+            edit(picture.convert("RGB")).save(folder / f"{image}.jpg", format="JPEG", quality=85)
+        planted[image] = source_name
+        rows.append(image)
+    dx = ("akiec", "bcc", "bkl", "df", "mel", "nv", "vasc")
+    table = [{"lesion_id": f"HAM_{i:07d}", "image_id": image, "dx": dx[i % 7], "dx_type": "histo", "age": 50,
+              "sex": "male", "localization": "back"} for i, image in enumerate(rows)]
+    pd.DataFrame(table).to_csv(root / "HAM10000_metadata.csv", index=False)
+    return planted

@@ -110,7 +110,7 @@ def test_reproduce_accepts_the_run_and_names_an_edited_record(two_machines, tmp_
     done = subprocess.run([sys.executable, "-m", "crs", "compare", str(a.root), str(edited)],
                           capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)  # fmt: skip
     assert done.returncode == 1
-    assert done.stdout.startswith("NOT reproduced: records.auroc (1 of")
+    assert "\nNOT reproduced: records.auroc (1 of" in done.stdout  # after the side-by-side ranking (issue 39 item 12)
     assert "encoder=resnet18" in done.stdout and f"seed={records.loc[row, 'seed']}" in done.stdout
 
 

@@ -38,6 +38,13 @@ def forward_passes(config: PaperScaleConfig, positions: dict[str, int]) -> dict[
     return {"clean": clean, "corrupted": corrupted, "total": clean + corrupted}
 
 
+def _rank(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):  # pandas' missing value (pd.NA) or NaN
+        return None
+
+
 def summarise(score: Any) -> list[dict[str, Any]]:
     """Per encoder: robustness (AUROC) point, bootstrap SE and 95 % interval; CRS, interval, rank, tier."""
     table = score.bootstrap.table
@@ -48,7 +55,8 @@ def summarise(score: Any) -> list[dict[str, Any]]:
         row: dict[str, Any] = {
             "encoder": encoder, "crs": float(table.loc[encoder, "crs"]), "crs_low": float(table.loc[encoder, "crs_low"]),
             "crs_high": float(table.loc[encoder, "crs_high"]), "rank": int(table.loc[encoder, "rank"]),
-            "rank_low": int(table.loc[encoder, "rank_low"]), "rank_high": int(table.loc[encoder, "rank_high"]),
+            # a named reference's baseline row has no rank set (crs.scoring.baseline): None
+            "rank_low": _rank(table.loc[encoder, "rank_low"]), "rank_high": _rank(table.loc[encoder, "rank_high"]),
             "leading_tier": bool(table.loc[encoder, "in_leading_tier"]),
         }
         row["robustness"] = 1.0 - float(errors.loc[encoder, "robustness"])

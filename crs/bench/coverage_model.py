@@ -32,6 +32,14 @@ ENCODERS = {  # name: (signal mu, calibration slope a, calibration intercept b)
     "D": (1.1, 1.0, 0.0),
     "E": (2.0, 0.6, -0.4),
 }
+NEAR_TIES = {  # issue 40: A, B and C within 0.003 of each other's AUROC, apart on calibration
+    "A": (1.8, 1.0, 0.0),
+    "B": (1.82, 1.3, 0.0),
+    "C": (1.79, 0.85, 0.15),
+    "D": (1.1, 1.0, 0.0),
+    "E": (2.0, 0.6, -0.4),
+}
+"""A cohort with near-ties on the discrimination axis (same names, so the same fragility and probe noise)."""
 FRAGILITY = {"A": 1.0, "B": 1.4, "C": 0.6, "D": 0.8, "E": 1.2}
 """r_e: the sd of the corruption noise at severity k is r_e k / 2."""
 PROBE_NOISE = {"A": 1.0, "B": 1.2, "C": 0.8, "D": 1.0, "E": 0.9}
@@ -77,17 +85,18 @@ def _patients(n_patients: int, tau: float, extra: float, rng: np.random.Generato
 
 
 def draw_sample(n_patients: int, tau: float, extra: float, rng: np.random.Generator,
-                stratified: bool = False, full: bool = True) -> Sample:
+                stratified: bool = False, full: bool = True, cohort: dict | None = None) -> Sample:
     """One test set of ``n_patients`` patients (labels at random, or ``stratified``: exactly 30 %
     positive patients). ``full`` = False draws only the full-label probabilities (the large sample
-    that gives the population calibration errors)."""
+    that gives the population calibration errors). ``cohort``: the encoders (default :data:`ENCODERS`)."""
+    cohort = ENCODERS if cohort is None else cohort
     patient, y, severity, group = _patients(n_patients, tau, extra, rng, stratified)
-    n, n_enc = len(patient), len(ENCODERS)
+    n, n_enc = len(patient), len(cohort)
     signal = np.asarray(GROUP_SIGNAL)[group]
     probs = np.empty((n, n_enc))
     corrupted = np.empty((n, len(SEVERITIES) * n_enc))
     fractions = np.empty((n, len(FRACTION_ANGLE) * SEEDS * n_enc))
-    for e, (name, (mu, slope, intercept)) in enumerate(ENCODERS.items()):
+    for e, (name, (mu, slope, intercept)) in enumerate(cohort.items()):
         score = mu * signal * y + severity + rng.normal(size=n)
         bayes_logit = mu * (score - mu / 2) / (1 + tau**2) + logit(PREVALENCE)
         probs[:, e] = expit(slope * bayes_logit + intercept)
@@ -106,7 +115,7 @@ def draw_sample(n_patients: int, tau: float, extra: float, rng: np.random.Genera
     shift_patient, shift_y, shift_severity, shift_group = _patients(max(n_patients // 2, 2), tau, extra, rng, stratified)
     shift_signal = SHIFT_SIGNAL * np.asarray(GROUP_SIGNAL)[shift_group]
     shift_scores = np.stack([mu * shift_signal * shift_y + shift_severity + rng.normal(size=len(shift_y))
-                             for mu, _, _ in ENCODERS.values()], axis=1)
+                             for mu, _, _ in cohort.values()], axis=1)
     return Sample(y, patient, group, probs, corrupted, fractions, shift_y, shift_patient, shift_scores)
 
 
@@ -119,12 +128,13 @@ def mixture_auroc(signal: np.ndarray | float, variance: np.ndarray | float,
     return np.sum(shares * norm.cdf(d / np.sqrt(2 * np.asarray(variance, dtype=np.float64))[..., None]), axis=-1)
 
 
-def population_values(tau: float) -> dict[str, np.ndarray]:
+def population_values(tau: float, cohort: dict | None = None) -> dict[str, np.ndarray]:
     """Per encoder (E,): label efficiency, robustness; per group and encoder (G, E): AUROC."""
+    cohort = ENCODERS if cohort is None else cohort
     nodes, node_weights = np.polynomial.hermite_e.hermegauss(40)
     node_weights = node_weights / node_weights.sum()
     label, robust, by_group = [], [], []
-    for name, (mu, _, _) in ENCODERS.items():
+    for name, (mu, _, _) in cohort.items():
         per_fraction = []
         for angle_sd in FRACTION_ANGLE.values():
             angle = PROBE_NOISE[name] * angle_sd * nodes

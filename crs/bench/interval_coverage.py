@@ -36,14 +36,22 @@ from crs.bench.coverage_model import (
     ENCODERS,
     FRACTION_ANGLE,
     GROUP_SHARES,
+    NEAR_TIES,
     PREVALENCE,
     SEEDS,
     SEVERITIES,
     draw_sample,
     population_values,
 )
+from crs.scoring.box import simultaneous_box
 from crs.scoring.formula import crs_components
-from crs.scoring.intervals import centre_on_squares, simultaneous_gap_interval
+from crs.scoring.intervals import (
+    box_gap,
+    centre_on_squares,
+    simultaneous_gap_interval,
+    simultaneous_group_box,
+)
+from crs.scoring.projection import project, reversal_count_bounds
 from crs.scoring.rank_sets import rank_confidence_sets
 from crs.scoring.rankings import rank_reversals
 from crs.scoring.resample import group_bootstrap
@@ -55,7 +63,10 @@ CONFIGURATIONS = {  # name: (patients, severity sd tau, extra images per patient
     "clustered, 366 patients, stratified": (366, 0.8, 1.0, True),
     "independent, 732 images, random": (732, 0.0, 0.0, False),
     "independent, 732 images, stratified": (732, 0.0, 0.0, True),
+    "near-ties, clustered, 366 patients, random": (366, 0.8, 1.0, False),
 }
+COHORTS = {"near-ties, clustered, 366 patients, random": NEAR_TIES}
+"""Designs on another cohort than :data:`crs.bench.coverage_model.ENCODERS` (issue 40: near-ties on an axis)."""
 
 
 def draw_test_set(n_patients: int, tau: float, extra_images: float, rng: np.random.Generator,
@@ -123,6 +134,20 @@ def _false_robust(reversal, truth: dict[str, np.ndarray], truth_crs: np.ndarray)
         if not (auroc_ahead and crs_behind):
             return True
     return False
+
+
+def box_projection(errors: np.ndarray, replicates: np.ndarray, floor: np.ndarray, calibration_scale: str = "square",
+                   alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray, dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """The default intervals of ``crs score`` (decision 0128) on one data set: the simultaneous box over
+    every (encoder, axis) error ``errors`` (E, A) from ``replicates`` (B, E, A) (axis 1 the calibration
+    error, the others 1 - AUROC on the logit scale) and its projection through the CRS (median reference,
+    ``floor`` (A,)). Returns the box's (low, high) (E, A) and the projected bounds."""
+    n_enc, n_axes = errors.shape
+    scales = ["logit" if a != 1 else calibration_scale for _ in range(n_enc) for a in range(n_axes)]
+    box = simultaneous_box(errors.ravel(), replicates.reshape(len(replicates), -1), alpha, scales)
+    low, high = box.low.reshape(n_enc, n_axes), box.high.reshape(n_enc, n_axes)
+    bounds = project(low, high, lambda stack: crs_components(stack, None, floor=floor))
+    return low, high, bounds
 
 
 def _interval_hits(low: np.ndarray, high: np.ndarray, truth: np.ndarray) -> np.ndarray:
@@ -228,14 +253,15 @@ def simulate(configuration: str, data_sets: int = 200, n_boot: int = 200, seed: 
              truth_patients: int = 300_000, compare_methods: bool = False, n_inner: int = 0,
              resample: str = "as drawn") -> Coverage:
     n_patients, tau, extra, stratified = CONFIGURATIONS[configuration]
+    cohort = COHORTS.get(configuration, ENCODERS)
     design = RESAMPLE[resample] or ("stratified" if stratified else "official")
-    names = list(ENCODERS)
+    names = list(cohort)
     n_groups = len(GROUP_SHARES)
     rng = np.random.default_rng([seed, list(CONFIGURATIONS).index(configuration)])
-    big = draw_sample(truth_patients, tau, extra, rng, full=False)
+    big = draw_sample(truth_patients, tau, extra, rng, full=False, cohort=cohort)
     truth = {"auroc": np.array([axes.auroc(big.y, big.probs[:, e], "binary") for e in range(len(names))]),
              "calibration": np.array([axes.debiased_ece(big.y, big.probs[:, e], "binary") for e in range(len(names))])}
-    population = population_values(tau)
+    population = population_values(tau, cohort)
     truth_group_calibration = np.array([[axes.debiased_ece(big.y[big.group == g], big.probs[big.group == g, e], "binary")
                                          for e in range(len(names))] for g in range(n_groups)])
     del big
@@ -249,7 +275,7 @@ def simulate(configuration: str, data_sets: int = 200, n_boot: int = 200, seed: 
 
     floors, stored = [], []
     for data_set in range(data_sets):
-        sample = draw_sample(n_patients, tau, extra, rng, stratified)
+        sample = draw_sample(n_patients, tau, extra, rng, stratified, cohort=cohort)
         y, patient, probs = sample.y, sample.patient, sample.probs
         point = point_metrics(y, probs, patient)
         floor = np.array([np.median(point["auroc_se"]), np.median(point["calibration_se"])])
@@ -308,26 +334,38 @@ def simulate(configuration: str, data_sets: int = 200, n_boot: int = 200, seed: 
         four_boot = crs_components(np.stack([1 - auroc_boot, calibration_boot, 1 - label[1:], 1 - robust[1:]], axis=-1),
                                    None, floor=extra_floor)["crs"]
         hit("CRS, four axes, percentile interval", _covers(four_boot, truth_four))
+        group_auroc = groups["auroc"]  # (B + 1, G, E)
         hit("per-group AUROC percentile interval (group x encoder)",
-            _covers(groups["auroc"][1:], population["group_auroc"]))
+            _covers(group_auroc[1:], population["group_auroc"]))
+        box = simultaneous_group_box(group_auroc.reshape(len(group_auroc), -1), 0.05)  # one box, as crs (0135)
+        box_low, box_high = box.low.reshape(group_auroc.shape[1:]), box.high.reshape(group_auroc.shape[1:])
+        hit("per-group AUROC, simultaneous box (group x encoder)",
+            _interval_hits(box_low, box_high, population["group_auroc"]))
         hit("per-group calibration error percentile interval (group x encoder)",
             _covers(groups["calibration"][1:], truth_group_calibration))
         hit("per-group positive rate percentile interval (group)",
             _covers(groups["positive_rate"][1:], np.full(len(GROUP_SHARES), PREVALENCE)))
-        worst_group = np.nanmin(groups["auroc"], axis=1)  # (B + 1, E), as crs.scoring.subgroups
+        worst_group = np.nanmin(group_auroc, axis=1)  # (B + 1, E), the replicate minimum
         hit("worst-group AUROC = equity axis, percentile interval", _covers(worst_group[1:], worst_group_truth))
-        gap_hits = []
+        hit("worst-group AUROC = equity axis, box corners",
+            _interval_hits(box_low.min(axis=0), box_high.min(axis=0), worst_group_truth))
+        gap_hits, box_gap_hits = [], []
         for e in range(len(names)):
-            by_group = groups["auroc"][:, :, e]
+            by_group = group_auroc[:, :, e]
             best, worst = int(np.argmax(by_group[0])), int(np.argmin(by_group[0]))
             gap_low, gap_high, _ = simultaneous_gap_interval(by_group, best, worst, 0.05, logit_scale=True)
             gap = population["group_auroc"][best, e] - population["group_auroc"][worst, e]
             gap_hits.append(gap_low <= gap <= gap_high)
+            found_low, found_high = box_gap(box_low[:, e], box_high[:, e], best, worst)
+            box_gap_hits.append(found_low <= gap <= found_high)
         hit("AUROC gap of the picked pair, simultaneous interval (0062)", np.array(gap_hits))
+        hit("AUROC gap of the picked pair, box corners", np.array(box_gap_hits))
         reversal = auroc_crs_reversals(pd.Series(point["auroc"], index=names), pd.Series(crs_point, index=names),
                                        auroc_boot, crs_boot)
         hit("reversal-count percentile interval", reversal.count_low <= true_reversals <= reversal.count_high)
         hit("robust reversals: data sets with a false one (rate, not coverage)", _false_robust(reversal, truth, truth_crs))
+        _box_rows(hit, widths, point, auroc_boot, calibration_boot, label, robust, floor, extra_floor, crs_boot,
+                  four_boot, truth, truth_crs, truth_four, population, true_reversals, reversal)
         sets = rank_confidence_sets(crs_point, crs_boot, encoders=names).table
         inside = (sets.loc[names, "rank_low"].to_numpy() <= ranks) & (ranks <= sets.loc[names, "rank_high"].to_numpy())
         hit("rank sets, all encoders at once", inside.all())
@@ -364,6 +402,46 @@ def simulate(configuration: str, data_sets: int = 200, n_boot: int = 200, seed: 
     return Coverage(configuration, data_sets, n_boot, rows)
 
 
+def _box_rows(hit, widths, point, auroc_boot, calibration_boot, label, robust, floor, extra_floor, crs_boot, four_boot,
+              truth, truth_crs, truth_four, population, true_reversals, reversal) -> None:
+    """Coverage and width of the projected box (decision 0128) beside the percentile intervals, one data set."""
+    def width(name: str, low, high) -> None:
+        widths.setdefault(name, []).append(np.asarray(high, dtype=np.float64) - np.asarray(low, dtype=np.float64))
+
+    def percentile(replicates):
+        return np.percentile(replicates, [2.5, 97.5], axis=0)
+
+    two = np.stack([1 - point["auroc"], point["calibration"]], axis=-1)
+    two_boot = np.stack([1 - auroc_boot, calibration_boot], axis=-1)
+    four = np.concatenate([two, np.stack([1 - label[0], 1 - robust[0]], axis=-1)], axis=-1)
+    four_draws = np.concatenate([two_boot, np.stack([1 - label[1:], 1 - robust[1:]], axis=-1)], axis=-1)
+    truth_errors = np.stack([1 - truth["auroc"], truth["calibration"], 1 - population["label_efficiency"],
+                             1 - population["robustness"]], axis=-1)
+    for scale in ("square", "identity"):
+        tag = "" if scale == "square" else ", calibration on its own scale"
+        _, _, bounds = box_projection(two, two_boot, floor, scale)
+        hit(f"CRS box projection{tag}", _interval_hits(*bounds["crs"], truth_crs))
+        width(f"CRS box projection{tag}: width", *bounds["crs"])
+        low, high, bounds = box_projection(four, four_draws, extra_floor, scale)
+        hit(f"CRS, four axes, box projection{tag}", _interval_hits(*bounds["crs"], truth_four))
+        width(f"CRS, four axes, box projection{tag}: width", *bounds["crs"])
+        for a, axis in enumerate(("AUROC", "calibration error", "label efficiency", "robustness")):
+            hit(f"{axis} box (four-axis box){tag}", _interval_hits(low[:, a], high[:, a], truth_errors[:, a]))
+            width(f"{axis} box (four-axis box){tag}: width", low[:, a], high[:, a])
+        if scale == "square":
+            auroc_low, auroc_high = 1 - high[:, 0], 1 - low[:, 0]
+            _, _, two_bounds = box_projection(two, two_boot, floor, scale)
+            count = reversal_count_bounds(auroc_low, auroc_high, *two_bounds["crs"])
+            hit("reversal count, box bounds", count[0] <= true_reversals <= count[1])
+            width("reversal count, box bounds: width", count[0], count[1])
+    width("CRS percentile interval: width", *percentile(crs_boot))
+    width("CRS, four axes, percentile interval: width", *percentile(four_boot))
+    for axis, values in (("AUROC", auroc_boot), ("calibration error", calibration_boot),
+                         ("label efficiency", label[1:]), ("robustness", robust[1:])):
+        width(f"{axis} percentile interval: width", *percentile(values))
+    width("reversal count, percentile interval: width", reversal.count_low, reversal.count_high)
+
+
 GAP_GROUPS = (2, 4, 8)
 """Groups of the attribute in the null simulation of subgroup gaps (decision 0062)."""
 
@@ -377,14 +455,14 @@ def simulate_gap_null(n_groups: int, data_sets: int = 200, n_boot: int = 200, se
     per data set ``n_boot`` patient-level replicates (within label strata for a stratified test set, plain for a random one, as crs resamples them: decision 0085; ``--resample`` forces one way) (``group_bootstrap``) give each
     group's AUROC (``weighted_auroc``, one column per group); the gap is best minus worst group by
     the point estimate. A finding: the interval's lower bound above 0. Rates for the percentile
-    interval of the picked pair (the old method) and the simultaneous max-|t| interval
-    (:func:`crs.scoring.intervals.simultaneous_gap_interval`) on the AUROC scale and on the logit
-    scale (what ``crs score`` prints). The Monte
+    interval of the picked pair (the old method), the simultaneous max-|t| interval
+    (:func:`crs.scoring.intervals.simultaneous_gap_interval`, 0062) on the AUROC scale and on the logit
+    scale, and the picked pair at the corners of the groups' box (what ``crs score`` prints, 0136). The Monte
     Carlo SE of a rate p is sqrt(p (1 - p) / data_sets).
     """
     rng = np.random.default_rng([seed, n_groups])
     n = n_groups * patients_per_group
-    percentile_findings = raw_findings = simultaneous_findings = 0
+    percentile_findings = raw_findings = simultaneous_findings = box_findings = 0
     for data_set in range(data_sets):
         group = np.repeat(np.arange(n_groups), patients_per_group)
         label = np.zeros(n, dtype=np.int64)
@@ -400,9 +478,12 @@ def simulate_gap_null(n_groups: int, data_sets: int = 200, n_boot: int = 200, se
         percentile_findings += np.nanpercentile(gap, 100 * alpha / 2) > 0
         raw_findings += simultaneous_gap_interval(aurocs, best, worst, alpha)[0] > 0
         simultaneous_findings += simultaneous_gap_interval(aurocs, best, worst, alpha, logit_scale=True)[0] > 0
+        box = simultaneous_group_box(aurocs, alpha)
+        box_findings += box_gap(box.low, box.high, best, worst)[0] > 0
     return {"percentile interval of the picked pair": percentile_findings / data_sets,
             "simultaneous max-|t|, AUROC scale": raw_findings / data_sets,
-            "simultaneous max-|t|, logit scale (printed)": simultaneous_findings / data_sets}
+            "simultaneous max-|t|, logit scale (0062)": simultaneous_findings / data_sets,
+            "box corners (printed, 0136)": box_findings / data_sets}
 
 
 def gap_null_markdown(data_sets: int, n_boot: int) -> str:
@@ -427,16 +508,54 @@ PRINTED = {  # crs.scoring.intervals.MEASURED_COVERAGE key: (the bench's row, ho
                          "percentile over seed multisets x patient resamples"),
     "robustness": ("robustness percentile interval (severities and shifted site)",
                    "percentile; the shifted site resampled apart"),
-    "group_auroc": ("per-group AUROC percentile interval (group x encoder)", "percentile of the group's replicates"),
+    "group_auroc": ("per-group AUROC, simultaneous box (group x encoder)",
+                    "one max-\\|t\\| box over every group and encoder, logit scale (0135)"),
     "group_calibration": ("per-group calibration error percentile interval (group x encoder)",
                           "percentile, centred on squares"),
     "positive_rate": ("per-group positive rate percentile interval (group)", "percentile of the group's replicates"),
-    "worst_group_auroc": ("worst-group AUROC = equity axis, percentile interval",
-                          "percentile of the per-replicate minimum over groups"),
-    "auroc_gap": ("AUROC gap of the picked pair, simultaneous interval (0062)",
-                  "max-|t| over every pair, logit scale (0062)"),
+    "worst_group_auroc": ("worst-group AUROC = equity axis, box corners",
+                          "the minimum at the box's lower and upper corners (0135)"),
+    "auroc_gap": ("AUROC gap of the picked pair, box corners", "the picked pair at the box's corners (0136)"),
 }
 """Every interval crs prints, with a measured coverage (docs/crs.md 7b; issue 30 item 6)."""
+PRINTED_BOX = {  # crs.scoring.intervals.MEASURED_COVERAGE_BOX key: (the bench's row, the percentile row it replaces)
+    "crs": ("CRS box projection", "CRS percentile interval"),
+    "crs_four_axes": ("CRS, four axes, box projection", "CRS, four axes, percentile interval"),
+    "auroc": ("AUROC box (four-axis box)", "AUROC percentile interval"),
+    "calibration": ("calibration error box (four-axis box)", "calibration error percentile interval"),
+    "label_efficiency": ("label efficiency box (four-axis box)", "label efficiency percentile interval"),
+    "robustness": ("robustness box (four-axis box)", "robustness percentile interval"),
+    "reversal_count": ("reversal count, box bounds", "reversal count, percentile interval"),
+}
+"""The default intervals (decision 0128): the box over the four axes' errors, its projection through the CRS
+(two and four axes) and the reversal count's bounds; beside each, the width of the percentile interval."""
+
+
+def box_markdown(results: list[Coverage]) -> str:
+    """docs/crs.md 7b: per default interval and design, coverage mean / worst encoder, and its mean width
+    against the percentile interval's (the ratio)."""
+    lines = ["| default interval | " + " | ".join(r.configuration for r in results) + " |",
+             "|" + "---|" * (len(results) + 1)]
+    for key, (row, percentile) in PRINTED_BOX.items():
+        cells = [f"{r.rows[row]:.3f} / {r.rows.get(row + ', worst encoder', r.rows[row]):.3f}; width "
+                 f"{r.rows[row + ': width']:.3f} vs {r.rows[percentile + ': width']:.3f} "
+                 f"({r.rows[row + ': width'] / r.rows[percentile + ': width']:.2f}x)" for r in results]
+        lines.append(f"| {key} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def measured_box_figures(results: list[Coverage]) -> dict[str, dict[str, float]]:
+    """What crs.scoring.intervals.MEASURED_COVERAGE_BOX holds (as :func:`measured_figures`)."""
+    out = {}
+    for key in ("crs", "auroc", "calibration", "label_efficiency", "robustness"):
+        rows = [PRINTED_BOX[key][0]] + ([PRINTED_BOX["crs_four_axes"][0]] if key == "crs" else [])
+        means = [r.rows[name] for r in results for name in rows]
+        worst = [r.rows.get(name + ", worst encoder", r.rows[name]) for r in results for name in rows]
+        out[key] = {"mean_low": round(min(means), 3), "mean_high": round(max(means), 3),
+                    "worst_encoder": round(min(worst), 3)}
+    return out
+
+
 EXTRA = {"reversal count": "reversal-count percentile interval",
          "rank sets (all five at once)": "rank sets, all encoders at once"}
 
@@ -498,6 +617,9 @@ def main(argv: list[str] | None = None) -> None:
         print()
         print(printed_markdown(results))
         print(measured_figures(results))
+        print()
+        print(box_markdown(results))
+        print(measured_box_figures(results))
     print()
     print("Subgroup AUROC gaps under equal signal in every group (null):")
     print(gap_null_markdown(args.data_sets, args.n_boot))

@@ -84,9 +84,9 @@ def format_cost(folder: Path, kind: str, n: int, size: int, rounds: int) -> dict
         store = FeatureStore(folder / f"{kind}-{round_}.zarr", mode="a")
         seconds, images = _cpu(lambda: np.stack([load_image(p, 224, "crop").numpy() for p in paths]))
         totals["decode"] += seconds
-        seconds, (phash, detail) = _cpu(lambda: image_prints(images))  # noqa: B023 (called at once)
+        seconds, (phash, thumb) = _cpu(lambda: image_prints(images))  # noqa: B023 (called at once)
         totals["prints"] += seconds
-        seconds, _ = _cpu(lambda: write_prints(store, dataset, np.arange(n), phash, detail))  # noqa: B023
+        seconds, _ = _cpu(lambda: write_prints(store, dataset, np.arange(n), phash, thumb))  # noqa: B023
         totals["keep"] += seconds
         seconds, _ = _cpu(lambda: [file_digest(p) for p in paths])
         totals["sha256"] += seconds
@@ -103,10 +103,9 @@ def compare_cost(n_a: int, n_b: int) -> dict[str, Any]:
     rng = np.random.default_rng(0)
 
     def prints(n: int, tag: str) -> Prints:
-        thumbs = rng.normal(size=(n, THUMB * THUMB)).astype(np.float32)
-        thumbs /= np.linalg.norm(thumbs, axis=1, keepdims=True)
+        thumbs = rng.integers(0, 65536, size=(n, THUMB * THUMB), dtype=np.uint16)
         return Prints(np.array([f"{tag}{i}" for i in range(n)]), np.array([f"{tag}{i}" for i in range(n)]),
-                      rng.integers(0, 2**63, n, dtype=np.uint64), thumbs.astype(np.float16))
+                      rng.integers(0, 2**63, n, dtype=np.uint64), thumbs)
 
     a, b = prints(n_a, "a"), prints(n_b, "b")
     seconds, found = _cpu(lambda: find_overlaps(a, b))
@@ -130,9 +129,9 @@ def keep_cost(folder: Path, n: int) -> dict[str, Any]:
     """CPU milliseconds per image of keeping ``n`` images' prints in a store in one flush (as stage 1 does)."""
     rng = np.random.default_rng(1)
     phash = rng.integers(0, 2**63, n, dtype=np.uint64)
-    detail = rng.normal(size=(n, THUMB * THUMB)).astype(np.float16)
+    thumb = rng.integers(0, 65536, size=(n, THUMB * THUMB), dtype=np.uint16)
     store = FeatureStore(folder / "keep.zarr", mode="a")
-    seconds, _ = _cpu(lambda: write_prints(store, _Rows(n), np.arange(n), phash, detail))  # type: ignore[arg-type]
+    seconds, _ = _cpu(lambda: write_prints(store, _Rows(n), np.arange(n), phash, thumb))  # type: ignore[arg-type]
     return {"rows": n, "keep_ms": round(seconds / n * 1000, 4)}
 
 

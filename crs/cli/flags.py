@@ -4,5 +4,5 @@ from __future__ import annotations
 
 SETTING_FLAGS = {
     "cache": "--cache", "output": "--out", "shard": "--shard", "cluster": "--cluster", "jobs": "--jobs",
-    "overwrite": "--overwrite",
+    "overwrite": "--overwrite", "allow_data_mismatch": "--allow-data-mismatch",
 }

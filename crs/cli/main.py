@@ -30,6 +30,11 @@ LAZY_COMMANDS = {
     "plan": "crs.cli.plan:plan",
     "check": "crs.cli.check:check",
     "status": "crs.cli.plan:status",
+    "weights": "crs.cli.weights:weights_group",
+    "publish": "crs.cli.publish:publish",
+    "verify": "crs.cli.publish:verify",
+    "keygen": "crs.cli.publish:keygen",
+    "leaderboard": "crs.cli.publish:leaderboard",
 }
 """Commands whose modules import torch, torchvision or the encoder libraries (seconds): imported when
 the command is asked for, so ``crs score`` and ``crs report`` start without them."""
@@ -40,10 +45,15 @@ LAZY_HELP = {
     "encoders": "Inspect the encoder registry (sources, preprocessing, licences, pretraining data).",
     "init": "Inspect ROOT (a folder of images, PNG/JPEG/DICOM, with a CSV) and write a spec for it; asks nothing.",
     "reproduce": "Re-run stage 2 and the score of RUN_FOLDER from its embedded spec and compare every table.",
-    "compare": "Compare two run folders' records and score tables under the reproducibility contract; exit 1 if broken.",
+    "compare": "Two run folders side by side (leader, tier, ranks moved); same spec: the reproducibility contract too.",
     "plan": "Per data set and encoder: images, clean and corrupted forward passes, cached, bytes, time.",
     "check": "Check data, labels, weights, folders, disk, image modes and the cache before any GPU time.",
     "status": "Stage 1's progress over every shard, from the cache's chunk flags: passes done, to go, time left.",
+    "weights": "Fetch encoder weights from the Hugging Face Hub into the folder crs reads (crs itself never downloads).",
+    "publish": "Write a scored RUN_FOLDER as a verifiable BUNDLE: records, predictions by image id, score, image digests, manifest.",
+    "verify": "Check a BUNDLE: every file against its manifest, the signature, and a re-score of its records. Exit 1 if not.",
+    "keygen": "Write a new Ed25519 key pair NAME (private, owner-readable only) and NAME.pub (give this one away).",
+    "leaderboard": "Write static, self-contained leaderboard pages for published BUNDLES: leaderboards, encoder cards, verification.",
 }
 """The first paragraph of each lazy command's help, so ``crs --help`` lists them without importing them
 (torch: about 3 CPU s); a test checks they equal the commands' own."""

@@ -45,10 +45,23 @@ def reproduce(run_folder: str, cache: str | None, workdir: str | None, jobs: int
 @click.argument("run_a", type=click.Path(exists=True, file_okay=False))
 @click.argument("run_b", type=click.Path(exists=True, file_okay=False))
 def compare(run_a: str, run_b: str) -> None:
-    """Compare two run folders' records and score tables under the reproducibility contract; exit 1 if broken."""
+    """Two run folders side by side (leader, tier, which ranks moved); for runs of the same spec, then
+    every records and score table under the reproducibility contract, exit 1 if broken."""
     from crs.evaluate.artifacts import RunFolder
-    from crs.evaluate.compare import compare_run_folders
+    from crs.evaluate.compare import compare_run_folders, spec_differences
+    from crs.evaluate.standings import standings_or_reason
 
-    comparison = compare_run_folders(RunFolder(run_a), RunFolder(run_b), score=RunFolder(run_a).has_score())
+    first, second = RunFolder(run_a), RunFolder(run_b)
+    for line in standings_or_reason(first, second, (run_a.rstrip("/"), run_b.rstrip("/"))):
+        click.echo(line)
+    spec_a, spec_b = (folder.provenance().get("spec") for folder in (first, second))
+    differ = spec_differences(spec_a, spec_b) if isinstance(spec_a, dict) and isinstance(spec_b, dict) else []
+    click.echo("")
+    if differ:
+        shown = ", ".join(differ[:8]) + (f" and {len(differ) - 8} more" if len(differ) > 8 else "")
+        click.echo(f"different specs ({shown}): the runs are compared by their rankings above; the "
+                   "reproducibility contract (same numbers to 1e-6) applies to runs of one spec and is not checked.")
+        sys.exit(0)
+    comparison = compare_run_folders(first, second, score=first.has_score())
     _print(comparison)
     sys.exit(0 if comparison.holds else 1)

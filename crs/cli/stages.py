@@ -159,6 +159,8 @@ def _probe(bench: Benchmark, jobs: int | str | None, cluster: str | None, quiet:
             f"probe: {outcome.units_fitted} (encoder, task) units fitted, {outcome.units_reused} unchanged units"
             " reused (--full refits all)"
         )
+    for note in outcome.notes:
+        click.echo(f"probe: {note}")
 
 
 overwrite_option = click.option(
@@ -175,7 +177,22 @@ def _score(bench: Benchmark, to: str | None = None, overwrite: bool = False) -> 
     click.echo(result.format())
     for limit in bench.ranking_limits():
         click.echo(f"note: {limit}")
+    if bench.spec.score.zero_shot:
+        _zero_shot_summary(Path(to) if to is not None else bench.folder.root)
     return result
+
+
+def _zero_shot_summary(root: Path) -> None:
+    """A few lines on zero-shot (its leader, each model's AUROC and crossover), from its score.json."""
+    from crs.scoring.zero_shot import read_zero_shot_summary
+    from crs.scoring.zero_shot_text import summary_lines
+
+    summary = read_zero_shot_summary(root)
+    if summary is None:
+        return
+    for line in summary_lines(summary):
+        click.echo(line)
+    click.echo(f"zero-shot: details in {root / 'zero_shot' / 'score.json'} and the report's \"Zero-shot or a probe?\"")
 
 
 def _report(bench: Benchmark, score: ScoreResult | None = None) -> Path:
@@ -275,10 +292,34 @@ def report(spec_path: str, cache: str | None, out: str | None) -> None:
 @quiet_option
 @skip_bad_option
 @overwrite_option
+@click.option("--extend", "bundle", type=click.Path(exists=True, file_okay=False), default=None,
+              help="A published bundle (crs publish): run only the spec's encoders it lacks, with its splits, draws, "
+                   "seeds and settings, and score them beside its encoders (docs/publish.md).")
+@click.option("--allow-data-mismatch", is_flag=True,
+              help="With --extend: go on when local image files differ from the bundle's (the run says so).")
 def run(spec_path: str, cache: str | None, out: str | None, jobs: int | str | None, cluster: str | None, quiet: bool,
-        skip_bad: bool, overwrite: bool) -> None:
+        skip_bad: bool, overwrite: bool, bundle: str | None, allow_data_mismatch: bool) -> None:
     """Extract, probe, score and report for one spec."""
+    if bundle is not None:
+        _extend(Benchmark(spec_path, cache=cache, output=out, skip_bad=skip_bad).spec, bundle, jobs, quiet,
+                allow_data_mismatch)
+        return
     _all_stages(Benchmark(spec_path, cache=cache, output=out, skip_bad=skip_bad), jobs, cluster, quiet, overwrite)
+
+
+def _extend(spec, bundle: str, jobs: int | str | None, quiet: bool, allow_data_mismatch: bool) -> None:
+    """``crs run --extend``: the new encoders only, then one score of everyone and the report."""
+    from crs.publish.extend import extend
+
+    outcome = extend(spec, bundle, allow_data_mismatch=allow_data_mismatch, jobs=jobs, progress=not quiet)
+    if outcome.mismatches:
+        click.echo(f"extend: {len(outcome.mismatches)} image file(s) differ from the bundle's (allowed); first: "
+                   f"{outcome.mismatches[0]}")
+    click.echo(f"extend: {', '.join(outcome.new_encoders)} added beside the bundle's "
+               f"{', '.join(outcome.published_encoders)} (their records and predictions kept as published)")
+    click.echo(outcome.score.format())
+    click.echo(f"report: {outcome.report}")
+    click.echo(f"extend finished in {outcome.seconds:.0f} s; publish it with: crs publish {outcome.spec.output} BUNDLE")
 
 
 @click.command()

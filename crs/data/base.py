@@ -9,6 +9,7 @@ so stage 2 never needs the images again.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ import pandas as pd
 from crs.spec import DEFAULT_FIT, FIT_MODES, MODALITIES, TASK_KINDS  # noqa: F401  (the loaders read them here)
 
 SPLITS = ("train", "val", "test")
+log = logging.getLogger("crs.data")
 
 SPLIT_DESIGNS = ("stratified", "official", "imported")
 """How a data set's test split was drawn (decision 0085), which the case bootstrap follows:
@@ -125,7 +127,12 @@ class Dataset:
             if len(getattr(self, attr)) != n:
                 raise DataError(f"data set {self.name!r}: {attr} has {len(getattr(self, attr))} rows, ids has {n}")
         if len(set(self.ids.tolist())) != n:
-            raise DataError(f"data set {self.name!r}: image ids are not unique")
+            counts = pd.Series(np.asarray(self.ids).astype(str)).value_counts(sort=False)
+            twice = counts[counts > 1]
+            raise DataError(
+                f"data set {self.name!r}: image ids are not unique: {twice.index[0]!r} is listed {int(twice.iloc[0])} "
+                f"times ({len(twice)} id(s) listed more than once, {int(twice.sum() - len(twice))} extra row(s)); "
+                "remove the duplicate rows from its CSV or give each image its own id")
         bad = set(np.unique(self.splits).tolist()) - set(SPLITS)
         if bad:
             raise DataError(f"data set {self.name!r}: unknown split names {sorted(bad)}")
@@ -185,9 +192,32 @@ def _group_keys(groups: np.ndarray, labels: np.ndarray) -> pd.Series:
     return counts.drop_duplicates("group").set_index("group")["key"].sort_index()
 
 
+MIN_GROUPS_PER_STRATUM = 3
+"""A stratum of this many groups gives each split of non-zero proportion at least one group."""
+
+
+def _split_keys(groups: np.ndarray, labels: np.ndarray) -> pd.Series:
+    """The strata :func:`group_split` draws in: :func:`_group_keys`, or one stratum for all when every stratum
+    is smaller than :data:`MIN_GROUPS_PER_STRATUM` but the groups together are not. Such a stratum would
+    round every share to 0 and send all its groups to train, so a small data set whose groups each fall
+    in a stratum of their own (a dozen patients, each with another first finding) would have no test."""
+    keys = _group_keys(groups, labels)
+    sizes = keys.value_counts()
+    if len(keys) >= MIN_GROUPS_PER_STRATUM and int(sizes.max()) < MIN_GROUPS_PER_STRATUM:
+        return pd.Series(0, index=keys.index, dtype=np.int64)
+    return keys
+
+
 def split_strata(groups: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """(N,) the stratum :func:`group_split` drew each row's group in: the bootstrap of a ``stratified``
-    split resamples groups within these (decision 0085)."""
+    """(N,) each row's group's stratum key (:func:`_group_keys`): the bootstrap of a ``stratified`` split
+    resamples groups within these (decision 0085).
+
+    The key of a group does not depend on the other groups, so the test rows alone give the strata the
+    split drew them in. :func:`_split_keys`' pooling does depend on them (whether every stratum of the
+    *whole* data set is small), so it is not applied here: judged on the test rows alone it pooled test
+    sets whose data set was split by strata (it moved the golden tables' replicates; decision 0123).
+    Where a whole data set was pooled, its strata are of one or two groups, and lone groups are pooled
+    by the resampling anyway."""
     groups = np.asarray(groups).astype(str)
     return _group_keys(groups, labels).reindex(groups).to_numpy().astype(np.int64)
 
@@ -202,12 +232,15 @@ def group_split(
 
     Deterministic for a given seed and input order; no group appears in two splits. Within each
     stratum, a split with a non-zero proportion gets at least one group once the stratum has three
-    or more groups; a split whose proportion is 0 gets none.
+    or more groups; a split whose proportion is 0 gets none. A smaller stratum rounds its shares, so
+    its groups go to train at the default proportions; when every stratum is that small, all groups
+    form one stratum (:func:`_split_keys`). Fewer than three groups in all cannot fill three splits:
+    they go to train, with a warning naming the empty split.
     """
     if len(proportions) != 3 or not np.isclose(sum(proportions), 1.0) or min(proportions) < 0:
         raise DataError(f"split proportions must be three non-negative numbers summing to 1, got {proportions}")
     groups = np.asarray(groups).astype(str)
-    group_key = _group_keys(groups, labels)
+    group_key = _split_keys(groups, labels)
     rng = np.random.default_rng(seed)
     names_out: list[np.ndarray] = []
     splits_out: list[np.ndarray] = []
@@ -226,6 +259,11 @@ def group_split(
         names_out.append(names)
         splits_out.append(assigned)
     lookup = pd.Series(np.concatenate(splits_out), index=np.concatenate(names_out))
+    empty = [name for name, share in zip(SPLITS, proportions, strict=True) if share > 0 and not (lookup == name).any()]
+    if empty and len(lookup):
+        log.warning("only %d group(s) (patients or lesions) to split: %s got none at proportions %s; "
+                    "at least %d groups are needed", len(lookup), " and ".join(empty), list(proportions),
+                    MIN_GROUPS_PER_STRATUM)
     return lookup.reindex(groups).to_numpy().astype(str)
 
 

@@ -17,8 +17,10 @@ VinDr-CXR (Nguyen et al. 2022; PhysioNet, credentialed)::
     ROOT/test/<image_id>.dicom, ROOT/train/<image_id>.dicom
 
 ``parts`` picks test (default) and/or train; train's three reads are combined by majority (a label
-is positive when more than half of an image's radiologists marked it). VinDr-CXR publishes no
-patient ids: each image is its own group. Map with ``label_map = "chexpert-to-vindr_cxr"``.
+is positive when more than half of an image's radiologists marked it). Columns are matched whatever
+their case and by the public files' own spellings (the test file's "Other disease" is the train file's
+"Other diseases"); a column that is neither an id nor one of the 28 labels is refused, never a new
+label. VinDr-CXR publishes no patient ids: each image is its own group. Map with ``label_map = "chexpert-to-vindr_cxr"``.
 """
 
 from __future__ import annotations
@@ -103,13 +105,44 @@ def load_chestxray14(
 
 VINDR_PARTS = {"test": "annotations/image_labels_test.csv", "train": "annotations/image_labels_train.csv"}
 VINDR_NOT_LABELS = ("image_id", "rad_id")
+"""Columns that are not labels, matched whatever their case (``rad_ID`` is still the reader's id)."""
+VINDR_LABELS = (
+    "Aortic enlargement", "Atelectasis", "Calcification", "Cardiomegaly", "Clavicle fracture", "Consolidation", "Edema",
+    "Emphysema", "Enlarged PA", "ILD", "Infiltration", "Lung Opacity", "Lung cavity", "Lung cyst", "Mediastinal shift",
+    "Nodule/Mass", "Pleural effusion", "Pleural thickening", "Pneumothorax", "Pulmonary fibrosis", "Rib fracture",
+    "Other lesion", "COPD", "Lung tumor", "Pneumonia", "Tuberculosis", "Other diseases", "No finding",
+)
+"""VinDr-CXR 1.0.0's 28 image-level labels, as image_labels_train.csv spells them."""
+VINDR_SPELLINGS = {"other disease": "Other diseases"}
+"""Other spellings of one label in the public files (image_labels_test.csv says "Other disease")."""
+
+
+def _vindr_columns(columns: Sequence[str], where: str) -> dict[str, str]:
+    """{column as the file spells it: its canonical name} of one label file: ``image_id`` and ``rad_id``
+    whatever their case, each label as :data:`VINDR_LABELS` spells it (case and the known variant spellings
+    aside). A column that is none of those is refused, so it can never become a label of its own."""
+    canonical = {name.casefold(): name for name in (*VINDR_NOT_LABELS, *VINDR_LABELS)} | VINDR_SPELLINGS
+    named: dict[str, str] = {}
+    for column in columns:
+        name = canonical.get(str(column).strip().casefold())
+        if name is None:
+            raise DataError(f"vindr_cxr: {where} has column {str(column)!r}, which is not image_id, rad_id or one of "
+                            f"VinDr-CXR's 28 labels ({', '.join(VINDR_LABELS)}); remove or rename it")
+        if name in named.values():
+            twin = next(c for c, n in named.items() if n == name)
+            raise DataError(f"vindr_cxr: {where} has columns {twin!r} and {str(column)!r}, both {name!r}; keep one")
+        named[str(column)] = name
+    return named
 
 
 def load_vindr_cxr(
     root: Path | str, image_size: int = 224, skip_bad: bool = False, verify: str | None = None, seed: int = 0,
     proportions: Sequence[float] = (0.6, 0.2, 0.2), parts: Sequence[str] = ("test",),
 ) -> Dataset:
-    """Load VinDr-CXR's image-level labels (all 28) as a multilabel task; DICOM images."""
+    """Load VinDr-CXR's image-level labels (all 28) as a multilabel task; DICOM images.
+
+    Columns are matched case-insensitively and by their known spellings (the test file's "Other disease"
+    is the train file's "Other diseases"); labels keep the first part's column order."""
     root = Path(root).resolve()
     frames, label_names = [], None
     rows_listed = 0
@@ -117,19 +150,28 @@ def load_vindr_cxr(
         if part not in VINDR_PARTS:
             raise DataError(f"vindr_cxr: part {part!r} is not one of {sorted(VINDR_PARTS)}")
         table = read_csv(root / VINDR_PARTS[part], "vindr_cxr", "image_id[, rad_id] and the 28 label columns")
+        table = table.rename(columns=_vindr_columns(list(table.columns), VINDR_PARTS[part]))
         require_columns(table, ("image_id",), VINDR_PARTS[part])
         rows_listed += len(table)
         names = tuple(c for c in table.columns if c not in VINDR_NOT_LABELS)
-        if label_names is not None and names != label_names:
-            raise DataError(f"vindr_cxr: {VINDR_PARTS[part]} has label columns {list(names)}, another part {list(label_names)}")
-        label_names = names
-        values = table[list(names)].apply(pd.to_numeric, errors="coerce").fillna(0.0)
+        if label_names is not None and set(names) != set(label_names):
+            only_here, only_there = sorted(set(names) - set(label_names)), sorted(set(label_names) - set(names))
+            raise DataError(f"vindr_cxr: {VINDR_PARTS[part]} and {VINDR_PARTS[parts[0]]} have different labels "
+                            f"(only in the first: {only_here}; only in the second: {only_there}); "
+                            "read one part or give both files the same label columns")
+        label_names = label_names or names
+        values = table[list(label_names)].apply(pd.to_numeric, errors="coerce").fillna(0.0)
         # One row per radiologist (train) or one consensus row (test): a label is positive on a majority.
         votes = values.groupby(table["image_id"].astype(str), sort=False).mean()
         frames.append(pd.DataFrame({"image_id": votes.index, "part": part, "path": [f"{part}/{i}.dicom" for i in votes.index]})
-                      .join(pd.DataFrame((votes.to_numpy() > 0.5).astype(np.float32), columns=list(names))))
-    assert label_names is not None
+                      .join(pd.DataFrame((votes.to_numpy() > 0.5).astype(np.float32), columns=list(label_names))))
+    if label_names is None:
+        raise DataError(f"vindr_cxr: parts is empty; give one or both of {sorted(VINDR_PARTS)}")
     table = pd.concat(frames, ignore_index=True)
+    if table["image_id"].duplicated().any():
+        twins = table["image_id"][table["image_id"].duplicated()]
+        raise DataError(f"vindr_cxr: image {twins.iloc[0]} is listed in more than one part ({len(twins)} such); "
+                        "read one part")
     ids = table["image_id"].tolist()
     labels = table[list(label_names)].to_numpy(np.float32)
     metadata = table[["part"]].reset_index(drop=True)
@@ -174,6 +216,7 @@ def load_padchest(
                      low_memory=False)
     require_columns(table, ("ImageID", "ImageDir", "PatientID", "Labels"), csv_name)
     rows_listed = len(table)
+    listed_patients = table["PatientID"].astype(str).tolist()  # a patient with only laterals is lost, as in chexpert
     dropped: dict[str, int] = {}
     keep = np.ones(len(table), dtype=bool)
     if "Projection" in table and projections:
@@ -215,4 +258,4 @@ def load_padchest(
     return build_cohort("padchest", root, Task("padchest", "multilabel", findings), "chest_xray", ids, relative,
                         table["PatientID"].astype(str).tolist(), labels, metadata, image_size=image_size,
                         skip_bad=skip_bad, verify=verify, seed=seed, proportions=proportions, rows_listed=rows_listed,
-                        dropped=dropped)
+                        dropped=dropped, listed_groups=listed_patients)

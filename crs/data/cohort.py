@@ -23,9 +23,12 @@ def build_cohort(
     name: str, root: Path, task: Task, modality: str, ids: Sequence[str], relative_paths: Sequence[str],
     groups: Sequence[str], labels: np.ndarray, metadata: pd.DataFrame, *, image_size: int, skip_bad: bool,
     verify: str | None, seed: int, proportions: Sequence[float], rows_listed: int,
-    dropped: dict[str, int] | None = None, group_word: str = "patients",
+    dropped: dict[str, int] | None = None, group_word: str = "patients", listed_groups: Sequence[str] | None = None,
 ) -> Dataset:
-    """Screen the listed files (``skip_bad`` rule), split by group and return the Dataset."""
+    """Screen the listed files (``skip_bad`` rule), split by group and return the Dataset.
+
+    ``listed_groups``: the group of every row the CSV listed, before the loader dropped any (ungradable,
+    lateral...), so a group whose every row was dropped counts as lost; default ``groups``."""
     paths = resolve_paths(root, list(relative_paths))
     keep, skipped = screen_images(root, paths, skip_bad, verify, name)
     idx = np.flatnonzero(keep)
@@ -34,7 +37,7 @@ def build_cohort(
     dropped = dict(dropped or {})
     if skipped:
         dropped["missing or unreadable (skip_bad)"] = len(skipped)
-    all_groups = set(np.asarray(groups, dtype=object).astype(str).tolist())
+    all_groups = set(np.asarray(groups if listed_groups is None else listed_groups, dtype=object).astype(str).tolist())
     accounting = RowAccounting(rows_listed, dropped, len(all_groups - set(groups_kept.tolist())), group_word)
     return Dataset(
         name=name, root=root, task=task, modality=modality, image_size=int(image_size),

@@ -15,6 +15,7 @@ import pandas as pd
 
 from crs.data.base import MODALITIES, SPLITS, TASK_KINDS, DataError, Dataset, Task, group_split
 from crs.data.images import resolve_paths, screen_images
+from crs.data.label_typos import closest, did_you_mean, odd_labels, odd_labels_message
 from crs.data.shift import label_key
 
 
@@ -149,6 +150,11 @@ def _labels(
     if column.isna().any():
         row = int(np.flatnonzero(column.isna().to_numpy())[0])
         raise DataError(f"folder: label column {columns[0]!r} is blank in row {row + 2} of {csv_path}; every image needs a label")
+    if class_names is None:  # every distinct value becomes a class: refuse values that look like typos (0119)
+        text = column.astype(str).str.strip().tolist()
+        odd = odd_labels(text)
+        if odd:
+            raise DataError(odd_labels_message(odd, columns[0], str(csv_path), sorted(set(text))))
     if class_names is not None:
         names = tuple(str(c) for c in class_names)
         as_text = column.astype(str).str.strip()
@@ -162,7 +168,10 @@ def _labels(
                 lookup.update({text: loose[label_key(text)] for text in set(as_text) - set(lookup) if label_key(text) in loose})
             unknown = sorted(set(as_text) - set(lookup))
             if unknown:
-                raise DataError(f"folder: labels {unknown[:5]} in {csv_path} are not in class_names {list(names)}")
+                first = [int(i) + 2 for i in np.flatnonzero(as_text.isin(unknown).to_numpy())[:5]]
+                guess = did_you_mean(closest(unknown[0], names), names)
+                raise DataError(f"folder: labels {unknown[:5]} in {csv_path} (row {', '.join(map(str, first))}) are not in "
+                                f"class_names {list(names)}; {guess}; fix those rows, or add the value to class_names")
             codes = as_text.map(lookup).to_numpy(dtype=np.int64)
     elif pd.api.types.is_integer_dtype(column):
         codes = column.to_numpy(dtype=np.int64)

@@ -82,6 +82,8 @@ def load_messidor2(
     table = read_csv(root / labels_csv, "messidor2", "image_id, adjudicated_dr_grade, adjudicated_dme, adjudicated_gradable")
     require_columns(table, ("image_id", "adjudicated_dr_grade"), labels_csv)
     rows_listed = len(table)
+    exams = _examinations(root / MESSIDOR_PAIRS) if (root / MESSIDOR_PAIRS).is_file() else {}
+    listed_groups = [exams.get(name, f"image:{name}") for name in table["image_id"].astype(str).str.strip()]
     dropped: dict[str, int] = {}
     if "adjudicated_gradable" in table:
         gradable = pd.to_numeric(table["adjudicated_gradable"], errors="coerce").fillna(0).to_numpy() > 0.5
@@ -90,7 +92,6 @@ def load_messidor2(
         table = table[gradable].reset_index(drop=True)
     names = table["image_id"].astype(str).str.strip().tolist()
     labels = _grades(table["adjudicated_dr_grade"], names, "messidor2", "adjudicated_dr_grade")
-    exams = _examinations(root / MESSIDOR_PAIRS) if (root / MESSIDOR_PAIRS).is_file() else {}
     groups = [exams.get(name, f"image:{name}") for name in names]
     relative = []
     for name in names:
@@ -100,7 +101,7 @@ def load_messidor2(
     return build_cohort("messidor2", root, Task("messidor2", "ordinal", GRADES), "fundus", names, relative, groups,
                         labels, metadata, image_size=image_size, skip_bad=skip_bad, verify=verify, seed=seed,
                         proportions=proportions, rows_listed=rows_listed, dropped=dropped,
-                        group_word="examinations")
+                        group_word="examinations", listed_groups=listed_groups)
 
 
 # --- IDRiD ---------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from crs.data.dicom import acquisition_kind, looks_like_dicom
 from crs.data.fit import check_fit
 from crs.data.folder import read_csv
 from crs.data.images import decode_image
+from crs.data.label_typos import odd_labels
 from crs.data.shift import label_key, match_labels
 from crs.data.subgroups import propose_columns
 
@@ -82,6 +83,8 @@ class FolderGuess:
     warnings: tuple[str, ...] = ()
     subgroup_columns: tuple[str, ...] = ()
     """CSV columns proposed as patient subgroups (sex, age, view...; crs.data.subgroups.propose_columns)."""
+    class_names: tuple[str, ...] | None = None
+    """The classes written into the spec (text labels of one column), values that look like typos left out."""
 
     def loader_options(self) -> dict[str, Any]:
         """The ``folder`` loader's options for this folder (what the spec's ``options`` table holds)."""
@@ -100,6 +103,8 @@ class FolderGuess:
                 options[key] = value
         if self.subgroup_columns:
             options["subgroups"] = list(self.subgroup_columns)
+        if self.class_names:
+            options["class_names"] = list(self.class_names)
         return options
 
 
@@ -411,6 +416,15 @@ def inspect_folder(
             warnings.append(f"{blank} row(s) have no label in {label_columns[0]!r}: the loader refuses blank labels; "
                             "fill them in or drop those rows")
     counts = class_counts(table, kind, label_columns)
+    class_names = None
+    if kind == "multiclass" and _is_text(table[label_columns[0]]):
+        values = table[label_columns[0]].dropna().astype(str).str.strip().tolist()
+        odd = odd_labels(values)
+        class_names = tuple(sorted(set(values) - {o.value for o in odd}))
+        if odd:
+            warnings.append("label values that look like typos are left out of class_names, so `crs check` refuses "
+                            "their rows until you fix them or add them to class_names: "
+                            + "; ".join(o.describe() for o in odd))
     small = {name: n for name, n in counts.items() if n < MIN_CLASS_IMAGES}
     if small:
         warnings.append(f"classes {small} have fewer than {MIN_CLASS_IMAGES} images (positives): a 60/20/20 split "
@@ -433,7 +447,7 @@ def inspect_folder(
         image_column=str(image_column), image_types=types, kind=kind, label_columns=tuple(label_columns),
         class_counts=counts, modality=modality, fit=check_fit(fit), group_column=group_column,
         group_candidates=tuple(candidates), split_column=split_column, id_column=id_column,
-        reasons=reasons, warnings=tuple(warnings), subgroup_columns=subgroup_columns,
+        reasons=reasons, warnings=tuple(warnings), subgroup_columns=subgroup_columns, class_names=class_names,
     )
 
 

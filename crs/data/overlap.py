@@ -1,4 +1,5 @@
-"""Images shared between data sets: exact copies (same bytes) and near copies (re-encoded, resized, 8 vs 16 bit).
+"""Images shared between data sets: exact copies (same bytes) and near copies (re-encoded, resized, 8 vs 16 bit,
+flipped, cropped).
 
 A shift target that shares images with its source's training data flatters robustness (HAM10000 and
 BCN20000 are inside ISIC 2019). An image's exact print is the sha256 of its file (the digest the store's
@@ -11,9 +12,16 @@ correlate at :data:`MIN_CORRELATION` or more: the hash finds candidates fast, th
 them, so two distinct images of one anatomy (every chest film has two lungs and a heart) are not
 called copies for a similar coarse layout.
 
-Sharing stage 1's decode (decision 0097), the check adds only the thumbnail, one DCT and one blur per
-image. Stage 1 maps 16-bit grey to 8 bit by its bit depth (decision 0045), so the 8- and 16-bit PNGs of
-one film print alike. Crops and flips are not caught (documented in docs/datasets.md).
+Crops and flips are found too (decision 0122). Each image keeps its grey thumbnail (uint16), so at
+comparison time a pair can be looked at through *views*: the left-right mirror of ``b`` (a flip), and
+centred zooms (:data:`ZOOMS`) of one image of the pair, a crop of c per side being a zoom of
+1 / (1 - 2c) (5 %: 1.11). Each view has its own pHash (candidates within :data:`MAX_HAMMING` bits) and detail, confirmed
+at :data:`MIN_CORRELATION` (a flip) or :data:`MIN_CROP_CORRELATION` (a zoom).
+
+Sharing stage 1's decode (decision 0097), the check adds only the thumbnail and one DCT per image; the
+details (one blur each) are made when compared, for candidate rows only. Stage 1 maps 16-bit grey to 8 bit by its bit depth (decision 0045), so the 8- and 16-bit PNGs of
+one film print alike. What is found and what is not, measured: docs/datasets.md
+(``python -m crs.bench.overlap_edits``).
 """
 
 from __future__ import annotations
@@ -38,11 +46,19 @@ MAX_HAMMING = 12
 MIN_CORRELATION = 0.9
 """Smallest correlation of two thumbnails' detail (:func:`detail`) that confirms a candidate near copy."""
 DETAIL_SIGMA = 2.0
+MIN_CROP_CORRELATION = 0.95
+"""The correlation that confirms a pair seen through a zoom (``cropped``): stricter, because a zoom also
+brings a look-alike of another size into register (distinct synthetic lesions reached 0.948)."""
+ZOOMS = (1.04, 1.08, 1.12)
+"""Centred zooms tried on either image of a candidate pair: crops of up to about 5.4 % per side."""
+THUMB_SCALE = 65535
+"""Thumbnails are kept as uint16: grey level x THUMB_SCALE (steps of 1.5e-5, far below an 8-bit step)."""
 
 
 @dataclass(frozen=True)
 class Prints:
-    """One row per image of a data set: ids, sha256 of the file, 64-bit pHash, 16 x 16 unit thumbnail."""
+    """One row per image of a data set: ids, sha256 of the file, 64-bit pHash, 32 x 32 grey thumbnail
+    (uint16, :data:`THUMB_SCALE` = white; its detail and its views are computed when compared)."""
 
     ids: np.ndarray
     sha256: np.ndarray
@@ -55,8 +71,9 @@ class Prints:
 
 @dataclass(frozen=True)
 class Overlap:
-    """Image ``a_id`` of data set ``a`` and ``b_id`` of ``b`` are copies: ``exact`` (same bytes or pixels)
-    or ``near`` (pHash distance ``distance`` bits, thumbnail correlation ``correlation``)."""
+    """Image ``a_id`` of data set ``a`` and ``b_id`` of ``b`` are copies: ``exact`` (same bytes or pixels),
+    ``near`` (pHash distance ``distance`` bits, thumbnail correlation ``correlation``), or the same through a
+    view: ``flipped`` (``b``'s mirror image) or ``cropped`` (one image a centred crop of the other)."""
 
     a: str
     a_id: str
@@ -76,20 +93,20 @@ GREY_WEIGHTS = np.array([0.299, 0.587, 0.114], dtype=np.float32)
 
 
 def image_prints(images: Any) -> tuple[np.ndarray, np.ndarray]:
-    """pHashes (uint64) and unit details (float16, THUMB * THUMB each) of a batch of decoded images.
+    """pHashes (uint64) and grey thumbnails (uint16, THUMB * THUMB each) of a batch of decoded images.
 
     ``images``: uint8 (N, 3, H, W) or (N, H, W), a torch tensor or an array: stage 1's canonical
     images, so the check shares stage 1's decode and adds only the thumbnail (an area average, then
-    grey: both linear, so the order does not matter and the average works on the fewest pixels), one
-    32 x 32 DCT and one blur per image. numpy only, one thread: it runs in stage 1's decode workers,
+    grey: both linear, so the order does not matter and the average works on the fewest pixels) and one
+    32 x 32 DCT per image. numpy only, one thread: it runs in stage 1's decode workers,
     beside the forward pass."""
     pixels = np.asarray(images.numpy() if hasattr(images, "numpy") else images)
     if pixels.ndim == 3:
         pixels = pixels[:, None]
     if len(pixels) == 0:
-        return np.zeros(0, np.uint64), np.zeros((0, THUMB * THUMB), np.float16)
+        return np.zeros(0, np.uint64), np.zeros((0, THUMB * THUMB), np.uint16)
     thumbs = thumbnails(pixels)
-    return phashes(thumbs), details(thumbs).astype(np.float16)  # half the memory; correlations to ~1e-3
+    return phashes(thumbs), np.round(thumbs.reshape(len(thumbs), -1) * THUMB_SCALE).astype(np.uint16)
 
 
 def _block_sum(x: np.ndarray, axis: int, factor: int, dtype: type) -> np.ndarray:
@@ -174,12 +191,12 @@ def fingerprint_file(path: Path, size: int = 224, fit: str = "crop") -> tuple[st
         data = Path(path).read_bytes()
     except OSError as error:
         raise DataError(f"overlap check: cannot read image {path} ({error}); fix or remove it") from error
-    hashes, unit = image_prints(load_image(path, size, fit)[None])
-    return hashlib.sha256(data).hexdigest(), np.uint64(hashes[0]), unit[0].astype(np.float32)
+    hashes, thumbs = image_prints(load_image(path, size, fit)[None])
+    return hashlib.sha256(data).hexdigest(), np.uint64(hashes[0]), details(_grey(thumbs))[0]
 
 
 def prints_of(dataset: Dataset, rows: Sequence[int] | np.ndarray, workers: int = 4) -> tuple[np.ndarray, np.ndarray]:
-    """pHashes and details of ``rows`` of ``dataset``, each decoded as stage 1 decodes it (its canonical image:
+    """pHashes and thumbnails of ``rows`` of ``dataset``, each decoded as stage 1 decodes it (its canonical image:
     :func:`crs.data.images.dataset_image`), for data sets no extraction printed (threads: PIL releases the GIL)."""
     from crs.data.images import dataset_image
 
@@ -192,7 +209,7 @@ def prints_of(dataset: Dataset, rows: Sequence[int] | np.ndarray, workers: int =
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         done = list(pool.map(batch, batches))
     if not done:
-        return np.zeros(0, np.uint64), np.zeros((0, THUMB * THUMB), np.float16)
+        return np.zeros(0, np.uint64), np.zeros((0, THUMB * THUMB), np.uint16)
     return np.concatenate([d[0] for d in done]), np.concatenate([d[1] for d in done])
 
 
@@ -212,9 +229,9 @@ def fingerprint(dataset: Dataset, workers: int = 4, sha256: Sequence[str] | None
 
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
             sha256 = list(pool.map(digest, [str(p) for p in dataset.paths]))
-    hashes, units = prints_of(dataset, range(len(dataset)), workers)
+    hashes, thumbs = prints_of(dataset, range(len(dataset)), workers)
     return Prints(ids=np.asarray(dataset.ids).astype(str), sha256=np.asarray(list(sha256), dtype=str),
-                  phash=hashes, thumbs=units)
+                  phash=hashes, thumbs=thumbs)
 
 
 def _popcount(values: np.ndarray) -> np.ndarray:
@@ -229,11 +246,71 @@ PAIRS_PER_BLOCK = 2**23
 """Hash pairs compared at once (64 MiB of uint64 XORs), whatever the data sets' sizes."""
 
 
+VIEWS = (
+    (1.0, 1.0, False, "near"), (1.0, 1.0, True, "flipped"),
+    *((zoom, 1.0, False, "cropped") for zoom in ZOOMS), *((1.0, zoom, False, "cropped") for zoom in ZOOMS),
+)
+"""(zoom of ``a``, zoom of ``b``, ``b`` mirrored, kind) of every view a pair is compared through, plain first.
+A copy both flipped and cropped is not looked for: its six views would almost double the comparison."""
+ROWS_PER_VIEW_CHUNK = 4096
+
+
+def _grey(thumbs: np.ndarray) -> np.ndarray:
+    """uint16 thumbnails (N, THUMB * THUMB) -> float32 grey levels (N, THUMB, THUMB) in [0, 1]."""
+    return (np.asarray(thumbs, dtype=np.float32) / THUMB_SCALE).reshape(len(thumbs), THUMB, THUMB)
+
+
+def _zoom_matrix(zoom: float) -> np.ndarray:
+    """(THUMB, THUMB) linear interpolation of the centred 1 / ``zoom`` of a side onto THUMB samples."""
+    centres = (np.arange(THUMB) + 0.5 - THUMB / 2) / zoom + THUMB / 2 - 0.5
+    low = np.floor(centres).astype(np.int64)
+    weight = centres - low
+    matrix = np.zeros((THUMB, THUMB))
+    np.add.at(matrix, (np.arange(THUMB), np.clip(low, 0, THUMB - 1)), 1 - weight)
+    np.add.at(matrix, (np.arange(THUMB), np.clip(low + 1, 0, THUMB - 1)), weight)
+    return matrix
+
+
+def _view(thumbs: np.ndarray, zoom: float, mirror: bool) -> np.ndarray:
+    """Grey thumbnails (N, THUMB, THUMB) of the images seen through a view: mirrored, then zoomed."""
+    grey = _grey(thumbs)
+    if mirror:
+        grey = grey[:, :, ::-1]
+    if zoom != 1.0:
+        matrix = _zoom_matrix(zoom).astype(np.float32)
+        grey = matrix @ grey @ matrix.T
+    return grey
+
+
+_DCT_LOW = np.sqrt(2.0 / THUMB) * np.cos(np.pi * np.outer(np.arange(8), 2 * np.arange(THUMB) + 1) / (2 * THUMB))
+_DCT_LOW[0] /= np.sqrt(2.0)
+"""The 8 lowest rows of the orthonormal DCT-II of THUMB samples: ``dctn(x)[:8, :8] == L x L.T``."""
+
+
+def _view_hashes(prints: Prints, zoom: float, mirror: bool) -> np.ndarray:
+    """pHashes of the images seen through a view, from their low frequencies only: the view is linear
+    (``Z x J Z.T``), so its 8 x 8 lowest DCT frequencies are ``(L Z) x (L Z J).T``, no full zoom or DCT."""
+    if zoom == 1.0 and not mirror:
+        return prints.phash
+    left = _DCT_LOW @ _zoom_matrix(zoom)
+    right = left[:, ::-1] if mirror else left
+    out = []
+    for i in range(0, len(prints), ROWS_PER_VIEW_CHUNK):
+        grey = _grey(prints.thumbs[i:i + ROWS_PER_VIEW_CHUNK]).astype(np.float64)
+        low = (left @ grey @ right.T).reshape(len(grey), 64)
+        bits = low > np.median(low[:, 1:], axis=1, keepdims=True)
+        out.append(np.bitwise_or.reduce(np.where(bits, _BIT_VALUES, np.uint64(0)), axis=1).astype(np.uint64))
+    return np.concatenate(out) if out else np.zeros(0, np.uint64)
+
+
 def find_overlaps(a: Prints, b: Prints, a_name: str = "a", b_name: str = "b", block: int | None = None,
                   max_hamming: int = MAX_HAMMING, min_correlation: float = MIN_CORRELATION) -> list[Overlap]:
-    """Every pair (image of ``a``, image of ``b``) that is an exact or a near copy, sorted by ``b``'s id.
+    """Every pair (image of ``a``, image of ``b``) that is a copy, sorted by ``b``'s id: ``exact`` (same
+    bytes), ``near``, or through a view (:data:`VIEWS`: ``b`` flipped, either image a centred crop of the
+    other); a pair is reported once, by the first view that confirms it.
 
-    ``block`` rows of ``b`` are compared with all of ``a`` at once (default: :data:`PAIRS_PER_BLOCK` pairs)."""
+    Per view, ``block`` rows of ``b`` are compared with all of ``a`` at once (default:
+    :data:`PAIRS_PER_BLOCK` pairs); details are computed for candidate rows only."""
     block = block or max(1, PAIRS_PER_BLOCK // max(1, len(a)))
     found: list[Overlap] = []
     by_hash: dict[str, int] = {}
@@ -244,21 +321,31 @@ def find_overlaps(a: Prints, b: Prints, a_name: str = "a", b_name: str = "b", bl
         if digest in by_hash:
             exact_b.add(j)
             found.append(Overlap(a_name, str(a.ids[by_hash[digest]]), b_name, str(b.ids[j]), "exact", 0, 1.0))
-    if len(a) and len(b):
+    seen: set[tuple[int, int]] = set()
+    hashes: dict[tuple[str, float, bool], np.ndarray] = {}
+    for a_zoom, b_zoom, mirror, kind in VIEWS if len(a) and len(b) else ():
+        a_hash = hashes.setdefault(("a", a_zoom, False), _view_hashes(a, a_zoom, False))
+        b_hash = hashes.setdefault(("b", b_zoom, mirror), _view_hashes(b, b_zoom, mirror))
         for start in range(0, len(b), block):
             stop = min(start + block, len(b))
-            distance = _popcount(np.bitwise_xor(b.phash[start:stop, None], a.phash[None, :]))
+            distance = _popcount(np.bitwise_xor(b_hash[start:stop, None], a_hash[None, :]))
             rows, cols = np.nonzero(distance <= max_hamming)
-            if not len(rows):
+            keep = [k for k, (r, c) in enumerate(zip(rows.tolist(), cols.tolist(), strict=True))
+                    if start + r not in exact_b and (start + r, c) not in seen]
+            if not keep:
                 continue
-            correlation = np.einsum("ij,ij->i", b.thumbs[start + rows].astype(np.float32),
-                                    a.thumbs[cols].astype(np.float32))
+            rows, cols = rows[keep], cols[keep]
+            a_rows, a_at = np.unique(cols, return_inverse=True)
+            b_rows, b_at = np.unique(start + rows, return_inverse=True)
+            a_detail = details(_view(a.thumbs[a_rows], a_zoom, False))
+            b_detail = details(_view(b.thumbs[b_rows], b_zoom, mirror))
+            correlation = np.einsum("ij,ij->i", b_detail[b_at.ravel()], a_detail[a_at.ravel()])
             for r, c, corr in zip(rows.tolist(), cols.tolist(), correlation.tolist(), strict=True):
-                j = start + r
-                if j in exact_b or corr < min_correlation:
+                if corr < (min_correlation if a_zoom == b_zoom == 1.0 else max(min_correlation, MIN_CROP_CORRELATION)):
                     continue
-                found.append(Overlap(a_name, str(a.ids[c]), b_name, str(b.ids[j]), "near", int(distance[r, c]),
-                                     float(corr)))
+                seen.add((start + r, c))
+                found.append(Overlap(a_name, str(a.ids[c]), b_name, str(b.ids[start + r]), kind,
+                                     int(distance[r, c]), float(corr)))
     found.sort(key=lambda o: (o.b_id, o.kind != "exact", o.distance, o.a_id))
     return found
 

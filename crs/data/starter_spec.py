@@ -2,7 +2,8 @@
 
 The text is built from a :class:`~crs.data.inspect_folder.FolderGuess` and a few choices
 (:class:`StarterChoices`). Encoders are named, not imported (this layer sits below the encoder
-registry): the defaults per modality are registry names whose weights download by themselves;
+registry): the defaults per modality are registry names whose weights are on the Hugging Face Hub
+(``crs weights fetch`` downloads them once into ``$CRS_WEIGHTS_DIR``; crs reads local files only);
 specialists that need a checkpoint on disk are listed as comments. The CLI checks the names
 against the registry before writing.
 """
@@ -21,7 +22,7 @@ import torch
 from crs.data.inspect_folder import FolderGuess
 
 # A general reference (the score's reference), a self-supervised general model, a biomedical
-# vision-language model, and the modality's specialist where its weights download by themselves.
+# vision-language model, and the modality's specialist where its weights are on the Hugging Face Hub.
 STARTER_ENCODERS = {
     "chest_xray": ("resnet50", "dinov2_vit_b14", "biomedclip", "rad_dino"),
     "dermoscopy": ("resnet50", "dinov2_vit_b14", "biomedclip", "monet"),
@@ -152,6 +153,7 @@ def starter_spec_text(guess: FolderGuess, choices: StarterChoices) -> str:
     lines += [
         "#",
         f"# Check the images once:  {check_command(guess)}",
+        "# Fetch the weights once: crs weights fetch THIS_FILE   (into $CRS_WEIGHTS_DIR; crs reads local files only)",
         "# Then run:               crs run THIS_FILE   (report in the output folder: report.html)",
         "",
         f"name = {toml_value(choices.name)}",
@@ -164,7 +166,8 @@ def starter_spec_text(guess: FolderGuess, choices: StarterChoices) -> str:
     else:
         lines += [
             f"# Encoders for {guess.modality}: a general reference ({REFERENCE}, the score's reference), a self-supervised",
-            "# general model, a biomedical vision-language model and the modality's specialist; weights download once.",
+            "# general model, a biomedical vision-language model and the modality's specialist. crs reads weights",
+            "# from local files only: `crs weights fetch THIS_FILE` downloads them once from the Hugging Face Hub.",
         ]
     lines.append("encoders = [")
     lines += [f"    {toml_value(name)}," for name in encoders]

@@ -202,6 +202,7 @@ SPECIALTY = [
         pooling="CLS token after the pretrained final norm", dim=1024, license="cc-by-nc-4.0", gated=True,
         pretraining_data=("904k colour fundus photographs (MEH-MIDAS and public sets; APTOS overlap not verifiable offline)",),
         weights_file="RETFound_cfp_weights.pth", weights_url="https://huggingface.co/YukunZhou/RETFound_mae_natureCFP",
+        hub_repo="YukunZhou/RETFound_mae_natureCFP",
         build_options=(("wrapper_key", "model"), ("strip_prefixes", ("module.",)),
                        ("drop_prefixes", ("decoder", "mask_token"))),
         notes="MAE checkpoint: decoder and mask token dropped by rule; eval transform 256 -> 224 crop as in the MAE/RETFound code"),

@@ -75,6 +75,12 @@ class EncoderSpec:
     pre_resize: int | None = None
     weights_file: str = ""
     weights_url: str = ""
+    hub_repo: str = ""
+    """The Hugging Face Hub repository of a ``checkpoint:`` entry's weights (``crs weights fetch``); timm,
+    open_clip and ``hf:`` entries take theirs from their source (``crs.encoders.hub``)."""
+    hub_revision: str = "main"
+    """The Hub revision ``crs weights fetch`` asks for (a branch, tag or commit); the commit it resolves to
+    is recorded beside the files."""
     build_options: tuple[tuple[str, Any], ...] = field(default=(), compare=True)
     text_tower: tuple[tuple[str, Any], ...] = ()
     """How the text side of a vision-language entry is built (``crs.encoders.text``), or
@@ -129,7 +135,8 @@ class EncoderSpec:
         out["mean"], out["std"] = list(self.mean), list(self.std)
         out["pretraining_data"] = list(self.pretraining_data)
         out.update(resize_mode=self.resize_mode, grayscale=self.grayscale, pre_resize=self.pre_resize,
-                   weights_file=self.weights_file, weights_url=self.weights_url, notes=self.notes)
+                   weights_file=self.weights_file, weights_url=self.weights_url, hub_repo=self.hub_repo,
+                   hub_revision=self.hub_revision, notes=self.notes)
         return out
 
     def preprocessing_fields(self) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """Find an encoder's weights on local disk (never the network) and fingerprint them.
 
-Order: an explicit path (``--weights PATH``), then ``$CRS_WEIGHTS_DIR/<encoder name>/`` or a
-file named after the spec's ``weights_file`` there, then the Hugging Face cache (read with
+Order: an explicit path (``--weights PATH``), then ``$CRS_WEIGHTS_DIR/<encoder name>/`` (where
+``crs weights fetch`` puts them, under the Hub's file names) or a file named after the spec's
+``weights_file`` there, then the Hugging Face cache (read with
 ``local_files_only``, as with ``HF_HUB_OFFLINE=1``). If none has them the error names the file
 expected and where to download it on a machine with internet access.
 """
@@ -28,7 +29,7 @@ def weights_dir() -> Path | None:
     return Path(value).expanduser() if value else None
 
 
-def _in_weights_dir(spec: EncoderSpec, want_folder: bool) -> Path | None:
+def _in_weights_dir(spec: EncoderSpec, want_folder: bool, hf_filenames: tuple[str, ...] = ()) -> Path | None:
     root = weights_dir()
     if root is None:
         return None
@@ -39,6 +40,7 @@ def _in_weights_dir(spec: EncoderSpec, want_folder: bool) -> Path | None:
     if spec.weights_file:
         candidates += [folder / spec.weights_file, root / spec.weights_file]
     candidates += [folder / f"model{s}" for s in WEIGHT_SUFFIXES]
+    candidates += [folder / name for name in hf_filenames]  # as `crs weights fetch` saves them: the Hub's names
     candidates += [root / f"{spec.name}{s}" for s in WEIGHT_SUFFIXES]
     return next((c for c in candidates if c.is_file()), None)
 
@@ -77,7 +79,7 @@ def resolve(spec: EncoderSpec, weights: str | os.PathLike | None, *, want_folder
                 f"encoder {spec.name!r}: {path} must be a folder with config.json and the model weights "
                 "(a Hugging Face model snapshot)")
         return path
-    found = _in_weights_dir(spec, want_folder)
+    found = _in_weights_dir(spec, want_folder, hf_filenames)
     if found is not None:
         return found
     if hf_repo:
@@ -101,8 +103,9 @@ def missing_message(spec: EncoderSpec, want_folder: bool, hf_repo: str | None, h
     get = spec.weights_url or (f"https://huggingface.co/{hf_repo}" if hf_repo else "the model's authors")
     cache = f", or the Hugging Face cache for {hf_repo}" if hf_repo else ""
     gated = " (gated: accept the licence on the model page first)" if spec.gated else ""
+    fetch = "; `crs weights fetch SPEC` downloads them there" if hf_repo or spec.hub_repo else ""
     return (f"no local weights for encoder {spec.name!r}: expected {expected}{cache}, or pass the weights path; "
-            f"download from {get}{gated}, or use weights='random' for a smoke test")
+            f"download from {get}{gated}{fetch}, or use weights='random' for a smoke test")
 
 
 def file_digest(path: Path) -> str:

@@ -52,12 +52,33 @@ def torch_version() -> str:
     return metadata.version("torch")
 
 
+def crs_commit() -> str:
+    """The git commit of the crs source that runs (``+ local changes`` when its tracked files differ), or
+    "" where crs is not a git checkout (an installed wheel). Deterministic: identical code, identical text."""
+    import subprocess
+
+    here = Path(__file__).resolve().parents[2]
+    if not (here / ".git").exists():
+        return ""
+    try:
+        commit = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=10)
+        changed = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no", "--", "crs"],
+                                 capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    if commit.returncode:
+        return ""
+    return commit.stdout.strip() + (" + local changes" if changed.stdout.strip() else "")
+
+
 def versions() -> dict[str, str]:
     import numpy
 
     return {
-        "crs": crs_version(), "python": platform.python_version(), "numpy": numpy.__version__,
-        "scikit-learn": metadata.version("scikit-learn"), "torch": torch_version(), "pandas": pd.__version__,
+        "crs": crs_version(), "crs_commit": crs_commit(), "python": platform.python_version(),
+        "numpy": numpy.__version__, "scikit-learn": metadata.version("scikit-learn"), "torch": torch_version(),
+        "pandas": pd.__version__,
     }
 
 
@@ -74,7 +95,7 @@ def machine() -> dict[str, Any]:
     ]
     return {
         "architecture": platform.machine(), "system": f"{platform.system()} {platform.release()}",
-        "cores": os.cpu_count(), "blas": "; ".join(dict.fromkeys(blas)) or "unknown",
+        "cores": os.cpu_count(), "blas": "; ".join(sorted(set(blas))) or "unknown",  # sorted: not load order
         "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", ""),
     }
 

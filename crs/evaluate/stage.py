@@ -26,6 +26,8 @@ class ProbeOutcome:
     records: pd.DataFrame
     units_fitted: int
     units_reused: int
+    notes: tuple[str, ...] = ()
+    """One line each for the user: what stage 2 left out and why (an imported encoder scored image-only)."""
 
     @property
     def n_probes(self) -> int:
@@ -54,10 +56,11 @@ def probe_spec(
     settings = probe_settings(spec)
     units = probe_units(spec)
     zero_shot_jobs: dict = {}
+    notes: list[str] = []
     if spec.score.zero_shot or zero_shot_encoders is not None:  # off by default: nothing below changes
         from crs.evaluate.zero_shot import zero_shot_jobs as make_jobs
 
-        zero_shot_jobs = make_jobs(spec, encoders=zero_shot_encoders)
+        zero_shot_jobs = make_jobs(spec, encoders=zero_shot_encoders, notes=notes)
     if full and folder.records_path.exists():
         folder.records_path.unlink()
     outcome = incremental.run_incremental(
@@ -83,7 +86,7 @@ def probe_spec(
     folder.write_records(records, provenance)
     if zero_shot_jobs:
         _write_zero_shot(spec, units, outcome, zero_shot_jobs)
-    return ProbeOutcome(records, len(outcome.fresh), len(outcome.reused))
+    return ProbeOutcome(records, len(outcome.fresh), len(outcome.reused), tuple(notes))
 
 
 def _write_zero_shot(spec: Spec, units: list, outcome: incremental.IncrementalOutcome, jobs: dict) -> None:

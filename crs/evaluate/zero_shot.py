@@ -141,20 +141,52 @@ def unit_prototypes(spec: Spec, encoder: str, task_name: str, store: FeatureStor
     return found
 
 
-def zero_shot_encoders(spec: Spec) -> list[str]:
-    """The spec's encoders that zero-shot scores: a text tower in the registry, or not registered at all
-    (imported features; they need imported prototypes)."""
+def zero_shot_encoders(spec: Spec, cache_root: Path | None = None) -> list[str]:
+    """The spec's encoders that zero-shot scores (:func:`zero_shot_choice`)."""
+    return zero_shot_choice(spec, cache_root)[0]
+
+
+def zero_shot_choice(spec: Spec, cache_root: Path | None = None) -> tuple[list[str], list[str]]:
+    """(the spec's encoders that zero-shot scores, one line per encoder it leaves out and why).
+
+    Scored: a registry entry with a text tower, or an encoder that is not in the registry (features
+    brought with ``import_features``) with prototypes imported beside its features on one of its
+    tasks. An imported encoder without prototypes is image-only: probed, never scored zero-shot.
+    Registry entries without a text tower (image-only models) are left out without a line, as before.
+    """
     from crs.encoders.registry import EncoderError, get_spec
     from crs.encoders.text import zero_shot_support
 
-    chosen = []
+    cache_root = Path(cache_root or spec.cache)
+    tasks: dict[str, list[str]] = {}
+    for unit in probe_units(spec):
+        tasks.setdefault(unit.encoder, []).append(unit.task)
+    chosen, notes = [], []
     for name in spec.encoder_names:
         try:
             if zero_shot_support(get_spec(name)).available:
                 chosen.append(name)
+            continue
         except EncoderError:
+            pass
+        if any(_has_prototypes(cache_root, task, name) for task in tasks.get(name, [])):
             chosen.append(name)
-    return chosen
+        else:
+            notes.append(f"zero-shot: {name} is image-only (imported features, no imported prototypes on "
+                         f"{', '.join(tasks.get(name, [])) or 'any task'}): probed, not scored zero-shot; import "
+                         "its text prototypes beside its features to score it (docs/zero_shot.md)")
+    return chosen, notes
+
+
+def _has_prototypes(cache_root: Path, task: str, encoder: str) -> bool:
+    """Whether the task's store holds finished prototypes for the encoder's current features."""
+    path = store_path(cache_root, task)
+    if not path.exists():
+        return False
+    try:
+        return bool(stored_digests(FeatureStore(path), encoder))
+    except Exception:  # noqa: BLE001 - an unreadable store is reported by the unit that reads it
+        return False
 
 
 # --- logits, probabilities, the fitted temperature --------------------------------------------------
@@ -635,22 +667,26 @@ def run_zero_shot_unit(
 
 
 def zero_shot_jobs(spec: Spec, cache_root: Path | None = None, output: Path | None = None,
-                   encoders: list[str] | None = None) -> dict[ProbeUnit, ZeroShotJob]:
+                   encoders: list[str] | None = None, notes: list[str] | None = None) -> dict[ProbeUnit, ZeroShotJob]:
     """Per probe unit of a zero-shot encoder (the spec's, or ``encoders``), its prototypes (cached
     ones read, missing ones encoded: text only) and the run folder. Made before any unit runs, so bad
     input (a prompt file, an encoder without a text tower) is refused in one line with the cache as it
-    was and no probe fitted."""
+    was and no probe fitted. ``notes`` gets a line per imported encoder left out as image-only."""
     cache_root = Path(cache_root or spec.cache)
     output = Path(output or spec.output)
-    chosen = set(zero_shot_encoders(spec) if encoders is None else encoders)
+    found, left_out = zero_shot_choice(spec, cache_root) if encoders is None else (list(encoders), [])
+    if notes is not None:
+        notes.extend(left_out)
+    chosen = set(found)
     jobs = {}
     for unit in probe_units(spec):
         if unit.encoder in chosen:
             store = FeatureStore(store_path(cache_root, unit.task))
             jobs[unit] = ZeroShotJob(tuple(unit_prototypes(spec, unit.encoder, unit.task, store)), output)
     if not jobs:
-        raise ZeroShotError(f"zero-shot is on but none of the encoders {spec.encoder_names} has a text tower; "
-                            "add a vision-language encoder or turn zero_shot off")
+        raise ZeroShotError(f"zero-shot is on but none of the encoders {spec.encoder_names} has a text tower or "
+                            "imported prototypes; add a vision-language encoder, import prototypes beside an "
+                            "imported encoder's features, or turn zero_shot off")
     return jobs
 
 
@@ -674,7 +710,7 @@ def zero_shot_spec(spec: Spec, cache_root: Path | None = None, output: Path | No
     cache_root = Path(cache_root or spec.cache)
     output = Path(output or spec.output)
     settings = probe_settings(spec)
-    chosen = set(zero_shot_encoders(spec) if encoders is None else encoders)
+    chosen = set(zero_shot_encoders(spec, cache_root) if encoders is None else encoders)
     results = []
     for unit in probe_units(spec):
         if unit.encoder not in chosen:
@@ -689,6 +725,7 @@ def zero_shot_spec(spec: Spec, cache_root: Path | None = None, output: Path | No
                           "wall_s": time.perf_counter() - started})
         results.append(result)
     if not results:
-        raise ZeroShotError(f"zero-shot is on but none of the encoders {spec.encoder_names} has a text tower; "
-                            "add a vision-language encoder or turn zero_shot off")
+        raise ZeroShotError(f"zero-shot is on but none of the encoders {spec.encoder_names} has a text tower or "
+                            "imported prototypes; add a vision-language encoder, import prototypes beside an "
+                            "imported encoder's features, or turn zero_shot off")
     return write_zero_shot(output, results)

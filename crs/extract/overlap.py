@@ -2,7 +2,7 @@
 
 :class:`PrintCollector` receives each batch of canonical images the runner decodes (its
 ``on_decoded`` hook) and computes their prints in the decode worker (a grey 32 x 32 thumbnail, one
-DCT, one blur: :func:`crs.data.overlap.image_prints`), then keeps them in the store
+DCT: :func:`crs.data.overlap.image_prints`), then keeps them in the store
 (:mod:`crs.cache.prints`). :func:`store_prints` returns a data set's prints from its store, printing
 here only the rows no extraction printed (a store extracted before prints were kept, rows a killed run
 decoded, other shards' rows; a shard leaves the comparison to the last shard to finish:
@@ -49,9 +49,9 @@ class PrintCollector:
         if not mask.any():
             return
         pixels = images.numpy() if hasattr(images, "numpy") else np.asarray(images)
-        phash, detail = image_prints(pixels if mask.all() else pixels[mask])
+        phash, thumb = image_prints(pixels if mask.all() else pixels[mask])
         with self._lock:
-            self._parts.append((np.asarray(rows)[mask], phash, detail))
+            self._parts.append((np.asarray(rows)[mask], phash, thumb))
 
     def flush(self) -> int:
         """Write the collected prints to the store; the number of rows written."""
@@ -60,8 +60,8 @@ class PrintCollector:
         if not parts:
             return 0
         rows = np.concatenate([p[0] for p in parts])
-        write_prints(FeatureStore(self.path, mode="a"), self.dataset,
-                     rows, np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts]))
+        write_prints(FeatureStore(self.path, mode="a"), self.dataset, rows, np.concatenate([p[1] for p in parts]),
+                     np.concatenate([p[2] for p in parts]))
         return len(rows)
 
 

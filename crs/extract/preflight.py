@@ -6,7 +6,9 @@ labels and every listed image present, and can be probed (splits and classes); a
 data set's images decodes to 8 bit (:mod:`crs.data.pixels`), with the modes and bit depths found;
 every encoder's weights are on this machine (:func:`crs.encoders.locate.locate_weights`, no model
 is built); the cache and output folders accept files and the cache's disk has room for what the
-plan writes; and an existing store still describes the spec's images (:func:`crs.cache.images.image_problem`).
+plan writes; an existing store still describes the spec's images, every file (its stat, and the bytes of
+those whose stat changed: :func:`crs.cache.images.image_problem`); and, where an extraction is still to
+read them, no JPEG or PNG is cut short (:mod:`crs.data.file_ends`; decision 0118).
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ from pathlib import Path
 
 from PIL import Image
 
-from crs.cache.images import image_problem, sample_rows
+from crs.cache.images import image_problem, sample_rows, vouches_for
 from crs.cache.store import CacheError, FeatureStore, store_path
 from crs.data import Dataset, load_entry
 from crs.data.base import DataError
 from crs.data.check import FILE_LOADERS
 from crs.data.dicom import looks_like_dicom
+from crs.data.file_ends import cut_short_files
 from crs.data.pixels import describe, to_eight_bit
 from crs.data.shift import shift_target_dataset
 from crs.data.validate import validate_for_extraction
@@ -93,10 +96,18 @@ def sampled_pixels(dataset: Dataset) -> tuple[Counter[str], list[str]]:
 
 
 def writable(folder: Path, what: str, setting: str) -> Finding | None:
-    """None if ``folder`` (created if need be) accepts a file, else a finding naming it."""
+    """None if ``folder`` accepts a file (or, not there yet, could be created), else a finding naming it.
+
+    Creates nothing that stays: a folder that does not exist yet is judged by its nearest existing
+    ancestor, which must be a folder accepting a file (the probe file is removed at once).
+    """
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".crs-preflight-{os.getpid()}"
+        if not existing.is_dir():
+            raise NotADirectoryError(20, "Not a directory", str(existing))
+        probe = existing / f".crs-preflight-{os.getpid()}"
         probe.write_bytes(b"ok")
         probe.unlink()
     except OSError as error:
@@ -114,18 +125,27 @@ def _bad_images(spec: Spec, loader: str) -> dict[str, object]:
 
 
 def _datasets(spec: Spec, problems: list[Finding]) -> list[Dataset]:
+    """Every data set and shift target that loads; a problem for each that does not.
+
+    A shift target is loaded even when its source data set fails, so its own problems (a missing root,
+    a bad CSV) are reported in the same run; only its mapping onto the source's labels waits for the source.
+    """
     loaded = []
     for entry in spec.datasets:
+        source: Dataset | None = None
         try:
             source = load_entry(entry, **_bad_images(spec, entry.loader))
             validate_for_extraction(source)
             loaded.append(source)
         except (DataError, CacheError, OSError, TypeError) as error:
             problems.append(Finding(f"data set {entry.name!r}: {_finding(error).message}"))
-            continue
+            source = None
         for target_entry in entry.shift_targets:
             try:
-                target = shift_target_dataset(load_entry(target_entry, **_bad_images(spec, target_entry.loader)), source)
+                own = load_entry(target_entry, **_bad_images(spec, target_entry.loader))
+                if source is None:
+                    continue  # its own files load; the label mapping needs the source (reported above)
+                target = shift_target_dataset(own, source)
                 validate_for_extraction(target)
                 loaded.append(target)
             except (DataError, CacheError, OSError, TypeError) as error:
@@ -185,15 +205,38 @@ def _preflight(spec: Spec, encoder_names: list[str] | None) -> PreflightReport:
                 "larger disk", "cache"))
     for dataset in datasets:
         path = store_path(spec.cache, dataset.name)
-        if not (path / "zarr.json").is_file():
-            continue
-        try:
-            problem = image_problem(FeatureStore(path), dataset)
-        except (CacheError, OSError) as error:
-            problem = f"cache store {path}: {_finding(error).message}"
+        problem, recorded = None, False
+        if (path / "zarr.json").is_file():
+            try:
+                store = FeatureStore(path)
+                recorded = vouches_for(store, dataset)
+                problem = image_problem(store, dataset)
+            except (CacheError, OSError) as error:
+                problem = f"cache store {path}: {_finding(error).message}"
         if problem is not None:
             problems.append(Finding(problem))
+        to_go = plan is None or any(row.dataset == dataset.name and row.clean_passes + row.corrupted_passes
+                                    > row.cached_passes for row in plan.rows)
+        if not recorded or to_go:  # files not yet all decoded by an extraction: every one checked for a cut-short end
+            cut = _cut_short(spec, dataset)
+            if cut is not None and spec.extract.skip_bad:
+                notes.append(cut)
+            elif cut is not None:
+                problems.append(Finding(cut))
     return PreflightReport(tuple(problems), tuple(notes))
+
+
+def _cut_short(spec: Spec, dataset: Dataset) -> str | None:
+    """One line on the data set's truncated JPEG and PNG files (a note under ``skip_bad``), or None."""
+    bad = cut_short_files(dataset.root, [str(p) for p in dataset.paths])
+    if not bad:
+        return None
+    path, why = bad[0]
+    if spec.extract.skip_bad:
+        return f"{dataset.name}: {len(bad)} truncated image file(s) will be skipped and listed (skip_bad), first: {path}"
+    more = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
+    return (f"data set {dataset.name!r}: {len(bad)} image file(s) cut short{more}, first: {why}; restore them, or set "
+            "skip_bad = true under [extract] to skip and list bad images (`crs datasets check` decodes every image)")
 
 
 def require_preflight(spec: Spec, encoder_names: list[str] | None = None) -> PreflightReport:

@@ -29,7 +29,7 @@ from crs.cache.lock import WriterLock, layout_lock, live_writer, writer_lock_pat
 from crs.cache.store import FEATURE_DTYPE, CacheError, FeatureStore, store_path, test_digest
 from crs.cache.writer import ChunkedFeatureArray
 from crs.corruptions import SUITE_VERSION, apply_severities
-from crs.data.base import Dataset
+from crs.data.base import DataError, Dataset
 from crs.data.images import dataset_image
 from crs.data.subsample import CorruptionRows, corruption_rows
 from crs.data.validate import validate_for_extraction
@@ -588,22 +588,32 @@ def _run(dataset: Dataset, jobs: list[_EncoderJob], all_jobs: list[_EncoderJob],
     log.info("%s: %s", dataset.name, plan.describe())
 
     def decode(rows: np.ndarray) -> torch.Tensor:
-        images = torch.stack([dataset_image(dataset, int(i)) for i in rows])
+        try:
+            images = torch.stack([dataset_image(dataset, int(i)) for i in rows])
+        except DataError as error:
+            raise DataError(f"{str(error).splitlines()[0]}; to go on without such images set skip_bad = true under "
+                            f"[extract] (they are skipped and listed), or list every bad one first with "
+                            f"`crs datasets check LOADER {dataset.root}`") from error
         if on_decoded is not None:
             on_decoded(rows, images)
         return images
 
     adaptive = plan.source == "affinity and cgroup quota" and not device.startswith("cuda")
-    with ThreadGovernor(plan, adaptive=adaptive) as governor, \
-            ThreadPoolExecutor(max_workers=plan.decode_workers, thread_name_prefix="crs-decode") as pool:
-        ahead: deque[tuple[np.ndarray, Future[torch.Tensor]]] = deque()
-        for rows in windows:
-            ahead.append((rows, pool.submit(decode, rows)))
-            if len(ahead) <= plan.decode_workers:  # keep one window per decode worker in flight
-                continue
-            _embed_window(*ahead.popleft(), jobs, dataset, device, stats, bar, governor)
-        while ahead:
-            _embed_window(*ahead.popleft(), jobs, dataset, device, stats, bar, governor)
+    try:
+        with ThreadGovernor(plan, adaptive=adaptive) as governor, \
+                ThreadPoolExecutor(max_workers=plan.decode_workers, thread_name_prefix="crs-decode") as pool:
+            ahead: deque[tuple[np.ndarray, Future[torch.Tensor]]] = deque()
+            for rows in windows:
+                ahead.append((rows, pool.submit(decode, rows)))
+                if len(ahead) <= plan.decode_workers:  # keep one window per decode worker in flight
+                    continue
+                _embed_window(*ahead.popleft(), jobs, dataset, device, stats, bar, governor)
+            while ahead:
+                _embed_window(*ahead.popleft(), jobs, dataset, device, stats, bar, governor)
+    except BaseException:
+        bar.leave = True  # the bar ends its line where it stopped, so the error is printed on a line of its own
+        bar.close()
+        raise
     bar.close()
 
 

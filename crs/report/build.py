@@ -35,6 +35,7 @@ from crs.report.run_provenance import design_rows, provenance_rows
 from crs.report.shifts import shift_table, shift_targets
 from crs.report.stability import Table, leave_one_out_table, reference_table, stability_text
 from crs.report.style import encoder_styles
+from crs.report.subgroup_plots import subgroup_plots
 from crs.report.tables import (
     AXIS_VALUES,
     axis_values,
@@ -60,6 +61,15 @@ class Figure:
     data_uri: str = ""
 
 
+@dataclass(frozen=True)
+class Details:
+    """A part of a section shown collapsed (HTML ``<details>``): a one-line summary, then lines and tables."""
+
+    summary: str
+    lines: tuple[str, ...] = ()
+    tables: tuple[Table, ...] = ()
+
+
 @dataclass
 class Section:
     anchor: str
@@ -68,6 +78,11 @@ class Section:
     figures: list[Figure] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
+    summary: str = ""
+    """One line read first, above everything else of the section."""
+    findings: list[str] = field(default_factory=list)
+    """Results the reader must not miss, shown highlighted right after the summary."""
+    details: list[Details] = field(default_factory=list)
 
 
 def _figure(path: Path | None, caption: str) -> Figure | None:
@@ -95,7 +110,7 @@ def _board_rows(board: pd.DataFrame, text: pd.DataFrame, styles, flags) -> list[
             return {"value": value, "ci": ci}
 
         rows.append({
-            "rank": int(row["rank"]), "encoder": row["encoder"], "colour": styles[row["encoder"]].colour,
+            "rank": shown["CRS rank"], "encoder": row["encoder"], "colour": styles[row["encoder"]].colour,
             "crs": f"{row['crs']:.3f}", "crs_ci": split(shown["CRS [CI]"])["ci"],
             "leading": bool(row["tier"]), "p_rank1": shown["P(rank 1)"], "auroc_rank": int(row["auroc_rank"]),
             "shift": row["rank_shift"], "reversed_with": row["reversed_with"],
@@ -129,12 +144,23 @@ def _settings(score, records: pd.DataFrame) -> list[tuple[str, str]]:
     targets = shift_targets(records)
     if targets:
         rows.insert(2, ("shift targets", "; ".join(f"{task}: {', '.join(names)}" for task, names in targets.items())))
-    rows += [(key.replace("_", " "), str(value)) for key, value in settings.items()]
+    rows += [(key.replace("_", " "), _setting_text(value)) for key, value in settings.items()]
     point = getattr(score, "point", None)
     if point is not None:
         rows.append(("error floors (noise level of the reference's errors)",
                      ", ".join(f"{axis.replace('_', ' ')} {value:.4f}" for axis, value in point.floor.items())))
     return rows
+
+
+def _setting_text(value) -> str:
+    """A setting as a reader wants it: floats to 4 significant digits (weights 0.3333, not 0.3333333333333333)."""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, dict):
+        return ", ".join(f"{key.replace('_', ' ')} {_setting_text(item)}" for key, item in value.items())
+    if isinstance(value, list | tuple):
+        return ", ".join(_setting_text(item) for item in value)
+    return str(value)
 
 
 def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs report", *,
@@ -153,7 +179,9 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
     folder.mkdir(parents=True, exist_ok=True)
     predictions_dir = Path(predictions_dir) if predictions_dir is not None else out_dir / "predictions"
     cache_root = cache_root if cache_root is not None else getattr(spec, "cache", None)
-    provenance_box = provenance_rows(_run_provenance(predictions_dir.parent)) + design_rows(score)
+    records_file = RunFolder(predictions_dir.parent).records_path
+    provenance_box = provenance_rows(_run_provenance(predictions_dir.parent),
+                                     records_file.stat().st_mtime if records_file.is_file() else None) + design_rows(score)
 
     order = score.crs.sort_values(["rank", "auroc_rank"]).index.astype(str).tolist()
     # encoders ranked only in their tasks' leaderboards (specialists) follow, with their own colours
@@ -270,34 +298,40 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
                      + f", Kendall tau {summary['kendall_tau']:.2f}, mean |rank displacement| "
                      f"{summary['mean_abs_displacement']:.2f}.")
     head = " ".join(filter(None, [headline(score, board), overall_sentence(score)]))
+    gaps = getattr(score, "subgroup_gaps", None)
+    subgroup_line = subgroup_report.opening_line(gaps) if gaps is not None and len(gaps) else ""
     settings = _settings(score, records)
     page = _render_html(
         title=title, headline=head, board=_board_rows(board, text, styles, flags), reference=score.reference,
         reversal_note=reversal_note, interval_note=interval_note(score.bootstrap),
         ci_label=interval_label(score.bootstrap), sections=sections,
+        axis_labels=[label for _, label, _ in AXIS_VALUES.values()],
         cards=[{**card.__dict__, "colour": styles[card.encoder].colour,
                 "p_rank1": percent(card.p_rank1) if np.isfinite(card.p_rank1) else "n/a"} for card in cards],
-        settings=settings, provenance=provenance_box,
+        settings=settings, provenance=provenance_box, subgroup_line=subgroup_line,
     )
     path = out_dir / "report.html"
     path.write_text(page, encoding="utf-8")
     (out_dir / "report.md").write_text(
         _markdown(title, head, text, f"{reversal_note} {interval_note(score.bootstrap)}", sections, cards, settings,
-                  out_dir, provenance_box), encoding="utf-8"
+                  out_dir, provenance_box, subgroup_line), encoding="utf-8"
     )
     (out_dir / "report_build_seconds.txt").write_text(f"{time.perf_counter() - started:.2f}\n")
     return path
 
 
 def _subgroup_section(score, styles, folder: Path) -> Section:
-    """Who does it fail? Per encoder and attribute the worst group and the gaps, per group AUROC and
-    calibration with intervals, a dot-and-whisker plot per attribute; why not, when there is nothing."""
+    """Who does it fail? A one-line summary and the findings (gaps whose interval excludes 0) first; a
+    dot-and-whisker plot per attribute with two groups or more to compare; every worst-group line, the
+    per-group table and the groups too small to judge collapsed below; why not, when there is nothing."""
     section = Section("subgroups", "Who does it fail?")
     groups, gaps = getattr(score, "subgroups", None), getattr(score, "subgroup_gaps", None)
     if groups is None or gaps is None:
         section.notes.append("No subgroup scores: they need the case-level bootstrap (`case_bootstrap = true`) "
                              "and data sets with subgroup attributes (sex, age band, view... see docs/subgroups.md).")
         return section
+    section.summary = subgroup_report.summary_line(gaps, groups)
+    section.findings = subgroup_report.finding_sentences(gaps)
     section.text = ("Per patient subgroup, at 100 % labels, on the clean test split and on each shifted site. Gaps are "
                     "between the groups the point estimate names (best minus worst AUROC; worst minus best calibration "
                     "error), with intervals from the score's own patient-level replicates, so an interval that covers 0 "
@@ -305,16 +339,36 @@ def _subgroup_section(score, styles, folder: Path) -> Section:
                     "pair of the attribute's groups at once (max-|t| bootstrap): a gap is a finding only when it "
                     "excludes 0, at most about 5 % of attributes under equal signal whatever their number of groups. "
                     "Gaps are reported, never scored.")
-    section.notes.extend(subgroup_report.worst_group_sentences(gaps))
-    case_level = is_case_level(score.bootstrap)  # the subgroup intervals' measured coverage (decision 0090)
-    coverage = coverage_sentence(float(score.bootstrap.alpha), SUBGROUP_INTERVALS) if case_level else None
-    section.tables.append(subgroup_report.group_table(groups, score.settings.subgroup_min_images,
-                                                      score.settings.subgroup_min_positives, coverage))
     colours = {name: style.colour for name, style in styles.items()}
     level = interval_label(score.bootstrap, SUBGROUP_INTERVALS)
-    for path, caption in subgroup_report.subgroup_plots(groups, colours, folder, level):
+    for path, caption in subgroup_plots(groups, colours, folder, level):
         _add(section, path, caption)
+    if not section.figures:
+        section.notes.append("No figure: no attribute has two groups large enough to compare.")
+    lines = subgroup_report.worst_group_sentences(gaps)
+    if lines:
+        section.details.append(Details(f"Worst group and gaps, per encoder, task and attribute ({_lines(lines)})",
+                                       (subgroup_report.TWO_INTERVALS, *lines)))
+    case_level = is_case_level(score.bootstrap)  # the subgroup intervals' measured coverage (decision 0090)
+    coverage = coverage_sentence(float(score.bootstrap.alpha), SUBGROUP_INTERVALS) if case_level else None
+    table = subgroup_report.group_table(groups, score.settings.subgroup_min_images,
+                                        score.settings.subgroup_min_positives, coverage)
+    if table.rows:
+        section.details.append(Details(f"Per group: AUROC, calibration error and positive rate ({len(table.rows)} "
+                                       "scored groups)", tables=(table,)))
+    elif coverage:  # no group table to carry it: the intervals of the lines still have this coverage
+        section.text += f" {coverage}"
+    small = subgroup_report.too_small_lines(groups)
+    if small:
+        section.details.append(Details(
+            f"Groups too small to judge ({score.settings.subgroup_min_images} test images and "
+            f"{score.settings.subgroup_min_positives} positives of each label needed), per task and attribute "
+            f"({_lines(small)})", tuple(small)))
     return section
+
+
+def _lines(lines) -> str:
+    return f"{len(lines)} line{'s' if len(lines) != 1 else ''}"
 
 
 def _render_html(**context) -> str:
@@ -333,27 +387,39 @@ def _run_provenance(run_root: Path) -> dict:
         return {}
 
 
+def _markdown_tables(tables) -> list[str]:
+    lines: list[str] = []
+    for table in tables:
+        lines += [f"### {table.title}", ""] if table.title else []
+        lines += [markdown_table(table.frame()), "", f"*{table.caption}*", ""]
+    return lines
+
+
 def _markdown(title, head, text, reversal_note, sections, cards, settings, out_dir: Path,
-              provenance: list[tuple[str, str]] | None = None) -> str:
-    lines = [f"# {title}", "", head, ""]
+              provenance: list[tuple[str, str]] | None = None, subgroup_line: str = "") -> str:
+    lines = [f"# {title}", "", head, ""] + ([subgroup_line, ""] if subgroup_line else [])
     if provenance:
         lines += ["## Provenance", "", markdown_table(pd.DataFrame(list(provenance), columns=["what", "value"])), ""]
     lines += ["## Leaderboard", "", markdown_table(text), "", reversal_note, ""]
     for section in sections:
         lines += [f"## {section.title}", ""]
+        if section.summary:
+            lines += [f"**{section.summary}**", ""]
+        lines += [f"- **{finding}**" for finding in section.findings] + ([""] if section.findings else [])
         if section.text:
             lines += [section.text, ""]
-        for table in section.tables:
-            lines += [f"### {table.title}", ""] if table.title else []
-            lines += [markdown_table(table.frame()), "", f"*{table.caption}*", ""]
+        lines += _markdown_tables(section.tables)
         for figure in section.figures:
             lines += [f"![{figure.caption}]({figure.path.relative_to(out_dir).as_posix()})", "", f"*{figure.caption}*", ""]
         lines += [f"> {note}" for note in section.notes] + ([""] if section.notes else [])
+        for part in section.details:
+            lines += [f"### {part.summary}", ""] + [f"- {line}" for line in part.lines] + ([""] if part.lines else [])
+            lines += _markdown_tables(part.tables)
     lines += ["## Reliability cards", ""]
     for card in cards:
         p = card.provenance
         lines += [
-            f"### {card.rank}. {card.encoder}{f', {card.scope}' if card.scope else ''} ({card.tier})", "",
+            f"### {f'{card.rank}. ' if card.rank else ''}{card.encoder}{f', {card.scope}' if card.scope else ''} ({card.tier})", "",
             f"CRS {card.crs}, P(rank 1) {percent(card.p_rank1)}.", "",
             f"**Weakest: {card.worst_axis}.** {card.encoder} {card.worst_sentence}.", "",
             markdown_table(pd.DataFrame([(label, f"{value} {interval}".strip(), f"{u:.2f}" if np.isfinite(u) else "n/a")
@@ -367,6 +433,8 @@ def _markdown(title, head, text, reversal_note, sections, cards, settings, out_d
             f"- pretraining data: {'; '.join(p.pretraining_data) or 'none'}",
             f"- exposure: {'; '.join(f.text() for f in card.flags) or 'none found'}",
             *(f"- subgroup: {line}" for line in card.subgroups),
+            *(["  (worst-group intervals allow for the worst group being picked after looking, so they differ "
+               "from the group's own interval in \"Who does it fail?\")"] if card.subgroups else []),
             "",
         ]
     lines += ["## Settings", "", markdown_table(pd.DataFrame(settings, columns=["setting", "value"])), ""]

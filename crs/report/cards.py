@@ -24,6 +24,7 @@ DENOMINATOR_FLOOR = 0.05  # as the retention axis: no wild ratios from probes ne
 class Card:
     encoder: str
     rank: int
+    """Rank among the competing encoders; 0 for a named reference's baseline card."""
     crs: str
     tier: str
     p_rank1: float
@@ -173,8 +174,10 @@ def build_cards(score, records: pd.DataFrame, board: pd.DataFrame, provenance: d
         )
         worst = str(score.crs.loc[row.encoder, "worst_axis_name"])
         cards.append(Card(
-            encoder=row.encoder, rank=int(row.rank), crs=format_interval(row.crs, row.crs_low, row.crs_high),
-            tier="leading tier" if row.tier else "outside the leading tier", p_rank1=float(row.p_rank1),
+            encoder=row.encoder, rank=0 if row.baseline else int(row.contest_rank),
+            crs=format_interval(row.crs, row.crs_low, row.crs_high),
+            tier=("reference (baseline row, not a contestant)" if row.baseline
+                  else "leading tier" if row.tier else "outside the leading tier"), p_rank1=float(row.p_rank1),
             axes=axes, worst_axis=worst.replace("_", " "),
             worst_sentence=worst_axis_sentence(worst, records, row.encoder, score.reference),
             provenance=provenance[row.encoder], flags=tuple(flags.get(row.encoder, ())),

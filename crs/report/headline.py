@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from crs.report.tables import bootstrap_name, confidence_label, interval_label, is_case_level, percent
+from crs.scoring.verdict import baseline_sentence, decision_sentences
 
 
 def reversal_uncertainty(score) -> dict[str, Any] | None:
@@ -69,13 +70,21 @@ def reversal_sentence(n_reversed: int, n_pairs: int, auroc_leader: str, crs_lead
 
 
 def headline(score, board: pd.DataFrame) -> str:
-    """Who leads, whether the lead is real, whether clean AUROC would have picked the same encoder.
+    """The answer first: whom to build on and what the confidence sets say (crs.scoring.verdict), then the
+    leader's point estimate, whether clean AUROC would have picked the same encoder, and the reference.
 
-    When the leading tier holds several encoders the sentence leads with the tier, not one name; it
-    warns when the first-ranked encoder is the reference itself or when the leader changes under most
-    reference choices, and says that the CRS is relative to the reference."""
-    leader = board.iloc[0]
-    tier = [name for name, flag in zip(board["encoder"], board["tier"], strict=True) if flag]
+    A named reference that does not compete (the default, crs.scoring.baseline) is never the leader and
+    needs no caution; where it competes (``reference_competes``) the page warns when it ranks first or
+    when the leader changes under most reference choices."""
+    competing = board[board["competes"]] if "competes" in board else board
+    if competing.empty:  # the reference scored alone
+        competing = board
+    tier = [name for name, flag in zip(competing["encoder"], competing["tier"], strict=True) if flag]
+    contestants = competing.sort_values("crs", ascending=False, kind="stable")["encoder"].tolist()
+    comparisons = getattr(score, "comparisons", None)
+    qualifier = "" if is_case_level(score.bootstrap) else " (seed resampling only)"
+    decision = decision_sentences(tier, contestants, comparisons, confidence_label(score.bootstrap.alpha), qualifier)
+    leader = competing.iloc[0]
     others = [name for name in tier if name != leader["encoder"]]
     auroc_first = board.sort_values(["auroc_rank", "rank"]).iloc[0]["encoder"]
     resampled = "seed and test-case resampling" if is_case_level(score.bootstrap) else "seed resampling"
@@ -83,7 +92,7 @@ def headline(score, board: pd.DataFrame) -> str:
              f"first in {percent(leader['p_rank1'])} of {score.bootstrap.n_boot} {bootstrap_name(score.bootstrap)} "
              "replicates")
     disagreement: list[str] = []
-    more_often = board[board["p_rank1"] > leader["p_rank1"]]
+    more_often = competing[competing["p_rank1"] > leader["p_rank1"]]
     if len(more_often):  # the point and the replicates disagree about who is first (issue 30)
         top = more_often.sort_values("p_rank1", ascending=False).iloc[0]
         disagreement.append(f"{top['encoder']} ranks first in more replicates ({percent(top['p_rank1'])}): the CRS jumps "
@@ -91,19 +100,24 @@ def headline(score, board: pd.DataFrame) -> str:
                      "moves, so the replicates scatter around such a step instead of around the point estimate, "
                      "and the point leader need not lead most often. P(rank 1) describes the bootstrap; the leading "
                      "tier (simultaneous rank sets) is the confidence statement.")
-    if others:
-        parts = [f"The leading tier holds {len(tier)} encoders, {_names(tier)}: the data do not separate them "
-                 f"(each one's rank confidence set contains rank 1). {leader['encoder']} has the highest point "
-                 f"estimate of the Clinical Reliability Score, {point}."]
+    settings = getattr(score, "settings", None)
+    reference_competes = score.reference == "median" or bool(getattr(settings, "reference_competes", True))
+    parts = list(decision)
+    if others or not decision:
+        parts.append(f"{leader['encoder']} has the highest point estimate of the Clinical Reliability Score, {point}.")
     else:
-        parts = [f"{leader['encoder']} has the highest Clinical Reliability Score, {point}.",
-                 f"No other encoder reaches the leading tier: the lead holds under {resampled}."]
+        parts.append(f"Its Clinical Reliability Score is {point}; the lead holds under {resampled}.")
     parts.extend(disagreement)
-    parts.extend(caution_sentences(score, str(leader["encoder"])))
+    if reference_competes:  # a reference that cannot lead needs no caution
+        parts.extend(caution_sentences(score, str(leader["encoder"])))
     summary = score.reversals.summary()
     parts.append(reversal_sentence(summary["n_reversed"], summary["n_pairs"], auroc_first, leader["encoder"],
                                    reversal_uncertainty(score)))
-    parts.append(reference_sentence(score.reference))
+    if score.reference != "median" and score.reference in set(board["encoder"]):
+        parts.append(baseline_sentence(score.reference, reference_competes))
+        parts.append("The CRS is relative to a reference: another reference can reorder the encoders.")
+    else:
+        parts.append(reference_sentence(score.reference))
     return " ".join(parts)
 
 

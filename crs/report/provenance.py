@@ -203,14 +203,24 @@ def _cached_fields(encoder: str, tasks, cache_root) -> dict | None:
     return None
 
 
+FIT_WORDS = {
+    "crop": "centre-cropped to a square",
+    "pad": "padded to a square",
+    "squash": "squashed to a square (aspect ratio not kept)",
+}
+"""How a non-square image was made square (the data set's ``fit``), in words for the card."""
+
+
 def _canonical_decode(encoder: str, tasks, cache_root) -> str:
-    """'; images decoded per task: derm 224 px crop, cxr 224 px pad' from each task's fingerprint fields."""
+    """'; images decoded per task: derm 224 px, centre-cropped to a square; cxr 224 px, padded to a square'
+    from each task's fingerprint fields."""
     parts = []
     for task in tasks:
         fields = _cached_fields(encoder, [task], cache_root) or {}
         if fields.get("image_fit"):
-            parts.append(f"{task} {fields.get('image_size', '?')} px {fields['image_fit']}")
-    return f"; images decoded per task: {', '.join(parts)} (crop | pad | squash)" if parts else ""
+            fit = str(fields["image_fit"])
+            parts.append(f"{task} {fields.get('image_size', '?')} px, {FIT_WORDS.get(fit, fit)}")
+    return f"; images decoded per task: {'; '.join(parts)}" if parts else ""
 
 
 def describe_weights(weights: str) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from crs.evaluate.records import crs_version
@@ -22,12 +23,22 @@ def spec_hash(spec: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
-def provenance_rows(provenance: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(label, value) rows of the box; what the records do not hold (an older crs) is said so."""
+def provenance_rows(provenance: Mapping[str, Any], records_written: float | None = None) -> list[tuple[str, str]]:
+    """(label, value) rows of the box; what the records do not hold (an older crs) is said so.
+    ``records_written``: the run records' modification time (seconds since the epoch), the run's date:
+    it is not stored in the records, so that identical runs write identical bytes."""
     not_recorded = "not recorded (run records of an older crs)"
     made_with = str(provenance.get("versions", {}).get("crs", "")) or not_recorded
     here = crs_version()
-    rows = [("crs version", made_with if made_with in (here, not_recorded) else f"{made_with} (this report: {here})")]
+    rows = []
+    if records_written is not None:
+        when = datetime.fromtimestamp(records_written, tz=UTC)
+        rows.append(("run date", f"{when:%Y-%m-%d %H:%M} UTC (run records written)"))
+    rows.append(("crs version", made_with if made_with in (here, not_recorded) else f"{made_with} (this report: {here})"))
+    versions = provenance.get("versions", {})
+    commit = versions.get("crs_commit") if isinstance(versions, Mapping) else None
+    rows.append(("crs git commit", str(commit) if commit else
+                 ("not a git checkout (an installed crs)" if commit == "" else not_recorded)))
     spec = provenance.get("spec")
     rows.append(("spec hash", f"sha256 {spec_hash(spec)}" if isinstance(spec, Mapping) else not_recorded))
     fingerprints = provenance.get("cache_fingerprints")

@@ -14,6 +14,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from crs.scoring.bootstrap import interval_method
 from crs.scoring.intervals import LEADERBOARD_INTERVALS, coverage_sentence, lowest_measured
 
 # axis -> (value column, short label, higher is better). Values are the scored measurements in their
@@ -74,7 +75,8 @@ def interval_label(bootstrap, intervals: tuple[str, ...] | None = None) -> str:
     measured coverage (docs/crs.md 7b, decisions 0063, 0090), never a bare '95 %' that they do not reach."""
     level = confidence_label(bootstrap.alpha)
     chosen = shown_intervals(bootstrap) if intervals is None else intervals
-    worst = lowest_measured(float(bootstrap.alpha), chosen) if is_case_level(bootstrap) else None
+    method = interval_method(bootstrap) if intervals is None else "percentile"
+    worst = lowest_measured(float(bootstrap.alpha), chosen, method) if is_case_level(bootstrap) else None
     if worst is None:
         return level
     return f"{level} nominal, \u2265\u00a0{100 * worst:.0f}\u00a0% measured"
@@ -90,9 +92,17 @@ def interval_note(bootstrap) -> str:
                 "one (see the provenance box), the same draw for every encoder and condition")
     else:
         what = "each replicate draws one multiset of seeds, the same for every encoder and task; test cases are not resampled"
-    note = (f"Every interval (CRS and the four axes) is a {level} percentile interval over the same "
-            f"{bootstrap.n_boot} replicates of the {bootstrap_name(bootstrap)}: {what}.")
-    sentence = coverage_sentence(float(bootstrap.alpha), shown_intervals(bootstrap)) if is_case_level(bootstrap) else None
+    method = interval_method(bootstrap)
+    if method == "box":
+        note = (f"Every interval (CRS and the four axes) comes from one {level} simultaneous box over every "
+                f"encoder's axis errors (studentised max-|t| over the {bootstrap.n_boot} replicates of the "
+                f"{bootstrap_name(bootstrap)}), the CRS taken at the box's two extreme corners, so all hold at "
+                f"once, through ties: {what}.")
+    else:
+        note = (f"Every interval (CRS and the four axes) is a {level} percentile interval over the same "
+                f"{bootstrap.n_boot} replicates of the {bootstrap_name(bootstrap)}: {what}.")
+    sentence = (coverage_sentence(float(bootstrap.alpha), shown_intervals(bootstrap), method)
+                if is_case_level(bootstrap) else None)
     return f"{note} {sentence}" if sentence else note
 
 
@@ -123,6 +133,16 @@ def axis_intervals(score, alpha: float | None = None) -> pd.DataFrame:
     alpha = score.bootstrap.alpha if alpha is None else alpha
     encoders = [str(name) for name in score.axis_errors.index]
     out = pd.DataFrame(index=pd.Index(encoders, name="encoder"))
+    table = getattr(score.bootstrap, "table", None)
+    if table is not None and alpha == score.bootstrap.alpha and interval_method(score.bootstrap) == "box":  # decision 0128
+        for axis, (value, _label, higher_is_better) in AXIS_VALUES.items():
+            if f"{axis}_error_box_low" not in table:
+                out[f"{value}_low"] = out[f"{value}_high"] = np.nan
+                continue
+            low = table[f"{axis}_error_box_low"].reindex(encoders).to_numpy(dtype=np.float64)
+            high = table[f"{axis}_error_box_high"].reindex(encoders).to_numpy(dtype=np.float64)
+            out[f"{value}_low"], out[f"{value}_high"] = (1.0 - high, 1.0 - low) if higher_is_better else (low, high)
+        return out
     for value, replicates in axis_value_replicates(score).items():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # an axis never measured: NaN, not a made-up interval
@@ -139,6 +159,8 @@ def percent(share: float) -> str:
 
     A share that rounds to 0 or 100 but is not says so: 1 of 500 replicates is not "never".
     """
+    if not np.isfinite(share):  # a named reference's baseline row does not compete for rank 1
+        return "n/a"
     text = f"{100 * share:.0f}"
     if text == "0" and share > 0:
         text = "<1"
@@ -179,9 +201,13 @@ def leaderboard(score, flags: dict[str, list[str]] | None = None) -> pd.DataFram
     board = pd.DataFrame(index=table.index.astype(str).rename(None))
     board["rank"] = table["rank"]
     board["encoder"] = table.index
+    # a named reference that does not compete is the baseline row: no contest rank (crs.scoring.baseline)
+    board["competes"] = table["competes"].astype(bool) if "competes" in table else True
+    board["contest_rank"] = table["contest_rank"] if "contest_rank" in table else table["rank"]
     for column in ("crs", "crs_low", "crs_high", "p_rank1", "auroc_rank"):
         board[column] = table[column]
     board["tier"] = ["leading" if bool(flag) else "" for flag in table["in_leading_tier"]]
+    board["baseline"] = ~board["competes"]
     board["rank_shift"] = [rank_shift(a, c) for a, c in zip(table["auroc_rank"], table["rank"], strict=True)]
     board["reversed_with"] = [", ".join(partners.get(name, [])) for name in table.index]
     for value, *_ in AXIS_VALUES.values():
@@ -211,10 +237,10 @@ def leaderboard_text(board: pd.DataFrame) -> pd.DataFrame:
     for row in board.itertuples(index=False):
         rows.append(
             {
-                "CRS rank": int(row.rank),
+                "CRS rank": "baseline" if row.baseline else int(row.contest_rank),
                 "encoder": row.encoder,
                 "CRS [CI]": format_interval(row.crs, row.crs_low, row.crs_high),
-                "tier": row.tier or "",
+                "tier": "reference" if row.baseline else (row.tier or ""),
                 "P(rank 1)": percent(row.p_rank1) if np.isfinite(row.p_rank1) else "n/a",
                 "AUROC rank": f"{int(row.auroc_rank)} ({row.rank_shift})",
                 **{label: format_interval(getattr(row, value), getattr(row, f"{value}_low"), getattr(row, f"{value}_high"))

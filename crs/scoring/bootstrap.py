@@ -24,6 +24,7 @@ import pandas as pd
 
 from crs.scoring.formula import AXES, PointEstimate, ScoreInputError, axis_errors_from_metrics
 from crs.scoring.measurements import Measurements
+from crs.scoring.projection import box_intervals
 from crs.scoring.rank_sets import rank_confidence_sets
 
 
@@ -105,15 +106,49 @@ def paired_seed_bootstrap(measurements: Measurements, point: PointEstimate) -> B
         point.table, crs, counts, measurements.seeds, n_boot=settings.n_boot, alpha=settings.alpha,
         seed=settings.seed, axis_error_replicates=axis_error_frames(replicate_errors, point.encoders),
     )  # fmt: skip
+    with_box(result.table, point, replicate_errors)
     flat = zero_width(result.table)
     if flat:
         warnings.warn(
             f"seed-only bootstrap: the CRS interval of {', '.join(flat)} has zero width (every seed gave the same "
             "measurements, and the test set is not resampled); it is reported as seed-only, not as a confidence "
-            "interval: set case_bootstrap = true to resample the test set",
+            "interval: set case_bootstrap = true to resample the test set (score_records: case_level=True "
+            "with run_folder=the run's folder)",
             stacklevel=2,
         )
     return result
+
+
+BOX_COLUMNS = ("crs_percentile_low", "crs_percentile_high", "box_critical", "interval_method")
+"""Columns :func:`with_box` adds beside the ``<quantity>_box_low`` / ``_high`` of crs.scoring.projection."""
+
+
+def with_box(table: pd.DataFrame, point: PointEstimate, replicate_errors: np.ndarray) -> None:
+    """Add the projected box's bounds to a bootstrap table (in place) and make ``crs_low`` / ``crs_high``
+    the method ``point.settings.interval`` names (decision 0128): the box's, or the percentile's as
+    summarised. The percentile bounds stay as ``crs_percentile_low`` / ``_high`` either way.
+    ``replicate_errors`` (B, E, A): the replicates' axis errors, row 0 not among them."""
+    bounds, critical = box_intervals(point, replicate_errors, float(point.settings.alpha))
+    table["crs_percentile_low"], table["crs_percentile_high"] = table["crs_low"], table["crs_high"]
+    for column in bounds.columns:
+        table[column] = bounds[column].reindex(table.index)
+    table["box_critical"] = critical
+    table["interval_method"] = point.settings.interval
+    if point.settings.interval == "box":
+        table["crs_low"], table["crs_high"] = table["crs_box_low"], table["crs_box_high"]
+
+
+def interval_method(bootstrap) -> str:
+    """"box" when the result's ``crs_low`` / ``crs_high`` are the projected box's (decision 0128), else
+    "percentile" (``[score] interval = "percentile"``, or a score stored before the box)."""
+    table = getattr(bootstrap, "table", None)
+    if table is None or "crs_box_low" not in table:
+        return "percentile"
+    if "interval_method" in table and len(table):
+        return str(table["interval_method"].iloc[0])
+    same = np.allclose(table["crs_low"], table["crs_box_low"], equal_nan=True) and np.allclose(
+        table["crs_high"], table["crs_box_high"], equal_nan=True)
+    return "box" if same else "percentile"
 
 
 def zero_width(table: pd.DataFrame, tolerance: float = 1e-12) -> list[str]:

@@ -577,6 +577,7 @@ def paired_seed_case_bootstrap(
         level="seed+case", case_draws=case_draws, shift_case_draws=shift_draws,
         axis_error_replicates=bootstrap.axis_error_frames(every_axis[1:], encoders), sampling_designs=designs,
     )  # fmt: skip
+    bootstrap.with_box(result.table, point, every_axis[1:])
     result.table["crs_from_predictions"] = crs[0]
     gap = float(np.nanmax(np.abs(result.table["crs_from_predictions"] - result.table["crs"])))
     if gap > PREDICTION_TOLERANCE:

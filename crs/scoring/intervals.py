@@ -11,6 +11,7 @@ intervals such as ``0.040 [-0.017, 0.090]`` for a calibrated encoder).
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -94,17 +95,86 @@ def simultaneous_gap_interval(
     return gap - half, gap + half, critical
 
 
+def _logit(values: np.ndarray) -> np.ndarray:
+    clipped = np.clip(values, _LOGIT_CLIP, 1.0 - _LOGIT_CLIP)
+    return np.log(clipped) - np.log1p(-clipped)
+
+
+@dataclass(frozen=True)
+class GroupBox:
+    """A simultaneous (1 - alpha) box over K group AUROCs (every group of every encoder, task and attribute
+    of one condition): ``low`` and ``high`` (K,) hold all K true AUROCs at once with probability about
+    1 - alpha; ``critical`` the studentised max-|t| critical value on the logit scale."""
+
+    low: np.ndarray
+    high: np.ndarray
+    critical: float
+
+
+def simultaneous_group_box(values: np.ndarray, alpha: float) -> GroupBox:
+    """The studentised max-|t| box over every column of ``values`` (B + 1, K): row 0 the point AUROCs, rows 1..
+    the replicates (decision 0135).
+
+    On the logit scale (an AUROC's spread no longer shrinks near 1, as for the gaps, decision 0062):
+    L_k the point's logit, s_k its replicates' SD, c the (1 - alpha) quantile over replicates of
+    max_k |L*_k - L_k| / s_k; each column's interval is expit(L_k +- c s_k). All K hold at once, so any
+    statistic monotone in every group AUROC (the worst group: a minimum; a gap between two groups) is
+    covered by its values at the box's corners (:func:`box_minimum`, :func:`box_gap`), through ties
+    between groups, with no derivative. A column with no finite replicate gets NaN; a column whose
+    replicates never move (s_k = 0) its point at both ends; a replicate's NaN column (no positives drawn)
+    is left out of that replicate's maximum. Returns NaN bounds when fewer than two replicates are finite.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    if values.ndim != 2:
+        raise ValueError(f"group AUROCs of shape {values.shape}; give (replicates + 1, groups)")
+    logits = _logit(values)
+    point, replicates = logits[0], logits[1:]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        se = np.nanstd(replicates, axis=0, ddof=1)
+        t = np.abs(replicates - point) / np.where(se > 0, se, np.nan)
+        largest = np.nanmax(np.where(np.isfinite(t), t, -np.inf), axis=1)
+    largest = largest[np.isfinite(largest)]
+    if len(largest) < 2:
+        nan = np.full(values.shape[1], np.nan)
+        return GroupBox(nan, nan.copy(), float("nan"))
+    critical = float(np.quantile(largest, 1.0 - alpha))
+    half = np.where(se > 0, critical * se, 0.0)
+    low = np.where(np.isfinite(point) & np.isfinite(se), _expit(point - half), np.nan)
+    high = np.where(np.isfinite(point) & np.isfinite(se), _expit(point + half), np.nan)
+    return GroupBox(low, high, critical)
+
+
+def _expit(values: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore"):  # a column never measured: NaN stays NaN
+        return np.exp(-np.logaddexp(0.0, -values))
+
+
+def box_minimum(low: np.ndarray, high: np.ndarray) -> tuple[float, float]:
+    """The worst group's interval from a box over its groups: the minimum is monotone in every group AUROC,
+    so over the box it runs from the minimum of the lower ends to the minimum of the upper ends."""
+    low, high = np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
+    if not (np.isfinite(low).all() and np.isfinite(high).all()) or len(low) == 0:
+        return float("nan"), float("nan")
+    return float(low.min()), float(high.min())
+
+
+def box_gap(low: np.ndarray, high: np.ndarray, first: int, second: int) -> tuple[float, float]:
+    """``first`` minus ``second`` over a box: from first's lower end less second's upper to the reverse."""
+    return float(low[first] - high[second]), float(high[first] - low[second])
+
+
 MEASURED_COVERAGE: dict[str, dict[str, float]] = {
     "crs": {"mean_low": 0.897, "mean_high": 0.985, "worst_encoder": 0.667},
     "auroc": {"mean_low": 0.922, "mean_high": 0.948, "worst_encoder": 0.892},
     "calibration": {"mean_low": 0.943, "mean_high": 0.983, "worst_encoder": 0.883},
     "label_efficiency": {"mean_low": 0.917, "mean_high": 0.938, "worst_encoder": 0.833},
     "robustness": {"mean_low": 0.910, "mean_high": 0.963, "worst_encoder": 0.900},
-    "group_auroc": {"mean_low": 0.872, "mean_high": 0.943, "worst_encoder": 0.725},
+    "group_auroc": {"mean_low": 0.996, "mean_high": 0.999, "worst_encoder": 0.983},
     "group_calibration": {"mean_low": 0.981, "mean_high": 0.993, "worst_encoder": 0.950},
     "positive_rate": {"mean_low": 0.872, "mean_high": 0.950, "worst_encoder": 0.825},
-    "worst_group_auroc": {"mean_low": 0.913, "mean_high": 0.970, "worst_encoder": 0.867},
-    "auroc_gap": {"mean_low": 0.948, "mean_high": 0.973, "worst_encoder": 0.917},
+    "worst_group_auroc": {"mean_low": 0.998, "mean_high": 1.0, "worst_encoder": 0.992},
+    "auroc_gap": {"mean_low": 1.0, "mean_high": 1.0, "worst_encoder": 1.0},
 }
 """Coverage of the case-level percentile intervals at the nominal 95 %, measured by
 ``python -m crs.bench.interval_coverage`` (120 test sets x 200 replicates, five encoders, clustered
@@ -115,13 +185,28 @@ worst design; the CRS's over the two- and the four-axis cohort. Monte Carlo SE a
 and a worst of five (fifteen) such figures sits about 0.02 (0.04) below the worst true coverage.
 Every printed interval is here; the report, the summary and ``crs score`` name these figures beside
 the nominal level wherever one is below :data:`LABEL_BELOW` for its worst encoder (issue 30,
-decisions 0063, 0090). Update them with the table when the method moves."""
+decisions 0063, 0090). Update them with the table when the method moves. The three subgroup AUROC
+intervals (per group, worst group, gap) come from the box of decisions 0135-0136; where groups tie
+(``python -m crs.bench.subgroup_coverage``, docs/crs.md 7b) they cover 0.97-1.00 for the worst encoder."""
+
+MEASURED_COVERAGE_BOX: dict[str, dict[str, float]] = {
+    "crs": {"mean_low": 1.0, "mean_high": 1.0, "worst_encoder": 1.0},
+    "auroc": {"mean_low": 0.998, "mean_high": 1.0, "worst_encoder": 0.995},
+    "calibration": {"mean_low": 0.997, "mean_high": 1.0, "worst_encoder": 0.985},
+    "label_efficiency": {"mean_low": 0.997, "mean_high": 1.0, "worst_encoder": 0.99},
+    "robustness": {"mean_low": 0.995, "mean_high": 1.0, "worst_encoder": 0.99},
+}
+"""Coverage of the default intervals (``[score] interval = "box"``, decision 0128): the CRS projected
+from the simultaneous box, and the box's own bounds of each axis, measured by
+``python -m crs.bench.interval_coverage`` as :data:`MEASURED_COVERAGE` (docs/crs.md 7b; 200 test sets x
+200 replicates in each of six designs, near-ties included; ``measured_box_figures``); the intervals not
+made from the box (subgroup tables) keep their percentile figures."""
 
 INTERVAL_NAMES = {
     "crs": "CRS", "auroc": "AUROC", "calibration": "calibration error", "label_efficiency": "label efficiency",
     "robustness": "robustness", "group_auroc": "per-group AUROC", "group_calibration": "per-group calibration error",
     "positive_rate": "per-group positive rate", "worst_group_auroc": "worst-group AUROC (the equity axis)",
-    "auroc_gap": "subgroup AUROC gap (simultaneous over pairs)",
+    "auroc_gap": "subgroup AUROC gap (box corners)",
 }  # fmt: skip
 """How each measured interval is named in the printed sentence."""
 LEADERBOARD_INTERVALS = ("crs", "auroc", "calibration", "label_efficiency", "robustness")
@@ -135,25 +220,30 @@ MEASURED_AT_ALPHA = 0.05
 """The level the coverage figures were measured at; another alpha is labelled by its nominal level alone."""
 
 
-def measured_coverage(alpha: float) -> dict[str, dict[str, float]] | None:
-    """The measured coverage figures when ``alpha`` is the level they were measured at, else None."""
-    return {name: dict(found) for name, found in MEASURED_COVERAGE.items()} if alpha == MEASURED_AT_ALPHA else None
+def measured_coverage(alpha: float, method: str = "percentile") -> dict[str, dict[str, float]] | None:
+    """The measured coverage figures when ``alpha`` is the level they were measured at, else None; with
+    ``method`` "box" the box's figures replace the percentile's for the intervals made from the box."""
+    if alpha != MEASURED_AT_ALPHA:
+        return None
+    chosen = {**MEASURED_COVERAGE, **(MEASURED_COVERAGE_BOX if method == "box" else {})}
+    return {name: dict(found) for name, found in chosen.items()}
 
 
-def lowest_measured(alpha: float, intervals: tuple[str, ...] = LEADERBOARD_INTERVALS) -> float | None:
+def lowest_measured(alpha: float, intervals: tuple[str, ...] = LEADERBOARD_INTERVALS,
+                    method: str = "percentile") -> float | None:
     """The lowest worst-encoder coverage among ``intervals`` when it is below :data:`LABEL_BELOW`, else None
     (nothing measured at ``alpha``, or every one reaches it)."""
-    found = measured_coverage(alpha)
+    found = measured_coverage(alpha, method)
     if found is None:
         return None
     worst = min((found[name]["worst_encoder"] for name in intervals if name in found), default=1.0)
     return worst if worst < LABEL_BELOW else None
 
 
-def coverage_sentence(alpha: float, intervals: tuple[str, ...] | None = None) -> str | None:
+def coverage_sentence(alpha: float, intervals: tuple[str, ...] | None = None, method: str = "percentile") -> str | None:
     """One sentence naming each interval's measured coverage (all, or ``intervals``), or None when none
     was measured at ``alpha``."""
-    found = measured_coverage(alpha)
+    found = measured_coverage(alpha, method)
     if found is None:
         return None
     chosen = [name for name in (intervals or tuple(found)) if name in found]

@@ -13,12 +13,15 @@ import pandas as pd
 
 from crs.axes import effective_robustness, seed_axes
 from crs.evaluate.artifacts import PREDICTIONS_DIR, RunFolder
-from crs.scoring.bootstrap import BootstrapResult, paired_seed_bootstrap, zero_width
+from crs.scoring.baseline import competing, contest_columns, reference_as_baseline
+from crs.scoring.bootstrap import BootstrapResult, interval_method, paired_seed_bootstrap, zero_width
 from crs.scoring.case_bootstrap import default_workers, paired_seed_case_bootstrap, task_kinds
+from crs.scoring.comparisons import Comparisons, comparisons_from_table, pairwise_comparisons
 from crs.scoring.coverage import Coverage, declared_records, every_task_encoders, is_complete, placement
 from crs.scoring.formula import AXES, EQUITY, PointEstimate, ScoreInputError, point_estimate, rank_descending
 from crs.scoring.intervals import coverage_sentence, measured_coverage
 from crs.scoring.measurements import Measurements, measure
+from crs.scoring.projection import reversal_count_bounds
 from crs.scoring.rankings import RankReversals, rank_reversals
 from crs.scoring.resample import design_line
 from crs.scoring.reversals import Reversals, auroc_crs_reversals
@@ -28,9 +31,11 @@ from crs.scoring.subgroups import (
     EquityError,
     SubgroupResult,
     equity_error,
+    equity_interval,
     equity_replicates,
     subgroup_scores,
 )
+from crs.scoring.verdict import baseline_sentence, decision_sentences
 
 REPORTED_COLUMNS = (
     "ece", "brier", "nll", "kappa", "ordinal_auroc", "label_retention", "corruption_retention",
@@ -80,6 +85,10 @@ class ScoreResult:
     subgroups: pd.DataFrame | None = None
     subgroup_gaps: pd.DataFrame | None = None
     equity_stability: pd.DataFrame | None = None
+    comparisons: Comparisons | None = None
+    """Simultaneous intervals on every pairwise difference of axis errors (:mod:`crs.scoring.comparisons`):
+    who is better than whom on which axis with confidence, sure and possible dominance, the confident
+    Pareto set; None when the bootstrap kept no axis replicates (a score stored by an older crs)."""
 
     @property
     def reference(self) -> str:
@@ -129,6 +138,8 @@ class ScoreResult:
             out["subgroup_gaps"] = self.subgroup_gaps
         if self.equity_stability is not None:
             out["equity_stability"] = self.equity_stability
+        if self.comparisons is not None:
+            out["comparisons"] = self.comparisons.table()
         return out
 
     def tables(self) -> dict[str, pd.DataFrame]:
@@ -161,7 +172,8 @@ class ScoreResult:
             "ranking": [
                 {key: _plain(value) for key, value in row.items()}
                 for row in self.crs.reset_index()[
-                    ["encoder", "crs", "crs_low", "crs_high", "rank", "auroc", "auroc_rank", "p_rank1", "rank_low", "rank_high", "in_leading_tier"]
+                    ["encoder", "crs", "crs_low", "crs_high", "rank", "auroc", "auroc_rank", "p_rank1", "rank_low", "rank_high", "in_leading_tier",
+                     *[column for column in ("competes", "contest_rank", "confident_pareto") if column in self.crs]]
                 ].to_dict(orient="records")
             ],
             "rank_reversals": self.reversals.summary(),
@@ -176,6 +188,8 @@ class ScoreResult:
             ],
             "stability": _plain_tree(self.stability.summary()),
             "weight_sensitivity": self.stability.weights.summary(),
+            "comparisons": None if self.comparisons is None else self.comparisons.summary(),
+            "headline": self.headline_sentences(),
             "stored": {
                 "bootstrap": {"n_boot": self.bootstrap.n_boot, "alpha": self.bootstrap.alpha,
                               "seed": self.bootstrap.seed, "level": self.bootstrap.level},
@@ -216,25 +230,52 @@ class ScoreResult:
             "zero_width": zero_width(self.bootstrap.table),
             "nominal_level": 1.0 - float(self.bootstrap.alpha),
             # what the case-level intervals cover by simulation (docs/crs.md 7b, decision 0063)
-            "measured_coverage": measured_coverage(float(self.bootstrap.alpha)) if case_level else None,
+            "measured_coverage": measured_coverage(float(self.bootstrap.alpha), interval_method(self.bootstrap))
+            if case_level else None,
+            "method": interval_method(self.bootstrap),  # decision 0128: "box" (default) or "percentile"
             # how each test set was drawn and so resampled (decision 0085); None: seed level only
             "sampling_design": ([dict(row) for row in self.bootstrap.sampling_designs]
                                 if case_level and self.bootstrap.sampling_designs is not None else None),
         }
 
+    def headline_sentences(self, level: str | None = None) -> list[str]:
+        """The answer first (crs.scoring.verdict): whom to build on (the leading tier of the competing
+        encoders) and, per tier member, the axes on which it is better or worse than another with
+        confidence; then how a named reference takes part. ``level``: the confidence level as printed."""
+        table = self.crs
+        competes = table["competes"] if "competes" in table else pd.Series(True, index=table.index)
+        ordered = table.sort_values(["crs"], ascending=False, kind="stable").index
+        contestants = [str(name) for name in ordered if bool(competes[name])]
+        case_level = getattr(self.bootstrap, "level", "seed") == "seed+case"
+        qualifier = "" if case_level else " (seed resampling only)"
+        sentences = decision_sentences(self.bootstrap.leading_tier, contestants, self.comparisons,
+                                       level or f"{100 * (1 - self.bootstrap.alpha):g} %", qualifier)
+        if not self.settings.median_reference and self.reference in table.index:
+            sentences.append(baseline_sentence(self.reference, self.settings.reference_competes))
+        return sentences
+
     def format(self) -> str:
-        """Plain-text report for the terminal."""
+        """Plain-text report for the terminal: the headline's answer, then the leaderboard (a named
+        reference that does not compete is the row without a rank)."""
         columns = ["crs", "crs_low", "crs_high", "rank", "rank_low", "rank_high", "auroc", "auroc_rank", "p_rank1",
                    "in_leading_tier", "dominance", "balance", "worst_axis", "worst_axis_name"]  # fmt: skip
         table = self.crs.sort_values(["rank", "auroc_rank"])[columns]
+        if "contest_rank" in self.crs:  # the rank among the competing encoders; the baseline row has none
+            table = table.assign(rank=self.crs["contest_rank"].reindex(table.index))
+        for column in ("rank", "rank_low", "rank_high"):
+            table[column] = [("-" if pd.isna(value) else str(int(value))) for value in table[column]]
+        if "confident_pareto" in self.crs:
+            table = table.assign(confident_pareto=self.crs["confident_pareto"].reindex(table.index))
         reversals = self.reversals.summary()
         stable = self.stability.summary()
         weights = stable["weights"]
         reference = "cohort median (per-axis median error)" if self.settings.median_reference else self.reference
         floor = ", ".join(f"{axis} {value:.4f}" for axis, value in self.point.floor.items())
         lines = [
+            *self.headline_sentences(),
+            "",
             f"Clinical Reliability Score (reference: {reference}; {self.bootstrap.n_boot} {_bootstrap_name(self.bootstrap)} replicates)",
-            table.to_string(float_format=lambda v: f"{v:.3f}"),
+            table.to_string(float_format=lambda v: f"{v:.3f}", na_rep="-"),
             "",
             f"error floors (noise level of the reference's errors): {floor}",
             *self._interval_lines(),
@@ -263,10 +304,10 @@ class ScoreResult:
             return []
         found = gaps[gaps["auroc_gap_low"].fillna(0) > 0]
         if found.empty:
-            return [f"subgroups: no AUROC gap's {1 - self.settings.alpha:.0%} interval (simultaneous over the pairs of "
-                    "groups) excludes 0 "
+            return [f"subgroups: no AUROC gap's {1 - self.settings.alpha:.0%} interval (one box over every group, "
+                    "decision 0136) excludes 0 "
                     f"({len(gaps)} encoder x task x condition x attribute rows; score/subgroup_gaps.parquet)"]
-        return ["subgroups (AUROC gaps whose interval, simultaneous over every pair of groups, excludes 0; "
+        return ["subgroups (AUROC gaps whose interval, from one box over every group, excludes 0; "
                 "reported, never scored):"] + [
             f"  {row['encoder']} on {row['task']} ({row['condition']}), by {row['attribute']}: worst {row['worst_group']} "
             f"{row['worst_auroc']:.3f}, gap to {row['best_group']} {row['auroc_gap']:.3f} "
@@ -291,7 +332,12 @@ class ScoreResult:
     def _interval_lines(self) -> list[str]:
         interval = self.interval_summary()
         if interval["covers_test_set"]:
-            sentence = coverage_sentence(float(self.bootstrap.alpha))
+            method = interval_method(self.bootstrap)
+            sentence = coverage_sentence(float(self.bootstrap.alpha), method=method)
+            if method == "box":
+                sentence = (f"CRS and axis intervals: the CRS at the extreme corners of a simultaneous box over every "
+                            f"axis error (critical value {float(self.bootstrap.table['box_critical'].iloc[0]):.2f}; "
+                            f"decision 0128); percentile bounds in crs_percentile_low / _high. {sentence or ''}").strip()
             designs = [f"  {design_line(row)}" for row in interval["sampling_design"] or []]
             return ([sentence] if sentence else []) + (["test sets resampled as they were drawn:", *designs] if designs else [])
         lines = ["intervals are seed-only: the test set is not resampled (set case_bootstrap = true for intervals "
@@ -427,6 +473,8 @@ def _from_stored(cls, tables: dict[str, pd.DataFrame], summary: dict) -> ScoreRe
         reversal_uncertainty=uncertainty, placement=tables.get("placement"),
         subgroups=_unindexed(tables.get("subgroups")), subgroup_gaps=_unindexed(tables.get("subgroup_gaps")),
         equity_stability=tables.get("equity_stability"),
+        comparisons=(comparisons_from_table(tables["comparisons"], summary["comparisons"])
+                     if "comparisons" in tables and summary.get("comparisons") else None),
     )  # fmt: skip
 
 
@@ -441,6 +489,8 @@ def _bootstrap_name(bootstrap) -> str:
 
 
 def _plain(value):
+    if value is pd.NA:
+        return None
     if isinstance(value, np.generic):
         return value.item()
     return value
@@ -573,18 +623,30 @@ def _score_cohort(
     else:
         boot = paired_seed_bootstrap(measurements, point)
 
+    if not settings.median_reference and not settings.reference_competes:
+        boot = reference_as_baseline(boot, settings.reference)  # the yardstick, not a contestant (issue 40)
     table = point.table.copy()
     table["auroc"] = 1.0 - point.errors["discrimination"].reindex(table.index)
     table["auroc_rank"] = rank_descending(table["auroc"].to_numpy())
     for column in ("crs_low", "crs_high", "p_rank1", "rank_low", "rank_high", "in_leading_tier"):
         table[column] = boot.table[column].reindex(table.index)
+    names = [str(name) for name in table.index]
+    contest = contest_columns(table["crs"].set_axis(names),
+                              competing(names, settings.reference, settings.reference_competes))
+    for column in ("competes", "contest_rank"):
+        table[column] = contest[column].set_axis(table.index)
+    comparisons = axis_comparisons(point, boot, settings.alpha)
+    if comparisons is not None:
+        dominance = comparisons.encoder_table().reindex(names)
+        for column in dominance.columns:
+            table[column] = dominance[column].to_numpy()
     reversals = rank_reversals(table["auroc"], table["crs"])
     uncertainty = bootstrap_reversals(table, boot, settings)
     groups = gaps = None
     if found is not None and not found.empty:
         groups, gaps = found.groups, found.gaps
     return ScoreResult(
-        equity_stability=_equity_stability(point, table) if settings.equity else None,
+        equity_stability=_equity_stability(point, table, None if found is None else found.gaps) if settings.equity else None,
         settings=settings,
         seed_axes=per_seed,
         point=point,
@@ -596,20 +658,41 @@ def _score_cohort(
         reversal_uncertainty=uncertainty,
         subgroups=groups,
         subgroup_gaps=gaps,
+        comparisons=comparisons,
     )
 
 
-def _equity_stability(point: PointEstimate, table: pd.DataFrame) -> pd.DataFrame:
-    """Per encoder: worst-group AUROC, CRS and rank with the equity axis, and CRS and rank of the four-axis
-    point estimate (same errors, floors and reference without the fifth axis)."""
+def axis_comparisons(point: PointEstimate, boot: BootstrapResult, alpha: float) -> Comparisons | None:
+    """Simultaneous intervals on every pairwise difference of the scored axes' errors, from the bootstrap's
+    axis replicates (the same patient-level resamples and seed draws as the CRS); None without them."""
+    kept = boot.axis_error_replicates or {}
+    axes = [axis for axis in point.axes if axis in kept]
+    if not axes:
+        return None
+    names = [str(name) for name in point.encoders]
+    errors = point.errors.set_axis(point.errors.index.astype(str))[axes].reindex(names).to_numpy(dtype=np.float64)
+    replicates = np.stack([kept[axis].set_axis([str(c) for c in kept[axis].columns], axis=1)[names]
+                           .to_numpy(dtype=np.float64) for axis in axes], axis=-1)
+    return pairwise_comparisons(errors, replicates, alpha, names, axes)
+
+
+def _equity_stability(point: PointEstimate, table: pd.DataFrame, gaps: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per encoder: worst-group AUROC (with its interval from the subgroup box, decision 0135), CRS and rank
+    with the equity axis, and CRS and rank of the four-axis point estimate (same errors, floors and reference
+    without the fifth axis)."""
     four_axes = [axis for axis in AXES if axis in point.errors.columns]
     standard_errors = None if point.standard_errors is None else point.standard_errors[four_axes]
     four = point_estimate(point.errors[four_axes], standard_errors, point.settings).table
-    return pd.DataFrame({
+    found = pd.DataFrame({
         "worst_group_auroc": 1.0 - point.errors[EQUITY],
         "crs_with_equity": table["crs"], "rank_with_equity": table["rank"],
         "crs_without_equity": four["crs"], "rank_without_equity": four["rank"],
     }).rename_axis("encoder")
+    if gaps is not None:
+        interval = 1.0 - equity_interval(gaps, [str(e) for e in found.index])
+        found.insert(1, "worst_group_auroc_low", interval["equity_high"].to_numpy())
+        found.insert(2, "worst_group_auroc_high", interval["equity_low"].to_numpy())
+    return found
 
 
 def _subgroups(
@@ -654,7 +737,14 @@ def bootstrap_reversals(table: pd.DataFrame, boot: BootstrapResult, settings: Sc
     finite = np.isfinite(auroc_boot).all(axis=1) & np.isfinite(crs_boot).all(axis=1)
     if finite.sum() < 2:
         return None
-    return auroc_crs_reversals(
+    found = auroc_crs_reversals(
         table["auroc"].set_axis(names), table["crs"].set_axis(names), auroc_boot[finite], crs_boot[finite],
         alpha=settings.alpha,
     )  # fmt: skip
+    if settings.interval == "box" and "discrimination_error_box_low" in boot.table:  # decision 0128
+        box = boot.table.reindex(names)
+        low, high = reversal_count_bounds(
+            1.0 - box["discrimination_error_box_high"].to_numpy(), 1.0 - box["discrimination_error_box_low"].to_numpy(),
+            box["crs_box_low"].to_numpy(), box["crs_box_high"].to_numpy())  # fmt: skip
+        found = dataclasses.replace(found, count_low=float(low), count_high=float(high))
+    return found

@@ -15,6 +15,8 @@ import numpy as np
 
 from crs.spec import COMPONENTS, MEDIAN_REFERENCE, ScoreConfig
 
+INTERVAL_METHODS = ("box", "percentile")
+"""``interval``: the projected simultaneous box (default, decision 0128) or the replicates' percentile."""
 NOISE_FLOOR = "noise"
 """Error-floor rule: each axis error floored at the standard error of the reference's error."""
 DOMINANCE_TOLERANCE = 1e-9
@@ -69,6 +71,13 @@ class ScoreSettings:
             images; positives per label); smaller ones are listed as too small (crs.scoring.subgroups).
         equity: add the optional fifth axis ``equity``: 1 - the worst-group AUROC, mean over tasks and
             subgroup attributes (crs.scoring.subgroups); off by default (the four-axis CRS). Needs case_level.
+        interval: how crs_low / crs_high and the axis intervals are made: ``"box"`` (default), the CRS at
+            the extreme corners of a simultaneous box over every axis error (crs.scoring.projection,
+            decision 0128); ``"percentile"``, the percentile of the replicates (the paper's; its
+            measured coverage is printed beside it).
+        reference_competes: a named reference competes for the lead (the paper's table); off by default, it
+            is a baseline row, left out of P(rank 1), the rank sets, the tier and the leader
+            (crs.scoring.baseline). No effect with the median reference, which is not an encoder.
     """
 
     reference: str = MEDIAN_REFERENCE
@@ -87,6 +96,8 @@ class ScoreSettings:
     subgroup_min_images: int = 50
     subgroup_min_positives: int = 10
     equity: bool = False
+    interval: str = "box"
+    reference_competes: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "weights", tuple(float(w) for w in component_weights(self.weights)))
@@ -117,6 +128,10 @@ class ScoreSettings:
                 f"subgroup_min_images and subgroup_min_positives must be at least 1, got "
                 f"{self.subgroup_min_images} and {self.subgroup_min_positives}"
             )
+        if self.interval not in INTERVAL_METHODS:
+            raise ScoreInputError(f"interval must be one of {INTERVAL_METHODS}, got {self.interval!r}")
+        if not isinstance(self.reference_competes, bool | np.bool_):
+            raise ScoreInputError(f"reference_competes must be true or false, got {self.reference_competes!r}")
         if self.n_weight_samples < 1:
             raise ScoreInputError(f"n_weight_samples must be at least 1, got {self.n_weight_samples}")
 
@@ -150,5 +165,5 @@ class ScoreSettings:
             subgroup_min_images=config.subgroup_min_images,
             subgroup_min_positives=config.subgroup_min_positives,
             equity=config.equity,
-            **changes,
+            **{"interval": config.interval, "reference_competes": config.reference_competes, **changes},
         )

@@ -8,7 +8,9 @@
   weights.
 
 Each starts from the point estimate (:class:`crs.scoring.formula.PointEstimate`) and rescores its
-axis errors with the same formula; nothing is remeasured.
+axis errors with the same formula; nothing is remeasured. A named reference is the yardstick, not a
+contestant (crs.scoring.baseline, decision 0133): unless ``reference_competes``, each "leader" and
+"first" here is over the encoders other than that ranking's own reference.
 """
 
 from __future__ import annotations
@@ -51,6 +53,14 @@ class WeightSensitivity:
         }
 
 
+def _competes(point: PointEstimate, reference: str) -> np.ndarray:
+    """True for every encoder that competes for the lead when ``reference`` is the reference."""
+    encoders = point.encoders
+    if reference == MEDIAN_REFERENCE or point.settings.reference_competes:
+        return np.ones(len(encoders), dtype=bool)
+    return np.array([name != reference for name in encoders], dtype=bool)
+
+
 def weight_sensitivity(point: PointEstimate, concentration: float = 1.0) -> WeightSensitivity:
     """Draw CRS weights from Dirichlet(concentration x 1) and compare each ranking with the point estimate's.
 
@@ -62,15 +72,16 @@ def weight_sensitivity(point: PointEstimate, concentration: float = 1.0) -> Weig
     encoders = point.encoders
     draws = np.random.default_rng(settings.seed).dirichlet(np.full(3, concentration), size=settings.n_weight_samples)
     crs = point.score(point.errors.to_numpy(np.float64), weights=draws)["crs"]  # (draws, encoders)
-    ranks = rank_descending(crs)
+    competes = _competes(point, settings.reference)
+    ranks = rank_descending(np.where(competes, crs, -np.inf))  # a non-competing reference ranks last
     default_crs = point.table["crs"].reindex(encoders).to_numpy()
-    top_index = int(np.argmax(default_crs))
+    top_index = int(np.argmax(np.where(competes, default_crs, -np.inf)))
     taus = np.array([kendall_tau(default_crs, row) for row in crs])
     table = pd.DataFrame(
         {
             "default_rank": point.table["rank"].reindex(encoders).to_numpy(),
             "share_rank1": (ranks == 1).mean(axis=0),
-            "mean_rank": ranks.mean(axis=0),
+            "mean_rank": np.where(competes, ranks.mean(axis=0), np.nan),  # among the competing encoders
         },
         index=pd.Index(encoders, name="encoder"),
     ).sort_values("default_rank")
@@ -84,13 +95,23 @@ def weight_sensitivity(point: PointEstimate, concentration: float = 1.0) -> Weig
     )
 
 
-def _compare(default: pd.Series, other: pd.Series) -> dict:
-    """Leader, reversed pairs, Kendall tau and the largest rank move of ``other`` against ``default``."""
+def _leader(crs: pd.Series, competes: pd.Series | None) -> str:
+    """The highest CRS among the competing encoders (among all when none competes: the reference alone)."""
+    kept = crs if competes is None or not competes.any() else crs[competes.astype(bool)]
+    return str(kept.idxmax())
+
+
+def _compare(default: pd.Series, other: pd.Series, default_competes: pd.Series | None = None,
+             other_competes: pd.Series | None = None) -> dict:
+    """Leader, reversed pairs, Kendall tau and the largest rank move of ``other`` against ``default``; each
+    leader over its own competing encoders (all when not given)."""
     reversals = rank_reversals(default, other)
     moves = (reversals.table["rank_b"] - reversals.table["rank_a"]).abs()
+    leader = _leader(other, other_competes)
+    default_leader = _leader(default, default_competes)
     return {
-        "leader": str(other.idxmax()),
-        "leader_changes": bool(other.idxmax() != default.idxmax()),
+        "leader": str(leader),
+        "leader_changes": bool(leader != default_leader),
         "n_reversed": reversals.n_reversed,
         "n_pairs": reversals.n_pairs,
         "kendall_tau": reversals.kendall_tau,
@@ -109,11 +130,14 @@ def reference_stability(point: PointEstimate) -> tuple[pd.DataFrame, pd.DataFram
     own standard error), as it would had that reference been chosen.
     """
     default = point.table["crs"]
+    names = pd.Index(point.encoders)
+    default_competes = pd.Series(_competes(point, point.settings.reference), index=names).reindex(default.index)
     rows, ranks = {}, {}
     for choice in [*point.encoders, MEDIAN_REFERENCE]:
         settings = point.settings.replace(reference=choice)
         table = point_estimate(point.errors, point.standard_errors, settings).table
-        row = _compare(default, table["crs"])
+        competes = pd.Series(_competes(point, choice), index=names).reindex(table.index)
+        row = _compare(default, table["crs"], default_competes, competes)
         row["reference_rank"] = float(table.loc[choice, "rank"]) if choice != MEDIAN_REFERENCE else float("nan")
         row["is_default"] = choice == point.settings.reference
         rows[choice] = row
@@ -146,7 +170,9 @@ def leave_one_out(point: PointEstimate) -> pd.DataFrame:
         errors = point.errors.loc[others]
         standard_errors = None if point.standard_errors is None else point.standard_errors.loc[others]
         table = point_estimate(errors, standard_errors, point.settings).table
-        rows[left_out] = {**_compare(point.table["crs"].loc[others], table["crs"]), "note": ""}
+        competes = pd.Series(_competes(point, point.settings.reference), index=pd.Index(encoders)).loc[others]
+        rows[left_out] = {**_compare(point.table["crs"].loc[others], table["crs"], competes.reindex(table.index),
+                                     competes.reindex(table.index)), "note": ""}
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("left_out")
 
 

@@ -13,13 +13,16 @@ own patient-level replicates (docs/decisions/0041-0043, docs/subgroups.md).
   metrics (:mod:`crs.axes.weighted`) under every replicate at once, every group of every attribute
   in one pass over the rows (decision 0044; a group's value is its value on its own rows); row 0
   (every case once) is the point estimate (decision 0041 says why not MetricFrame per replicate).
+* Intervals of the group AUROCs, the worst group and the AUROC gap come from one simultaneous box
+  per condition over every scored group of every encoder, task and attribute (studentised max-|t| on
+  the logit scale, :func:`apply_group_box`, decisions 0135-0136): the worst group's interval is the
+  minimum at the box's lower and upper corners, the gap's the picked pair's difference at its corners.
+  The minimum and a difference are monotone in every group AUROC, so they cover through ties between
+  groups (the percentile interval of the replicate minimum covered 0.43-0.82 where groups were equal,
+  issue 40); under equal signal a gap is a finding in well under alpha of attributes.
 * Gaps are between the groups named by the point estimate (best minus worst AUROC; worst minus
-  best calibration error), recomputed for that pair in every replicate, so the interval of a gap
-  that does not exist covers 0 (a max-minus-min gap would be positive in every replicate). The
-  pair was picked after looking, so its interval is simultaneous over every pair of groups
-  (max-|t| bootstrap, :func:`crs.scoring.intervals.simultaneous_gap_interval`, decision 0062):
-  under equal signal at most alpha of attributes show a gap whose interval excludes 0, whatever
-  their number of groups.
+  best calibration error). The calibration gap's interval is simultaneous over every pair of groups
+  (max-|t| bootstrap, :func:`crs.scoring.intervals.simultaneous_gap_interval`, decision 0062).
 * Groups with fewer than ``min_images`` test images, or with fewer than ``min_positives``
   positives of a label that has positives in the test split, are listed as too small, never scored.
 * Gaps are reported, never scored (they fall when the best group improves); the worst-group AUROC
@@ -57,7 +60,13 @@ from crs.scoring.case_bootstrap import (
     read_unit,
     task_layout,
 )
-from crs.scoring.intervals import centre_on_squares, simultaneous_gap_interval
+from crs.scoring.intervals import (
+    box_gap,
+    box_minimum,
+    centre_on_squares,
+    simultaneous_gap_interval,
+    simultaneous_group_box,
+)
 from crs.scoring.resample import GroupBootstrap
 
 SCORED_CALIBRATION: Callable[..., np.ndarray] = weighted_debiased_ece
@@ -267,9 +276,11 @@ def _centred_seed_mean(per_distinct: np.ndarray, index: np.ndarray, centre: bool
 def encoder_subgroups(
     encoder: str, task: str, kind: str, arrays: Mapping[str, np.ndarray], condition: str,
     plan: ConditionPlan, probs_key: str, seeds: Sequence[int], alpha: float,
-) -> tuple[list[dict], list[dict], dict[str, np.ndarray]]:
-    """One encoder's group rows and gap rows on one condition of one task, and per attribute with a
-    scored group the worst-group AUROC under every replicate (B + 1,).
+) -> tuple[list[dict], list[dict], dict[str, np.ndarray], dict[str, tuple[list[str], np.ndarray]]]:
+    """One encoder's group rows and gap rows on one condition of one task, per attribute with a
+    scored group the worst-group AUROC under every replicate (B + 1,), and per attribute the (B + 1, G)
+    AUROCs of its scored groups (with their names) for the simultaneous box: the
+    AUROC, worst-group and gap intervals are filled by :func:`apply_group_box`, over every encoder at once.
 
     The calibration errors of every scored group of every attribute come from one pass over the rows
     (:data:`SCORED_CALIBRATION_BY_GROUP`), and their AUROCs from one walk per class and distinct
@@ -288,6 +299,7 @@ def encoder_subgroups(
     group_rows: list[dict] = []
     gap_rows: list[dict] = []
     worst_by_attribute: dict[str, np.ndarray] = {}
+    box_inputs: dict[str, tuple[list[str], np.ndarray]] = {}
     aurocs_by_attribute = _group_aurocs(keys, plan.labels, kind, plan)
     for a, (attribute, groups) in enumerate(plan.groups.items()):
         aurocs = aurocs_by_attribute[attribute]
@@ -308,7 +320,6 @@ def encoder_subgroups(
                 scored_position += 1
                 replicates[group_plan.group] = (auroc, calibration)
                 row.update(auroc=float(auroc[0]), calibration=float(calibration[0]))
-                row.update(zip(("auroc_low", "auroc_high"), _interval(auroc[1:], alpha), strict=True))
                 row.update(zip(("calibration_low", "calibration_high"), _interval(calibration[1:], alpha), strict=True))
             group_rows.append(row)
         too_small = ", ".join(group_plan.group for group_plan in groups if not group_plan.scored)
@@ -321,20 +332,58 @@ def encoder_subgroups(
             worst, best = int(np.argmin(auroc[0])), int(np.argmax(auroc[0]))
             worst_cal, best_cal = int(np.argmax(calibration[0])), int(np.argmin(calibration[0]))
             worst_by_attribute[attribute] = _nanmin_rows(auroc)
-            worst_replicates = worst_by_attribute[attribute][1:]
+            box_inputs[attribute] = (names, auroc)
             auroc_gap = auroc[:, best] - auroc[:, worst]
             calibration_gap = calibration[:, worst_cal] - calibration[:, best_cal]
             gap.update(worst_group=names[worst], worst_auroc=float(auroc[0, worst]), best_group=names[best],
                        auroc_gap=float(auroc_gap[0]), worst_calibrated_group=names[worst_cal],
                        best_calibrated_group=names[best_cal], calibration_gap=float(calibration_gap[0]))
-            gap.update(zip(("worst_auroc_low", "worst_auroc_high"), _interval(worst_replicates, alpha), strict=True))
             if len(names) > 1:  # simultaneous over every pair of groups: the pair was picked by the point (0062)
-                gap.update(zip(("auroc_gap_low", "auroc_gap_high"),
-                               simultaneous_gap_interval(auroc, best, worst, alpha, logit_scale=True)[:2], strict=True))
                 gap.update(zip(("calibration_gap_low", "calibration_gap_high"),
                                simultaneous_gap_interval(calibration, worst_cal, best_cal, alpha)[:2], strict=True))
         gap_rows.append(gap)
-    return group_rows, gap_rows, worst_by_attribute
+    return group_rows, gap_rows, worst_by_attribute, box_inputs
+
+
+def apply_group_box(
+    group_rows: list[dict], gap_rows: list[dict],
+    box_inputs: Mapping[tuple[str, str, str], tuple[list[str], np.ndarray]], alpha: float,
+) -> float:
+    """Fill the per-group AUROC intervals and each attribute's worst-group interval of one condition from one
+    simultaneous box over every scored group of every encoder, task and attribute (decision 0135).
+
+    ``box_inputs``: (encoder, task, attribute) -> (its scored groups' names, their (B + 1, G) AUROCs).
+    The box (:func:`crs.scoring.intervals.simultaneous_group_box`, studentised max-|t| on the logit scale)
+    holds every true group AUROC at once with probability about 1 - alpha; the worst group's interval is
+    the minimum at its lower and upper corners (the minimum is monotone in every group AUROC), so it
+    covers the true worst group through ties between groups, where the percentile interval of the
+    replicate minimum missed (issue 40). Returns the box's critical value (NaN without a scored group)."""
+    keys = sorted(box_inputs)
+    if not keys:
+        return float("nan")
+    box = simultaneous_group_box(np.concatenate([box_inputs[key][1] for key in keys], axis=1), alpha)
+    bounds: dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray]] = {}
+    by_group: dict[tuple[str, str, str, str], tuple[float, float]] = {}
+    start = 0
+    for key in keys:
+        names = box_inputs[key][0]
+        bounds[key] = box.low[start:start + len(names)], box.high[start:start + len(names)]
+        by_group.update({(*key, name): (float(bounds[key][0][g]), float(bounds[key][1][g]))
+                         for g, name in enumerate(names)})
+        start += len(names)
+    for row in group_rows:
+        found = by_group.get((row["encoder"], row["task"], row["attribute"], row["group"]))
+        if row["scored"] and found is not None:
+            row.update(auroc_low=found[0], auroc_high=found[1])
+    for gap in gap_rows:
+        key = (gap["encoder"], gap["task"], gap["attribute"])
+        if key in bounds:
+            gap.update(zip(("worst_auroc_low", "worst_auroc_high"), box_minimum(*bounds[key]), strict=True))
+            names = box_inputs[key][0]
+            if len(names) > 1:  # the picked pair's gap at the box's corners (decision 0136)
+                gap.update(zip(("auroc_gap_low", "auroc_gap_high"), box_gap(
+                    *bounds[key], names.index(gap["best_group"]), names.index(gap["worst_group"])), strict=True))
+    return box.critical
 
 
 def _replicate_weights(draws: GroupBootstrap, n_boot: int) -> ReplicateWeights:
@@ -435,12 +484,19 @@ def subgroup_scores(
     group_rows: list[dict] = []
     gap_rows: list[dict] = []
     worst: dict[tuple[str, str, str], np.ndarray] = {}
+    by_condition: dict[str, tuple[list[dict], list[dict], dict]] = {}
     for (task, encoder), found_conditions in zip(jobs, found_by_job, strict=True):
         for condition, found in found_conditions:
             group_rows += found[0]
             gap_rows += found[1]
+            rows, gaps, inputs = by_condition.setdefault(condition, ([], [], {}))
+            rows += found[0]
+            gaps += found[1]
+            inputs.update({(encoder, task, a): values for a, values in found[3].items()})
             if condition == artifacts.CLEAN:
                 worst.update({(encoder, task, a): values for a, values in found[2].items()})
+    for rows, gaps, inputs in by_condition.values():  # one box a condition: every encoder, task and attribute
+        apply_group_box(rows, gaps, inputs, alpha)
     groups = pd.DataFrame(group_rows).reindex(columns=list(GROUP_COLUMNS))
     gaps = pd.DataFrame(gap_rows).reindex(columns=list(GAP_COLUMNS))
     return SubgroupResult(groups, gaps, min_images, min_positives, worst)
@@ -463,6 +519,17 @@ def equity_error(groups: pd.DataFrame, encoders: Sequence[str]) -> pd.Series:
     worst = clean.groupby(["encoder", "task", "attribute"])["auroc"].min()
     error = 1.0 - worst.groupby("encoder").mean()
     return error.reindex([str(e) for e in encoders]).rename("equity")
+
+
+def equity_interval(gaps: pd.DataFrame, encoders: Sequence[str]) -> pd.DataFrame:
+    """Per encoder the ``equity`` axis error's interval (``equity_low``, ``equity_high``) from the subgroup box:
+    1 - the mean over (task, attribute) of the worst group's upper and lower corner on the clean split. The
+    error is monotone in every group AUROC and the box holds them all at once, so its value at the corners
+    covers the true error (decision 0135); the same (task, attribute) pairs as :func:`equity_error`."""
+    clean = gaps[(gaps["condition"] == artifacts.CLEAN) & (gaps["n_groups"] > 0)]
+    by_encoder = clean.groupby("encoder")
+    return pd.DataFrame({"equity_low": 1.0 - by_encoder["worst_auroc_high"].mean(),
+                         "equity_high": 1.0 - by_encoder["worst_auroc_low"].mean()}).reindex([str(e) for e in encoders])
 
 
 def equity_replicates(result: SubgroupResult, encoders: Sequence[str]) -> np.ndarray:

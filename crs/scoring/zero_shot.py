@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +22,8 @@ import pandas as pd
 from crs.axes.weighted import ReplicateWeights, prepare_weights, weighted_debiased_ece, weighted_macro_auroc
 from crs.evaluate import artifacts
 from crs.scoring.case_bootstrap import sampling_design
-from crs.scoring.formula import MIN_FLOOR, crs_components, rank_descending
+from crs.scoring.coverage import Coverage, normalised
+from crs.scoring.formula import MIN_FLOOR, ScoreInputError, crs_components, rank_descending
 from crs.scoring.rank_sets import rank_confidence_sets
 from crs.scoring.resample import group_bootstrap
 from crs.scoring.settings import ScoreSettings
@@ -30,6 +31,9 @@ from crs.scoring.settings import ScoreSettings
 ZERO_SHOT_DIR = "zero_shot"
 ZERO_SHOT_AXES = ("discrimination", "calibration", "robustness")
 CLEAN = "clean"
+NEVER = "never"
+"""score.json's crossover when no probe fraction beats zero-shot (inf in comparison.csv)."""
+CROSSOVER_PREFIX = "crossover_"
 
 
 @dataclass(frozen=True)
@@ -40,12 +44,24 @@ class ZeroShotScore:
     leaderboard: pd.DataFrame
     comparison: pd.DataFrame
     prompts: pd.DataFrame
+    not_ranked: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(columns=["tasks", "why"], index=pd.Index([], name="encoder")))
+    """Encoders scored zero-shot on some tasks only, by the spec's design: in the comparison, not in the
+    leaderboard (decision 0038, as the probes' overall CRS)."""
 
     def summary(self) -> dict:
         def rows(frame: pd.DataFrame) -> list[dict]:
-            return json.loads(frame.reset_index().to_json(orient="records"))
+            frame = frame.reset_index()
+            # a crossover no probe fraction reaches is inf in comparison.csv; JSON has no inf (to_json
+            # writes null, which reads as "missing"), so it is spelled out as NEVER
+            for column in [c for c in frame.columns if str(c).startswith(CROSSOVER_PREFIX)]:
+                values = pd.to_numeric(frame[column], errors="coerce")
+                if np.isinf(values).any():
+                    frame = frame.assign(**{column: frame[column].astype(object).where(~np.isinf(values), NEVER)})
+            return json.loads(frame.to_json(orient="records"))
 
-        return {"leaderboard": rows(self.leaderboard), "comparison": rows(self.comparison), "prompts": rows(self.prompts)}
+        return {"leaderboard": rows(self.leaderboard), "comparison": rows(self.comparison),
+                "prompts": rows(self.prompts), "not_ranked": rows(self.not_ranked)}
 
 
 def _load(folder: Path, encoder: str, task: str, digest: str) -> dict[str, np.ndarray]:
@@ -108,10 +124,12 @@ def _interval(values: np.ndarray) -> tuple[float, float]:
 
 def score_zero_shot(
     run_folder: Path | str, settings: ScoreSettings, probe_records: pd.DataFrame | None = None,
-    probe_predictions=None,
+    probe_predictions=None, coverage: Coverage | None = None,
 ) -> ZeroShotScore:
     """Score the zero-shot records of a run folder; ``probe_predictions(encoder, task)`` gives a probe
-    unit's stored predictions (for the crossover's interval), ``probe_records`` the probes' AUROCs."""
+    unit's stored predictions (for the crossover's interval), ``probe_records`` the probes' AUROCs.
+    ``coverage`` (task -> encoders, as the spec declares): encoders on some tasks only are left out
+    of the leaderboard (``not_ranked``), as the probes' overall CRS leaves them out."""
     folder = Path(run_folder)
     records = pd.read_parquet(folder / ZERO_SHOT_DIR / "records.parquet")
     prompts = pd.read_parquet(folder / ZERO_SHOT_DIR / "prompts.parquet")
@@ -175,31 +193,67 @@ def score_zero_shot(
             comparison_rows.append(_compare(
                 encoder, task, kind, records, prompts, probe_records, probe_predictions, y, weights,
                 clean_point, clean, ece_point, ece, robust_point))
+    ranked, not_ranked = _ranked_overall(encoders, tasks, set(primary.index), coverage)
+    keep = [encoders.index(name) for name in ranked]
+    point, replicate = point[keep], replicate[:, keep]
     axes = [a for a in range(3) if not np.isnan(point[..., a]).all()]
-    with warnings.catch_warnings():  # an encoder without a value on one task: NaN, checked below
-        warnings.simplefilter("ignore", RuntimeWarning)
-        errors_point = np.nanmean(point, axis=1)[:, axes]
-        errors_boot = np.nanmean(replicate, axis=2)[:, :, axes]
     names = [ZERO_SHOT_AXES[a] for a in axes]
-    components = crs_components(errors_point, None, np.asarray(settings.weights), MIN_FLOOR, settings.dominance_tolerance)
-    boot_parts = crs_components(errors_boot, None, np.asarray(settings.weights), MIN_FLOOR, settings.dominance_tolerance)
-    board = pd.DataFrame(errors_point, index=pd.Index(encoders, name="encoder"), columns=[f"error_{n}" for n in names])
-    board["crs"] = components["crs"]
-    board["rank"] = rank_descending(components["crs"])
-    if len(encoders) >= 2:
-        sets = rank_confidence_sets(pd.Series(components["crs"], index=encoders), boot_parts["crs"], encoders=encoders)
-        board["rank_low"] = sets.table.loc[encoders, "rank_low"].to_numpy()
-        board["rank_high"] = sets.table.loc[encoders, "rank_high"].to_numpy()
-        board["in_leading_tier"] = sets.table.loc[encoders, "in_leading_tier"].to_numpy()
+    board = pd.DataFrame(index=pd.Index(ranked, name="encoder"), columns=[f"error_{n}" for n in names], dtype=float)
+    if ranked:
+        with warnings.catch_warnings():  # a task without a condition (no corruption, no shift): NaN there
+            warnings.simplefilter("ignore", RuntimeWarning)
+            errors_point = np.nanmean(point, axis=1)[:, axes]
+            errors_boot = np.nanmean(replicate, axis=2)[:, :, axes]
+        axis_weights = np.asarray(settings.weights)
+        components = crs_components(errors_point, None, axis_weights, MIN_FLOOR, settings.dominance_tolerance)
+        boot_parts = crs_components(errors_boot, None, axis_weights, MIN_FLOOR, settings.dominance_tolerance)
+        board = pd.DataFrame(errors_point, index=board.index, columns=board.columns)
+        board["crs"] = components["crs"]
+        board["rank"] = rank_descending(components["crs"])
+        if len(ranked) >= 2:
+            sets = rank_confidence_sets(pd.Series(components["crs"], index=ranked), boot_parts["crs"], encoders=ranked)
+            board["rank_low"] = sets.table.loc[ranked, "rank_low"].to_numpy()
+            board["rank_high"] = sets.table.loc[ranked, "rank_high"].to_numpy()
+            board["in_leading_tier"] = sets.table.loc[ranked, "in_leading_tier"].to_numpy()
+        else:
+            board["rank_low"], board["rank_high"], board["in_leading_tier"] = 1, 1, True
     else:
-        board["rank_low"], board["rank_high"], board["in_leading_tier"] = 1, 1, True
+        board = board.assign(crs=np.nan, rank=0, rank_low=0, rank_high=0, in_leading_tier=False)
     board = board.sort_values(["rank", "crs"], ascending=[True, False], kind="stable")
     board.attrs["axes"] = names
     spread = prompts.groupby(["encoder", "task", "prompt_set"], sort=False)["auroc"].agg(
         ["min", "max", "std", "count"]).reset_index() if len(prompts) else pd.DataFrame()
     if len(spread):
         spread["spread"] = spread["max"] - spread["min"]
-    return ZeroShotScore(board, pd.DataFrame(comparison_rows).set_index(["encoder", "task"]), spread)
+    return ZeroShotScore(board, pd.DataFrame(comparison_rows).set_index(["encoder", "task"]), spread, not_ranked)
+
+
+def _ranked_overall(encoders: list[str], tasks: list[str], present: set, coverage: Coverage | None
+                    ) -> tuple[list[str], pd.DataFrame]:
+    """(the encoders with zero-shot records on every task, the others with their tasks and why).
+
+    As the probes' overall CRS (decision 0038): an encoder the spec runs on some tasks only is not
+    ranked overall, never averaged over fewer tasks than the others. A hole the spec does not declare
+    (``coverage`` None, or a declared pair without records) is an error, never a silent average.
+    """
+    declared = normalised(coverage) if coverage is not None else None
+    ranked, rows = [], []
+    for name in encoders:
+        mine = [t for t in tasks if (name, t) in present]
+        gone = [t for t in tasks if (name, t) not in present]
+        if not gone:
+            ranked.append(name)
+            continue
+        undeclared = gone if declared is None else [t for t in gone if name in declared.get(t, ())]
+        if undeclared:
+            raise ScoreInputError(
+                f"encoder {name!r} has zero-shot records on {mine} but not on {undeclared}, which the spec runs it "
+                "on; probe again (its prototypes must be imported or made for every one of its tasks)")
+        rows.append({"encoder": name, "tasks": ", ".join(mine),
+                     "why": f"{', '.join(mine)} only: in the comparison, not ranked overall (the zero-shot "
+                            "leaderboard is over the encoders scored on every task)"})
+    table = pd.DataFrame(rows, columns=["encoder", "tasks", "why"]).set_index("encoder")
+    return ranked, table
 
 
 def _compare(encoder, task, kind, records, prompts, probe_records, probe_predictions, y, weights,
@@ -239,6 +293,9 @@ def _compare(encoder, task, kind, records, prompts, probe_records, probe_predict
     for fraction, value in curve.items():
         row[f"probe_auroc_{fraction:g}"] = float(value)
     fractions = curve.index.to_numpy(np.float64)
+    # "at most the smallest fraction run": a crossover there says only that fewer labels were not tried
+    row["smallest_fraction"] = float(fractions[0])
+    row["smallest_fraction_labels"] = float(labels.iloc[0])
     cross = float(_crossover(fractions, curve.to_numpy()[None], np.array([clean_point]))[0])
     row["crossover_fraction"] = cross
     row["crossover_labels"] = float(labels.get(cross, np.nan)) if np.isfinite(cross) else np.inf
@@ -256,6 +313,12 @@ def _compare(encoder, task, kind, records, prompts, probe_records, probe_predict
             row["crossover_low"] = float(ranked[int(np.floor(0.025 * (len(ranked) - 1)))])
             row["crossover_high"] = float(ranked[int(np.ceil(0.975 * (len(ranked) - 1)))])
     return row
+
+
+def read_zero_shot_summary(run_folder: Path | str) -> dict | None:
+    """``<run folder>/zero_shot/score.json`` as written by :func:`write_zero_shot_score`, or None."""
+    path = Path(run_folder) / ZERO_SHOT_DIR / "score.json"
+    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def write_zero_shot_score(run_folder: Path | str, score: ZeroShotScore) -> Path:

@@ -89,3 +89,20 @@ def test_the_population_values_are_those_of_a_large_sample():
             for g in range(len(GROUP_SHARES)):
                 rows = big.group == g
                 assert axes.auroc(big.y[rows], big.probs[rows, e], "binary") == pytest.approx(found[g, e], abs=0.012)
+
+
+def test_the_default_box_intervals_are_simulated_beside_the_percentile_ones():
+    """Issue 40 items 1 and 6: the projected box (CRS two and four axes, each axis, the reversal count) is a row
+    of the bench with its width beside the percentile interval's, on the near-tie cohort too, and its figures
+    are what crs prints (crs.scoring.intervals.MEASURED_COVERAGE_BOX)."""
+    from crs.bench.interval_coverage import PRINTED_BOX, box_markdown, measured_box_figures
+    from crs.scoring.intervals import MEASURED_COVERAGE_BOX
+
+    result = simulate("near-ties, clustered, 366 patients, random", data_sets=6, n_boot=60, truth_patients=20_000)
+    for row, percentile in PRINTED_BOX.values():
+        assert 0.0 <= result.rows[row] <= 1.0
+        assert result.rows[row + ": width"] >= result.rows[percentile + ": width"] > 0  # the price is width
+    assert result.rows["CRS, four axes, box projection"] >= 0.9  # valid by construction: 6 sets cannot miss much
+    assert "| crs_four_axes |" in box_markdown([result])
+    assert set(measured_box_figures([result])) == set(MEASURED_COVERAGE_BOX)
+    assert min(found["worst_encoder"] for found in MEASURED_COVERAGE_BOX.values()) >= 0.95 - 2 * 0.0154

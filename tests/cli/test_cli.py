@@ -97,6 +97,22 @@ def test_score_prints_leaderboard_and_writes_tables(runner, tiny_run, tmp_path):
     assert {row["encoder"] for row in summary["ranking"]} == {"pixel_stats", "resnet18"}
 
 
+def test_score_opens_with_whom_to_build_on_not_the_reference(runner, tiny_run, tmp_path):
+    """issue 40: the tiny spec names pixel_stats as the reference, and it has the highest point CRS (0.5 on every
+    axis by definition); `crs score` opens with the competing encoder and shows the reference as the baseline."""
+    spec, _, _, _ = tiny_run
+    path = write_tiny_spec(tmp_path, cache=spec.cache, output=spec.output, data=spec.datasets[0].root)
+    result = runner.invoke(cli, ["score", str(path), "--to", str(tmp_path / "rescored")])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if line.strip() and not line.startswith("score:")]
+    assert lines[0].startswith("Build on resnet18") and "pixel_stats is the reference: a baseline row" in result.output
+    summary = json.loads((tmp_path / "rescored" / "score" / "summary.json").read_text())
+    assert summary["leader"] == "resnet18" and summary["leading_tier"] == ["resnet18"]
+    baseline = next(row for row in summary["ranking"] if row["encoder"] == "pixel_stats")
+    assert baseline["competes"] is False and baseline["rank_low"] is None and not baseline["in_leading_tier"]
+    assert summary["headline"][0].startswith("Build on resnet18") and summary["comparisons"]["axes"]
+
+
 def test_help_lists_the_stages(runner):
     result = runner.invoke(cli, ["--help"])
     assert result.exit_code == 0

@@ -118,6 +118,15 @@ def test_hospital_folder_init_run_report_without_phi(tmp_path, monkeypatch):
     leaks = {path: [n for n in needles if n in text] for path, text in texts.items()}
     assert not {path: found for path, found in leaks.items() if found}
 
+    # The same PHI check on a published bundle of the run (issue 42 item 5).
+    pytest.importorskip("cryptography")
+    published = runner.invoke(cli, ["publish", str(out), str(tmp_path / "bundle")])
+    assert published.exit_code == 0, published.output
+    bundle_texts = dict(_readable_texts(tmp_path / "bundle"))
+    assert any("dicom/mono1_" in text for text in bundle_texts.values())  # image ids are in a full bundle
+    bundle_leaks = {path: [n for n in needles if n in text] for path, text in bundle_texts.items()}
+    assert not {path: found for path, found in bundle_leaks.items() if found}
+
 
 def _readable_texts(folder: Path):
     """(path, text) for every file under ``folder``, decompressed: parquet tables with their metadata,

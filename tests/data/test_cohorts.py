@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from cohort_trees import (
     build_chestxray14,
@@ -52,6 +53,33 @@ def test_messidor2_drops_ungradable_and_groups_examinations(tmp_path):
     assert {p.rsplit(".", 1)[1] for p in data.paths} == {"png", "JPG", "tif"}
 
 
+def test_messidor2_counts_an_examination_lost_when_both_its_images_are_ungradable(tmp_path):
+    from click.testing import CliRunner
+
+    from crs.cli.main import cli
+
+    build_messidor2(tmp_path)
+    table = tmp_path / "messidor_data.csv"
+    rows = table.read_text().splitlines()
+    rows[7] = rows[7].rsplit(",", 3)[0] + ",,0,0"  # image 6: examination 3's other eye, now ungradable too
+    table.write_text("\n".join(rows) + "\n")
+    result = CliRunner().invoke(cli, ["datasets", "check", "messidor2", str(tmp_path), "-o", "proportions=[0,0,1]"])
+    assert result.exit_code == 0, result.output
+    assert "10 listed, 8 kept; dropped: 2 ungradable (adjudicated_gradable 0); 1 examinations lost" in result.output
+    data = load_dataset("messidor2", tmp_path)
+    assert len(set(data.groups)) == 4 and data.accounting.groups_lost == 1
+
+
+def test_padchest_counts_a_patient_lost_when_only_laterals_were_listed(tmp_path):
+    build_padchest(tmp_path)
+    table = tmp_path / "PADCHEST_chest_x_ray_images_labels_160K_01.02.19.csv"
+    frame = pd.read_csv(table)
+    frame.loc[frame["PatientID"] == "pat3", "Projection"] = "L"  # pat3's only film, now a lateral
+    frame.to_csv(table, index=False)
+    data = load_dataset("padchest", tmp_path)
+    assert len(set(data.groups)) == 3 and data.accounting.groups_lost == 1
+
+
 def test_idrid_reads_both_parts_with_distinct_ids(tmp_path):
     build_idrid(tmp_path)
     data = load_dataset("idrid", tmp_path)
@@ -83,16 +111,70 @@ def test_chestxray14_labels_patients_lists_and_subgroups(tmp_path):
     assert len(test) == 5 and test.accounting.dropped == {"not in test_list.txt": 7}
 
 
+def test_chestxray14_image_list_of_a_few_patients_still_gets_val_and_test(tmp_path, caplog):
+    """Each of the 5 patients falls in a label stratum of its own (another first finding): every stratum
+    rounded its 20 % shares to 0, so every image went to train; now the strata are pooled."""
+    build_chestxray14(tmp_path)
+    everyone = [line.split(",")[0] for line in (tmp_path / "Data_Entry_2017.csv").read_text().splitlines()[1:]]
+    (tmp_path / "test_list.txt").write_text("\n".join(everyone) + "\n")
+    data = load_dataset("chestxray14", tmp_path, image_lists=["test_list.txt"])
+    patients = {split: set(data.groups[data.splits == split]) for split in ("train", "val", "test")}
+    assert {split: len(p) for split, p in patients.items()} == {"train": 3, "val": 1, "test": 1}
+    assert not (patients["train"] & patients["test"]) and not (patients["val"] & patients["test"])
+    build_chestxray14(tmp_path / "official")  # the official-layout test_list.txt: 2 patients cannot fill 3 splits
+    with caplog.at_level("WARNING", logger="crs.data"):
+        two = load_dataset("chestxray14", tmp_path / "official", image_lists=["test_list.txt"])
+    assert set(two.splits) == {"train"}
+    assert "only 2 group(s) (patients or lesions) to split: val and test got none" in caplog.text
+
+
+def test_duplicate_image_ids_are_named_with_their_count(tmp_path):
+    build_chestxray14(tmp_path)
+    table = tmp_path / "Data_Entry_2017.csv"
+    lines = table.read_text().splitlines()
+    table.write_text("\n".join([*lines, lines[3], lines[3], lines[5]]) + "\n")
+    with pytest.raises(DataError, match="'00000001_002' is listed 3 times \\(2 id\\(s\\) listed more than once, 3 extra"):
+        load_dataset("chestxray14", tmp_path)
+
+
 def test_vindr_cxr_test_consensus_and_train_majority(tmp_path):
     pytest.importorskip("pydicom")
     build_vindr_cxr(tmp_path)
     data = load_dataset("vindr_cxr", tmp_path)
-    assert len(data) == 6 and len(data.task.class_names) == 9
+    assert len(data) == 6 and len(data.task.class_names) == 10
     column = dict(zip(data.task.class_names, data.labels.T, strict=True))
     assert column["Atelectasis"].tolist() == [1, 1, 1, 0, 0, 0]
     train = load_dataset("vindr_cxr", tmp_path, parts=["train"])
     column = dict(zip(train.task.class_names, train.labels.T, strict=True))
     assert len(train) == 2 and column["Cardiomegaly"].tolist() == [1, 0] and column["Edema"].tolist() == [0, 0]
+
+
+def test_vindr_cxr_train_and_test_together_as_the_public_files_spell_them(tmp_path):
+    """The public test file says "Other disease", the train file "Other diseases": one label, not a refusal."""
+    pytest.importorskip("pydicom")
+    build_vindr_cxr(tmp_path)
+    assert "Other disease," in (tmp_path / "annotations/image_labels_test.csv").read_text().splitlines()[0] + ","
+    both = load_dataset("vindr_cxr", tmp_path, parts=["train", "test"], proportions=[0, 0, 1])
+    assert len(both) == 8 and len(both.task.class_names) == 10
+    assert "Other diseases" in both.task.class_names and "Other disease" not in both.task.class_names
+    column = dict(zip(both.task.class_names, both.labels.T, strict=True))
+    assert column["Other diseases"].tolist() == [0, 1, 0, 0, 0, 0, 1, 0]  # train image 1, test image 4
+    assert column["Cardiomegaly"].tolist() == [1, 0, 0, 1, 1, 1, 0, 0]
+    assert both.metadata["part"].tolist() == ["train"] * 2 + ["test"] * 6
+
+
+def test_vindr_cxr_columns_match_whatever_their_case_and_strangers_are_refused(tmp_path):
+    pytest.importorskip("pydicom")
+    build_vindr_cxr(tmp_path)
+    train = tmp_path / "annotations/image_labels_train.csv"
+    text = train.read_text()
+    train.write_text(text.replace("rad_id", "rad_ID", 1).replace("Pleural effusion", "pleural Effusion", 1))
+    data = load_dataset("vindr_cxr", tmp_path, parts=["train", "test"], proportions=[0, 0, 1])
+    assert len(data.task.class_names) == 10 and "rad_ID" not in data.task.class_names  # no 11th label
+    assert "Pleural effusion" in data.task.class_names
+    train.write_text(text.replace("image_id,", "Unnamed: 0,image_id,", 1).replace("\ntr", "\n0,tr"))
+    with pytest.raises(DataError, match="image_labels_train.csv has column 'Unnamed: 0'.*remove or rename it"):
+        load_dataset("vindr_cxr", tmp_path, parts=["train"])
 
 
 @pytest.mark.parametrize("loader, build, n", [

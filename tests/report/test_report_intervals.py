@@ -62,8 +62,42 @@ def _replicate_auroc_by_hand(score, predictions_dir: Path, records) -> np.ndarra
     return out
 
 
+def _percentile_method(score):
+    """The same score with crs_low / crs_high the percentile's (``[score] interval = "percentile"``)."""
+    import dataclasses
+
+    table = score.bootstrap.table.assign(crs_low=score.bootstrap.table["crs_percentile_low"],
+                                         crs_high=score.bootstrap.table["crs_percentile_high"],
+                                         interval_method="percentile")
+    return dataclasses.replace(score, bootstrap=dataclasses.replace(score.bootstrap, table=table))
+
+
+def test_case_level_auroc_interval_is_the_simultaneous_box_of_every_axis_error(case_level_run):
+    """Issue 40: the default axis interval is the box over every (encoder, axis) error at once, made here by
+    hand from the kept replicates (1 - AUROC on the logit scale, calibration on the squared scale)."""
+    from crs.scoring.box import simultaneous_box
+
+    _spec, _records, score = case_level_run
+    board = leaderboard(score).set_index("encoder")
+    encoders = [str(name) for name in score.axis_errors.index]
+    axes_scored = list(score.point.axes)
+    kept = score.bootstrap.axis_error_replicates
+    replicates = np.stack([kept[axis][encoders].to_numpy() for axis in axes_scored], axis=-1)  # (B, E, A)
+    centre = score.point.errors.loc[encoders, axes_scored].to_numpy()
+    scales = ["square" if axis == "calibration" else "logit" for _ in encoders for axis in axes_scored]
+    box = simultaneous_box(centre.ravel(), replicates.reshape(len(replicates), -1), score.bootstrap.alpha, scales)
+    d = axes_scored.index("discrimination")
+    assert board.loc[encoders, "auroc_low"].to_numpy() == pytest.approx(1 - box.high.reshape(len(encoders), -1)[:, d])
+    assert board.loc[encoders, "auroc_high"].to_numpy() == pytest.approx(1 - box.low.reshape(len(encoders), -1)[:, d])
+    assert (board["auroc_low"] <= 1 - score.point.errors["discrimination"]).all()
+    assert "measured" not in interval_label(score.bootstrap)  # issue 40: the default reads a bare 95 %
+    assert interval_label(score.bootstrap) == "95\u00a0%"
+    assert "measured" in interval_label(_percentile_method(score).bootstrap)
+
+
 def test_case_level_auroc_interval_is_the_percentile_of_the_replicate_auroc(case_level_run):
     spec, records, score = case_level_run
+    score = _percentile_method(score)  # [score] interval = "percentile": the paper's interval, kept for comparison
     board = leaderboard(score).set_index("encoder")
     width = board["auroc_high"] - board["auroc_low"]
     # full-fraction seeds share their training rows: only the test-case level can open the interval
@@ -129,7 +163,8 @@ def test_the_headline_explains_a_leader_that_ranks_first_in_fewer_replicates():
 def test_the_subgroup_plots_and_table_name_their_measured_level(tmp_path):
     """Issue 30 item 6: the subgroup intervals miss 0.93 for their worst cell (docs/crs.md 7b), so the plot
     captions carry the label the report passes and the table note the coverage sentence."""
-    from crs.report.subgroups import group_table, subgroup_plots
+    from crs.report.subgroup_plots import subgroup_plots
+    from crs.report.subgroups import group_table
     from crs.scoring.intervals import SUBGROUP_INTERVALS, coverage_sentence
 
     groups = pd.DataFrame({

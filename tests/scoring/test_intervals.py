@@ -80,10 +80,11 @@ def test_null_gaps_are_rarely_findings_whatever_the_number_of_groups():
 
     for n_groups in (4, 8):
         rates = simulate_gap_null(n_groups, data_sets=60, n_boot=100, patients_per_group=60)
-        simultaneous = rates["simultaneous max-|t|, logit scale (printed)"]
+        simultaneous = rates["simultaneous max-|t|, logit scale (0062)"]
         old = rates["percentile interval of the picked pair"]
         assert simultaneous <= 0.05 + 2 * np.sqrt(0.05 * 0.95 / 60)  # within its Monte Carlo error of 5 %
         assert old > simultaneous  # the picked pair's own interval finds gaps that are not there
+        assert rates["box corners (printed, 0136)"] <= simultaneous  # the box is the more conservative
 
 
 def test_on_the_logit_scale_the_auroc_interval_excludes_0_exactly_when_the_logit_one_does():
@@ -159,3 +160,29 @@ def test_the_measured_figures_are_those_of_the_docs_table():
         means, worst = [m for m, _ in cells], [w for _, w in cells]
         assert MEASURED_COVERAGE[key] == {"mean_low": min(means), "mean_high": max(means),
                                           "worst_encoder": min(worst)}, key
+
+
+def test_the_box_figures_are_those_of_the_docs_table():
+    """Issue 40: MEASURED_COVERAGE_BOX (what labels the default intervals) is docs/crs.md 7b's table of the
+    default intervals: per key the range of the means and the lowest worst-encoder figure over the six designs
+    (the CRS over its two- and four-axis rows), and every worst encoder at or above 0.95 - 2 MC SE (0.919)."""
+    import re
+    from pathlib import Path
+
+    from crs.scoring.intervals import MEASURED_COVERAGE_BOX
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "crs.md").read_text(encoding="utf-8")
+    section = text.split("**The default intervals**", 1)[1].split("**The percentile intervals**", 1)[0]
+    found: dict[str, list[tuple[float, float]]] = {}
+    for line in section.splitlines():
+        tag = re.match(r"\| (\w+) \| \d", line)
+        if tag:
+            cells = re.findall(r"(\d\.\d{3}) / (\d\.\d{3});", line)
+            assert len(cells) == 6, line  # one per design, near-ties included
+            key = "crs" if tag.group(1) == "crs_four_axes" else tag.group(1)
+            found.setdefault(key, []).extend((float(m), float(w)) for m, w in cells)
+    assert set(MEASURED_COVERAGE_BOX) <= set(found)
+    for key, figures in MEASURED_COVERAGE_BOX.items():
+        means, worst = [m for m, _ in found[key]], [w for _, w in found[key]]
+        assert figures == {"mean_low": min(means), "mean_high": max(means), "worst_encoder": min(worst)}, key
+    assert min(w for cells in found.values() for _, w in cells) >= 0.95 - 2 * 0.0154

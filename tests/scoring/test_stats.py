@@ -141,7 +141,10 @@ def test_weight_sensitivity_for_an_encoder_that_dominates_everyone():
     # best has the highest u on every axis, so it leads under any weights; the full order is fixed too
     assert result.top == "best" and result.share_top_stays_first == 1.0
     assert result.summary()["mean_kendall_tau"] == pytest.approx(1.0)
-    assert result.table.loc["worst", "mean_rank"] == 3.0
+    # ranks among the competing encoders: the named reference is the yardstick (issue 40), not ranked
+    assert result.table.loc["worst", "mean_rank"] == 2.0 and np.isnan(result.table.loc["ref", "mean_rank"])
+    competing = weight_sensitivity(point_estimate(errors, None, point.settings.replace(reference_competes=True)))
+    assert competing.table.loc["worst", "mean_rank"] == 3.0
 
 
 def test_an_axis_never_measured_is_left_out_of_the_kept_replicates():

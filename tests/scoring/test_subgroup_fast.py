@@ -105,8 +105,9 @@ def test_fast_subgroup_measures_equal_the_group_by_group_reference(kind, case):
     plan = subgroups.plan_groups(rows, kind, n_outputs, min_images, min_positives)
     key = artifacts.probs_key(artifacts.CLEAN)
     arrays = {artifacts.FULL_SEEDS: np.array([4, 5, 6]), key: probs_by_seed}
-    group_rows, gap_rows, worst = subgroups.encoder_subgroups(
+    group_rows, gap_rows, worst, box_inputs = subgroups.encoder_subgroups(
         "e", "t", kind, arrays, "clean", plan, key, (4, 5, 6), 0.05)
+    critical = subgroups.apply_group_box(group_rows, gap_rows, {("e", "t", a): v for a, v in box_inputs.items()}, 0.05)
     expected = _reference(labels, kind, n_outputs, categories, weights, probs_by_seed, min_images, min_positives)
 
     assert [(r["attribute"], r["group"]) for r in group_rows] == list(expected)
@@ -120,7 +121,12 @@ def test_fast_subgroup_measures_equal_the_group_by_group_reference(kind, case):
         for name in ("auroc", "calibration"):
             if reference["scored"]:
                 assert row[name] == pytest.approx(reference[name][0], abs=1e-12)
-                low, high = np.percentile(reference[name][1:], [2.5, 97.5])
+                if name == "calibration":
+                    low, high = np.percentile(reference[name][1:], [2.5, 97.5])
+                else:  # one simultaneous box over every scored group of every attribute (decision 0135)
+                    logits = np.log(reference[name]) - np.log1p(-reference[name])
+                    half = critical * logits[1:].std(ddof=1)
+                    low, high = 1 / (1 + np.exp(-(logits[0] - half))), 1 / (1 + np.exp(-(logits[0] + half)))
                 assert (row[f"{name}_low"], row[f"{name}_high"]) == pytest.approx((low, high), abs=1e-12)
             else:
                 assert name not in row
@@ -130,23 +136,19 @@ def test_fast_subgroup_measures_equal_the_group_by_group_reference(kind, case):
             np.testing.assert_allclose(worst[attribute], np.min(scored, axis=0), atol=1e-12, rtol=0)
     assert {g["attribute"] for g in gap_rows} == set(categories)
     checked = 0
-    for gap in gap_rows:  # the gap's interval is simultaneous over every pair of groups (decision 0062)
+    by_group = {(r["attribute"], r["group"]): r for r in group_rows}
+    for gap in gap_rows:  # worst group and gap at the box's corners (decisions 0135, 0136)
         names = sorted(g for (a, g), e in expected.items() if a == gap["attribute"] and e["scored"])
+        if not names:
+            continue
+        lows = [by_group[gap["attribute"], g]["auroc_low"] for g in names]
+        highs = [by_group[gap["attribute"], g]["auroc_high"] for g in names]
+        assert (gap["worst_auroc_low"], gap["worst_auroc_high"]) == pytest.approx((min(lows), min(highs)), abs=1e-12)
         if len(names) < 2:
             continue
-        aurocs = np.stack([expected[gap["attribute"], g]["auroc"] for g in names], axis=1)
-        values = np.log(aurocs) - np.log1p(-aurocs)  # studentised on the logit scale
-        j, k = np.triu_indices(len(names), 1)
-        differences = values[:, j] - values[:, k]
-        se = differences[1:].std(axis=0, ddof=1)
-        critical = np.quantile((np.abs(differences[1:] - differences[0]) / se).max(axis=1), 0.95)
         best, worst = names.index(gap["best_group"]), names.index(gap["worst_group"])
-        pair = int(np.flatnonzero((j == min(best, worst)) & (k == max(best, worst)))[0])
-        point = values[0, best] - values[0, worst]
-        slope = (aurocs[0, best] - aurocs[0, worst]) / point  # mapped back by the secant slope
-        gap_value = aurocs[0, best] - aurocs[0, worst]
         assert (gap["auroc_gap_low"], gap["auroc_gap_high"]) == pytest.approx(
-            (gap_value - critical * se[pair] * slope, gap_value + critical * se[pair] * slope), abs=1e-12)
+            (lows[best] - highs[worst], highs[best] - lows[worst]), abs=1e-12)
         checked += 1
     assert checked >= 1
 

@@ -137,11 +137,11 @@ def test_the_report_names_the_group(planted):
     page = bench.report(result)
     markdown = (page.parent / "report.md").read_text()
     section = markdown.split("## Who does it fail?")[1].split("\n## ")[0]
-    planted_line = next(line for line in section.splitlines() if line.startswith("> planted on cxr (clean), by sex"))
+    planted_line = next(line for line in section.splitlines() if line.startswith("- planted on cxr (clean), by sex"))
     assert "worst group female" in planted_line and "(interval excludes 0)" in planted_line
     sex = _gaps(result)
     assert f"{sex.loc['planted', 'worst_auroc']:.3f} [{sex.loc['planted', 'worst_auroc_low']:.3f}," in planted_line
-    honest = next(line for line in section.splitlines() if line.startswith("> pixel_stats on cxr (clean), by sex"))
+    honest = next(line for line in section.splitlines() if line.startswith("- pixel_stats on cxr (clean), by sex"))
     assert "excludes 0" not in honest
     assert "too small to judge" in section  # the end age bands
     assert (page.parent / "figures" / "subgroups_cxr_clean_sex.png").exists()

@@ -1,0 +1,71 @@
+"""``crs publish``, ``crs verify`` and ``crs keygen``: results that travel (docs/publish.md)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+
+@click.command()
+@click.argument("run_folder", type=click.Path(exists=True, file_okay=False))
+@click.argument("bundle", type=click.Path(file_okay=False))
+@click.option("--cache", type=click.Path(file_okay=False), default=None,
+              help="The cache the run read (default: the one its spec recorded); image ids and digests come from it.")
+@click.option("--sign", "sign_key", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Sign the manifest with this Ed25519 private key (make one with `crs keygen NAME`).")
+def publish(run_folder: str, bundle: str, cache: str | None, sign_key: str | None) -> None:
+    """Write a scored RUN_FOLDER as a verifiable BUNDLE: records, predictions by image id, score, image digests, manifest."""
+    from crs.publish import publish as write
+
+    manifest = write(run_folder, bundle, cache=cache, sign_key=sign_key)
+    click.echo(f"published {run_folder} -> {bundle} ({manifest.name}{', signed' if sign_key else ''}); "
+               f"check it with: crs verify {bundle}")
+
+
+@click.command()
+@click.argument("bundle", type=click.Path(exists=True, file_okay=False))
+@click.option("--key", "public_key", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="The publisher's Ed25519 public key: the signature must hold.")
+@click.option("--no-score", is_flag=True, help="Check the manifest and signature only, without re-scoring.")
+def verify(bundle: str, public_key: str | None, no_score: bool) -> None:
+    """Check a BUNDLE: every file against its manifest, the signature, and a re-score of its records. Exit 1 if not."""
+    from crs.publish import verify_bundle
+
+    verification = verify_bundle(bundle, public_key=public_key, score=not no_score)
+    for line in verification.lines():
+        click.echo(line)
+    sys.exit(0 if verification.holds else 1)
+
+
+@click.command()
+@click.argument("name", type=click.Path(dir_okay=False))
+def keygen(name: str) -> None:
+    """Write a new Ed25519 key pair NAME (private, owner-readable only) and NAME.pub (give this one away)."""
+    from crs.publish import new_key_pair
+
+    private, public = new_key_pair(name)
+    click.echo(f"private key: {private} (keep it; sign with `crs publish RUN BUNDLE --sign {private}`)")
+    click.echo(f"public key: {public} (publish it; check with `crs verify BUNDLE --key {public}`)")
+
+
+@click.command()
+@click.argument("bundles", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("-o", "--out", "out", type=click.Path(file_okay=False), required=True, help="Folder of the site.")
+@click.option("--key", "keys", multiple=True, metavar="BUNDLE=PUBLIC_KEY",
+              help="Check BUNDLE's signature with this public key (repeatable).")
+@click.option("--rescore", is_flag=True, help="Also re-score every bundle (slower; the manifest check is the default).")
+def leaderboard(bundles: tuple[str, ...], out: str, keys: tuple[str, ...], rescore: bool) -> None:
+    """Write static, self-contained leaderboard pages for published BUNDLES: leaderboards, encoder cards, verification."""
+    from pathlib import Path
+
+    from crs.publish.site import write_site
+
+    public_keys = {}
+    for item in keys:
+        bundle, _, key = item.partition("=")
+        if not key:
+            raise click.BadParameter(f"{item!r}: give BUNDLE=PUBLIC_KEY", param_hint="--key")
+        public_keys[bundle] = Path(key)
+    index = write_site(list(bundles), out, public_keys=public_keys, rescore=rescore)
+    click.echo(f"leaderboard: {index} ({len(bundles)} bundle(s)); open it in any browser")

@@ -1,0 +1,193 @@
+"""``crs leaderboard BUNDLE... -o SITE``: static, self-contained pages from published bundles.
+
+``index.html`` holds one leaderboard per bundle (its verification status, who published it and the
+chain of bundles it extends) and links one card per encoder (``encoders/<name>.html``: its CRS, axes
+and rank in every bundle that scores it). Plain HTML and inline CSS: no script, font or image is
+fetched from anywhere, so the site opens from a file system or any static host.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from crs.evaluate.artifacts import RunFolder
+from crs.publish.bundle import EXTENDS, RUN_DIR
+from crs.publish.manifest import MANIFEST_FILE, read_manifest
+from crs.publish.verify import Verification, verify_bundle
+
+STYLE = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0 auto;max-width:64rem;padding:1rem;color:#1d2733}
+h1{font-size:1.5rem}h2{font-size:1.2rem;margin-top:2rem}table{border-collapse:collapse;width:100%;font-size:.92rem}
+th,td{padding:.35rem .5rem;border-bottom:1px solid #d8dee6;text-align:right}th:first-child,td:first-child{text-align:left}
+.ok{color:#116b2e}.bad{color:#a3141b;font-weight:600}.muted{color:#5b6775}.tier{font-weight:600}
+.scroll{overflow-x:auto}code{font-size:.85rem}
+"""
+AXES = ("discrimination", "calibration", "label_efficiency", "robustness")
+
+
+@dataclass(frozen=True)
+class PublishedRun:
+    """One bundle as the site shows it."""
+
+    path: Path
+    name: str
+    manifest_sha256: str
+    provenance: dict[str, Any]
+    verification: Verification
+    crs: pd.DataFrame
+
+    @property
+    def extends(self) -> dict[str, Any] | None:
+        return self.provenance.get(EXTENDS)
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name)
+
+
+def read_bundle(path: Path, public_key: Path | None = None, rescore: bool = False) -> PublishedRun:
+    import hashlib
+
+    manifest = read_manifest(path)
+    verification = verify_bundle(path, public_key=public_key, score=rescore)
+    crs = RunFolder(path / RUN_DIR).read_score_table("crs") if (path / RUN_DIR).is_dir() else pd.DataFrame()
+    provenance = dict(manifest.get("provenance", {}))
+    return PublishedRun(path, str(provenance.get("run_name", path.name)),
+                        hashlib.sha256((path / MANIFEST_FILE).read_bytes()).hexdigest(), provenance, verification, crs)
+
+
+def _chain(run: PublishedRun, by_sha: dict[str, PublishedRun]) -> str:
+    """The bundles ``run`` extends, newest first, each named when the site holds it."""
+    parts, link = [], run.extends
+    while link:
+        known = by_sha.get(str(link.get("manifest_sha256")))
+        label = html.escape(known.name if known else str(link.get("run_name") or "a bundle not on this site"))
+        parts.append(f'<a href="#{_slug(known.name)}">{label}</a>' if known else label)
+        link = link.get("chain")
+    return " &larr; ".join(parts)
+
+
+def _status(verification: Verification) -> str:
+    if verification.holds:
+        checks = "manifest holds" + ("" if verification.rescore is None else ", re-score reproduced")
+        return f'<span class="ok">verified</span> ({checks}; signature {html.escape(verification.signature)})'
+    problems = list(verification.manifest_problems[:3]) or [f"signature {verification.signature}"]
+    return f'<span class="bad">NOT verified</span>: {html.escape("; ".join(problems))}'
+
+
+def _number(value: Any, digits: int = 3) -> str:
+    try:
+        return f"{float(value):.{digits}f}"
+    except (TypeError, ValueError):
+        return html.escape(str(value))
+
+
+def _leaderboard(run: PublishedRun, introduced: dict[str, str]) -> str:
+    rows = []
+    table = run.crs.sort_values("rank") if "rank" in run.crs else run.crs
+    for record in table.to_dict("records"):
+        encoder = str(record["encoder"])
+        tier = "yes" if record.get("in_leading_tier") else ""
+        origin = introduced.get(encoder, run.name)
+        rows.append(
+            f'<tr><td><a href="encoders/{_slug(encoder)}.html">{html.escape(encoder)}</a></td>'
+            f"<td>{record.get('rank', '')}</td><td>{_number(record.get('crs'))}</td>"
+            f"<td>{_number(record.get('crs_low'))} to {_number(record.get('crs_high'))}</td>"
+            f'<td class="tier">{tier}</td><td>{record.get("auroc_rank", "")}</td>'
+            f'<td class="muted">{html.escape(origin)}</td></tr>')
+    head = ("<tr><th>encoder</th><th>rank</th><th>CRS</th><th>95 % interval</th><th>leading tier</th>"
+            "<th>AUROC rank</th><th>first published in</th></tr>")
+    return f'<div class="scroll"><table>{head}{"".join(rows)}</table></div>'
+
+
+def _introduced(runs: list[PublishedRun], by_sha: dict[str, PublishedRun]) -> dict[str, dict[str, str]]:
+    """Per bundle: encoder -> the name of the earliest bundle in its chain that scores it."""
+    out: dict[str, dict[str, str]] = {}
+    for run in runs:
+        chain = [run]
+        link = run.extends
+        while link and str(link.get("manifest_sha256")) in by_sha:
+            parent = by_sha[str(link.get("manifest_sha256"))]
+            chain.append(parent)
+            link = parent.extends
+        first: dict[str, str] = {}
+        for member in reversed(chain):
+            for encoder in member.crs.get("encoder", pd.Series(dtype=str)).astype(str):
+                first.setdefault(encoder, member.name)
+        out[run.name] = first
+    return out
+
+
+def _page(title: str, body: str) -> str:
+    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
+            f'content="width=device-width,initial-scale=1"><title>{html.escape(title)}</title>'
+            f"<style>{STYLE}</style></head><body>{body}</body></html>\n")
+
+
+def _card(encoder: str, runs: list[PublishedRun]) -> str:
+    sections = [f'<p><a href="../index.html">&larr; all bundles</a></p><h1>{html.escape(encoder)}</h1>']
+    for run in runs:
+        rows = run.crs[run.crs["encoder"].astype(str) == encoder] if "encoder" in run.crs else run.crs.iloc[:0]
+        if rows.empty:
+            continue
+        record = rows.iloc[0].to_dict()
+        axes = "".join(f"<tr><td>{axis.replace('_', ' ')}</td><td>{_number(record.get(f'u_{axis}'))}</td></tr>"
+                       for axis in AXES if f"u_{axis}" in record)
+        sections.append(
+            f"<h2>in {html.escape(run.name)}</h2><p>CRS {_number(record.get('crs'))} "
+            f"(95 % interval {_number(record.get('crs_low'))} to {_number(record.get('crs_high'))}), rank "
+            f"{record.get('rank', '?')} of {len(run.crs)}; {_status(run.verification)}</p>"
+            f"<table><tr><th>axis</th><th>u (0.5 = the reference)</th></tr>{axes}</table>")
+    return _page(f"crs: {encoder}", "".join(sections))
+
+
+def write_site(bundles: list[str | Path], out: str | Path, *, public_keys: dict[str, Path] | None = None,
+               rescore: bool = False) -> Path:
+    """Write the leaderboard site for ``bundles`` into ``out``; return ``index.html``'s path.
+
+    ``public_keys``: bundle path -> its publisher's public key (signatures are checked where given);
+    ``rescore``: also re-score each bundle (slower; the manifest check alone is the default).
+    """
+    keys = {str(Path(k)): v for k, v in (public_keys or {}).items()}
+    runs = [read_bundle(Path(b), keys.get(str(Path(b))), rescore) for b in bundles]
+    seen: set[str] = set()
+    for index, run in enumerate(runs):  # a second bundle of the same name is told apart by its folder
+        if run.name in seen:
+            runs[index] = PublishedRun(run.path, f"{run.name} ({run.path.name})", run.manifest_sha256, run.provenance,
+                                       run.verification, run.crs)
+        seen.add(runs[index].name)
+    by_sha: dict[str, PublishedRun] = {}
+    for run in sorted(runs, key=lambda r: not r.verification.holds):  # a verified copy names the link
+        by_sha.setdefault(run.manifest_sha256, run)
+    introduced = _introduced(runs, by_sha)
+    out = Path(out)
+    (out / "encoders").mkdir(parents=True, exist_ok=True)
+    sections = ["<h1>crs leaderboard</h1><p class=\"muted\">Published runs of the Clinical Reliability Score. "
+                "Each bundle is checked file by file against its manifest; an extended run scores its encoders "
+                "together with those of the bundle it extends, on the same patients, draws and seeds.</p>"]
+    for run in runs:
+        chain = _chain(run, by_sha)
+        published = html.escape(str(run.provenance.get("published", "")))
+        sections.append(
+            f'<h2 id="{_slug(run.name)}">{html.escape(run.name)}</h2>'
+            f"<p>{_status(run.verification)}. Published {published} with crs "
+            f"{html.escape(str(run.provenance.get('crs_version', '?')))}; data sets: "
+            f"{html.escape(', '.join(map(str, run.provenance.get('datasets', []))))}."
+            + (f" Extends: {chain}." if chain else "")
+            + f' <span class="muted">manifest sha256 <code>{run.manifest_sha256[:16]}</code></span></p>'
+            + _leaderboard(run, introduced[run.name]))
+    (out / "index.html").write_text(_page("crs leaderboard", "".join(sections)))
+    encoders = sorted({str(e) for run in runs for e in run.crs.get("encoder", pd.Series(dtype=str))})
+    for encoder in encoders:
+        (out / "encoders" / f"{_slug(encoder)}.html").write_text(_card(encoder, runs))
+    (out / "site.json").write_text(json.dumps(
+        {"bundles": [{"name": r.name, "path": str(r.path), "manifest_sha256": r.manifest_sha256,
+                      "verified": r.verification.holds} for r in runs]}, indent=1) + "\n")
+    return out / "index.html"
