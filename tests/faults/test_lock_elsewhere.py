@@ -146,10 +146,14 @@ def test_a_shard_counts_the_rows_other_shards_journaled_as_the_plan_does(referen
     spec_path = write_fault_spec(tmp_path, data)
     text = spec_path.read_text().replace("batch_size = 16", "batch_size = 4").replace("chunk_rows = 8", "chunk_rows = 16")
     spec_path.write_text(text)
-    # Shard 0 of 2 killed right after a chunk's data landed: that chunk's journal (3 calls) stays.
-    status = run_forked(spec_path, kill_at=200, shard=(0, 2))
-    assert os.WIFSIGNALED(status)
+    # Shard 0 of 2 killed at a file write while a chunk is half full: its journal stays. Which write
+    # that is depends on how many files the layout takes, so a few kill points are tried.
     store = tmp_path / "cache" / "cxr.zarr"
+    for kill_at in (200, 240, 160, 280, 320, 120):
+        shutil.rmtree(tmp_path / "cache", ignore_errors=True)
+        assert os.WIFSIGNALED(run_forked(spec_path, kill_at=kill_at, shard=(0, 2)))
+        if list(store.rglob("journal/*.rows")):
+            break
     assert list(store.rglob("journal/*.rows")), "no journal left to count"
     result = CliRunner().invoke(cli, ["extract", str(spec_path), "--shard", "1/2", "-q"], obj={})
     assert result.exit_code == 0, result.output
