@@ -71,6 +71,7 @@ def external_features(work: Path, kind: str) -> Path:
 
 
 def main(work: Path) -> ScoreResult:
+    work.mkdir(parents=True, exist_ok=True)  # a new folder named on the command line is made, not a traceback
     spec_path = work / "spec.toml"
     spec_path.write_text(SPEC.format(work=work))
     bench = Benchmark(spec_path)

@@ -37,7 +37,9 @@ def test_every_python_example_has_a_test_that_runs_it():
 
 
 def test_bring_your_own_features_example_scores_imported_encoders(tmp_path, capsys):
-    result = _load("bring_your_own_features").main(tmp_path)
+    # A folder that does not exist yet (`python examples/bring_your_own_features.py NEW_FOLDER`) is made.
+    work = tmp_path / "new-folder" / "work"
+    result = _load("bring_your_own_features").main(work)
     assert isinstance(result, ScoreResult)
     assert set(result.crs.index) == {"external_projection", "external_colour"}
     assert sorted(result.crs["rank"]) == [1, 2]
@@ -48,9 +50,9 @@ def test_bring_your_own_features_example_scores_imported_encoders(tmp_path, caps
     printed = capsys.readouterr().out
     assert printed.count("-> fingerprint") == 2 and "evaluation records" in printed
     # stage 2 ran from imported features only: no encoder of the registry was extracted
-    assert FeatureStore(tmp_path / "cache" / "derm.zarr").encoder_names() == ["external_colour", "external_projection"]
+    assert FeatureStore(work / "cache" / "derm.zarr").encoder_names() == ["external_colour", "external_projection"]
     # and the run folder holds the records and the score tables the example's Benchmark wrote
-    folder = RunFolder(tmp_path / "out")
+    folder = RunFolder(work / "out")
     assert set(folder.read_records()["encoder"]) == {"external_projection", "external_colour"}
     assert folder.read_score_summary()["leader"] in {"external_projection", "external_colour"}
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A one-node SLURM on this machine for the tests (tests/extract/test_slurm.py): installs Debian's
+# A one-node SLURM on this machine for the tests (tests/cluster/): installs Debian's
 # slurm-wlm and munge when missing (as root), writes slurm.conf for localhost, starts munged,
 # slurmctld and slurmd, and waits until `sinfo` shows the node idle. Stop it with stop.sh.
 #   CRS_SLURM_DIR (default /tmp/crs-slurm): state, spool, logs, pid files and the config.
@@ -52,7 +52,7 @@ SlurmctldTimeout=30
 SlurmdTimeout=30
 MinJobAge=600
 KillWait=5
-NodeName=$HOST CPUs=$CPUS RealMemory=$MEM State=UNKNOWN
+NodeName=$HOST CPUs=$CPUS RealMemory=$MEM Features=crsci State=UNKNOWN
 PartitionName=debug Nodes=$HOST Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 CONF
 echo "$CONF" > "$DIR/conf_path"

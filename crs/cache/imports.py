@@ -41,7 +41,7 @@ from crs.cache import corrupt_rows as stored_rows
 from crs.cache.feature_files import FeatureFile, FeatureImportError, open_feature_file, read_ids
 from crs.cache.fingerprint import fingerprint as hash_fields
 from crs.cache.h5 import export_fields, h5_conditions
-from crs.cache.lock import WriterLock, layout_lock_path, writer_lock_path
+from crs.cache.lock import WriterLock, layout_lock, writer_lock_path
 from crs.cache.store import (
     FEATURE_DTYPE,
     CacheError,
@@ -614,7 +614,7 @@ def _commit(store: FeatureStore, dataset: str, encoder: str, dim: int, path: Pat
     fields["source"] = "import:" + ",".join(sorted({entry["file"] for entry in record.values()}))
     fields["conditions"] = record
     new_fingerprint = hash_fields(fields)
-    with WriterLock(layout_lock_path(store.path), purpose="create an imported feature group", wait=True):
+    with layout_lock(store.path, "create an imported feature group"):
         stale = store.path / "encoders" / encoder / new_fingerprint
         if stale.exists():  # an older group with this exact content (never the current one): rebuilt
             shutil.rmtree(stale)
@@ -654,7 +654,7 @@ def write_table_from_spec(spec_path: Path | str, dataset: str, cache_root: Path 
         loaded = shift_target_dataset(loaded, _table_only(source_entry))
 
     path = store_path(cache_root, dataset)
-    with WriterLock(layout_lock_path(path), purpose="write the sample table", wait=True):
+    with layout_lock(path, "write the sample table"):
         store = FeatureStore(path, mode="a")
         existing = store.root.attrs.get("id_digest")
         if existing is not None and existing != loaded.id_digest():

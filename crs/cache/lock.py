@@ -1,12 +1,21 @@
-"""One writer per (store, encoder, shard): a lock file that records who holds it.
+"""One writer per (store, encoder, shard): a lock file that records who holds it, judged from any node.
 
 The lock is an exclusive ``flock`` on ``<cache>/.crs-locks/<dataset>/writer.<encoder>.shard-<i>-of-<n>.lock``;
-the file's content names the holder (pid, host, start time) so a second writer can say who is in
-the way. The kernel drops a ``flock`` when its process dies, however it dies, so a lock file left by
-a killed process on this host is free: the next writer takes it over and warns, naming the dead
-holder. A lock file written on another host cannot be checked from here (``flock`` over network
-file systems is not dependable), so it is refused with the command that clears it.
+the file's content names the holder (pid, host, start time and, under SLURM, its job, array task and
+step) so a second writer can say who is in the way. The kernel drops a ``flock`` when its process
+dies, but on another node the flock says nothing dependable (``localflock`` mounts, or no flock at all
+across a network file system), and a lock file outlives a killed task. So a lock file whose flock is
+free is judged (:func:`judge`):
 
+- written on this host: its pid is gone, so it is free;
+- written by this very SLURM task (same job id and task; a requeued task keeps its job id): free;
+- written by another SLURM job: ``squeue`` says whether that job still runs; a job that is gone,
+  pending again or finished no longer writes;
+- otherwise (no SLURM, or ``squeue`` cannot answer): a lease. Every holder touches its lock file every
+  ``lease / 4`` seconds (a heartbeat thread); a file not touched for ``lease`` seconds (default
+  :data:`LEASE_SECONDS`, ``CRS_LOCK_LEASE_SECONDS`` to change it) belongs to a dead owner.
+
+A dead owner's lock is taken over with one log line naming it and why it counts as dead.
 Locks live beside the stores, not inside them, so copying a store never copies a lock.
 """
 
@@ -18,9 +27,12 @@ import fcntl
 import json
 import logging
 import os
+import shutil
 import socket
+import subprocess
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -30,6 +42,30 @@ from crs.spec import for_setting
 log = logging.getLogger("crs.cache.lock")
 
 LOCK_FOLDER = ".crs-locks"
+LEASE_SECONDS = 120.0  # a holder that has not renewed its lock for this long is dead
+LAYOUT_WAIT_SECONDS = 600.0  # the layout lock is held for seconds; a wait this long means something is wrong
+# squeue states of a job whose processes may still write (anything else, or an unknown job, cannot)
+SLURM_LIVE_STATES = frozenset({"RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "STOPPED", "SIGNALING",
+                               "STAGE_OUT", "RESIZING"})
+_SLURM_FIELDS = (("job", "SLURM_JOB_ID"), ("array_job", "SLURM_ARRAY_JOB_ID"), ("array_task", "SLURM_ARRAY_TASK_ID"),
+                 ("step", "SLURM_STEP_ID"), ("procid", "SLURM_PROCID"))
+
+
+def lease_seconds() -> float:
+    """The lease a writer states in its lock file (``CRS_LOCK_LEASE_SECONDS``, default :data:`LEASE_SECONDS`)."""
+    try:
+        value = float(os.environ.get("CRS_LOCK_LEASE_SECONDS", LEASE_SECONDS))
+    except ValueError:
+        return LEASE_SECONDS
+    return value if value > 0 else LEASE_SECONDS
+
+
+def slurm_identity(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's SLURM job, array task, step and task rank (empty outside SLURM)."""
+    environ = dict(os.environ) if environ is None else environ
+    if "SLURM_JOB_ID" not in environ:
+        return {}
+    return {key: environ[name] for key, name in _SLURM_FIELDS if name in environ}
 
 
 class LockHeldError(CacheError):
@@ -44,13 +80,26 @@ class LockHolder:
     host: str
     started: str
     purpose: str = ""
+    slurm: dict[str, str] = field(default_factory=dict)
+    lease: float = LEASE_SECONDS
 
     def describe(self) -> str:
-        return f"pid {self.pid} on host {self.host} (started {self.started})"
+        job = ""
+        if self.slurm.get("job"):
+            task = (f" (array {self.slurm['array_job']}_{self.slurm['array_task']})"
+                    if self.slurm.get("array_task") else "")
+            job = f", SLURM job {self.slurm['job']}{task}"
+        return f"pid {self.pid} on host {self.host}{job} (started {self.started})"
+
+    def same_slurm_task(self, other: dict[str, str]) -> bool:
+        """True when ``other`` is this holder's SLURM task (a requeued task keeps its job id)."""
+        keys = ("job", "step", "procid")
+        return bool(self.slurm.get("job")) and all(self.slurm.get(k) == other.get(k) for k in keys)
 
     @staticmethod
     def me(purpose: str) -> LockHolder:
-        return LockHolder(os.getpid(), socket.gethostname(), datetime.now(UTC).isoformat(timespec="seconds"), purpose)
+        return LockHolder(os.getpid(), socket.gethostname(), datetime.now(UTC).isoformat(timespec="seconds"),
+                          purpose, slurm_identity(), lease_seconds())
 
 
 def lock_folder(store: Path | str) -> Path:
@@ -77,7 +126,10 @@ def _read_holder(path: Path) -> LockHolder | None:
     if not isinstance(data, dict):
         return None
     try:
-        return LockHolder(int(data["pid"]), str(data["host"]), str(data["started"]), str(data.get("purpose", "")))
+        slurm = data.get("slurm") or {}
+        return LockHolder(int(data["pid"]), str(data["host"]), str(data["started"]), str(data.get("purpose", "")),
+                          {str(k): str(v) for k, v in slurm.items()} if isinstance(slurm, dict) else {},
+                          float(data.get("lease", LEASE_SECONDS)))
     except (KeyError, TypeError, ValueError):
         return None
 
@@ -92,11 +144,79 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def slurm_job_state(job: str) -> str | None:
+    """The job's state as ``squeue`` says it (``GONE`` for a job it no longer knows), or None when
+    ``squeue`` cannot answer (not installed, controller unreachable)."""
+    if shutil.which("squeue") is None:
+        return None
+    try:
+        out = subprocess.run(["squeue", "-h", "-j", job, "-t", "all", "-o", "%T"], capture_output=True, text=True,
+                             timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode == 0:
+        states = out.stdout.split()
+        return states[0] if states else "GONE"
+    if "invalid job id" in out.stderr.lower():
+        return "GONE"
+    return None
+
+
+def _heartbeat_age(path: Path) -> float | None:
+    try:
+        return max(0.0, time.time() - path.stat().st_mtime)
+    except OSError:
+        return None
+
+
+def judge(holder: LockHolder, path: Path) -> str | None:
+    """Why the holder recorded in ``path`` is dead, or None while it may be alive.
+
+    Called only when the lock's flock was free here (or for reports). On this host a free flock
+    means the holder has gone; elsewhere the holder's SLURM job, then its lease, decide.
+    """
+    if holder.host == socket.gethostname():
+        return "no longer running" if not _pid_alive(holder.pid) else "no longer holding it"
+    if holder.slurm.get("job"):
+        if holder.same_slurm_task(slurm_identity()):
+            return "this very SLURM task, restarted (requeued or rerun)"
+        state = slurm_job_state(holder.slurm["job"])
+        if state is not None:
+            if state not in SLURM_LIVE_STATES:
+                return f"SLURM says job {holder.slurm['job']} is {state.lower()}"
+            return None
+    age = _heartbeat_age(path)
+    if age is not None and age > holder.lease:
+        return f"its lease expired: last renewed {age:.0f} s ago, lease {holder.lease:.0f} s"
+    return None
+
+
+class _Heartbeat:
+    """Touches a held lock file every ``lease / 4`` seconds, so other nodes see its holder alive."""
+
+    def __init__(self, descriptor: int, lease: float):
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, args=(descriptor, lease / 4), daemon=True,
+                                        name="crs-lock-heartbeat")
+        self._thread.start()
+
+    def _beat(self, descriptor: int, interval: float) -> None:
+        while not self._stop.wait(interval):
+            with contextlib.suppress(OSError):
+                os.utime(descriptor)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 class WriterLock:
     """An exclusive, self-describing lock file. Use as a context manager.
 
-    ``wait=False``: a held lock raises :class:`LockHeldError` naming the holder. ``wait=True``:
-    poll until it is free (or ``timeout`` seconds pass).
+    ``wait=False``: a lock held by a live owner raises :class:`LockHeldError` naming it.
+    ``wait=True``: poll until it is free, or ``timeout`` seconds pass (None: forever; the layout
+    lock passes :data:`LAYOUT_WAIT_SECONDS`). A dead owner's lock is taken over either way, with one
+    warning naming the owner and why it counts as dead (:func:`judge`).
     """
 
     def __init__(self, path: Path | str, purpose: str = "", wait: bool = False,
@@ -107,14 +227,20 @@ class WriterLock:
         self.timeout = timeout
         self.poll_seconds = poll_seconds
         self._descriptor: int | None = None
+        self._heartbeat: _Heartbeat | None = None
         self.took_over: LockHolder | None = None
 
     def _held_message(self, holder: LockHolder | None) -> str:
         who = holder.describe() if holder else "another process"
         what = f" ({holder.purpose})" if holder and holder.purpose else ""
+        lease = ""
+        if holder is not None and holder.host != socket.gethostname():
+            age = _heartbeat_age(self.path)
+            lease = (f"; it renewed its lease {age:.0f} s ago and counts as dead {holder.lease:.0f} s after its last "
+                     "renewal" if age is not None else "")
         return (
-            f"{self.path.name} is held by {who}{what}; wait for it to finish (or pass wait), "
-            f"or stop that process; lock file: {self.path}"
+            f"{self.path.name} is held by {who}{what}{lease}; wait for it to finish (or pass wait), "
+            f"or stop that process (if it has ended, delete {self.path})"
         )
 
     def acquire(self) -> WriterLock:
@@ -149,30 +275,50 @@ class WriterLock:
                 os.close(descriptor)
                 continue
             previous = _read_holder(self.path)
-            if previous is not None and previous.host != socket.gethostname():
-                fcntl.flock(descriptor, fcntl.LOCK_UN)
-                os.close(descriptor)
-                if not self.wait:
-                    raise LockHeldError(
-                        f"{self.path.name} was taken by {previous.describe()} on another host, which this host "
-                        f"cannot check; if that process has ended, delete {self.path} and retry"
-                    )
-                self._wait_or_raise(previous, deadline, announced)
-                announced = True
-                continue
             if previous is not None:
-                # Same host and the flock was free: the process that wrote this file is gone.
-                state = "no longer running" if not _pid_alive(previous.pid) else "no longer holding it"
-                log.warning(
-                    "taking over %s left by %s, %s", self.path.name, previous.describe(), state,
-                )
+                dead = judge(previous, self.path)
+                if dead is None:  # flock free here, but its owner may be alive on another node
+                    fcntl.flock(descriptor, fcntl.LOCK_UN)
+                    os.close(descriptor)
+                    if not self.wait and self._outwait_lease(previous):
+                        continue  # not renewed for a whole lease: judged again, now dead
+                    self._wait_or_raise(previous, deadline, announced)
+                    announced = True
+                    continue
+                log.warning("taking over %s left by %s: %s", self.path.name, previous.describe(), dead)
                 self.took_over = previous
             holder = LockHolder.me(self.purpose)
             os.ftruncate(descriptor, 0)
             os.pwrite(descriptor, json.dumps(holder.__dict__).encode(), 0)
             os.fsync(descriptor)
             self._descriptor = descriptor
+            self._heartbeat = _Heartbeat(descriptor, holder.lease)
             return self
+
+    def _outwait_lease(self, holder: LockHolder) -> bool:
+        """When only the lease can tell (no SLURM verdict), wait out what is left of it: True if the
+        owner did not renew it meanwhile (a restarted task then takes over), False if it did (alive)."""
+        if holder.host == socket.gethostname() or (holder.slurm.get("job") and slurm_job_state(holder.slurm["job"])):
+            return False
+        try:
+            renewed = self.path.stat().st_mtime
+        except OSError:
+            return True
+        left = holder.lease - (time.time() - renewed)
+        if left <= 0:
+            return True
+        log.warning("waiting up to %.0f s for the lease of %s to run out (%s renewed it %.0f s ago; a live owner "
+                    "renews it every %.0f s)", left + 1, self.path.name, holder.describe(), holder.lease - left,
+                    holder.lease / 4)
+        end = time.monotonic() + left + 1
+        while time.monotonic() < end:
+            time.sleep(min(self.poll_seconds * 4, max(0.0, end - time.monotonic())))
+            try:
+                if self.path.stat().st_mtime != renewed:
+                    return False
+            except OSError:
+                return True
+        return True
 
     def _wait_or_raise(self, holder: LockHolder | None, deadline: float | None, announced: bool) -> None:
         if not self.wait:
@@ -186,6 +332,9 @@ class WriterLock:
     def release(self) -> None:
         if self._descriptor is None:
             return
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
+            self._heartbeat = None
         # Unlink while still holding the flock; a waiter that opened the old file notices the
         # inode changed and opens the path again.
         with contextlib.suppress(FileNotFoundError):
@@ -203,6 +352,11 @@ class WriterLock:
 
     def __exit__(self, *exc_info: object) -> None:
         self.release()
+
+
+def layout_lock(store: Path | str, purpose: str) -> WriterLock:
+    """The store's layout lock, waited for at most :data:`LAYOUT_WAIT_SECONDS` (it is held for seconds)."""
+    return WriterLock(layout_lock_path(store), purpose, wait=True, timeout=LAYOUT_WAIT_SECONDS)
 
 
 def _is_locked(path: Path) -> bool:
@@ -237,13 +391,14 @@ def live_holder(store: Path | str, encoder: str) -> str | None:
 def live_writer(store: Path | str, encoder: str) -> tuple[Path, LockHolder | None] | None:
     """The lock file and holder of a live writer of ``encoder`` in ``store`` (any shard), or None.
 
-    A lock taken on another host cannot be probed from here and counts as live.
+    A lock taken on another host counts as live until :func:`judge` finds its owner dead.
     """
     folder = lock_folder(store)
     if not folder.is_dir():
         return None
     for path in sorted(folder.glob(f"writer.{encoder}.shard-*.lock")):
         holder = _read_holder(path)
-        if _is_locked(path) or (holder is not None and holder.host != socket.gethostname()):
+        if _is_locked(path) or (holder is not None and holder.host != socket.gethostname()
+                                and judge(holder, path) is None):
             return path, holder
     return None

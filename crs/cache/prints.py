@@ -20,7 +20,7 @@ from typing import Any, cast
 import numpy as np
 
 from crs.cache.images import recorded_digests
-from crs.cache.lock import WriterLock, layout_lock_path
+from crs.cache.lock import layout_lock
 from crs.cache.store import FeatureStore, child_array
 from crs.data.base import Dataset
 from crs.data.overlap import THUMB, Prints
@@ -57,7 +57,7 @@ def write_prints(store: FeatureStore, dataset: Dataset, rows: np.ndarray, phash:
         return
     order = np.argsort(rows, kind="stable")
     rows, phash, thumb = np.asarray(rows)[order], np.asarray(phash)[order], np.asarray(thumb)[order]
-    with WriterLock(layout_lock_path(store.path), "keep overlap prints", wait=True):
+    with layout_lock(store.path, "keep overlap prints"):
         root = store.root
         if not _valid(store, dataset):
             n = len(dataset)

@@ -29,9 +29,9 @@ from crs.spec import for_setting
 # Kinds of problem. Chunk-level ones are repaired by re-extracting that chunk.
 CHUNK_KINDS = ("incomplete", "missing-chunk", "unreadable", "checksum", "no-checksum", "non-finite")
 ARRAY_KINDS = ("shape", "dtype", "markers")
-STORE_KINDS = ("table", "temp-file")
+STORE_KINDS = ("table", "unfinished-table", "temp-file")
 # What an interrupted extraction leaves: not damage, a later `crs extract` resumes (or a repair removes) it.
-INTERRUPTED_KINDS = ("incomplete", "temp-file")
+INTERRUPTED_KINDS = ("incomplete", "temp-file", "unfinished-table")
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,8 @@ def interrupted_summary(problems: list[Problem]) -> list[str]:
             per_array[problem.array] = per_array.get(problem.array, 0) + 1
         elif problem.kind == "temp-file":
             temp_files[problem.store] = temp_files.get(problem.store, 0) + 1
-    lines = [f"{Path(store).name}: {group}: {sum(per_array.values())} row chunk(s) in {len(per_array)} array(s) "
+    lines = [f"{Path(p.store).name}: {p.detail}" for p in problems if p.kind == "unfinished-table"]
+    lines += [f"{Path(store).name}: {group}: {sum(per_array.values())} row chunk(s) in {len(per_array)} array(s) "
              "not yet written (an unfinished extraction; `crs extract` resumes it)"
              for (store, group), per_array in chunks.items()]
     lines += [f"{Path(store).name}: {n} temporary file(s) left by an interrupted write (harmless; "
@@ -81,8 +82,9 @@ def _check_table(store: Path, root: zarr.Group) -> tuple[list[Problem], int | No
     """The sample table: present and consistent. Returns (problems, n_images, n_test)."""
     problems = []
     attrs = root.attrs
-    if "id_digest" not in attrs:
-        return [Problem(str(store), "/", "table", "no sample table; run `crs extract`")], None, None
+    if "id_digest" not in attrs:  # written last: stage 1 stopped while writing the table (a full disk, a kill)
+        return [Problem(str(store), "/", "unfinished-table", "sample table not finished (stage 1 stopped while "
+                        "writing it); `crs extract` writes it again")], None, None
     lengths = {}
     for name in ("ids", "labels", "splits", "groups"):
         if name not in root:
@@ -219,7 +221,7 @@ def repair(problems: list[Problem]) -> list[RepairAction]:
             (store / problem.array).unlink(missing_ok=True)
             actions.append(RepairAction(problem, "removed"))
             continue
-        if problem.kind in ("table", "incomplete"):
+        if problem.kind in ("table", "incomplete", "unfinished-table"):
             actions.append(RepairAction(problem, "left for `crs extract`"))
             continue
         root = zarr.open_group(str(store), mode="a")

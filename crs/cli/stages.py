@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -98,10 +101,23 @@ def _preflight(bench: Benchmark) -> None:
     preflight_or_stop(bench)
 
 
+def _stop_on_sigterm(signum: int, frame: Any) -> None:
+    """SIGTERM (SLURM's warning before a time limit, ``scancel``, a requeue) stops stage 1 as Ctrl-C does:
+    after the forward call in flight, its rows journaled, the locks released."""
+    click.echo(f"crs: stopping on signal {signal.Signals(signum).name}", err=True)
+    raise KeyboardInterrupt
+
+
 def _extract(bench: Benchmark, quiet: bool, shard: str | None = None, wait: bool = False,
              allow_overlap: bool = False) -> None:
-    with _stage(bench, "extract"):
-        _extract_stage(bench, quiet, shard, wait, allow_overlap)
+    main = threading.current_thread() is threading.main_thread()  # handlers can be set there only
+    previous = signal.signal(signal.SIGTERM, _stop_on_sigterm) if main else None
+    try:
+        with _stage(bench, "extract"):
+            _extract_stage(bench, quiet, shard, wait, allow_overlap)
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _extract_stage(bench: Benchmark, quiet: bool, shard: str | None = None, wait: bool = False,
@@ -212,8 +228,8 @@ def _all_stages(bench: Benchmark, jobs: int | str | None, cluster: str | None, q
 @slurm_options
 @devices_option
 def extract(spec_path: str, cache: str | None, out: str | None, quiet: bool, shard: str | None, wait: bool,
-            skip_bad: bool, allow_overlap: bool, slurm: bool, tasks: int | None, partition: str | None,
-            cpus_per_task: int, slurm_logs: str, devices: str | None) -> None:
+            skip_bad: bool, allow_overlap: bool, slurm: bool, tasks: int | None, slurm_logs: str,
+            devices: str | None, **site: Any) -> None:
     """Stage 1: cache clean and corrupted features of every encoder (skips what is cached)."""
     bench = Benchmark(spec_path, cache=cache, output=out, skip_bad=skip_bad)
     _preflight(bench)
@@ -226,7 +242,7 @@ def extract(spec_path: str, cache: str | None, out: str | None, quiet: bool, sha
     if slurm:
         if shard is not None:
             raise click.BadParameter("--slurm makes one shard per task; drop --shard", param_hint="--slurm")
-        submit_extract(bench, spec_path, cache, tasks, partition, cpus_per_task, slurm_logs, allow_overlap)
+        submit_extract(bench, spec_path, cache, tasks, site, slurm_logs, allow_overlap)
         return
     _extract(bench, quiet, shard, wait, allow_overlap)
 

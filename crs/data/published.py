@@ -7,7 +7,7 @@ default split, so the test counts are estimates.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -16,6 +16,7 @@ class PublishedSize:
     images: int
     test_images: int
     source: str
+    lists: dict[str, int] = field(default_factory=dict)  # images per official list file (``image_lists``)
 
 
 PUBLISHED_SIZES: dict[str, PublishedSize] = {
@@ -29,6 +30,7 @@ PUBLISHED_SIZES: dict[str, PublishedSize] = {
     "messidor2": PublishedSize("fundus", 1_744, 349, "Messidor-2 gradable images (adjudicated); test = 20 % (estimate)"),
     "idrid": PublishedSize("fundus", 516, 103, "IDRiD disease grading, training 413 + testing 103"),
     "eyepacs": PublishedSize("fundus", 35_126, 7_025, "EyePACS trainLabels.csv; test = 20 % (estimate)"),
-    "chestxray14": PublishedSize("chest_xray", 112_120, 25_596, "Data_Entry_2017.csv; official test_list.txt 25,596"),
+    "chestxray14": PublishedSize("chest_xray", 112_120, 25_596, "Data_Entry_2017.csv; official test_list.txt 25,596",
+                                 {"test_list.txt": 25_596, "train_val_list.txt": 86_524}),
     "vindr_cxr": PublishedSize("chest_xray", 3_000, 3_000, "VinDr-CXR test set (consensus labels)"),
 }

@@ -82,6 +82,7 @@ class ExtractPlan:
     free_bytes: int | None
     cores: int
     notes: tuple[str, ...] = field(default=())
+    left_out: tuple[str, ...] = field(default=())  # data sets of the spec the plan could not count
 
     @property
     def passes(self) -> int:
@@ -105,11 +106,14 @@ class ExtractPlan:
                 f"encoder(s), {images:,} images, {self.passes:,} forward passes ({self.passes - corrupted:,} clean, "
                 f"{corrupted:,} corrupted); {self.cached_passes:,} already cached, {self.passes - self.cached_passes:,} "
                 f"to go; {_gb(self.bytes_to_write)} to write; about {_duration(self.seconds('cpu'))} on cpu, "
-                f"{_duration(self.seconds('cuda'))} on one GPU (estimates, see `crs plan`)")
+                f"{_duration(self.seconds('cuda'))} on one GPU (estimates, see `crs plan`)"
+                + (f"; NOT counted: {', '.join(self.left_out)} (no data root here and no published size)"
+                   if self.left_out else ""))
 
     def to_json(self) -> dict[str, Any]:
         return {
             "cache": self.cache, "free_bytes": self.free_bytes, "cores": self.cores, "notes": list(self.notes),
+            "left_out": list(self.left_out),
             "totals": {"passes": self.passes, "cached_passes": self.cached_passes,
                        "passes_saved": sum(row.passes_saved for row in self.rows),
                        "passes_to_go": self.passes - self.cached_passes, "bytes_to_write": self.bytes_to_write,
@@ -308,7 +312,8 @@ def plan_spec(spec: Spec, encoder_names: Sequence[str] | None = None, corruption
         notes.append(f"corrupted variants for a patient-level subsample of about {corruption_rows:,} test images per "
                      f"data set ({origin}); stage 2 evaluates corruptions on those rows and the bootstrap "
                      "draws them with the same patients")
-    return ExtractPlan(tuple(rows), str(spec.cache), free_bytes(spec.cache), cores, tuple(notes))
+    left_out = tuple(dict.fromkeys(note.split(":")[0] for note in notes if note.endswith("; not planned")))
+    return ExtractPlan(tuple(rows), str(spec.cache), free_bytes(spec.cache), cores, tuple(notes), left_out)
 
 
 def _load_or_none(entry: DatasetEntry, skip_bad: bool) -> Dataset | None:
@@ -326,9 +331,25 @@ def _published_rows(entry: DatasetEntry, specs: Sequence[EncoderSpec], spec: Spe
         notes.append(f"{entry.name}: data root {entry.root} not found and no published size for loader "
                      f"{entry.loader!r}; not planned")
         return []
-    notes.append(f"{entry.name}: data root {entry.root} not found; counts from the published size ({size.source})")
+    images, test_images, source = _published_counts(entry, size)
+    notes.append(f"{entry.name}: data root {entry.root} not found; counts from the published size ({source})")
     variants = [] if clean_only else resolve_variants(size.modality, spec.extract.corruptions, spec.extract.severities)
-    n_test = 0 if clean_only else size.test_images
+    n_test = 0 if clean_only else test_images
     n_corrupt = n_test if corruption_rows is None or not variants else min(n_test, corruption_rows)
-    return [_row(entry.name, s, size.images, n_test, len(variants), 0, cores, measurements, "published", None,
+    return [_row(entry.name, s, images, n_test, len(variants), 0, cores, measurements, "published", None,
                  n_corrupt) for s in specs]
+
+
+def _published_counts(entry: DatasetEntry, size: Any) -> tuple[int, int, str]:
+    """Images and test images of a data set from its published size, honouring the entry's
+    ``image_lists`` (official list files) and ``proportions`` (its test share) where they are given."""
+    lists = [str(name) for name in entry.options.get("image_lists", ()) or ()]
+    images, test, source = size.images, size.test_images, size.source
+    if lists and all(name in size.lists for name in lists):
+        images = sum(size.lists[name] for name in lists)
+        source = f"{' + '.join(f'{name} {size.lists[name]:,}' for name in lists)} (image_lists)"
+        test = min(test, images)
+    proportions = entry.options.get("proportions")
+    if proportions:
+        test = round(images * float(proportions[-1]) / sum(float(p) for p in proportions))
+    return images, test, source

@@ -200,8 +200,9 @@ def _preflight(spec: Spec, encoder_names: list[str] | None) -> PreflightReport:
                      f"{plan.bytes_to_write:,} bytes to write" + (f", {free:,} bytes free" if free is not None else ""))
         if free is not None and plan.bytes_to_write > free:
             problems.append(Finding(
-                f"cache folder {spec.cache}: the plan writes {plan.bytes_to_write / 2**30:.1f} GiB but its disk has "
-                f"{free / 2**30:.1f} GiB free; free space or choose a cache folder on a larger disk", "cache"))
+                f"cache folder {spec.cache}: the plan writes {plan.bytes_to_write:,} bytes of features (more on disk, "
+                f"in whole blocks) but its disk has {free:,} bytes free; free space or choose a cache folder on a "
+                "larger disk", "cache"))
     for dataset in datasets:
         path = store_path(spec.cache, dataset.name)
         problem, recorded = None, False

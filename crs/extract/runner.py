@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import shutil
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -25,9 +24,10 @@ from tqdm.auto import tqdm
 from crs.cache import corrupt_rows as stored_rows
 from crs.cache.fingerprint import fingerprint
 from crs.cache.images import ensure_same_images
-from crs.cache.lock import WriterLock, layout_lock_path, live_writer, writer_lock_path
+from crs.cache.journal import read_records
+from crs.cache.lock import WriterLock, layout_lock, live_writer, writer_lock_path
 from crs.cache.store import FEATURE_DTYPE, CacheError, FeatureStore, store_path, test_digest
-from crs.cache.writer import CacheFullError, ChunkedFeatureArray
+from crs.cache.writer import ChunkedFeatureArray
 from crs.corruptions import SUITE_VERSION, apply_severities
 from crs.data.base import DataError, Dataset
 from crs.data.images import dataset_image
@@ -35,6 +35,7 @@ from crs.data.subsample import CorruptionRows, corruption_rows
 from crs.data.validate import validate_for_extraction
 from crs.extract.chunking import chunk_rows_for
 from crs.extract.cores import ThreadGovernor, thread_plan
+from crs.extract.disk import array_bytes, block_size, blocks, disk_full_error, is_disk_full
 from crs.extract.shards import ChunkUnit, array_units, assign
 from crs.spec import for_setting
 
@@ -157,6 +158,8 @@ class _EncoderJob:
         positions = []
         for chunk in array.pending_chunks():
             if chunks is not None and chunk not in chunks:
+                # Another shard's chunk: its journaled rows are kept too (counted as `crs plan` counts them).
+                self.rows_journaled += _journaled_rows(array, chunk)
                 continue
             start, stop = array.chunk_bounds(chunk)
             missing = np.ones(stop - start, dtype=bool)
@@ -257,6 +260,16 @@ class _EncoderJob:
         with torch.inference_mode():
             features = self.encoder.embed(x)
         return features.float().cpu().numpy()
+
+
+def _journaled_rows(array: ChunkedFeatureArray, chunk: int) -> int:
+    """Rows of a pending chunk its journal holds, read only (the chunk may belong to a running shard)."""
+    path = array.journal_path(chunk)
+    if path is None or not path.exists():
+        return 0
+    start, stop = array.chunk_bounds(chunk)
+    positions, _, _ = read_records(path, start, stop, int(array.array.shape[1]))
+    return len(np.unique(positions))
 
 
 def process_window(jobs: Sequence[_EncoderJob], rows: np.ndarray, images: torch.Tensor, dataset: Dataset,
@@ -414,13 +427,34 @@ def extract_dataset(
         log.info("%s: %s", dataset.name, rows.note())
         if announce is not None:
             announce(f"{dataset.name}: {rows.note()}")
-    with WriterLock(layout_lock_path(path), "create arrays", wait=True):
+    made: list[_EncoderJob] = []  # jobs whose arrays exist: a full disk is counted from their flags
+    try:
+        _extract_into(dataset, encoders, path, variants, rows, chunk_rows, batch_size, device, progress, shard,
+                      wait, announce, threads, on_decoded, stats, made)
+    except Exception as error:
+        if not is_disk_full(error):
+            raise
+        needed = _needed_bytes(path, dataset, encoders, made, len(variants), len(rows.positions), chunk_rows,
+                               batch_size)
+        raise disk_full_error(path, needed, error) from None
+    stats.seconds = time.perf_counter() - started
+    return stats
+
+
+def _extract_into(dataset: Dataset, encoders: Sequence[Any], path: Path, variants: Sequence[tuple[str, int]],
+                  rows: CorruptionRows, chunk_rows: int, batch_size: int, device: str, progress: bool,
+                  shard: tuple[int, int] | None, wait: bool, announce: Callable[[str], None] | None,
+                  threads: int | None, on_decoded: Callable[[np.ndarray, torch.Tensor], None] | None,
+                  stats: ExtractStats, made: list[_EncoderJob]) -> None:
+    """The body of :func:`extract_dataset`: the layout under its lock, then every pending job's chunks."""
+    with layout_lock(path, "create arrays"):
         store = FeatureStore(path, mode="a")
         store.write_table(dataset)
         ensure_same_images(store, dataset)  # ids say nothing of pixels: a changed folder is refused (0046)
-        all_jobs = [_EncoderJob(encoder, store, dataset, variants, rows, chunk_rows, SUITE_VERSION, batch_size, shard,
-                                run_encoders=len(encoders))
-                    for encoder in encoders]
+        for encoder in encoders:
+            made.append(_EncoderJob(encoder, store, dataset, variants, rows, chunk_rows, SUITE_VERSION, batch_size,
+                                    shard, run_encoders=len(encoders)))
+    all_jobs = list(made)
     jobs = []
     mine = shard_chunks(all_jobs, shard)
     with contextlib.ExitStack() as locks:
@@ -441,10 +475,7 @@ def extract_dataset(
             announce(resume_line(dataset.name, len(dataset), stats.passes_planned, stats.passes_cached_at_start,
                                  len(all_jobs)))
         if jobs:
-            try:
-                _run(dataset, jobs, all_jobs, batch_size, device, progress, stats, threads, on_decoded)
-            except CacheFullError as error:
-                raise _disk_full(path, jobs, error) from None
+            _run(dataset, jobs, all_jobs, batch_size, device, progress, stats, threads, on_decoded)
         for job, owned in zip(all_jobs, mine, strict=True):
             if job not in jobs:
                 continue
@@ -458,8 +489,6 @@ def extract_dataset(
                          dataset.name, job.name, shard[0], shard[1], left)
             else:
                 raise RuntimeError(f"{dataset.name} / {job.name}: extraction ended with unfinished chunks")
-    stats.seconds = time.perf_counter() - started
-    return stats
 
 
 def shard_chunks(jobs: Sequence[_EncoderJob], shard: tuple[int, int] | None) -> list[list[set[int]] | None]:
@@ -478,19 +507,39 @@ def shard_chunks(jobs: Sequence[_EncoderJob], shard: tuple[int, int] | None) -> 
     return list(mine)
 
 
-def _disk_full(path: Path, jobs: Sequence[_EncoderJob], error: CacheFullError) -> BaseException:
-    """The full-disk error in one line: the store, the bytes its unfinished chunks still need, the bytes free."""
-    needed = sum((array.n_rows - array.rows_done()) * int(job.encoder.spec.dim) * 2
-                 for job in jobs for array, _ in job.arrays())
+def _needed_bytes(path: Path, dataset: Dataset, encoders: Sequence[Any], made: Sequence[_EncoderJob],
+                  n_variants: int, n_corrupt: int, chunk_rows: int, batch_size: int) -> int:
+    """Disk bytes the store's unfinished chunks still need (whole blocks), for a full-disk message.
+
+    Jobs whose arrays exist count their pending chunks from the flags; the others (the disk filled
+    while the sample table or the arrays were made) count every chunk of the arrays they would create.
+    """
+    block = block_size(path)
+    by_name = {job.name: job for job in made}
+    sizes = [len(dataset), *([n_corrupt] * n_variants)]
+    planned_chunks = chunk_rows_for(sizes, batch_size, chunk_rows, len(encoders))
     try:
-        free = f"{shutil.disk_usage(path).free:,} bytes free"
+        table_done = "id_digest" in (path / "zarr.json").read_text()
     except OSError:
-        free = "free space unknown"
-    return for_setting(CacheFullError(
-        f"disk full under the cache store {path}: its unfinished chunks need {needed:,} more bytes ({free}); "
-        "free disk space or choose another cache folder, then re-run to resume (complete chunks are kept, "
-        f"the one being written stays incomplete; {error.chunk_bytes:,} bytes could not be written)",
-        str(path), error.chunk_bytes), "cache")
+        table_done = False
+    # The table: its arrays' data and metadata, and the store's own; each new encoder group: its
+    # groups' metadata (encoder, fingerprint, corrupt/, one per corruption).
+    total = 0 if table_done else blocks(len(dataset) * 128, block) + 16 * block
+    total += (len(encoders) + 2) * block  # lock files beside the store
+    for encoder in encoders:
+        dim = int(encoder.spec.dim)
+        job = by_name.get(encoder.spec.name)
+        try:
+            if job is not None:
+                total += sum(array_bytes(array.n_rows, array.chunk_rows, dim, array.pending_chunks(), block, True)
+                             for array, _ in job.arrays())
+                continue
+        except Exception:  # noqa: BLE001  flags unreadable: count the arrays as new
+            pass
+        total += (3 + n_variants) * block
+        for n_rows, rows_per_chunk in zip(sizes, planned_chunks, strict=True):
+            total += array_bytes(n_rows, rows_per_chunk, dim, range(-(-n_rows // max(rows_per_chunk, 1))), block, False)
+    return total
 
 
 def resume_line(dataset: str, images: int, passes: int, cached: int, encoders: int) -> str:
@@ -506,7 +555,7 @@ def resume_line(dataset: str, images: int, passes: int, cached: int, encoders: i
 def _mark_current(store: FeatureStore, path: Path, job: _EncoderJob) -> None:
     for array, _ in job.arrays():
         array.drop_finished_journals()
-    with WriterLock(layout_lock_path(path), "mark current", wait=True):
+    with layout_lock(path, "mark current"):
         store.mark_current(job.name, job.fingerprint)
 
 

@@ -17,9 +17,25 @@ from dataclasses import dataclass
 from crs.extract.chunking import chunk_rows_for
 from crs.extract.plan import ExtractPlan, PlanRow, _duration
 from crs.extract.shards import ChunkUnit, array_units, assign
+from crs.extract.site import SiteOptions, signal_seconds
 
 TIME_MARGIN = 2.0  # the time limit is this many times the largest task's estimate ...
 TIME_EXTRA_SECONDS = 30 * 60  # ... plus this (start-up, imports, weights, the slowest node)
+PASSES_PER_TASK = 1_000_000  # default tasks: no more forward passes than this each (decision 0139)
+
+
+def default_tasks(plan: ExtractPlan, device: str) -> tuple[int, str]:
+    """Array tasks when none are asked for, and why: about 4 estimated hours each, and no more than
+    :data:`PASSES_PER_TASK` forward passes each (the GPU estimate is a bare forward pass at an H200's
+    peak; real runs are decode-bound, so the estimate alone would give one task for millions of passes)."""
+    from crs.extract.shards import tasks_for
+
+    by_time = tasks_for(plan.seconds(device))
+    to_go = plan.passes - plan.cached_passes
+    by_passes = max(1, min(1000, math.ceil(to_go / PASSES_PER_TASK)))
+    if by_passes > by_time:
+        return by_passes, f"at most {PASSES_PER_TASK:,} forward passes each ({to_go:,} to go)"
+    return by_time, "about 4 estimated hours each"
 
 
 @dataclass(frozen=True)
@@ -78,15 +94,20 @@ def slurm_time(seconds: int) -> str:
 
 
 def sbatch_script(plan: ExtractPlan, shards: ShardPlan, command: Sequence[str], name: str, device: str,
-                  workdir: str, gpus_per_task: int = 1, cpus_per_task: int = 8, partition: str | None = None,
-                  output: str = "crs-extract-%A_%a.out") -> str:
+                  workdir: str, site: SiteOptions | None = None, output: str = "crs-extract-%A_%a.out") -> str:
     """A SLURM array script: one task per shard, each running ``command`` (which reads its shard from SLURM).
 
     The header states the plan's numbers and how the time limit was derived, so a reader can
-    check the sizing before submitting.
+    check the sizing before submitting. ``site`` adds what the site asks for (account, QOS, memory,
+    GPUs ...). Each task is warned ``--signal=B:USR1@S`` seconds before its limit: the script then
+    stops ``crs`` (SIGTERM: it ends after the forward call in flight, journaled) and requeues the
+    task, which resumes from the cache's chunk flags; a short estimate costs a requeue, not a resubmission.
     """
     import shlex
 
+    site = site or SiteOptions()
+    limit = site.time_minutes * 60 if site.time_minutes else shards.time_limit_seconds
+    warn = signal_seconds(limit)
     basis = sorted({row.time_basis[device] for row in plan.rows}) or ["none"]
     lines = [
         "#!/bin/bash",
@@ -98,28 +119,40 @@ def sbatch_script(plan: ExtractPlan, shards: ShardPlan, command: Sequence[str], 
     for task in range(shards.tasks):
         lines.append(f"#   task {task}: {shards.passes[task]:,} passes ({shards.passes_to_go[task]:,} to go), "
                      f"about {_duration(shards.seconds[task])} on {device}")
+    if site.time_minutes:
+        lines.append(f"# time limit: {site.time_minutes} min, as asked (--time)")
+    else:
+        lines.append(f"# time limit: {TIME_MARGIN:g} x the largest task's estimate + {TIME_EXTRA_SECONDS // 60} min "
+                     f"(estimate basis: {'; '.join(basis)})")
     lines += [
-        f"# time limit: {TIME_MARGIN:g} x the largest task's estimate + {TIME_EXTRA_SECONDS // 60} min "
-        f"(estimate basis: {'; '.join(basis)})",
-        "# A failed or preempted task is rerun as is (`scontrol requeue JOBID_TASK`, or resubmit the script):",
-        "# the cache's chunk flags say what is done, and a task whose chunks are complete exits 0 at once.",
+        f"# {warn} s before its limit a task stops cleanly and requeues itself; a failed or preempted task is",
+        "# rerun as is (`scontrol requeue JOBID_TASK`, or resubmit the script): the cache's chunk flags say",
+        "# what is done, and a task whose chunks are complete exits 0 at once.",
         f"#SBATCH --job-name=crs-extract-{name}",
         f"#SBATCH --array=0-{shards.tasks - 1}",
         "#SBATCH --ntasks=1",
-        f"#SBATCH --cpus-per-task={cpus_per_task}",
-        f"#SBATCH --time={slurm_time(shards.time_limit_seconds)}",
+        f"#SBATCH --time={slurm_time(limit)}",
         f"#SBATCH --output={output}",
         "#SBATCH --open-mode=append",  # a requeued task adds to its log instead of replacing it
         "#SBATCH --requeue",
+        f"#SBATCH --signal=B:USR1@{warn}",
+        *site.header_lines(),
     ]
-    if device.startswith("cuda") and gpus_per_task > 0:
-        lines.append(f"#SBATCH --gpus={gpus_per_task}")
-    if partition:
-        lines.append(f"#SBATCH --partition={partition}")
     lines += [
-        "set -euo pipefail",
+        "set -uo pipefail",
         f"cd {shlex.quote(workdir)}",
-        "exec " + " ".join(shlex.quote(part) for part in command),
+        "requeue() {",
+        '    echo "crs-sbatch: time limit in under ' + str(warn) + ' s: stopping job $SLURM_JOB_ID cleanly, then requeueing it"',
+        '    kill -TERM "$crs" 2>/dev/null',
+        '    wait "$crs"',
+        '    scontrol requeue "$SLURM_JOB_ID"',
+        "    exit 0",
+        "}",
+        "trap requeue USR1",
+        " ".join(shlex.quote(part) for part in command) + " &",
+        "crs=$!",
+        'wait "$crs"  # a USR1 interrupts it and runs requeue()',
+        "exit $?",
         "",
     ]
     return "\n".join(lines)

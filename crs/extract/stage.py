@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable
 
 from crs.cache.images import ImageChange, compare
-from crs.cache.lock import WriterLock, layout_lock_path
+from crs.cache.lock import layout_lock
 from crs.cache.store import CacheError, FeatureStore, store_path
 from crs.corruptions.variants import resolve_variants
 from crs.data import Dataset, load_entry
@@ -105,7 +105,7 @@ def _record_skipped(spec: Spec, dataset: Dataset, overlap: dict | None = None) -
     """Keep the list of skipped images (and a target's label map: the classes scored) with the cache,
     so stage 2 can put them in the run's audit."""
     path = store_path(spec.cache, dataset.name)
-    with WriterLock(layout_lock_path(path), wait=True):  # shards may write the same attributes
+    with layout_lock(path, "write attributes"):  # shards may write the same attributes
         attrs = FeatureStore(path, mode="a").root.attrs
         attrs["skipped_images"] = list(dataset.skipped)
         if dataset.label_map:

@@ -3,18 +3,20 @@
 One array task per shard; each calls :func:`crs.extract.stage.extract_spec` with its own
 ``(index, count)`` passed as an argument (not read from the environment, so a task resubmitted on
 its own keeps its shard). The task is a submitit ``Checkpointable``: when SLURM preempts it or
-its time runs out, submitit requeues it, and the requeued task resumes from the cache's chunk flags.
+its time runs out (warned ``signal_seconds`` before, with the same lead as the array
+script's), submitit requeues it, and the requeued task resumes from the cache's chunk flags.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import submitit
 
+from crs.extract.site import SiteOptions, signal_seconds
 from crs.spec import Spec
 
 
@@ -22,9 +24,7 @@ from crs.spec import Spec
 class SlurmOptions:
     tasks: int
     minutes: int
-    cpus_per_task: int = 8
-    gpus_per_task: int = 0
-    partition: str | None = None
+    site: SiteOptions = field(default_factory=SiteOptions)
     folder: Path = Path("crs-slurm-logs")
 
 
@@ -46,12 +46,12 @@ def submit_array(spec: Spec, options: SlurmOptions, allow_overlap: bool = False)
     ``allow_overlap`` is an argument of every task (a requeued task keeps it), as the shard index is.
     """
     executor = submitit.SlurmExecutor(folder=str(options.folder), max_num_timeout=10)
-    extra: dict[str, Any] = {"requeue": True}
+    params = options.site.submitit_parameters()
+    extra: dict[str, Any] = {"requeue": True, **params.pop("additional_parameters", {})}
+    minutes = max(1, int(math.ceil(options.minutes)))
     executor.update_parameters(
-        time=max(1, int(math.ceil(options.minutes))), cpus_per_task=options.cpus_per_task,
-        array_parallelism=options.tasks, job_name="crs-extract", additional_parameters=extra,
-        **({"gpus_per_node": options.gpus_per_task} if options.gpus_per_task else {}),
-        **({"partition": options.partition} if options.partition else {}),
+        time=minutes, array_parallelism=options.tasks, job_name="crs-extract", additional_parameters=extra,
+        signal_delay_s=signal_seconds(minutes * 60), **params,
     )
     count = options.tasks
     return executor.map_array(ExtractShard(), [spec] * count, list(range(count)), [count] * count,

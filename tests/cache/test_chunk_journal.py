@@ -30,7 +30,7 @@ def test_a_chunk_not_yet_full_keeps_its_rows_in_a_journal_and_sets_no_flag(group
     np.testing.assert_array_equal(values, np.concatenate([first, second]).astype(np.float16))
     # The journal is not a flag: the chunk is still incomplete, and verify sees only that.
     assert array.pending_chunks() == [0, 1, 2]
-    assert {problem.kind for problem in verify_store(group.store.root)} <= {"incomplete", "table"}
+    assert {problem.kind for problem in verify_store(group.store.root)} <= {"incomplete", "unfinished-table"}
     # A resumed run keeps the journaled rows (3), the flags alone keep none.
     assert stored_rows_done(group, "clean") == 0 and stored_rows_kept(group, "clean") == 3
     # Writing the chunk drops its journal.

@@ -7,7 +7,11 @@ budget, by tests/faults/test_resume_loss.py, which counts the passes of the kill
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -62,11 +66,19 @@ def float_bits(store: Path) -> dict[str, bytes]:
             if isinstance(node, zarr.Array)}
 
 
-def sbatch_file(spec_path: Path, tasks: int) -> Path:
+def sbatch_file(spec_path: Path, tasks: int, *options: str, host_per_start: bool = False) -> Path:
+    """``crs plan --sbatch`` for the spec; ``host_per_start``: each start of a task runs under its own host
+    name (``node-<restart count>``, through ``unshare --uts``), as a requeued task landing on another node."""
     script = spec_path.parent / "extract.sbatch"
     result = CliRunner().invoke(cli, ["plan", str(spec_path), "--sbatch", str(script), "--tasks", str(tasks),
-                                      "--cpus-per-task", "1"], obj={})
+                                      "--cpus-per-task", "1", *options], obj={})
     assert result.exit_code == 0, result.output
+    if host_per_start:
+        lines = script.read_text().splitlines()
+        at = next(i for i, line in enumerate(lines) if " -m crs extract " in line)
+        lines[at] = ("unshare --uts sh -c 'hostname \"node-${SLURM_RESTART_COUNT:-0}\" && exec \"$@\"' sh "
+                     + lines[at])
+        script.write_text("\n".join(lines) + "\n")
     return script
 
 
@@ -149,11 +161,15 @@ def shard_rows_done(store: Path, journaled: bool = False) -> int:
     return total
 
 
-def test_a_cancelled_task_requeued_resumes_from_its_flags(slurm, reference, tmp_path):
+@pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0, reason="needs `unshare --uts` as root")
+def test_a_killed_task_requeued_onto_another_host_resumes_from_its_flags(slurm, reference, tmp_path):
+    """Killed by SIGKILL (its lock files stay behind, naming host node-0), requeued, restarted as host
+    node-1: it takes over its own locks at once (the same SLURM job and task) with one line each,
+    redoes none of the passes it kept, and the cache equals one process's bit for bit."""
     data, reference_store, passes = reference(320)  # long enough (seconds) to be killed mid-run
     spec_path = write_spec(tmp_path, data, n_images=320)
     # One task holds the whole run, so the kill lands in the middle of real work.
-    job = submit(sbatch_file(spec_path, 1), slurm)
+    job = submit(sbatch_file(spec_path, 1, host_per_start=True), slurm)
     store = tmp_path / "cache" / "cxr.zarr"
     deadline = time.monotonic() + 180
     kept = 0
@@ -164,8 +180,14 @@ def test_a_cancelled_task_requeued_resumes_from_its_flags(slurm, reference, tmp_
         except Exception:  # arrays being created: look again
             kept = 0
     assert kept > 0, "the task wrote nothing in time"
-    subprocess.run(["scancel", "--signal=KILL", f"{job}_0"], env=slurm, check=True)
-    time.sleep(2)
+    # SIGKILL to crs itself, as a node dying does: nothing is cleaned up, its lock files stay behind
+    # (an `scancel` sends SIGTERM first, on which crs stops cleanly and releases them).
+    locks = sorted((store.parent / ".crs-locks" / "cxr").glob("writer.*.lock"))
+    holders = {json.loads(lock.read_text())["pid"] for lock in locks}
+    assert len(locks) == 2 and len(holders) == 1, locks
+    os.kill(holders.pop(), signal.SIGKILL)
+    wait_for(job, slurm)  # the batch script ends with crs's status
+    assert all(json.loads(lock.read_text())["host"] == "node-0" for lock in locks)
     kept = shard_rows_done(store, journaled=True)  # a kill between two chunk flags leaves journaled rows
     assert 0 < kept < passes, "the kill should land mid-run"
     subprocess.run(["scontrol", "requeue", f"{job}_0"], env=slurm, check=True, capture_output=True)
@@ -174,6 +196,9 @@ def test_a_cancelled_task_requeued_resumes_from_its_flags(slurm, reference, tmp_
     wait_for(job, slurm)
     log = task_log(tmp_path, job, 0)
     resumed = log[log.rindex("from the environment"):]
+    takeovers = [line for line in resumed.splitlines() if "taking over" in line]
+    assert len(takeovers) == 2, resumed  # the writer lock of each encoder, one line each
+    assert all("on host node-0" in line and "this very SLURM task" in line for line in takeovers), takeovers
     assert f"{kept:,} of {passes:,} forward passes already cached" in resumed
     assert forward_passes(resumed) == passes - kept  # nothing kept is redone
     assert float_bits(store) == float_bits(reference_store)
@@ -191,9 +216,90 @@ def test_extract_slurm_submits_through_submitit_and_equals_one_process(slurm, re
     data, reference_store, passes = reference(64)
     spec_path = write_spec(tmp_path, data, n_images=64)
     run = subprocess.run([sys.executable, "-m", "crs", "extract", str(spec_path), "--slurm", "--tasks", "2",
-                          "--cpus-per-task", "1", "--slurm-logs", str(tmp_path / "logs")],
+                          "--cpus-per-task", "1", "--slurm-logs", str(tmp_path / "logs"), "--account", "crs",
+                          "--mem", "300M", "--constraint", "crsci", "--sbatch-option=--comment=crs-site"],
                          env=slurm, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     made = [int(n.replace(",", "")) for n in re.findall(r"\(shard \d/2\): ([\d,]*\d) forward passes", run.stdout)]
     assert len(made) == 2 and sum(made) == passes, run.stdout
+    noise = [line for line in (run.stdout + run.stderr).splitlines() if "sacct" in line or "accounting" in line]
+    assert len(noise) <= 1, noise  # accounting is off here: said once, if at all
+    submitted = "\n".join(path.read_text() for path in (tmp_path / "logs").glob("*submission.sh"))
+    for line in ("--account=crs", "--mem=300M", "--constraint=crsci", "--comment=crs-site", "--cpus-per-task=1",
+                 "--signal=USR2@"):
+        assert f"#SBATCH {line}" in submitted, submitted
+    assert float_bits(tmp_path / "cache" / "cxr.zarr") == float_bits(reference_store)
+
+
+def job_field(job: str, env: dict[str, str], name: str) -> str:
+    out = subprocess.run(["scontrol", "show", "job", "-o", job], env=env, capture_output=True, text=True)
+    found = re.search(rf"\b{name}=(\S*)", out.stdout)
+    return found.group(1) if found else ""
+
+
+def test_a_task_that_reaches_its_time_limit_requeues_itself_and_finishes(slurm, reference, tmp_path):
+    """A 2-minute limit: warned (USR1 to the batch shell, `--signal=B:USR1@60`) before the limit, the
+    script stops crs (SIGTERM), requeues the task, and the restart finishes the work; the cache is
+    bit-identical. SLURM sends the warning up to a minute early, so a fast machine may finish before
+    it: once the task has kept some passes, the test sends the same signal the same way
+    (`scancel --batch --signal=USR1`) if SLURM has not yet."""
+    data, reference_store, passes = reference(1920)
+    spec_path = write_spec(tmp_path, data, n_images=1920)
+    script = sbatch_file(spec_path, 1, "--time", "2")
+    assert "#SBATCH --signal=B:USR1@60" in script.read_text()
+    job = submit(script, slurm)
+    store = tmp_path / "cache" / "cxr.zarr"
+    warned = False
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:
+        state = job_field(f"{job}_0", slurm, "JobState")
+        if not warned and state == "RUNNING":
+            try:
+                kept = shard_rows_done(store, journaled=True) if (store / "zarr.json").exists() else 0
+            except Exception:  # arrays being created: look again
+                kept = 0
+            if kept > 0:
+                warned = True
+                if int(job_field(f"{job}_0", slurm, "Restarts") or 0) == 0:
+                    subprocess.run(["scancel", "--batch", "--signal=USR1", f"{job}_0"], env=slurm,
+                                   capture_output=True)
+        if state == "COMPLETED" or state in ("FAILED", "CANCELLED", "TIMEOUT"):
+            break
+        if state == "PENDING" and job_field(f"{job}_0", slurm, "Reason") == "BeginTime":
+            # SLURM holds a requeued job about two minutes before it may start again; here, start it now.
+            subprocess.run(["scontrol", "update", f"jobid={job}_0", "StartTime=now"], env=slurm, capture_output=True)
+        time.sleep(0.2 if not warned else 2)
+    log = task_log(tmp_path, job, 0)
+    assert state == "COMPLETED", f"{state}\n{log}"
+    assert int(job_field(f"{job}_0", slurm, "Restarts") or 0) >= 1 and "crs-sbatch: time limit" in log, log
+    assert "crs: stopping on signal SIGTERM" in log
+    assert float_bits(tmp_path / "cache" / "cxr.zarr") == float_bits(reference_store)
+
+
+def test_the_job_script_carries_the_site_options_and_fits_the_nodes(slurm, reference, tmp_path):
+    """--account, --qos, --mem, --constraint and a passed-through option reach the scheduler; the CPUs
+    never exceed what sinfo says a node has."""
+    data, reference_store, _ = reference(64)
+    spec_path = write_spec(tmp_path, data, n_images=64)
+    script = tmp_path / "site.sbatch"
+    cpus = int(subprocess.run(["sinfo", "-h", "-o", "%c"], env=slurm, capture_output=True,
+                              text=True).stdout.split()[0].rstrip("+"))
+    too_many = CliRunner().invoke(cli, ["plan", str(spec_path), "--sbatch", str(script), "--cpus-per-task",
+                                        str(cpus + 1)], obj={}, env={"SLURM_CONF": slurm.get("SLURM_CONF", "")})
+    assert too_many.exit_code == 2 and f"at most {cpus} CPUs (sinfo)" in too_many.output, too_many.output
+    made = CliRunner().invoke(cli, ["plan", str(spec_path), "--sbatch", str(script), "--tasks", "1",
+                                    "--account", "crs", "--qos", "normal", "--mem", "300M", "--constraint", "crsci",
+                                    "--sbatch-option=--comment=crs-site"], obj={},
+                              env={"SLURM_CONF": slurm.get("SLURM_CONF", "")})
+    assert made.exit_code == 0, made.output
+    text = script.read_text()
+    for line in ("--account=crs", "--qos=normal", "--mem=300M", "--constraint=crsci", "--comment=crs-site",
+                 f"--cpus-per-task={min(cpus, 8)}"):
+        assert f"#SBATCH {line}" in text, text
+    job = submit(script, slurm)
+    assert job_field(f"{job}_0", slurm, "Account") == "crs"
+    assert job_field(f"{job}_0", slurm, "MinMemoryNode") == "300M"
+    assert job_field(f"{job}_0", slurm, "Features") == "crsci"
+    assert job_field(f"{job}_0", slurm, "Comment") == "crs-site"
+    wait_for(job, slurm)
     assert float_bits(tmp_path / "cache" / "cxr.zarr") == float_bits(reference_store)

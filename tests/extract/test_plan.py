@@ -155,3 +155,19 @@ def test_plan_states_the_passes_a_corruption_subsample_saves(tmp_path):
     assert row.passes_saved == full_row.corrupted_passes - row.corrupted_passes
     assert what_if.to_json()["totals"]["passes_saved"] == full.passes - what_if.passes
     assert any("what-if" in note for note in what_if.notes)
+
+
+def test_plan_totals_say_which_data_sets_they_leave_out_and_honour_image_lists():
+    """Issue 39 item 6: `crs plan examples/paper_shift.toml` totalled 11 of 13 data sets without a word
+    in the totals, and counted ChestX-ray14 restricted to test_list.txt as all 112,120 images."""
+    from pathlib import Path
+
+    spec_path = Path(__file__).resolve().parents[2] / "examples" / "paper_shift.toml"
+    result = CliRunner().invoke(cli, ["plan", str(spec_path)], obj={})
+    assert result.exit_code == 0, result.output
+    summary = result.output.splitlines()[0]
+    assert "NOT counted: derm7pt, padchest (no data root here and no published size)" in summary, summary
+    rows = [line.split() for line in result.output.splitlines() if line.startswith("chestxray14 ")]
+    assert rows and all(row[2] == "25,596" for row in rows), rows  # test_list.txt only, as image_lists says
+    plan = json.loads(CliRunner().invoke(cli, ["plan", str(spec_path), "--json"], obj={}).output)
+    assert plan["left_out"] == ["derm7pt", "padchest"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -120,7 +121,7 @@ def test_sbatch_script_is_sized_from_the_plan(paper, tmp_path):
     spec_path = EXAMPLES / "paper.toml"
     out = tmp_path / "paper.sbatch"
     result = CliRunner().invoke(cli, ["plan", str(spec_path), "--sbatch", str(out), "--tasks", "16",
-                                      "--partition", "gpu"], obj={})
+                                      "--partition", "gpu", "--allow-missing"], obj={})
     assert result.exit_code == 0, result.output
     text = out.read_text()
     assert "#SBATCH --array=0-15" in text and "#SBATCH --gpus=1" in text and "#SBATCH --partition=gpu" in text
@@ -131,6 +132,27 @@ def test_sbatch_script_is_sized_from_the_plan(paper, tmp_path):
     listed = [int(line.split(": ")[1].split(" passes")[0].replace(",", "")) for line in text.splitlines()
               if line.startswith("#   task ")]
     assert listed == list(shards.passes) and sum(listed) == plan.passes
+
+
+def test_sbatch_is_not_written_when_data_or_weights_are_missing_and_says_so(tmp_path):
+    """Issue 39 item 20: the script was written although data roots and weights were missing, for one
+    task of 14.7 million passes, naming paths of this machine without a word."""
+    spec_path = EXAMPLES / "paper.toml"
+    out = tmp_path / "paper.sbatch"
+    refused = CliRunner().invoke(cli, ["plan", str(spec_path), "--sbatch", str(out)], obj={})
+    assert refused.exit_code != 0 and not out.exists()
+    last = refused.output.strip().splitlines()[-1]
+    assert f"{out} not written" in last and "crs check" in last and "--allow-missing" in last, last
+    written = CliRunner().invoke(cli, ["plan", str(spec_path), "--sbatch", str(out), "--allow-missing"], obj={})
+    assert written.exit_code == 0 and out.exists(), written.output
+    assert "written anyway (--allow-missing)" in written.output
+    count = int(re.search(r"sbatch: .*?: (\d+) task\(s\) \(at most 1,000,000 forward passes each",
+                          written.output).group(1))
+    assert count >= 15  # 14.7 million passes: not one task
+    assert f"#SBATCH --array=0-{count - 1}" in out.read_text()
+    if "local file system" not in written.output:  # this checkout on a network file system: nothing to say
+        return
+    assert str(spec_path.resolve()) in written.output and "shared file system" in written.output
 
 
 def test_slurm_time_format():

@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import socket
+import threading
 
 import numpy as np
 import pytest
@@ -135,11 +136,24 @@ def test_waiting_writer_proceeds_when_the_holder_releases(tmp_path):
     os.waitpid(pid, 0)
 
 
-def test_lock_from_another_host_is_refused_with_the_fix(tmp_path):
+def test_lock_from_another_host_whose_owner_renews_it_is_refused_with_the_fix(tmp_path):
     lock = tmp_path / "l.lock"
-    lock.write_text(json.dumps({"pid": 4242, "host": "gpu-node-7", "started": "2025-01-01T00:00:00+00:00"}))
-    with pytest.raises(LockHeldError, match=f"pid 4242 on host gpu-node-7 .*delete {lock}"):
-        WriterLock(lock).acquire()
+    lock.write_text(json.dumps({"pid": 4242, "host": "gpu-node-7", "started": "2025-01-01T00:00:00+00:00",
+                                "lease": 2}))
+    stop = threading.Event()
+
+    def renew() -> None:  # the owner's heartbeat, on "another node"
+        while not stop.wait(0.1):
+            os.utime(lock)
+
+    beat = threading.Thread(target=renew)
+    beat.start()
+    try:
+        with pytest.raises(LockHeldError, match=f"pid 4242 on host gpu-node-7 .*delete {lock}"):
+            WriterLock(lock, poll_seconds=0.05).acquire()
+    finally:
+        stop.set()
+        beat.join()
 
 
 def test_lock_file_of_a_dead_pid_is_taken_over(tmp_path, caplog):
