@@ -3,7 +3,11 @@
 ``crs bench extract`` stores what it measured on this host (pipeline forward passes/s of
 ResNet-50 and ViT-B/16) in :func:`measurements_path`. ``crs plan`` turns that into a time for any
 encoder by its forward cost in GFLOPs (scaled from the measured encoders' effective GFLOP/s), and
-says so. With nothing stored, or on a GPU, the time is an estimate and labelled one.
+says so. This host's figures come first; then those of other hosts of the same device kind (a job
+script is planned on a login node for GPU nodes that measured themselves into a shared file, e.g.
+``CRS_THROUGHPUT`` on the cluster's file system), named. With nothing stored the time is an
+estimate and labelled one (on a GPU: a bare forward pass at an H200's peak, far above what a
+decode-bound run reaches; issue 41).
 """
 
 from __future__ import annotations
@@ -101,6 +105,20 @@ def rate(name: str, gflops: float, device: str, cores: int, measurements: list[d
         effective = median(float(m["passes_per_s"]) * float(m["gflops"]) for m in mine)
         names = ", ".join(sorted({str(m["encoder"]) for m in mine}))
         return Rate(effective / gflops, f"scaled by GFLOPs from `crs bench extract` ({names}) on {host}", True)
+    # Another host's figures (a job script is planned on a login node, run on GPU nodes that measured
+    # themselves): the median over those hosts, named, rather than a peak-speed guess.
+    theirs = [m for m in measurements
+              if m.get("host") != host and _kind(str(m.get("device", ""))) == kind and m.get("passes_per_s")]
+    if theirs:
+        hosts = ", ".join(sorted({str(m.get("host")) for m in theirs}))
+        same = [m for m in theirs if m.get("encoder") == name]
+        if same:
+            return Rate(median(float(m["passes_per_s"]) for m in same),
+                        f"measured by `crs bench extract` on {hosts} (not this host)", True)
+        effective = median(float(m["passes_per_s"]) * float(m["gflops"]) for m in theirs)
+        names = ", ".join(sorted({str(m["encoder"]) for m in theirs}))
+        return Rate(effective / gflops, f"scaled by GFLOPs from `crs bench extract` ({names}) on {hosts} "
+                    "(not this host)", True)
     if kind == "cuda":
         return Rate(GPU_GFLOPS / gflops, "estimate: bare forward at an H200's peak, scaled by GFLOPs; "
                     "decode-bound end to end", False)

@@ -221,3 +221,34 @@ def test_two_cpu_devices_write_the_cache_of_one_process(tmp_path):
             store_bytes(tmp_path / "one" / "cache" / f"{name}.zarr"), name
     bad = CliRunner().invoke(cli, ["extract", str(two), "--devices", "gpu0"], obj={})
     assert bad.exit_code != 0 and "each must be cpu, cuda or cuda:N" in bad.output
+
+
+def test_sbatch_time_limit_uses_a_gpu_node_measurement_and_says_so(tmp_path, monkeypatch):
+    """Issue 41 item 2: the time limit came from an H200's bare forward speed even where a GPU node had
+    measured itself with `crs bench extract`; the job script is planned on another host (a login node)."""
+    import json
+
+    spec_path = EXAMPLES / "paper.toml"
+    store = tmp_path / "throughput.json"
+    monkeypatch.setenv("CRS_THROUGHPUT", str(store))
+    args = ["plan", str(spec_path), "--sbatch", str(tmp_path / "a.sbatch"), "--tasks", "16", "--allow-missing"]
+    assert CliRunner().invoke(cli, args, obj={}).exit_code == 0
+    estimated = (tmp_path / "a.sbatch").read_text()
+    assert "estimate: bare forward at an H200's peak" in estimated
+    # a GPU node measured itself (decode-bound: far slower than the peak estimate) into the shared file
+    store.write_text(json.dumps([{"host": "gpu-node-7", "encoder": "vit_base", "device": "cuda:0",
+                                  "passes_per_s": 900.0, "gflops": 17.6, "threads": 8}]))
+    args[3] = str(tmp_path / "b.sbatch")
+    assert CliRunner().invoke(cli, args, obj={}).exit_code == 0
+    measured = (tmp_path / "b.sbatch").read_text()
+    assert "on gpu-node-7 (not this host)" in measured and "H200" not in measured.split("estimate basis")[1].split("\n")[0]
+
+    def limit(text):
+        return re.search(r"#SBATCH --time=(\S+)", text).group(1)
+
+    def seconds(value):
+        days, rest = value.split("-")
+        h, m, s = map(int, rest.split(":"))
+        return int(days) * 86400 + h * 3600 + m * 60 + s
+
+    assert seconds(limit(measured)) > 3 * seconds(limit(estimated))  # 900 passes/s, not 20,000 at ViT-B/16
