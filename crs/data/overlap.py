@@ -18,6 +18,11 @@ centred zooms (:data:`ZOOMS`) of one image of the pair, a crop of c per side bei
 1 / (1 - 2c) (5 %: 1.11). Each view has its own pHash (candidates within :data:`MAX_HAMMING` bits) and detail, confirmed
 at :data:`MIN_CORRELATION` (a flip) or :data:`MIN_CROP_CORRELATION` (a zoom).
 
+A pair the thumbnails confirm is confirmed again from its files (decision 0142, :func:`confirm_pairs`):
+both images decoded again (:attr:`Prints.decode`) and compared whole at :data:`FINE` px through their
+best zoom, at :data:`MIN_FINE_CORRELATION`; the 32 px thumbnail alone joined distinct chest films of one
+template.
+
 Sharing stage 1's decode (decision 0097), the check adds only the thumbnail and one DCT per image; the
 details (one blur each) are made when compared, for candidate rows only. Stage 1 maps 16-bit grey to 8 bit by its bit depth (decision 0045), so the 8- and 16-bit PNGs of
 one film print alike. What is found and what is not, measured: docs/datasets.md
