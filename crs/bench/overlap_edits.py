@@ -88,14 +88,14 @@ def _prints(images: list[Image.Image], size: int, fit: str, tag: str) -> Prints:
     pixels = np.stack([np.asarray(fit_square(image, size, fit).convert("RGB")).transpose(2, 0, 1) for image in images])
     phash, thumbs = image_prints(pixels)
     ids = np.array([f"{tag}{i}" for i in range(len(images))])
-    return Prints(ids, ids, phash, thumbs)
+    return Prints(ids, ids, phash, thumbs, decode=lambda rows: pixels[rows])
 
 
 def measure(name: str, n: int, size: int, image_size: int) -> list[dict[str, Any]]:
     originals = family(name, n, size)
     fit = FIT.get(name, "crop")
     base = _prints([_jpeg(image, 90) for image in originals], image_size, fit, "o")
-    again = Prints(base.ids, np.char.add("again-", base.sha256), base.phash, base.thumbs)
+    again = Prints(base.ids, np.char.add("again-", base.sha256), base.phash, base.thumbs, base.decode)
     pairs = find_overlaps(base, again)  # the same pictures, not taken for exact copies: every pair is looked at
     rows = [{"family": name, "edit": "distinct", "found": "", "false": sum(p.a_id != p.b_id for p in pairs)}]
     for edit, change in EDITS.items():

@@ -23,7 +23,7 @@ from crs.cache.images import recorded_digests
 from crs.cache.lock import layout_lock
 from crs.cache.store import FeatureStore, child_array
 from crs.data.base import Dataset
-from crs.data.overlap import THUMB, Prints
+from crs.data.overlap import THUMB, Prints, dataset_decoder
 
 GROUP = "overlap_prints"
 ATTRIBUTE = "overlap_prints"
@@ -32,6 +32,11 @@ REPORT = "overlap"
 ROWS_PER_CHUNK = 4096
 PRINTS_VERSION = 2
 """2: the grey thumbnail is kept instead of its detail, so flips and crops can be looked for (decision 0122)."""
+
+
+def prints_key(dataset: Dataset) -> dict[str, Any]:
+    """What a store's prints of ``dataset`` depend on (its ids, decode geometry, the prints' version)."""
+    return _key(dataset)
 
 
 def _key(dataset: Dataset) -> dict[str, Any]:
@@ -81,7 +86,8 @@ def read_prints(store: FeatureStore, dataset: Dataset, sha256: Any = None) -> Pr
         return None
     return Prints(ids=np.asarray(dataset.ids).astype(str), sha256=digests,
                   phash=np.asarray(child_array(store.root, f"{GROUP}/phash")[:], dtype=np.uint64),
-                  thumbs=np.asarray(child_array(store.root, f"{GROUP}/thumb")[:], dtype=np.uint16))
+                  thumbs=np.asarray(child_array(store.root, f"{GROUP}/thumb")[:], dtype=np.uint16),
+                  decode=dataset_decoder(dataset))
 
 
 def dropped_ids(store: FeatureStore) -> list[str]:

@@ -18,6 +18,11 @@ centred zooms (:data:`ZOOMS`) of one image of the pair, a crop of c per side bei
 1 / (1 - 2c) (5 %: 1.11). Each view has its own pHash (candidates within :data:`MAX_HAMMING` bits) and detail, confirmed
 at :data:`MIN_CORRELATION` (a flip) or :data:`MIN_CROP_CORRELATION` (a zoom).
 
+A pair the thumbnails confirm is confirmed again from its files (decision 0142, :func:`confirm_pairs`):
+both images decoded again (:attr:`Prints.decode`) and compared whole at :data:`FINE` px through their
+best zoom, at :data:`MIN_FINE_CORRELATION`; the 32 px thumbnail alone joined distinct chest films of one
+template.
+
 Sharing stage 1's decode (decision 0097), the check adds only the thumbnail and one DCT per image; the
 details (one blur each) are made when compared, for candidate rows only. Stage 1 maps 16-bit grey to 8 bit by its bit depth (decision 0045), so the 8- and 16-bit PNGs of
 one film print alike. What is found and what is not, measured: docs/datasets.md
@@ -27,9 +32,9 @@ one film print alike. What is found and what is not, measured: docs/datasets.md
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +58,16 @@ ZOOMS = (1.04, 1.08, 1.12)
 """Centred zooms tried on either image of a candidate pair: crops of up to about 5.4 % per side."""
 THUMB_SCALE = 65535
 """Thumbnails are kept as uint16: grey level x THUMB_SCALE (steps of 1.5e-5, far below an 8-bit step)."""
+FINE = 64
+"""Side of the grey picture the second stage compares (decision 0142): both images of a pair the thumbnails
+confirm are decoded again and compared whole at this side (or the canonical side, when smaller)."""
+FINE_SIGMA = 1.0
+"""Blur (pixels of the FINE picture) before the second stage's comparison: JPEG and resampling noise out."""
+MIN_FINE_CORRELATION = 0.993
+"""Smallest correlation of the two whole FINE pictures (blurred, through the pair's best view) that confirms a
+pair: distinct synthetic chest films of one template reach 0.985-0.988, their copies 0.999 (decision 0142)."""
+FINE_ZOOMS = tuple(round(1.0 + 0.01 * k, 2) for k in range(14))
+"""Zooms the second stage tries on either image (1.00-1.13): a crop's zoom registered to 0.5 %."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +79,9 @@ class Prints:
     sha256: np.ndarray
     phash: np.ndarray
     thumbs: np.ndarray
+    decode: Callable[[np.ndarray], np.ndarray] | None = field(default=None, compare=False, repr=False)
+    """Rows -> their canonical images (uint8 (N, C, H, W) or (N, H, W)), decoded again from the files: the
+    second stage (:func:`confirm_pairs`) reads the few images of candidate pairs. None: no second stage."""
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -121,29 +139,29 @@ def _block_sum(x: np.ndarray, axis: int, factor: int, dtype: type) -> np.ndarray
     return total
 
 
-def _area_mean(x: np.ndarray, axis: int) -> np.ndarray:
-    """``x`` (float) averaged into THUMB equal spans along ``axis``: exact area means (a span that ends
+def _area_mean(x: np.ndarray, axis: int, side: int = THUMB) -> np.ndarray:
+    """``x`` (float) averaged into ``side`` equal spans along ``axis``: exact area means (a span that ends
     inside a pixel takes that pixel in part)."""
     size = x.shape[axis]
     total = np.concatenate([np.zeros_like(np.take(x, [0], axis=axis)), np.cumsum(x, axis=axis)], axis=axis)
-    edges = np.linspace(0.0, size, THUMB + 1)
+    edges = np.linspace(0.0, size, side + 1)
     whole = np.minimum(np.floor(edges).astype(np.int64), size - 1)
     part = (edges - whole).reshape([-1 if a == axis else 1 for a in range(x.ndim)])
     at_edges = np.take(total, whole, axis=axis) + part * np.take(x, whole, axis=axis)
-    return np.diff(at_edges, axis=axis) / (size / THUMB)
+    return np.diff(at_edges, axis=axis) / (size / side)
 
 
-def thumbnails(pixels: np.ndarray) -> np.ndarray:
-    """Area-averaged THUMB x THUMB grey thumbnails in [0, 1] (float32, (N, THUMB, THUMB)) of uint8 (N, C, H, W).
+def thumbnails(pixels: np.ndarray, side: int = THUMB) -> np.ndarray:
+    """Area-averaged ``side`` x ``side`` grey thumbnails in [0, 1] (float32, (N, side, side)) of uint8 (N, C, H, W).
 
-    Sizes THUMB divides (224, 256, 384, 448, 512) take integer block sums; others exact area means."""
+    Sizes ``side`` divides (224, 256, 384, 448, 512 for 32) take integer block sums; others exact area means."""
     height, width = pixels.shape[-2:]
-    if height % THUMB == 0 and width % THUMB == 0:
-        across = _block_sum(pixels, 3, width // THUMB, np.uint16)  # 255 x 257 fits: any size up to 8,224
-        small = _block_sum(across, 2, height // THUMB, np.uint32).astype(np.float64) / (
-            (width // THUMB) * (height // THUMB))
+    if height % side == 0 and width % side == 0:
+        across = _block_sum(pixels, 3, width // side, np.uint16)  # 255 x 257 fits: any size up to 8,224 for 32
+        small = _block_sum(across, 2, height // side, np.uint32).astype(np.float64) / (
+            (width // side) * (height // side))
     else:
-        small = _area_mean(_area_mean(pixels.astype(np.float64), 3), 2)
+        small = _area_mean(_area_mean(pixels.astype(np.float64), 3, side), 2, side)
     grey = small[:, 0] if small.shape[1] == 1 else np.tensordot(GREY_WEIGHTS.astype(np.float64), small,
                                                                 axes=([0], [1]))
     return (grey / 255.0).astype(np.float32)
@@ -231,7 +249,7 @@ def fingerprint(dataset: Dataset, workers: int = 4, sha256: Sequence[str] | None
             sha256 = list(pool.map(digest, [str(p) for p in dataset.paths]))
     hashes, thumbs = prints_of(dataset, range(len(dataset)), workers)
     return Prints(ids=np.asarray(dataset.ids).astype(str), sha256=np.asarray(list(sha256), dtype=str),
-                  phash=hashes, thumbs=thumbs)
+                  phash=hashes, thumbs=thumbs, decode=dataset_decoder(dataset, workers))
 
 
 def _popcount(values: np.ndarray) -> np.ndarray:
@@ -260,14 +278,14 @@ def _grey(thumbs: np.ndarray) -> np.ndarray:
     return (np.asarray(thumbs, dtype=np.float32) / THUMB_SCALE).reshape(len(thumbs), THUMB, THUMB)
 
 
-def _zoom_matrix(zoom: float) -> np.ndarray:
-    """(THUMB, THUMB) linear interpolation of the centred 1 / ``zoom`` of a side onto THUMB samples."""
-    centres = (np.arange(THUMB) + 0.5 - THUMB / 2) / zoom + THUMB / 2 - 0.5
+def _zoom_matrix(zoom: float, side: int = THUMB) -> np.ndarray:
+    """(side, side) linear interpolation of the centred 1 / ``zoom`` of a side onto ``side`` samples."""
+    centres = (np.arange(side) + 0.5 - side / 2) / zoom + side / 2 - 0.5
     low = np.floor(centres).astype(np.int64)
     weight = centres - low
-    matrix = np.zeros((THUMB, THUMB))
-    np.add.at(matrix, (np.arange(THUMB), np.clip(low, 0, THUMB - 1)), 1 - weight)
-    np.add.at(matrix, (np.arange(THUMB), np.clip(low + 1, 0, THUMB - 1)), weight)
+    matrix = np.zeros((side, side))
+    np.add.at(matrix, (np.arange(side), np.clip(low, 0, side - 1)), 1 - weight)
+    np.add.at(matrix, (np.arange(side), np.clip(low + 1, 0, side - 1)), weight)
     return matrix
 
 
@@ -303,6 +321,80 @@ def _view_hashes(prints: Prints, zoom: float, mirror: bool) -> np.ndarray:
     return np.concatenate(out) if out else np.zeros(0, np.uint64)
 
 
+def fine_pictures(images: np.ndarray) -> np.ndarray:
+    """The second stage's pictures of canonical images (uint8 (N, C, H, W) or (N, H, W)): grey, area-averaged
+    to :data:`FINE` (or the canonical side, when smaller), blurred by :data:`FINE_SIGMA` (float64 (N, s, s))."""
+    pixels = np.asarray(images)
+    if pixels.ndim == 3:
+        pixels = pixels[:, None]
+    side = min(FINE, pixels.shape[-1], pixels.shape[-2])
+    grey = thumbnails(pixels, side).astype(np.float64)
+    return np.asarray(gaussian_filter(grey, sigma=(0, FINE_SIGMA, FINE_SIGMA), mode="nearest"))
+
+
+def _whole_correlation(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    x = x.reshape(len(x), -1) - x.reshape(len(x), -1).mean(axis=1, keepdims=True)
+    y = y.reshape(len(y), -1) - y.reshape(len(y), -1).mean(axis=1, keepdims=True)
+    norm = np.sqrt(np.einsum("ij,ij->i", x, x) * np.einsum("ij,ij->i", y, y))
+    return np.einsum("ij,ij->i", x, y) / np.where(norm > 0, norm, 1.0)
+
+
+def fine_correlations(a_fine: np.ndarray, b_fine: np.ndarray, mirror: np.ndarray) -> np.ndarray:
+    """Per pair (row k of ``a_fine`` and of ``b_fine``, ``b`` mirrored where ``mirror``): the best correlation of
+    the two whole pictures over centred zooms (:data:`FINE_ZOOMS`) of either, so a crop is registered to 0.5 %."""
+    b_fine = np.where(mirror[:, None, None], b_fine[:, :, ::-1], b_fine)
+    best = np.full(len(a_fine), -1.0)
+    for zoom in FINE_ZOOMS:
+        matrix = _zoom_matrix(zoom, a_fine.shape[-1])
+        best = np.maximum(best, _whole_correlation(matrix @ a_fine @ matrix.T, b_fine))
+        if zoom != 1.0:
+            best = np.maximum(best, _whole_correlation(a_fine, matrix @ b_fine @ matrix.T))
+    return best
+
+
+def confirm_pairs(a: Prints, b: Prints, pairs: Sequence[tuple[int, int, bool]]) -> np.ndarray:
+    """The second stage (decision 0142): which candidate pairs (row of ``a``, row of ``b``, ``b`` mirrored) are
+    copies, their two images decoded again (:attr:`Prints.decode`, only the rows of these pairs) and compared
+    whole at :data:`FINE` px through their best zoom (:func:`fine_correlations`), at :data:`MIN_FINE_CORRELATION`.
+    The thumbnails' detail leaves out the coarse layout (distinct films of one anatomy share it) and cannot
+    tell apart films of one template whose differences the 32 px thumbnail smooths away; the whole picture,
+    finer, does. All True when either side cannot decode."""
+    if not pairs or a.decode is None or b.decode is None:
+        return np.ones(len(pairs), dtype=bool)
+    a_rows, a_at = np.unique([p[0] for p in pairs], return_inverse=True)
+    b_rows, b_at = np.unique([p[1] for p in pairs], return_inverse=True)
+    a_fine, b_fine = _fine_of(a, a_rows), _fine_of(b, b_rows)
+    if a_fine.shape[-1] != b_fine.shape[-1]:  # another geometry: compare at the smaller side
+        side = min(a_fine.shape[-1], b_fine.shape[-1])
+        a_fine, b_fine = (_area_mean(_area_mean(x, 2, side), 1, side) for x in (a_fine, b_fine))
+    mirror = np.array([p[2] for p in pairs], dtype=bool)
+    a_at, b_at = a_at.ravel(), b_at.ravel()
+    return np.concatenate([
+        fine_correlations(a_fine[a_at[i:i + FINE_BATCH]], b_fine[b_at[i:i + FINE_BATCH]], mirror[i:i + FINE_BATCH])
+        for i in range(0, len(pairs), FINE_BATCH)]) >= MIN_FINE_CORRELATION
+
+
+FINE_BATCH = 256
+"""Images decoded, and pairs compared, at once by the second stage: its memory stays small whatever the count."""
+
+
+def _fine_of(prints: Prints, rows: np.ndarray) -> np.ndarray:
+    assert prints.decode is not None
+    return np.concatenate([fine_pictures(prints.decode(rows[i:i + FINE_BATCH]))
+                           for i in range(0, len(rows), FINE_BATCH)])
+
+
+def dataset_decoder(dataset: Dataset, workers: int = 4) -> Callable[[np.ndarray], np.ndarray]:
+    """:attr:`Prints.decode` for ``dataset``: rows -> their canonical images, decoded as stage 1 decodes them
+    (:func:`crs.data.images.dataset_image`; threads: PIL releases the GIL)."""
+    from crs.data.images import dataset_image
+
+    def decode(rows: np.ndarray) -> np.ndarray:
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            return np.stack(list(pool.map(lambda r: dataset_image(dataset, int(r)).numpy(), rows)))
+    return decode
+
+
 def find_overlaps(a: Prints, b: Prints, a_name: str = "a", b_name: str = "b", block: int | None = None,
                   max_hamming: int = MAX_HAMMING, min_correlation: float = MIN_CORRELATION) -> list[Overlap]:
     """Every pair (image of ``a``, image of ``b``) that is a copy, sorted by ``b``'s id: ``exact`` (same
@@ -322,6 +414,8 @@ def find_overlaps(a: Prints, b: Prints, a_name: str = "a", b_name: str = "b", bl
             exact_b.add(j)
             found.append(Overlap(a_name, str(a.ids[by_hash[digest]]), b_name, str(b.ids[j]), "exact", 0, 1.0))
     seen: set[tuple[int, int]] = set()
+    candidates: list[tuple[int, int, bool]] = []
+    near: list[Overlap] = []
     hashes: dict[tuple[str, float, bool], np.ndarray] = {}
     for a_zoom, b_zoom, mirror, kind in VIEWS if len(a) and len(b) else ():
         a_hash = hashes.setdefault(("a", a_zoom, False), _view_hashes(a, a_zoom, False))
@@ -344,8 +438,10 @@ def find_overlaps(a: Prints, b: Prints, a_name: str = "a", b_name: str = "b", bl
                 if corr < (min_correlation if a_zoom == b_zoom == 1.0 else max(min_correlation, MIN_CROP_CORRELATION)):
                     continue
                 seen.add((start + r, c))
-                found.append(Overlap(a_name, str(a.ids[c]), b_name, str(b.ids[start + r]), kind,
-                                     int(distance[r, c]), float(corr)))
+                candidates.append((c, start + r, mirror))
+                near.append(Overlap(a_name, str(a.ids[c]), b_name, str(b.ids[start + r]), kind,
+                                    int(distance[r, c]), float(corr)))
+    found += [o for o, ok in zip(near, confirm_pairs(a, b, candidates), strict=True) if ok]
     found.sort(key=lambda o: (o.b_id, o.kind != "exact", o.distance, o.a_id))
     return found
 

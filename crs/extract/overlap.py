@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from crs.cache.images import file_digests
-from crs.cache.prints import missing_rows, read_prints, write_prints
+from crs.cache.prints import REPORT, missing_rows, prints_key, read_prints, write_prints
 from crs.cache.store import CacheError, FeatureStore, store_path
 from crs.data.base import DataError, Dataset
 from crs.data.overlap import Prints, find_overlaps, image_prints, overlap_report, prints_of
@@ -102,15 +102,37 @@ def extraction_finished(cache_root: Path, datasets: list[str], encoders: list[st
     return True
 
 
+CHECK_VERSION = 2
+"""2: pairs the thumbnails confirm are confirmed again from their files (decision 0142)."""
+
+
+def _checked(source: Dataset, target: Dataset, cache_root: Path, allow_overlap: bool) -> dict[str, Any] | None:
+    """What a kept report was made from (both stores' prints, the check's version, ``allow_overlap``); None while
+    either store lacks a print (the comparison must run)."""
+    keys = []
+    for dataset in (source, target):
+        path = store_path(cache_root, dataset.name)
+        if not path.exists() or len(missing_rows(FeatureStore(path), dataset)):
+            return None
+        keys.append(prints_key(dataset))
+    return {"source": keys[0], "target": keys[1], "version": CHECK_VERSION, "allowed": bool(allow_overlap)}
+
+
 def screen_target(source: Dataset, target: Dataset, cache_root: Path, allow_overlap: bool = False,
                   source_prints: Prints | None = None, workers: int = 4) -> dict[str, Any]:
     """Compare ``target`` with ``source`` image by image: the report to keep in the target's store.
 
     The target's store keeps every image; stage 2 leaves out the report's ``dropped`` ids (none when
-    ``allow_overlap``). Raises :class:`DataError` when every target image is also in the source."""
+    ``allow_overlap``). A report the target's store keeps from the same prints and check is returned as it is:
+    the second stage would read the candidate pairs' files again. Raises :class:`DataError` when every target image is also in the source."""
+    checked = _checked(source, target, cache_root, allow_overlap)
+    kept = FeatureStore(store_path(cache_root, target.name)).root.attrs.get(REPORT) if checked else None
+    if isinstance(kept, dict) and kept.get("checked") == checked:  # same images, prints and check: no file read again
+        return dict(kept)
     prints = source_prints if source_prints is not None else store_prints(source, cache_root, workers)
     overlaps = find_overlaps(prints, store_prints(target, cache_root, workers), source.name, target.name)
-    report = overlap_report(source.name, overlaps, allow_overlap)
+    report = overlap_report(source.name, overlaps, allow_overlap) | {"checked": _checked(source, target, cache_root,
+                                                                                          allow_overlap)}
     if report["dropped"] and set(report["dropped"]) >= set(np.asarray(target.ids).astype(str).tolist()):
         raise DataError(f"shift target {target.name!r}: every image is also in {source.name!r}; it measures no shift")
     return report

@@ -205,12 +205,15 @@ def extracted(planted, tmp_path_factory):
 
 def test_extract_decodes_and_hashes_each_image_once(extracted, planted):
     """The check shares stage 1's decode and the image record's sha256: one PIL open and one hash per file
-    (before, the check read and decoded every source and target image a second time)."""
+    (before, the check read and decoded every source and target image a second time); only the two files of
+    each candidate near pair are read again, by the second stage (decision 0142): 22 pairs, 44 files."""
     _, opened, hashed = extracted
-    base, _ = planted
+    base, copies = planted
     files = sorted(str(p) for p in base.rglob("*.jpg"))
     assert len(files) == 150
-    assert sorted(opened) == files
+    assert sorted(set(opened)) == files
+    again = sorted(f for f in set(opened) if opened.count(f) > 1)
+    assert len(again) == 44 and max(opened.count(f) for f in again) == 2
     assert sorted(hashed) == files
 
 
@@ -375,3 +378,53 @@ def test_a_sharded_extract_compares_once_its_last_shard_is_done_and_decodes_noth
         reports.append(FeatureStore(store_path(bench.spec.cache, "ham")).root.attrs.get("overlap"))
     assert reports[0] is None  # the first shard left the comparison to the last
     assert sorted(reports[1]["dropped"]) == sorted(copies)
+
+
+def _folder(root, pictures, names):
+    """A `folder` data set of ``pictures`` saved under ``names`` (the suffix picks the format)."""
+    root.mkdir(parents=True, exist_ok=True)
+    for picture, name in zip(pictures, names, strict=True):
+        picture.convert("RGB").save(root / name, **({"quality": 90} if name.endswith(".jpg") else {}))
+    (root / "labels.csv").write_text("path,label\n" + "".join(f"{n},{'ab'[i % 2]}\n" for i, n in enumerate(names)))
+
+
+CHEST_EDITS = {"jpeg": lambda p: p, "flip": _flip, "crop2": _crop(0.02), "crop3": _crop(0.03),
+               "crop4": _crop(0.04), "crop5": _crop(0.05)}
+
+
+@pytest.mark.parametrize("kind", ["films", "drawings"])
+def test_distinct_synthetic_chest_images_are_never_copies_but_their_edited_copies_are(tmp_path, kind):
+    """The generator's chest films (PNG, 64 px) and drawings (JPEG, 256 px) share one template: their 32 px
+    thumbnails alone joined distinct ones (3,592 of 14,280 ordered pairs of films, 750 of 1,560 of drawings).
+    The second stage (both files read again, compared whole at 64 px: decision 0142) joins none, and still
+    finds each one's re-encoded, resized, flipped and 2-5 % cropped copies, each to its own source."""
+    from crs.bench.overlap_edits import family
+    from crs.data.shift import adopt_source_geometry
+    from crs.data.synthetic import load_synthetic
+
+    if kind == "films":
+        source = load_synthetic(tmp_path / "films", modality="chest_xray", n_images=120, image_size=64)
+        pictures = [Image.open(source.root / p).convert("RGB") for p in source.paths[:6]]
+        resize = 2.0  # a re-release at twice the side
+    else:
+        drawn = family("chest", 40, 256)
+        _folder(tmp_path / "drawings", drawn, [f"{i:03d}.jpg" for i in range(40)])
+        source = load_dataset("folder", tmp_path / "drawings", modality="chest_xray", image_size=224)
+        pictures, resize = drawn[:6], 0.75
+    prints = fingerprint(source)
+    again = dataclasses.replace(prints, sha256=np.char.add("again-", prints.sha256))  # every pair looked at
+    pairs = find_overlaps(prints, again)
+    assert [o for o in pairs if o.a_id != o.b_id] == []  # no two distinct images joined, through any view
+    assert {o.b_id for o in pairs} == set(source.ids)  # each found as itself
+
+    edits = dict(CHEST_EDITS, resize=lambda p: p.resize((round(p.width * resize), round(p.height * resize))))
+    copies, names, planted = [], [], {}
+    for i, picture in enumerate(pictures):
+        for name, edit in edits.items():
+            copies.append(edit(picture))
+            names.append(f"{name}-{i}.jpg")  # every copy re-encoded as JPEG
+            planted[f"{name}-{i}"] = str(source.ids[i])
+    _folder(tmp_path / "copies", copies, names)
+    target = adopt_source_geometry(load_dataset("folder", tmp_path / "copies", modality="chest_xray"), source)
+    found = find_overlaps(prints, fingerprint(target))
+    assert {o.b_id.rsplit(".", 1)[0]: o.a_id for o in found} == planted
