@@ -14,11 +14,23 @@ import click
               help="The cache the run read (default: the one its spec recorded); image ids and digests come from it.")
 @click.option("--sign", "sign_key", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Sign the manifest with this Ed25519 private key (make one with `crs keygen NAME`).")
-def publish(run_folder: str, bundle: str, cache: str | None, sign_key: str | None) -> None:
+@click.option("--aggregates-only", is_flag=True,
+              help="Share aggregates only (a hospital's run): axis errors, their bootstrap replicates and group sizes; "
+                   "no image id, per-case row, prediction or record.")
+@click.option("--min-cell", type=click.IntRange(min=1), default=None,
+              help="With --aggregates-only: suppress cells (test sets, subgroups) with fewer images than this (default 10).")
+def publish(run_folder: str, bundle: str, cache: str | None, sign_key: str | None, aggregates_only: bool,
+            min_cell: int | None) -> None:
     """Write a scored RUN_FOLDER as a verifiable BUNDLE: records, predictions by image id, score, image digests, manifest."""
     from crs.publish import publish as write
+    from crs.publish.aggregates import DEFAULT_MIN_CELL, publish_aggregates
 
-    manifest = write(run_folder, bundle, cache=cache, sign_key=sign_key)
+    if min_cell is not None and not aggregates_only:
+        raise click.BadParameter("--min-cell applies to --aggregates-only bundles; add --aggregates-only", param_hint="--min-cell")
+    if aggregates_only:
+        manifest = publish_aggregates(run_folder, bundle, min_cell=min_cell or DEFAULT_MIN_CELL, sign_key=sign_key)
+    else:
+        manifest = write(run_folder, bundle, cache=cache, sign_key=sign_key)
     click.echo(f"published {run_folder} -> {bundle} ({manifest.name}{', signed' if sign_key else ''}); "
                f"check it with: crs verify {bundle}")
 
