@@ -81,3 +81,19 @@ def leaderboard(bundles: tuple[str, ...], out: str, keys: tuple[str, ...], resco
         public_keys[bundle] = Path(key)
     index = write_site(list(bundles), out, public_keys=public_keys, rescore=rescore)
     click.echo(f"leaderboard: {index} ({len(bundles)} bundle(s)); open it in any browser")
+
+
+@click.command()
+@click.argument("bundles", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("-o", "--out", "out", type=click.Path(file_okay=False), required=True,
+              help="Folder of the merged leaderboard (leaderboard.csv, leaderboard.txt, merged.json).")
+def merge(bundles: tuple[str, ...], out: str) -> None:
+    """Merge sites' aggregates-only BUNDLES (same replicate seed and n_boot) into a multi-site leaderboard."""
+    from pathlib import Path
+
+    from crs.publish.merge import TEXT_FILE
+    from crs.publish.merge import merge as merge_sites
+
+    merge_sites(list(bundles), out)
+    click.echo((Path(out) / TEXT_FILE).read_text().rstrip())
+    click.echo(f"merged {len(bundles)} site(s) -> {out}")
