@@ -6,7 +6,7 @@ Layout of ``<bundle>/`` (every file JSON text, so a byte search finds any id tha
                       the smallest cell shown, provenance, the sha256 of every other file
     aggregates.json   settings, encoders (names and settings), tasks (kind, axes measured, test size),
                       per encoder the axis errors, their standard errors and the number of tasks
-                      behind each, and the site's own CRS table
+                      behind each, per encoder and task the task's axis errors, and the site's own CRS table
     measures.json     per encoder, task and condition: the mean AUROC over seeds and severities
                       (the measurements the axis errors come from) and its test size
     replicates.json   per axis, the bootstrap replicate vector of every encoder's axis error: the
@@ -109,6 +109,26 @@ def _measures(records: pd.DataFrame, sizes: dict[str, dict[str, int]], min_cell:
     return rows
 
 
+def task_axis_errors(seed_axes: pd.DataFrame, sizes: dict[str, dict[str, int]],
+                     min_cell: int) -> dict[str, dict[str, dict[str, float | None] | str]]:
+    """Per encoder and task, the task's four axis errors (seeds averaged, then conditions: the parts
+    :func:`crs.scoring.formula.axis_errors_from_metrics` averages over tasks); a task whose test set is
+    below ``min_cell`` images shows "suppressed"."""
+    columns = ["auroc", "ece_debiased", "label_efficiency", "corruption_auroc", "shift_auroc"]
+    table = seed_axes.reindex(columns=["encoder", "task", *columns])
+    means = table.assign(encoder=table["encoder"].astype(str), task=table["task"].astype(str)).groupby(
+        ["encoder", "task"])[columns].mean()
+    errors = pd.DataFrame({"discrimination": 1.0 - means["auroc"], "calibration": means["ece_debiased"],
+                           "label_efficiency": 1.0 - means["label_efficiency"],
+                           "robustness": 1.0 - means[["corruption_auroc", "shift_auroc"]].mean(axis=1)})
+    out: dict[str, dict[str, dict[str, float | None] | str]] = {}
+    for (encoder, task), row in errors.iterrows():
+        shown = sizes.get(str(task), {}).get("clean", 0) >= min_cell
+        out.setdefault(str(encoder), {})[str(task)] = (
+            {axis: _number(value) for axis, value in row.items()} if shown else SUPPRESSED)
+    return out
+
+
 def _subgroups(table: pd.DataFrame | None, min_cell: int) -> list[dict[str, Any]]:
     if table is None:
         return []
@@ -165,6 +185,7 @@ def publish_aggregates(run_folder: str | Path, bundle: str | Path, *, min_cell: 
         "tasks": [{"name": task, "kind": str(records.loc[records["task"].astype(str) == task, "task_kind"].iloc[0]),
                    "axes": axes_of[task], "test_images": _cell(sizes[task].get("clean", 0), min_cell)} for task in tasks],
         "task_counts": counts,
+        "task_axis_errors": task_axis_errors(score.seed_axes, sizes, min_cell),
         "axis_errors": _frame_rows(score.point.errors),
         "standard_errors": None if score.point.standard_errors is None else _frame_rows(score.point.standard_errors),
         "crs": _frame_rows(site.astype(float)),

@@ -90,6 +90,11 @@ def test_replicates_are_the_scores_own_and_small_cells_are_suppressed(aggregates
     assert data["axis_errors"][first]["discrimination"] == float(
         errors.set_index(errors.columns[0]).loc[first, "discrimination_error"])
     assert data["task_counts"]["discrimination"] == len(spec.datasets)
+    for encoder, by_task in data["task_axis_errors"].items():  # the site's errors are the mean of its tasks'
+        for axis in ("discrimination", "calibration", "label_efficiency", "robustness"):
+            values = [errs[axis] for errs in by_task.values() if errs[axis] is not None]
+            assert len(values) == data["task_counts"][axis]
+            assert np.mean(values) == pytest.approx(data["axis_errors"][encoder][axis], abs=1e-12), (encoder, axis)
 
     subgroups = pd.read_parquet(spec.output / "score" / "subgroups.parquet")
     small = subgroups[subgroups["n_images"] < 10].iloc[0]
