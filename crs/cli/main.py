@@ -35,6 +35,7 @@ LAZY_COMMANDS = {
     "verify": "crs.cli.publish:verify",
     "keygen": "crs.cli.publish:keygen",
     "leaderboard": "crs.cli.publish:leaderboard",
+    "merge": "crs.cli.publish:merge",
 }
 """Commands whose modules import torch, torchvision or the encoder libraries (seconds): imported when
 the command is asked for, so ``crs score`` and ``crs report`` start without them."""
@@ -55,6 +56,7 @@ LAZY_HELP = {
     "verify": "Check a BUNDLE: every file against its manifest, the signature, and a re-score of its records. Exit 1 if not.",
     "keygen": "Write a new Ed25519 key pair NAME (private, owner-readable only) and NAME.pub (give this one away).",
     "leaderboard": "Write static, self-contained leaderboard pages for published BUNDLES: leaderboards, encoder cards, verification.",
+    "merge": "Merge sites' aggregates-only BUNDLES (same replicate seed and n_boot) into a multi-site leaderboard.",
 }
 """The first paragraph of each lazy command's help, so ``crs --help`` lists them without importing them
 (torch: about 3 CPU s); a test checks they equal the commands' own."""

@@ -14,11 +14,23 @@ import click
               help="The cache the run read (default: the one its spec recorded); image ids and digests come from it.")
 @click.option("--sign", "sign_key", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Sign the manifest with this Ed25519 private key (make one with `crs keygen NAME`).")
-def publish(run_folder: str, bundle: str, cache: str | None, sign_key: str | None) -> None:
+@click.option("--aggregates-only", is_flag=True,
+              help="Share aggregates only (a hospital's run): axis errors, their bootstrap replicates and group sizes; "
+                   "no image id, per-case row, prediction or record.")
+@click.option("--min-cell", type=click.IntRange(min=1), default=None,
+              help="With --aggregates-only: suppress cells (test sets, subgroups) with fewer images than this (default 10).")
+def publish(run_folder: str, bundle: str, cache: str | None, sign_key: str | None, aggregates_only: bool,
+            min_cell: int | None) -> None:
     """Write a scored RUN_FOLDER as a verifiable BUNDLE: records, predictions by image id, score, image digests, manifest."""
     from crs.publish import publish as write
+    from crs.publish.aggregates import DEFAULT_MIN_CELL, publish_aggregates
 
-    manifest = write(run_folder, bundle, cache=cache, sign_key=sign_key)
+    if min_cell is not None and not aggregates_only:
+        raise click.BadParameter("--min-cell applies to --aggregates-only bundles; add --aggregates-only", param_hint="--min-cell")
+    if aggregates_only:
+        manifest = publish_aggregates(run_folder, bundle, min_cell=min_cell or DEFAULT_MIN_CELL, sign_key=sign_key)
+    else:
+        manifest = write(run_folder, bundle, cache=cache, sign_key=sign_key)
     click.echo(f"published {run_folder} -> {bundle} ({manifest.name}{', signed' if sign_key else ''}); "
                f"check it with: crs verify {bundle}")
 
@@ -69,3 +81,19 @@ def leaderboard(bundles: tuple[str, ...], out: str, keys: tuple[str, ...], resco
         public_keys[bundle] = Path(key)
     index = write_site(list(bundles), out, public_keys=public_keys, rescore=rescore)
     click.echo(f"leaderboard: {index} ({len(bundles)} bundle(s)); open it in any browser")
+
+
+@click.command()
+@click.argument("bundles", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("-o", "--out", "out", type=click.Path(file_okay=False), required=True,
+              help="Folder of the merged leaderboard (leaderboard.csv, leaderboard.txt, merged.json).")
+def merge(bundles: tuple[str, ...], out: str) -> None:
+    """Merge sites' aggregates-only BUNDLES (same replicate seed and n_boot) into a multi-site leaderboard."""
+    from pathlib import Path
+
+    from crs.publish.merge import TEXT_FILE
+    from crs.publish.merge import merge as merge_sites
+
+    merge_sites(list(bundles), out)
+    click.echo((Path(out) / TEXT_FILE).read_text().rstrip())
+    click.echo(f"merged {len(bundles)} site(s) -> {out}")

@@ -95,4 +95,6 @@ def verify_bundle(bundle: str | Path, *, public_key: str | Path | None = None, s
         comparison = rescore(RunFolder(bundle / RUN_DIR))
     elif score and problems:
         notes.append("re-score: skipped (the manifest does not hold)")
+    elif kind == "aggregates":
+        notes.append("re-score: not applicable (an aggregates bundle holds no records to score again)")
     return Verification(bundle, kind, problems, signature, comparison, tuple(notes))

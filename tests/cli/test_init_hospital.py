@@ -127,6 +127,16 @@ def test_hospital_folder_init_run_report_without_phi(tmp_path, monkeypatch):
     bundle_leaks = {path: [n for n in needles if n in text] for path, text in bundle_texts.items()}
     assert not {path: found for path, found in bundle_leaks.items() if found}
 
+    # An aggregates-only bundle of the same run: no PHI and not even an image id (issue 42 items 3 and 5).
+    shared = runner.invoke(cli, ["publish", str(out), str(tmp_path / "aggregates"), "--aggregates-only"])
+    assert shared.exit_code == 0, shared.output
+    shared_texts = dict(_readable_texts(tmp_path / "aggregates"))
+    assert len(shared_texts) == 5
+    ids = [str(i) for i in json.loads((tmp_path / "bundle" / "images.json").read_text())[spec["datasets"][0]["name"]]["files"]]
+    assert any(i.startswith("dicom/") for i in ids)
+    shared_leaks = {path: [n for n in [*needles, *ids, "dicom/"] if n in text] for path, text in shared_texts.items()}
+    assert not {path: found for path, found in shared_leaks.items() if found}
+
 
 def _readable_texts(folder: Path):
     """(path, text) for every file under ``folder``, decompressed: parquet tables with their metadata,
