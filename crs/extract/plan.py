@@ -124,12 +124,16 @@ class ExtractPlan:
 
     def format(self) -> str:
         lines = [self.summary_line(), ""]
-        header = f"{'data set':<12} {'encoder':<16} {'images':>9} {'clean':>9} {'corrupted':>11} {'cached':>11} {'to write':>10}  " \
-                 f"{'cpu':>9} {'gpu':>9}"
+        # the name columns fit their longest entry (a long data-set name used to push its row out of line)
+        names = max([12, *(len(row.dataset) for row in self.rows)])
+        encoders = max([16, *(len(row.encoder) for row in self.rows)])
+        header = f"{'data set':<{names}} {'encoder':<{encoders}} {'images':>9} {'clean':>9} {'corrupted':>11} " \
+                 f"{'cached':>11} {'to write':>10}  {'cpu':>9} {'gpu':>9}"
         lines.append(header)
         for row in self.rows:
             lines.append(
-                f"{row.dataset:<12} {row.encoder:<16} {row.images:>9,} {row.clean_passes:>9,} {row.corrupted_passes:>11,} "
+                f"{row.dataset:<{names}} {row.encoder:<{encoders}} {row.images:>9,} {row.clean_passes:>9,} "
+                f"{row.corrupted_passes:>11,} "
                 f"{row.cached_passes:>11,} {_gb(row.bytes_to_write):>10}  "
                 f"{_duration(row.seconds['cpu'] * row.passes_to_go / max(row.passes, 1)):>9} "
                 f"{_duration(row.seconds['cuda'] * row.passes_to_go / max(row.passes, 1)):>9}"

@@ -171,3 +171,23 @@ def test_plan_totals_say_which_data_sets_they_leave_out_and_honour_image_lists()
     assert rows and all(row[2] == "25,596" for row in rows), rows  # test_list.txt only, as image_lists says
     plan = json.loads(CliRunner().invoke(cli, ["plan", str(spec_path), "--json"], obj={}).output)
     assert plan["left_out"] == ["derm7pt", "padchest"]
+
+
+def test_plan_table_stays_aligned_for_long_data_set_names(tmp_path):
+    """Issue 39 item 15: names longer than the table's column pushed their rows out of line."""
+    spec = write_tiny_spec(tmp_path)
+    spec.write_text(spec.read_text().replace('name = "derm"', 'name = "dermoscopy-from-hospital-a"'))
+    result = CliRunner().invoke(cli, ["plan", str(spec)], obj={})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("data set"))
+    rows = []
+    for line in lines[header:]:
+        if not line.strip():
+            break
+        rows.append(line)
+    assert any(len(line.split()[0]) > 12 for line in rows[1:])  # the spec has names longer than 12
+    # every row's columns end where the header's do: the last column (gpu) right-aligned at one width
+    assert len({len(line) for line in rows}) == 1, sorted({len(line) for line in rows})
+    encoder_at = rows[0].index("encoder")
+    assert all(line[encoder_at - 1] == " " and line[encoder_at] != " " for line in rows[1:])
