@@ -22,8 +22,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from crs.benchmark import Benchmark
 from crs.cache.images import DIGEST_RULE, recorded_digests
 from crs.cache.prints import kept_rows
@@ -148,11 +146,3 @@ def publish(run_folder: str | Path, bundle: str | Path, *, cache: str | Path | N
         (bundle / SIGNATURE_FILE).write_bytes(sign(data, sign_key))
     return bundle / "manifest.json"
 
-
-def bundle_run_folder(bundle: Path) -> RunFolder:
-    """The run folder inside a full bundle."""
-    return RunFolder(Path(bundle) / RUN_DIR)
-
-
-def as_array(values: list[str]) -> np.ndarray:
-    return np.asarray(values, dtype=str)

@@ -28,8 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from crs.benchmark import Benchmark
 from crs.cache.images import file_digests
 from crs.data import load_dataset
@@ -194,7 +192,3 @@ def extend(local_spec: Spec | str | Path, bundle: str | Path, *, allow_data_mism
     report = bench.report(score)
     return ExtendOutcome(spec, new, published, tuple(mismatches), score, report, time.perf_counter() - started)
 
-
-def published_rows(records: pd.DataFrame, encoders: tuple[str, ...]) -> pd.DataFrame:
-    """The rows of ``encoders`` in record order (to compare a run's published rows with a bundle's)."""
-    return records[records["encoder"].isin(encoders)].reset_index(drop=True)
