@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
 
 from crs.cache.corrupt_rows import array_rows_digest
-from crs.cache.store import FeatureStore, child_group, store_path, test_digest
-from crs.cache.writer import stored_rows_kept
+from crs.cache.store import FeatureStore, child_array, child_group, store_path, test_digest
+from crs.cache.writer import DONE_SUFFIX, stored_rows_kept
 from crs.corruptions import SUITE_VERSION
 from crs.corruptions.variants import resolve_variants
 from crs.data import Dataset, load_entry
@@ -29,9 +29,11 @@ from crs.data.subsample import corruption_rows as subsample_rows
 from crs.encoders import get_spec
 from crs.encoders.factory import with_input_size
 from crs.encoders.registry import EncoderSpec
+from crs.extract.chunking import chunk_rows_for
 from crs.extract.cores import usable_cores
+from crs.extract.disk import array_bytes, block_size
 from crs.extract.throughput import forward_gflops, load_measurements, rate
-from crs.spec import DatasetEntry, Spec
+from crs.spec import DEFAULT_BATCH_SIZE, DEFAULT_CHUNK_ROWS, DatasetEntry, Spec
 
 FEATURE_BYTES = 2  # float16
 PLAN_DEVICES = ("cpu", "cuda")
@@ -58,6 +60,7 @@ class PlanRow:
     cached_group: str | None = None
     corruption_images: int | None = None  # test images the corrupted variants are made of (None: all)
     passes_saved: int = 0  # by a corruption subsample (``crs plan --corruption-rows``), against the full split
+    disk_bytes_to_write: int = 0  # bytes_to_write as the file system counts them (whole blocks, checksums, flags)
 
     @property
     def passes(self) -> int:
@@ -95,6 +98,11 @@ class ExtractPlan:
     @property
     def bytes_to_write(self) -> int:
         return sum(row.bytes_to_write for row in self.rows)
+
+    @property
+    def disk_bytes_to_write(self) -> int:
+        """What the features still to write take on disk (:func:`with_disk_bytes`): what a full disk is judged by."""
+        return sum(max(row.disk_bytes_to_write, row.bytes_to_write) for row in self.rows)
 
     def seconds(self, device: str) -> float:
         return sum(row.seconds[device] * row.passes_to_go / row.passes if row.passes else 0.0 for row in self.rows)
@@ -140,8 +148,9 @@ class ExtractPlan:
             )
         free = "unknown" if self.free_bytes is None else _gb(self.free_bytes)
         lines.append("")
-        lines.append(f"disk: {_gb(self.bytes_to_write)} to write, {free} free under {self.cache}"
-                     + ("  ** NOT ENOUGH **" if self.free_bytes is not None and self.free_bytes < self.bytes_to_write else ""))
+        on_disk = self.disk_bytes_to_write
+        lines.append(f"disk: {_gb(self.bytes_to_write)} to write ({_gb(on_disk)} on disk, in whole blocks), {free} free "
+                     f"under {self.cache}" + ("  ** NOT ENOUGH **" if self.free_bytes is not None and self.free_bytes < on_disk else ""))
         bases = sorted({f"{device}: {row.time_basis[device]}" for row in self.rows for device in PLAN_DEVICES})
         lines.append("times: " + "; ".join(bases))
         saved = sum(row.passes_saved for row in self.rows)
@@ -224,11 +233,13 @@ def cached_rows(store: FeatureStore, spec: EncoderSpec, dataset_fields: dict[str
 
 def plan_dataset(dataset: Dataset, specs: Sequence[EncoderSpec], cache_root: Path,
                  variants: Sequence[tuple[str, int]], cores: int, measurements: list[dict[str, Any]] | None = None,
-                 corruption_rows: int | None = None) -> list[PlanRow]:
+                 corruption_rows: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
+                 chunk_cap: int = DEFAULT_CHUNK_ROWS) -> list[PlanRow]:
     """Plan rows for one loaded data set (its corrupted variants are made for its test split only).
 
     ``corruption_rows``: the variants are made for a patient-level subsample of about that many
     test images (:func:`crs.data.subsample.corruption_rows`, as ``crs extract`` draws it).
+    ``batch_size`` and ``chunk_cap`` (``[extract]``) size the chunks whose whole blocks the disk count uses.
     """
     n_images, test = len(dataset), dataset.indices("test")
     n_test = len(test)
@@ -242,11 +253,36 @@ def plan_dataset(dataset: Dataset, specs: Sequence[EncoderSpec], cache_root: Pat
                       "image_size": dataset.image_size, "image_fit": dataset.fit,
                       "corruption_suite_version": SUITE_VERSION}
     plan_rows = []
+    chunks = chunk_rows_for([n for _, n in arrays], batch_size, chunk_cap, len(specs))
+    block = block_size(Path(cache_root))
     for spec in specs:
         done, group = cached_rows(store, spec, dataset_fields, arrays, rows.digest) if store else ({}, None)
-        plan_rows.append(_row(dataset.name, spec, n_images, n_test, len(variants), sum(done.values()), cores,
-                              measurements, "data", group, n_corrupt))
+        row = _row(dataset.name, spec, n_images, n_test, len(variants), sum(done.values()), cores,
+                   measurements, "data", group, n_corrupt)
+        on_disk = 0
+        for (name, n), c in zip(arrays, chunks, strict=True):
+            stored = _stored_chunks(store, spec.name, group, name, n) if name in done else None
+            on_disk += array_bytes(n, c, spec.dim, range(-(-n // c)), block, exists=False) if stored is None \
+                else array_bytes(n, stored[0], spec.dim, stored[1], block, exists=True)
+        plan_rows.append(replace(row, disk_bytes_to_write=on_disk))
     return plan_rows
+
+
+def _stored_chunks(store: FeatureStore | None, encoder: str, group: str | None, name: str,
+                   n_rows: int) -> tuple[int, list[int]] | None:
+    """(rows per chunk, chunks not yet flagged) of a stored feature array the run resumes, or None when it
+    has none of that size (the run makes it)."""
+    if store is None or group is None:
+        return None
+    node = child_group(store.root, f"encoders/{encoder}/{group}")
+    if name not in node or f"{name}{DONE_SUFFIX}" not in node:
+        return None
+    array = child_array(node, name)
+    if int(array.shape[0]) != n_rows:
+        return None
+    chunk_rows = int(cast(int, array.attrs.get("chunk_rows", array.chunks[0])))
+    flags = np.asarray(child_array(node, f"{name}{DONE_SUFFIX}")[:])
+    return chunk_rows, [int(k) for k in np.flatnonzero(flags == 0)]
 
 
 def _row(dataset: str, spec: EncoderSpec, n_images: int, n_test: int, n_variants: int, cached: int, cores: int,
@@ -300,7 +336,8 @@ def plan_spec(spec: Spec, encoder_names: Sequence[str] | None = None, corruption
                                         corruption_rows=corruption_rows))
         else:
             variants = resolve_variants(source.modality, spec.extract.corruptions, spec.extract.severities)
-            rows.extend(plan_dataset(source, on_entry, spec.cache, variants, cores, measurements, corruption_rows))
+            rows.extend(plan_dataset(source, on_entry, spec.cache, variants, cores, measurements, corruption_rows,
+                                     spec.extract.batch_size, spec.extract.chunk_rows))
         for target_entry in entry.shift_targets:
             target = _load_or_none(target_entry, spec.extract.skip_bad)
             if target is None or source is None:
@@ -309,7 +346,7 @@ def plan_spec(spec: Spec, encoder_names: Sequence[str] | None = None, corruption
             from crs.data.shift import shift_target_dataset
 
             rows.extend(plan_dataset(shift_target_dataset(target, source), on_entry, spec.cache, (), cores,
-                                     measurements))
+                                     measurements, None, spec.extract.batch_size, spec.extract.chunk_rows))
     if corruption_rows is not None:
         origin = "the spec's [extract] corruption_rows" if corruption_rows == spec.extract.corruption_rows \
             else "a what-if (set [extract] corruption_rows to extract it)"
@@ -317,7 +354,33 @@ def plan_spec(spec: Spec, encoder_names: Sequence[str] | None = None, corruption
                      f"data set ({origin}); stage 2 evaluates corruptions on those rows and the bootstrap "
                      "draws them with the same patients")
     left_out = tuple(dict.fromkeys(note.split(":")[0] for note in notes if note.endswith("; not planned")))
+    rows = with_disk_bytes(rows, spec.extract.batch_size, spec.extract.chunk_rows, block_size(Path(spec.cache)))
     return ExtractPlan(tuple(rows), str(spec.cache), free_bytes(spec.cache), cores, tuple(notes), left_out)
+
+
+def with_disk_bytes(rows: Sequence[PlanRow], batch_size: int, chunk_cap: int, block: int) -> list[PlanRow]:
+    """Each row not counted from a store (a data set planned from its published size) with
+    ``disk_bytes_to_write``: its arrays' chunks as stage 1 sizes them
+    (:func:`crs.extract.chunking.chunk_rows_for`, every encoder of the data set together) counted in
+    whole file-system blocks with their checksum and flag files (:func:`crs.extract.disk.array_bytes`),
+    in proportion to the passes still to go. A pre-run check judged on raw feature bytes passes a disk
+    that fills during the run where chunks are small (issue 41)."""
+    encoders: dict[str, int] = {}
+    for row in rows:
+        encoders[row.dataset] = encoders.get(row.dataset, 0) + 1
+    out = []
+    for row in rows:
+        if row.disk_bytes_to_write or not row.passes_to_go:  # counted from the store's own chunks already
+            out.append(row)
+            continue
+        n_corrupt = row.corrupted_passes // row.variants if row.variants else 0
+        arrays = [row.images, *([n_corrupt] * row.variants)]
+        chunks = chunk_rows_for(arrays, batch_size, chunk_cap, encoders[row.dataset])
+        total = sum(array_bytes(n, c, row.dim, range(-(-n // c)), block, exists=False)
+                    for n, c in zip(arrays, chunks, strict=True) if n)
+        share = row.passes_to_go / row.passes if row.passes else 0.0
+        out.append(replace(row, disk_bytes_to_write=int(np.ceil(total * share))))
+    return out
 
 
 def _load_or_none(entry: DatasetEntry, skip_bad: bool) -> Dataset | None:

@@ -196,13 +196,15 @@ def _preflight(spec: Spec, encoder_names: list[str] | None) -> PreflightReport:
         plan = None
     if plan is not None:
         free = free_bytes(Path(spec.cache))
+        on_disk = plan.disk_bytes_to_write
         notes.append(f"plan: {plan.passes - plan.cached_passes:,} forward passes to go, "
-                     f"{plan.bytes_to_write:,} bytes to write" + (f", {free:,} bytes free" if free is not None else ""))
-        if free is not None and plan.bytes_to_write > free:
+                     f"{plan.bytes_to_write:,} bytes of features to write ({on_disk:,} on disk, in whole blocks)"
+                     + (f", {free:,} bytes free" if free is not None else ""))
+        if free is not None and on_disk > free:
             problems.append(Finding(
-                f"cache folder {spec.cache}: the plan writes {plan.bytes_to_write:,} bytes of features (more on disk, "
-                f"in whole blocks) but its disk has {free:,} bytes free; free space or choose a cache folder on a "
-                "larger disk", "cache"))
+                f"cache folder {spec.cache}: the plan writes {plan.bytes_to_write:,} bytes of features, "
+                f"{on_disk:,} bytes on disk in whole blocks with their checksums and flags, but its disk has "
+                f"{free:,} bytes free; free space or choose a cache folder on a larger disk", "cache"))
     for dataset in datasets:
         path = store_path(spec.cache, dataset.name)
         problem, recorded = None, False

@@ -121,3 +121,27 @@ def test_enospc_injected_mid_chunk_stops_with_one_line_and_resumes(reference, tm
     assert_stores_identical(store, reference_store)
     assert verify_store(store) == []
     shutil.rmtree(store)
+
+
+def test_crs_check_judges_the_disk_in_whole_blocks_not_raw_feature_bytes(reference, tmpfs, tmp_path):
+    """A disk that holds the raw feature bytes but not their chunks in whole blocks (with checksum and flag
+    files) is refused by `crs check` before any GPU time, with both counts; judged on raw bytes it passed
+    and the run then filled the disk."""
+    from crs.extract.plan import plan_spec
+
+    _, data, _, _, _ = reference
+    spec_path = write_fault_spec(tmp_path / "spec", data, cache=tmpfs / "cache")
+    plan = plan_spec(load_spec(spec_path))
+    raw, on_disk = plan.bytes_to_write, plan.disk_bytes_to_write
+    assert on_disk > 2 * raw + 2 * 4096, (raw, on_disk)  # small chunks: blocks and the side files dominate
+    size = -(-(raw + 2 * 4096) // 4096) * 4096  # the raw bytes fit, with room to spare
+    assert size < on_disk
+    subprocess.run(["mount", "-o", f"remount,size={size}", str(tmpfs)], check=True)
+    checked = CliRunner().invoke(cli, ["check", str(spec_path)], obj={})
+    assert checked.exit_code != 0, checked.output
+    assert f"{on_disk:,} bytes on disk in whole blocks" in checked.output, checked.output
+    assert f"{raw:,} bytes of features" in checked.output
+    # The estimate is what the finished store's feature arrays do take on a 4 KiB-page disk.
+    _, _, reference_store, _, _ = reference
+    taken = disk_bytes(reference_store / "encoders")
+    assert 0.9 * taken <= on_disk <= 1.1 * taken, (on_disk, taken)
