@@ -345,6 +345,13 @@ def simulate(configuration: str, data_sets: int = 200, n_boot: int = 200, seed: 
             _covers(groups["calibration"][1:], truth_group_calibration))
         hit("per-group positive rate percentile interval (group)",
             _covers(groups["positive_rate"][1:], np.full(len(GROUP_SHARES), PREVALENCE)))
+        rate_box = simultaneous_group_box(groups["positive_rate"], 0.05)  # one box over the groups, as crs
+        hit("per-group positive rate, simultaneous box (group)",
+            _interval_hits(rate_box.low, rate_box.high, np.full(len(GROUP_SHARES), PREVALENCE)))
+        widths.setdefault("per-group positive rate, simultaneous box: width", []).append(rate_box.high - rate_box.low)
+        rate_percentile = np.nanquantile(groups["positive_rate"][1:], [0.025, 0.975], axis=0)
+        widths.setdefault("per-group positive rate percentile interval: width", []).append(
+            rate_percentile[1] - rate_percentile[0])
         worst_group = np.nanmin(group_auroc, axis=1)  # (B + 1, E), the replicate minimum
         hit("worst-group AUROC = equity axis, percentile interval", _covers(worst_group[1:], worst_group_truth))
         hit("worst-group AUROC = equity axis, box corners",
@@ -512,7 +519,8 @@ PRINTED = {  # crs.scoring.intervals.MEASURED_COVERAGE key: (the bench's row, ho
                     "one max-\\|t\\| box over every group and encoder, logit scale (0135)"),
     "group_calibration": ("per-group calibration error percentile interval (group x encoder)",
                           "percentile, centred on squares"),
-    "positive_rate": ("per-group positive rate percentile interval (group)", "percentile of the group's replicates"),
+    "positive_rate": ("per-group positive rate, simultaneous box (group)",
+                      "one max-\\|t\\| box over the attribute's groups, logit scale"),
     "worst_group_auroc": ("worst-group AUROC = equity axis, box corners",
                           "the minimum at the box's lower and upper corners (0135)"),
     "auroc_gap": ("AUROC gap of the picked pair, box corners", "the picked pair at the box's corners (0136)"),

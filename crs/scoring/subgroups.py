@@ -305,13 +305,13 @@ def encoder_subgroups(
         aurocs = aurocs_by_attribute[attribute]
         replicates: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         scored_position = 0
-        for group_plan in groups:
-            rate = group_plan.positive_rate
+        rate_box = positive_rate_box([group_plan.positive_rate for group_plan in groups], alpha)
+        for g, group_plan in enumerate(groups):
             row = {"encoder": encoder, "task": task, "condition": condition, "attribute": attribute,
                    "group": group_plan.group, "n_images": group_plan.n_images,
                    "min_positives": group_plan.min_positives, "scored": group_plan.scored,
-                   "positive_rate": float(rate[0]),
-                   **dict(zip(("positive_rate_low", "positive_rate_high"), _interval(rate[1:], alpha), strict=True))}
+                   "positive_rate": float(group_plan.positive_rate[0]),
+                   "positive_rate_low": float(rate_box.low[g]), "positive_rate_high": float(rate_box.high[g])}
             if group_plan.scored:
                 auroc = _centred_seed_mean(aurocs[scored_position], index, centre=False)
                 calibration = _centred_seed_mean(
@@ -343,6 +343,16 @@ def encoder_subgroups(
                                simultaneous_gap_interval(calibration, worst_cal, best_cal, alpha)[:2], strict=True))
         gap_rows.append(gap)
     return group_rows, gap_rows, worst_by_attribute, box_inputs
+
+
+def positive_rate_box(rates: Sequence[np.ndarray], alpha: float) -> GroupBox:
+    """The intervals of an attribute's per-group positive rates (each (B + 1,), row 0 the point): one
+    studentised max-|t| box over its groups on the logit scale (:func:`simultaneous_group_box`), so every
+    group's interval holds at once. The percentile interval of a group's replicate rates covered 0.83-0.94
+    for the worst group in the coverage bench (small groups, clustered patients); the box 0.98."""
+    if not rates:
+        return GroupBox(np.zeros(0), np.zeros(0), float("nan"))
+    return simultaneous_group_box(np.stack([np.asarray(rate, dtype=np.float64) for rate in rates], axis=1), alpha)
 
 
 def apply_group_box(
