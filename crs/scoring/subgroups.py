@@ -61,6 +61,7 @@ from crs.scoring.case_bootstrap import (
     task_layout,
 )
 from crs.scoring.intervals import (
+    GroupBox,
     box_gap,
     box_minimum,
     centre_on_squares,
@@ -349,7 +350,7 @@ def positive_rate_box(rates: Sequence[np.ndarray], alpha: float) -> GroupBox:
     """The intervals of an attribute's per-group positive rates (each (B + 1,), row 0 the point): one
     studentised max-|t| box over its groups on the logit scale (:func:`simultaneous_group_box`), so every
     group's interval holds at once. The percentile interval of a group's replicate rates covered 0.83-0.94
-    for the worst group in the coverage bench (small groups, clustered patients); the box 0.98."""
+    for the worst group in the coverage bench (small groups, clustered patients); the box 0.975-0.992 (decision 0150)."""
     if not rates:
         return GroupBox(np.zeros(0), np.zeros(0), float("nan"))
     return simultaneous_group_box(np.stack([np.asarray(rate, dtype=np.float64) for rate in rates], axis=1), alpha)
