@@ -74,7 +74,8 @@ def read_bundle(path: Path, public_key: Path | None = None, rescore: bool = Fals
     if kind == AGGREGATES and (path / AGGREGATES_FILE).is_file():
         aggregates = json.loads((path / AGGREGATES_FILE).read_text())
         crs = pd.DataFrame.from_dict(aggregates.get("crs", {}), orient="index").rename_axis("encoder").reset_index()
-        crs["rank"] = crs["rank"].astype(int) if "rank" in crs else crs.get("rank")
+        if "rank" in crs:
+            crs["rank"] = crs["rank"].astype(int)
         replicates = {**manifest.get("replicates", {}), "min_cell": manifest.get("min_cell")}
     elif (path / RUN_DIR).is_dir():
         crs = RunFolder(path / RUN_DIR).read_score_table("crs")
