@@ -74,8 +74,9 @@ def read_bundle(path: Path, public_key: Path | None = None, rescore: bool = Fals
     if kind == AGGREGATES and (path / AGGREGATES_FILE).is_file():
         aggregates = json.loads((path / AGGREGATES_FILE).read_text())
         crs = pd.DataFrame.from_dict(aggregates.get("crs", {}), orient="index").rename_axis("encoder").reset_index()
-        if "rank" in crs:
-            crs["rank"] = crs["rank"].astype(int)
+        for column in ("rank", "auroc_rank"):  # stored as JSON numbers: whole ranks read back as floats
+            if column in crs and crs[column].notna().all():
+                crs[column] = crs[column].astype(int)
         replicates = {**manifest.get("replicates", {}), "min_cell": manifest.get("min_cell")}
     elif (path / RUN_DIR).is_dir():
         crs = RunFolder(path / RUN_DIR).read_score_table("crs")

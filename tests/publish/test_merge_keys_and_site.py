@@ -114,6 +114,14 @@ def test_merge_refuses_an_unsigned_a_resigned_or_another_sites_bundle_when_keys_
                       "is not among the bundles merged")
 
 
+def test_a_signed_bundle_verified_without_its_key_holds_and_says_the_signature_was_not_checked(signed_sites):
+    a, _ = _bundles(signed_sites)
+    result = _invoke("verify", a)
+    assert result.exit_code == 0, result.output
+    assert "signature: not checked (signed; give the publisher's public key)" in result.output
+    assert "verify: ok" in result.output
+
+
 def test_the_site_shows_aggregates_bundles_and_the_merged_result_offline(signed_sites, tmp_path):
     where = signed_sites
     a, b = _bundles(where)
@@ -133,7 +141,9 @@ def test_the_site_shows_aggregates_bundles_and_the_merged_result_offline(signed_
     stored = json.loads((a / "aggregates.json").read_text())["crs"]
     for encoder, row in stored.items():  # the leaderboard is the site's stored score: CRS and interval
         assert f"{row['crs']:.3f}</td><td>{row['crs_low']:.3f} to {row['crs_high']:.3f}" in section_a, encoder
-    assert "signature not checked" in index.split('id="agg-b"')[1].split("<h2")[0]
+    section_b = index.split('id="agg-b"')[1].split("<h2")[0]  # signed, no key given: verified, signature not checked
+    assert 'class="ok">verified</span> (manifest holds; signature not checked' in section_b
+    assert "<td>1</td>" in section_b and "<td>1.0</td>" not in section_b  # ranks as whole numbers
     assert "NOT verified</span>: changed: measures.json" in index.split('id="agg-c"')[1]
     merged = index.split('id="merged-merged"')[1].split('<h2 id="agg-a"')[0]
     assert "2 sites (agg-a, agg-b)" in merged and "6 tasks" in merged
