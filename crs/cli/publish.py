@@ -67,7 +67,9 @@ def keygen(name: str) -> None:
 @click.option("--key", "keys", multiple=True, metavar="BUNDLE=PUBLIC_KEY",
               help="Check BUNDLE's signature with this public key (repeatable).")
 @click.option("--rescore", is_flag=True, help="Also re-score every bundle (slower; the manifest check is the default).")
-def leaderboard(bundles: tuple[str, ...], out: str, keys: tuple[str, ...], rescore: bool) -> None:
+@click.option("--merged", "merged", multiple=True, type=click.Path(exists=True, file_okay=False), metavar="DIR",
+              help="A `crs merge` output folder: show its multi-site leaderboard too (repeatable).")
+def leaderboard(bundles: tuple[str, ...], out: str, keys: tuple[str, ...], rescore: bool, merged: tuple[str, ...]) -> None:
     """Write static, self-contained leaderboard pages for published BUNDLES: leaderboards, encoder cards, verification."""
     from pathlib import Path
 
@@ -79,21 +81,36 @@ def leaderboard(bundles: tuple[str, ...], out: str, keys: tuple[str, ...], resco
         if not key:
             raise click.BadParameter(f"{item!r}: give BUNDLE=PUBLIC_KEY", param_hint="--key")
         public_keys[bundle] = Path(key)
-    index = write_site(list(bundles), out, public_keys=public_keys, rescore=rescore)
-    click.echo(f"leaderboard: {index} ({len(bundles)} bundle(s)); open it in any browser")
+    index = write_site(list(bundles), out, public_keys=public_keys, rescore=rescore, merged=list(merged))
+    extra = f", {len(merged)} multi-site result(s)" if merged else ""
+    click.echo(f"leaderboard: {index} ({len(bundles)} bundle(s){extra}); open it in any browser")
 
 
 @click.command()
 @click.argument("bundles", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
 @click.option("-o", "--out", "out", type=click.Path(file_okay=False), required=True,
-              help="Folder of the merged leaderboard (leaderboard.csv, leaderboard.txt, merged.json).")
-def merge(bundles: tuple[str, ...], out: str) -> None:
+              help="Folder of the merged leaderboard (leaderboard.csv, leaderboard.txt, merged.json, subgroups.csv).")
+@click.option("--key", "keys", multiple=True, metavar="[BUNDLE=]PUBLIC_KEY",
+              help="Refuse a bundle unless it is signed by this key's owner: BUNDLE=KEY for one bundle, KEY alone for "
+                   "every bundle not named (repeatable). Without any, bundles are checked by their manifest only.")
+def merge(bundles: tuple[str, ...], out: str, keys: tuple[str, ...]) -> None:
     """Merge sites' aggregates-only BUNDLES (same replicate seed and n_boot) into a multi-site leaderboard."""
     from pathlib import Path
 
     from crs.publish.merge import TEXT_FILE
     from crs.publish.merge import merge as merge_sites
 
-    merge_sites(list(bundles), out)
+    public_keys: dict[str, str | Path] = {}
+    for item in keys:
+        bundle, sep, key = item.rpartition("=")
+        name = bundle if sep else "*"
+        if not key or not Path(key).is_file():
+            raise click.BadParameter(f"{item!r}: {key or 'no key'} is not a file; give PUBLIC_KEY or BUNDLE=PUBLIC_KEY",
+                                     param_hint="--key")
+        if name in public_keys:
+            raise click.BadParameter(f"{item!r}: a key for {'every bundle' if name == '*' else name} was given twice",
+                                     param_hint="--key")
+        public_keys[name] = key
+    merge_sites(list(bundles), out, keys=public_keys or None)
     click.echo((Path(out) / TEXT_FILE).read_text().rstrip())
     click.echo(f"merged {len(bundles)} site(s) -> {out}")

@@ -10,7 +10,9 @@ Layout of ``<bundle>/`` (every file JSON text, so a byte search finds any id tha
     measures.json     per encoder, task and condition: the mean AUROC over seeds and severities
                       (the measurements the axis errors come from) and its test size
     replicates.json   per axis, the bootstrap replicate vector of every encoder's axis error: the
-                      score's own per-replicate tables (``bootstrap_axis_<axis>``), no second bootstrap
+                      score's own per-replicate tables (``bootstrap_axis_<axis>``), no second bootstrap;
+                      with the ``equity`` axis, its replicates under the score's own draws (recomputed:
+                      the score does not store them), checked against the score's point and spread
     subgroups.json    per encoder, task, condition, attribute and group: size, AUROC and calibration
                       with their intervals; groups below the smallest cell keep only "suppressed"
 
@@ -34,8 +36,8 @@ from crs.evaluate.artifacts import RunFolder
 from crs.publish.bundle import BundleError
 from crs.publish.manifest import SIGNATURE_FILE, write_manifest
 from crs.publish.signing import sign
-from crs.scoring.formula import AXES
-from crs.scoring.result import read_score
+from crs.scoring.formula import AXES, EQUITY
+from crs.scoring.result import ScoreResult, read_score
 
 AGGREGATES = "aggregates"
 AGGREGATES_FILE = "aggregates.json"
@@ -150,6 +152,49 @@ def _frame_rows(frame: pd.DataFrame) -> dict[str, dict[str, float | None]]:
     return {str(name): {str(col): _number(value) for col, value in row.items()} for name, row in frame.iterrows()}
 
 
+def equity_pairs(groups: pd.DataFrame | None, encoders: list[str]) -> list[list[str]]:
+    """The (task, attribute) pairs the ``equity`` error averages (a scored group on the clean split), the same for
+    every encoder (:func:`crs.scoring.subgroups.equity_error`)."""
+    if groups is None or groups.empty:
+        return []
+    clean = groups[(groups["condition"].astype(str) == "clean") & groups["scored"].astype(bool)]
+    pairs = {str(e): sorted({(str(t), str(a)) for t, a in zip(rows["task"], rows["attribute"], strict=True)})
+             for e, rows in clean.groupby(clean["encoder"].astype(str))}
+    first = pairs.get(str(encoders[0]), [])
+    for encoder in encoders:
+        if pairs.get(str(encoder), []) != first:
+            raise BundleError(f"the equity axis averages other (task, attribute) pairs for {encoder} than for "
+                              f"{encoders[0]}; aggregates cannot carry it (score with equity = false to publish)")
+    return [list(pair) for pair in first]
+
+
+def equity_replicate_vectors(folder: RunFolder, records: pd.DataFrame, score: ScoreResult) -> dict[str, list[float | None]]:
+    """Per encoder the ``equity`` error under every replicate of the score (its patient draws: same seed, task
+    numbers and settings as ``crs.scoring.result``'s subgroup tables), checked against the score's own point
+    error and standard error (the spread of these replicates) to 1e-12."""
+    from crs.scoring.subgroups import equity_replicates, subgroup_scores
+
+    settings = score.settings
+    encoders = [str(e) for e in score.point.encoders]
+    frame = records.assign(task=records["task"].astype(str))
+    kinds = {task: str(rows["task_kind"].iloc[0]) for task, rows in frame.groupby("task", sort=True)}
+    full = np.isclose(frame["label_fraction"].astype(float).to_numpy(), settings.full_fraction)
+    shift = frame[full & (frame["condition"] == "shift").to_numpy()]
+    targets = {task: sorted(rows["target"].astype(str).unique()) for task, rows in shift.groupby("task", sort=True)}
+    found = subgroup_scores(folder, encoders, kinds, targets, settings.n_boot, settings.seed, settings.alpha,
+                            settings.full_fraction, settings.subgroup_min_images, settings.subgroup_min_positives, 1)
+    values = equity_replicates(found, encoders)  # (B + 1, E), row 0 the point
+    point = score.point.errors.set_axis(score.point.errors.index.astype(str))[EQUITY].reindex(encoders).to_numpy()
+    spread = None if score.point.standard_errors is None else score.point.standard_errors.set_axis(
+        score.point.standard_errors.index.astype(str))[EQUITY].reindex(encoders).to_numpy(dtype=np.float64)
+    if not np.allclose(values[0], point, rtol=0, atol=1e-12) or (
+            spread is not None and len(values) > 2
+            and not np.allclose(np.std(values[1:], axis=0, ddof=1), spread, rtol=0, atol=1e-12)):
+        raise BundleError(f"{folder.root}: the equity replicates drawn again differ from the score's; score the run "
+                          "again with this crs (`crs score`) and publish it then")
+    return {encoder: [_number(v) for v in values[1:, e]] for e, encoder in enumerate(encoders)}
+
+
 def publish_aggregates(run_folder: str | Path, bundle: str | Path, *, min_cell: int = DEFAULT_MIN_CELL,
                        sign_key: str | Path | None = None) -> Path:
     """Write the aggregates of the scored ``run_folder`` to ``bundle`` (kind "aggregates"); return the manifest's path."""
@@ -178,6 +223,15 @@ def publish_aggregates(run_folder: str | Path, bundle: str | Path, *, min_cell: 
     tasks = sorted(axes_of)
     sizes = _test_sizes(folder, encoders[0], tasks)
     counts = {axis: sum(axis in axes_of[task] for task in tasks) for axis in AXES}
+    pairs: list[list[str]] = []
+    if settings.equity:
+        if settings.subgroup_min_images < min_cell:
+            raise BundleError(f"{folder.root}: the equity axis is the AUROC of groups as small as subgroup_min_images = "
+                              f"{settings.subgroup_min_images} images, below --min-cell {min_cell}; score with "
+                              f"[score] subgroup_min_images >= {min_cell}, or publish with --min-cell "
+                              f"{settings.subgroup_min_images}")
+        pairs = equity_pairs(score.subgroups, [str(e) for e in encoders])
+        counts[EQUITY] = len(pairs)
     site = score.crs[[c for c in ("crs", "rank", "crs_low", "crs_high", "auroc", "auroc_rank") if c in score.crs]]
     aggregates = {
         "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(settings).items()},
@@ -185,6 +239,7 @@ def publish_aggregates(run_folder: str | Path, bundle: str | Path, *, min_cell: 
         "tasks": [{"name": task, "kind": str(records.loc[records["task"].astype(str) == task, "task_kind"].iloc[0]),
                    "axes": axes_of[task], "test_images": _cell(sizes[task].get("clean", 0), min_cell)} for task in tasks],
         "task_counts": counts,
+        "equity_pairs": pairs,
         "task_axis_errors": task_axis_errors(score.seed_axes, sizes, min_cell),
         "axis_errors": _frame_rows(score.point.errors),
         "standard_errors": None if score.point.standard_errors is None else _frame_rows(score.point.standard_errors),
@@ -192,6 +247,8 @@ def publish_aggregates(run_folder: str | Path, bundle: str | Path, *, min_cell: 
     }
     replicates = {axis: {str(enc): [_number(v) for v in frame[enc].to_numpy(dtype=np.float64)] for enc in frame.columns}
                   for axis, frame in kept.items()}
+    if settings.equity:
+        replicates[EQUITY] = equity_replicate_vectors(folder, records, score)
     bundle.mkdir(parents=True, exist_ok=True)
     _write(bundle / AGGREGATES_FILE, aggregates)
     _write(bundle / MEASURES_FILE, _measures(records, sizes, min_cell, settings.full_fraction))

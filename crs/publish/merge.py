@@ -9,6 +9,11 @@ replicate r of it is the same mean of the sites' replicate r. Its standard error
 :func:`crs.scoring.formula.axis_standard_errors` (tasks are independent): sqrt(sum (n_s se_s)^2) / sum n_s.
 The merged CRS, its floor and reference are then :func:`crs.scoring.formula.point_estimate`'s, and its
 interval is the default projected box (:func:`crs.scoring.projection.box_intervals`) over the merged replicates.
+
+Every bundle is checked before it is read: its manifest always, its Ed25519 signature when a public key
+is given for it (``keys``); a bundle that fails is refused in one line, and the output says how each
+bundle was verified. The optional ``equity`` axis (1 - the worst-group AUROC, a mean over (task,
+attribute) pairs) merges like the four, weighted by the sites' numbers of pairs (decision 0148).
 """
 
 from __future__ import annotations
@@ -21,13 +26,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from crs.publish.aggregates import AGGREGATES, AGGREGATES_FILE, REPLICATES_FILE
-from crs.publish.manifest import manifest_problems, read_manifest
-from crs.scoring.formula import AXES, point_estimate, rank_descending
+from crs.publish.aggregates import AGGREGATES, AGGREGATES_FILE, REPLICATES_FILE, SUBGROUPS_FILE
+from crs.publish.manifest import MANIFEST_FILE, manifest_problems, read_manifest
+from crs.publish.signing import signature_holds
+from crs.scoring.formula import ALL_AXES, EQUITY, point_estimate, rank_descending
 from crs.scoring.projection import box_intervals
 from crs.scoring.settings import ScoreSettings
 
 LEADERBOARD_FILE = "leaderboard.csv"
+SUBGROUPS_CSV = "subgroups.csv"
 MERGED_FILE = "merged.json"
 TEXT_FILE = "leaderboard.txt"
 
@@ -50,16 +57,39 @@ class Site:
     tasks: list[str]
     task_counts: dict[str, int]
     errors: np.ndarray
+    """(B + 1, E, 5): the axes of :data:`ALL_AXES` (``equity`` NaN when the site did not score it)."""
     standard_errors: np.ndarray | None
     crs: pd.DataFrame
+    verified: str = "manifest only (no key given)"
+    """How the bundle was checked: its manifest only, or ``manifest and signature (<key file>)``."""
+    manifest_sha256: str = ""
 
 
 def _nan(value: Any) -> float:
     return np.nan if value is None else float(value)
 
 
-def read_site(path: str | Path, name: str | None = None) -> Site:
-    """The aggregates bundle at ``path`` (MergeError when it is not one or does not verify)."""
+def _signature_check(path: Path, public_key: Path) -> str:
+    """``manifest and signature (<key>)`` when the bundle is signed by ``public_key``'s owner; MergeError if not."""
+    signature = path / "manifest.sig"
+    if not signature.is_file():
+        raise MergeError(f"{path} is not signed, but a key was given for it ({public_key}); ask the site for a "
+                         f"signed bundle (`crs publish RUN BUNDLE --aggregates-only --sign KEY`) or merge without --key")
+    try:
+        holds = signature_holds((path / MANIFEST_FILE).read_bytes(), signature.read_bytes(), public_key)
+    except ValueError as error:
+        raise MergeError(f"{path}: {error}") from None
+    if not holds:
+        raise MergeError(f"{path}: the signature does not hold with {public_key} (the bundle changed after signing, "
+                         "or the key is another site's); fetch the bundle and the site's public key again")
+    return f"manifest and signature ({public_key.name})"
+
+
+def read_site(path: str | Path, name: str | None = None, public_key: str | Path | None = None) -> Site:
+    """The aggregates bundle at ``path`` (MergeError when it is not one or does not verify; with
+    ``public_key``, also when it is unsigned or its signature does not hold)."""
+    import hashlib
+
     path = Path(path)
     try:
         manifest = read_manifest(path)
@@ -71,14 +101,15 @@ def read_site(path: str | Path, name: str | None = None) -> Site:
     problems = manifest_problems(path, manifest)
     if problems:
         raise MergeError(f"{path} does not verify ({problems[0]}); run `crs verify {path}` and fetch it again")
+    verified = ("manifest only (no key given)" if public_key is None else _signature_check(path, Path(public_key)))
     data = json.loads((path / AGGREGATES_FILE).read_text())
     replicates = json.loads((path / REPLICATES_FILE).read_text())
     encoders = sorted(data["axis_errors"])
     n_boot = int(manifest["replicates"]["n_boot"])
-    errors = np.full((n_boot + 1, len(encoders), len(AXES)), np.nan)
-    standard = None if data.get("standard_errors") is None else np.full((len(encoders), len(AXES)), np.nan)
+    errors = np.full((n_boot + 1, len(encoders), len(ALL_AXES)), np.nan)
+    standard = None if data.get("standard_errors") is None else np.full((len(encoders), len(ALL_AXES)), np.nan)
     for e, encoder in enumerate(encoders):
-        for a, axis in enumerate(AXES):
+        for a, axis in enumerate(ALL_AXES):
             errors[0, e, a] = _nan(data["axis_errors"][encoder].get(axis))
             if standard is not None:
                 standard[e, a] = _nan(data["standard_errors"][encoder].get(axis))
@@ -89,9 +120,12 @@ def read_site(path: str | Path, name: str | None = None) -> Site:
                                      "publish the site's bundle again")
                 errors[1:, e, a] = [_nan(v) for v in values]
     crs = pd.DataFrame.from_dict(data["crs"], orient="index").astype(float)
+    if data["settings"].get("equity") and EQUITY not in replicates:
+        raise MergeError(f"{path}: the site scored the equity axis but its bundle holds no equity replicates (an older "
+                         "crs); publish it again with `crs publish RUN BUNDLE --aggregates-only`")
     return Site(name or path.name, path, int(manifest["replicates"]["seed"]), n_boot, encoders, data["encoders"],
                 data["settings"], [t["name"] for t in data["tasks"]], {a: int(n) for a, n in data["task_counts"].items()},
-                errors, standard, crs)
+                errors, standard, crs, verified, hashlib.sha256((path / MANIFEST_FILE).read_bytes()).hexdigest())
 
 
 def check_sites(sites: list[Site]) -> None:
@@ -110,25 +144,36 @@ def check_sites(sites: list[Site]) -> None:
                 raise MergeError(f"{site.path}: [score] {key} = {site.settings.get(key)!r} differs from {first.path}'s "
                                  f"{first.settings.get(key)!r}; score every site with the same [score] settings")
     if first.settings.get("equity"):
-        raise MergeError(f"{first.path}: the equity axis is not merged yet; score the sites with equity = false")
+        for site in sites:
+            if not site.task_counts.get(EQUITY):
+                raise MergeError(f"{site.path}: the equity axis is on but the bundle names no (task, attribute) pair "
+                                 "behind it; publish it again with this crs")
     names = [site.name for site in sites]
     if len(set(names)) != len(names):
         raise MergeError(f"two bundles are named alike ({names}); give each site's bundle its own folder name")
 
 
 def merged_errors(sites: list[Site]) -> tuple[np.ndarray, np.ndarray | None]:
-    """(B + 1, E, 4) errors of the merged cohort and its (E, 4) standard errors (None if a site has none)."""
-    counts = np.array([[site.task_counts.get(axis, 0) for axis in AXES] for site in sites], dtype=np.float64)  # (S, 4)
+    """(B + 1, E, 5) errors of the merged cohort and its (E, 5) standard errors (None if a site has none).
+
+    Each axis is a mean over units (tasks; (task, attribute) pairs for ``equity``), so the merged value is the
+    sites' values weighted by their numbers of units, replicate by replicate. The four axes' standard errors
+    combine as independent tasks; ``equity``'s is the spread of its merged replicates, the score's own rule
+    (``crs.scoring.result``: the standard deviation of the equity replicates)."""
+    counts = np.array([[site.task_counts.get(axis, 0) for axis in ALL_AXES] for site in sites], dtype=np.float64)
     total = counts.sum(axis=0)
     errors = np.full(sites[0].errors.shape, np.nan)
-    for a in range(len(AXES)):
+    for a in range(len(ALL_AXES)):
         if total[a]:
             errors[..., a] = sum(counts[s, a] * sites[s].errors[..., a] for s in range(len(sites)) if counts[s, a]) / total[a]
     if any(site.standard_errors is None for site in sites):
         return errors, None
     standard = np.full(errors.shape[1:], np.nan)
-    for a in range(len(AXES)):
-        if total[a]:
+    for a, axis in enumerate(ALL_AXES):
+        if axis == EQUITY:
+            if total[a] and len(errors) > 2:
+                standard[:, a] = np.std(errors[1:, :, a], axis=0, ddof=1)
+        elif total[a]:
             squares = sum((counts[s, a] * sites[s].standard_errors[:, a]) ** 2  # type: ignore[index]
                           for s in range(len(sites)) if counts[s, a])
             standard[:, a] = np.sqrt(squares) / total[a]
@@ -140,16 +185,51 @@ def _settings(values: dict[str, Any]) -> ScoreSettings:
     return ScoreSettings(**fields)
 
 
-def merge(bundles: list[str | Path], out: str | Path) -> pd.DataFrame:
-    """Merge aggregates bundles into ``out`` (leaderboard.csv, leaderboard.txt, merged.json); return the leaderboard."""
+def merged_subgroups(sites: list[Site]) -> pd.DataFrame:
+    """Every site's subgroup rows, its tasks named ``site/task``: a subgroup of the merged cohort is a subgroup of
+    one site's task, so its size and point values are that site's (a joint run's too); the intervals are each
+    site's own box. Suppressed cells stay suppressed (no size, no value)."""
+    rows = []
+    for site in sites:
+        path = site.path / SUBGROUPS_FILE
+        for row in json.loads(path.read_text()) if path.is_file() else []:
+            rows.append({"site": site.name, **row, "task": f"{site.name}/{row['task']}"})
+    columns = ["site", "encoder", "task", "condition", "attribute", "group", "images"]
+    frame = pd.DataFrame(rows)
+    return frame.reindex(columns=columns + [c for c in frame.columns if c not in columns])
+
+
+def _keys_for(bundles: list[str | Path], keys: dict[str, str | Path] | str | Path | None) -> list[Path | None]:
+    """Per bundle its public key. ``keys``: one key for every bundle (a path), or bundle path -> key, where the
+    entry ``"*"`` is the key of every bundle not named (bundles without a key are checked by manifest only)."""
+    if keys is None:
+        return [None] * len(bundles)
+    if not isinstance(keys, dict):
+        return [Path(keys)] * len(bundles)
+    named = {str(Path(k)) if k != "*" else k: Path(v) for k, v in keys.items()}
+    unknown = sorted(set(named) - {str(Path(b)) for b in bundles} - {"*"})
+    if unknown:
+        raise MergeError(f"--key names {unknown[0]}, which is not among the bundles merged; give BUNDLE=PUBLIC_KEY "
+                         "with BUNDLE as on the command line")
+    return [named.get(str(Path(b)), named.get("*")) for b in bundles]
+
+
+def merge(bundles: list[str | Path], out: str | Path, *, keys: dict[str, str | Path] | str | Path | None = None) -> pd.DataFrame:
+    """Merge aggregates bundles into ``out`` (leaderboard.csv, leaderboard.txt, merged.json, subgroups.csv);
+    return the leaderboard. ``keys``: one public key every bundle must be signed with, or bundle -> its site's
+    public key (``"*"``: every other bundle's); a bundle given a key must be signed and its signature must hold,
+    the others are checked by their manifest only, and merged.json and leaderboard.txt say which was which."""
     if len(bundles) < 2:
         raise MergeError("give at least two aggregates bundles to merge")
-    sites = [read_site(path) for path in bundles]
+    sites = [read_site(path, public_key=key) for path, key in zip(bundles, _keys_for(bundles, keys), strict=True)]
     check_sites(sites)
     encoders = sites[0].encoders
     errors, standard = merged_errors(sites)
-    frame = pd.DataFrame(errors[0], index=pd.Index(encoders, name="encoder"), columns=list(AXES))
-    se = None if standard is None else pd.DataFrame(standard, index=frame.index, columns=list(AXES))
+    axes = [axis for a, axis in enumerate(ALL_AXES) if not np.isnan(errors[..., a]).all()]
+    columns = [ALL_AXES.index(axis) for axis in axes]
+    errors = errors[..., columns]
+    frame = pd.DataFrame(errors[0], index=pd.Index(encoders, name="encoder"), columns=axes)
+    se = None if standard is None else pd.DataFrame(standard[:, columns], index=frame.index, columns=axes)
     settings = _settings(sites[0].settings)
     point = point_estimate(frame, se, settings)
     replicate_crs = point.score(errors[1:])["crs"]
@@ -168,10 +248,13 @@ def merge(bundles: list[str | Path], out: str | Path) -> pd.DataFrame:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     board.to_csv(out / LEADERBOARD_FILE)
+    merged_subgroups(sites).to_csv(out / SUBGROUPS_CSV, index=False)
     (out / TEXT_FILE).write_text(leaderboard_text(board, sites) + "\n")
-    summary = {"sites": [{"name": s.name, "bundle": str(s.path), "tasks": [f"{s.name}/{t}" for t in s.tasks]} for s in sites],
+    summary = {"sites": [{"name": s.name, "bundle": str(s.path), "manifest_sha256": s.manifest_sha256,
+                          "verified": s.verified, "tasks": [f"{s.name}/{t}" for t in s.tasks]} for s in sites],
                "replicates": {"seed": sites[0].seed, "n_boot": sites[0].n_boot}, "box_critical": float(critical),
-               "axis_errors": {enc: {axis: (None if np.isnan(v) else float(v)) for axis, v in zip(AXES, errors[0, e], strict=True)}
+               "axes": axes, "unit_counts": {axis: int(sum(s.task_counts.get(axis, 0) for s in sites)) for axis in axes},
+               "axis_errors": {enc: {axis: (None if np.isnan(v) else float(v)) for axis, v in zip(axes, errors[0, e], strict=True)}
                                for e, enc in enumerate(encoders)}}
     (out / MERGED_FILE).write_text(json.dumps(summary, sort_keys=True, indent=1) + "\n")
     return board
@@ -181,6 +264,7 @@ def leaderboard_text(board: pd.DataFrame, sites: list[Site]) -> str:
     """The multi-site leaderboard as plain text, best merged CRS first."""
     lines = [f"multi-site CRS: {len(sites)} sites ({', '.join(s.name for s in sites)}), "
              f"{sum(len(s.tasks) for s in sites)} tasks, {sites[0].n_boot} replicates (seed {sites[0].seed})"]
+    lines += [f"{s.name}: verified by {s.verified}" for s in sites]
     lines.append("rank encoder  CRS [box interval]  " + "  ".join(f"{s.name} (rank)" for s in sites) + "  holds rank")
     for encoder, row in board.sort_values(["rank", "crs"], ascending=[True, False]).iterrows():
         per_site = "  ".join(f"{row[f'crs_{s.name}']:.3f} ({int(row[f'rank_{s.name}'])})" for s in sites)

@@ -34,7 +34,8 @@ class Verification:
 
     @property
     def holds(self) -> bool:
-        return (not self.manifest_problems and self.signature in ("valid", "unsigned", "not checked")
+        verdict = self.signature.split(" (", 1)[0]  # "not checked (signed; give the publisher's public key)"
+        return (not self.manifest_problems and verdict in ("valid", "unsigned", "not checked")
                 and (self.rescore is None or self.rescore.holds))
 
     def lines(self) -> list[str]:
