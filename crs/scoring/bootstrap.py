@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from crs.scoring.draws import draw_seed_counts
 from crs.scoring.formula import AXES, PointEstimate, ScoreInputError, axis_errors_from_metrics
 from crs.scoring.measurements import Measurements
 from crs.scoring.projection import box_intervals
@@ -163,12 +164,6 @@ def _check_encoders(measurements: Measurements, point: PointEstimate) -> None:
             f"the measurements cover encoders {list(measurements.encoders)} but the point estimate {point.encoders}; "
             "make both from the same run records"
         )
-
-
-def draw_seed_counts(n_seeds: int, n_boot: int, seed: int) -> np.ndarray:
-    """(n_boot, n_seeds) float counts: one seed multiset per replicate, shared by every encoder and task."""
-    rng = np.random.default_rng(seed)
-    return rng.multinomial(n_seeds, np.full(n_seeds, 1.0 / n_seeds), size=n_boot).astype(np.float64)
 
 
 def summarise_bootstrap(

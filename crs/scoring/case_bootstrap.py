@@ -9,14 +9,14 @@ Each replicate draws
 
 * one seed multiset (exactly the draw :func:`crs.scoring.bootstrap.paired_seed_bootstrap` makes for the same
   ``seed``), shared by every encoder and task;
-* per task, one group-level resample of its test rows (:func:`crs.scoring.resample.group_bootstrap`
-  with entropy ``[seed, task_number, 0]``: whole patients or lesions, every image of a drawn group
+* per task, one group-level resample of its test rows (:func:`crs.scoring.draws.draws_of_test_rows`,
+  keyed on the task's name, not its place among the run's tasks: whole patients or lesions, every image of a drawn group
   counted as often as the group; within the split's label strata where crs drew the split, without
   strata where it was an official or imported one: the design stage 2 stored, decision 0085), shared by every encoder and by the clean and corrupted
   conditions (the same rows; corrupted conditions evaluated on a corruption subsample,
   ``[extract] corruption_rows``, take the subsample rows' counts from the same draw, so a patient
   drawn twice counts twice in every condition); each shift target's rows are resampled separately
-  (``[seed, task_number, 1 + g]`` for the g-th target by name, so a task with one target keeps its
+  (stream ``1 + g`` for the g-th target by name, so a task with one target keeps its
   draw), also shared by every encoder. Prediction files without group ids fall back to the image
   level, with a logged warning;
 
@@ -60,20 +60,16 @@ from crs.axes.weighted import (
 from crs.evaluate import artifacts
 from crs.evaluate.artifacts import RunFolder, RunFolderError
 from crs.scoring import bootstrap
+from crs.scoring.draws import draw_seed_counts, draws_of_shift_target, draws_of_test_rows
 from crs.scoring.formula import PointEstimate, ScoreInputError, TaskMetrics, axis_errors_from_metrics
 from crs.scoring.intervals import centre_on_squares
 from crs.scoring.measurements import Measurements
-from crs.scoring.resample import RESAMPLED_AS, GroupBootstrap, group_bootstrap
+from crs.scoring.resample import RESAMPLED_AS, GroupBootstrap
 
 log = logging.getLogger(__name__)
 
 PREDICTION_TOLERANCE = 0.005
 """Largest |CRS from stored predictions - CRS from run records| accepted without a warning."""
-
-TEST_STREAM, SHIFT_STREAM = 0, 1
-"""Last entropy word of a task's draws: its test rows; its first shift target's rows (the g-th
-target by name: ``SHIFT_STREAM + g``)."""
-
 
 class CaseBootstrapError(ScoreInputError):
     """Per-case predictions are missing or do not fit the run records; the message says the fix."""
@@ -116,7 +112,6 @@ class TaskLayout:
 
     task: str
     kind: str
-    task_number: int
     seeds: tuple[int, ...]
     fractions: tuple[float, ...]
     labels: np.ndarray
@@ -217,10 +212,11 @@ def unit_shift_keys(
 
 
 def task_layout(
-    folder: RunFolder, task: str, kind: str, first_encoder: str, task_number: int, seed: int, full_fraction: float,
+    folder: RunFolder, task: str, kind: str, first_encoder: str, seed: int, full_fraction: float,
     targets: Sequence[str] | None = None,
 ) -> TaskLayout:
-    """The task's rows, labels, seeds and conditions (from ``first_encoder``'s file) and its draws.
+    """The task's rows, labels, seeds and conditions (from ``first_encoder``'s file) and its draws
+    (:mod:`crs.scoring.draws`: keyed on the task's name and ``seed``).
 
     ``targets``: the task's shift targets in the run records (None: take the file's); the
     predictions must hold the same ones.
@@ -236,7 +232,7 @@ def task_layout(
     labels = first[artifacts.labels_key(artifacts.CLEAN)]
     groups = _groups_or_images(first, artifacts.CLEAN_GROUPS, where)
     design = sampling_design(first, artifacts.design_key(), where, shift=False)
-    draws = group_bootstrap(groups, labels, kind, seed=[seed, task_number, TEST_STREAM], design=design[0])
+    draws = draws_of_test_rows(groups, labels, kind, seed, task, design[0])
     shifts = []
     keys = unit_shift_keys(first, targets, where)
     if targets is not None and [k.target for k in keys] != sorted(targets):
@@ -244,12 +240,11 @@ def task_layout(
             f"task {task!r}: {where} holds shift targets {[k.target for k in keys]} but the run records "
             f"{sorted(targets)}; rerun `crs probe`"
         )
-    for g, found in enumerate(keys):  # sorted by name: target g draws from stream SHIFT_STREAM + g
+    for g, found in enumerate(keys):  # sorted by name: target g draws from its own stream g
         shift_labels = first[found.labels]
         shift_groups = _groups_or_images(first, found.groups, where)
         shift_design = sampling_design(first, artifacts.design_key(found.target), where, shift=True)
-        shift_draws = group_bootstrap(shift_groups, shift_labels, kind, seed=[seed, task_number, SHIFT_STREAM + g],
-                                      design=shift_design[0])
+        shift_draws = draws_of_shift_target(shift_groups, shift_labels, kind, seed, task, g, shift_design[0])
         shifts.append(ShiftLayout(found.target, shift_labels, shift_draws, shift_design))
     corrupt_rows = first.get(artifacts.CORRUPT_ROWS)
     if corrupt_rows is not None and (corrupt_rows.ndim != 1 or len(corrupt_rows) == 0
@@ -257,7 +252,7 @@ def task_layout(
         raise CaseBootstrapError(f"{where}: {artifacts.CORRUPT_ROWS} are not positions of its {len(labels)} test rows; "
                                  "rerun `crs probe`")
     return TaskLayout(
-        task=task, kind=kind, task_number=task_number, seeds=seeds, fractions=fractions, labels=labels,
+        task=task, kind=kind, seeds=seeds, fractions=fractions, labels=labels,
         corrupt_stems=tuple(sorted(artifacts.corrupt_stems(first))), draws=draws, shifts=tuple(shifts),
         corrupt_rows=None if corrupt_rows is None else np.asarray(corrupt_rows, dtype=np.int64), design=design,
     )  # fmt: skip
@@ -552,10 +547,9 @@ def paired_seed_case_bootstrap(
     workers = default_workers() if workers is None else max(1, int(workers))
 
     metrics, case_draws, shift_draws, designs = [], {}, {}, []
-    for number, task in enumerate(tasks):
+    for task in tasks:
         recorded = measurements.layouts[task].targets if task in measurements.layouts else None
-        layout = task_layout(folder, task, kinds[task], encoders[0], number, settings.seed, settings.full_fraction,
-                             recorded)  # fmt: skip
+        layout = task_layout(folder, task, kinds[task], encoders[0], settings.seed, settings.full_fraction, recorded)
         if list(layout.seeds) != seeds:
             raise CaseBootstrapError(
                 f"task {task!r}: predictions have seeds {list(layout.seeds)} but the run records {seeds}"
@@ -566,7 +560,7 @@ def paired_seed_case_bootstrap(
             shift_draws[task] = {shift.target: shift.draws for shift in layout.shifts}
         metrics.append(centre_calibration(task_metrics(folder, layout, encoders, settings.n_boot, workers)))
 
-    seed_counts = bootstrap.draw_seed_counts(len(seeds), settings.n_boot, settings.seed)
+    seed_counts = draw_seed_counts(len(seeds), settings.n_boot, settings.seed)
     every_axis = axis_errors_from_metrics(metrics, np.vstack([np.ones((1, len(seeds))), seed_counts]))
     if extra_axes is not None:
         every_axis = np.concatenate([every_axis, np.asarray(extra_axes, dtype=np.float64)], axis=-1)

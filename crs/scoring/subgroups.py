@@ -445,7 +445,7 @@ def subgroup_scores(
 ) -> SubgroupResult:
     """Every encoder's subgroup table from the run folder's predictions, under the score's replicates.
 
-    ``kinds``: task -> kind (the task numbers, hence the draws, follow their sorted order, as the score's);
+    ``kinds``: task -> kind (each task's draws are keyed on its name and ``seed``, as the score's);
     ``targets``: task -> its shift targets in the records. The groups, their sizes, positive rates and
     weights are made once per task (``workers`` threads plan the tasks side by side); the threads then
     take one (task, encoder) each (the weighted metrics release the GIL), as the score's own replicates do.
@@ -453,10 +453,8 @@ def subgroup_scores(
     folder = _ReadOnDemand(folder.root)
     tasks = sorted(kinds)
 
-    def plan_task(number: int) -> tuple[tuple[int, ...], Mapping[str, np.ndarray], list]:
-        task = tasks[number]
-        layout = task_layout(folder, task, kinds[task], encoders[0], number, seed, full_fraction,
-                             targets.get(task) or None)
+    def plan_task(task: str) -> tuple[tuple[int, ...], Mapping[str, np.ndarray], list]:
+        layout = task_layout(folder, task, kinds[task], encoders[0], seed, full_fraction, targets.get(task) or None)
         first = read_unit(folder, encoders[0], task)
         n_outputs = int(np.asarray(first[artifacts.probs_key(artifacts.CLEAN)]).shape[-1])
         conditions = [(rows, probs_key, plan_groups(rows, kinds[task], n_outputs, min_images, min_positives))
@@ -475,7 +473,7 @@ def subgroup_scores(
     pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 else None
     try:
         mapper = pool.map if pool is not None else map
-        planned = dict(zip(tasks, mapper(plan_task, range(len(tasks))), strict=True))
+        planned = dict(zip(tasks, mapper(plan_task, tasks), strict=True))
         jobs = [(task, encoder) for task in tasks if planned[task][2] for encoder in encoders]
         found_by_job = list(mapper(one, jobs))
     finally:
