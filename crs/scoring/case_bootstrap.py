@@ -1,30 +1,21 @@
-"""Second bootstrap level: resample patients (or lesions), stratified, on top of the seed draw.
+"""Second bootstrap level: each task's measurements under every replicate's patient (or lesion) counts.
 
-The paired-seed bootstrap (:func:`crs.scoring.bootstrap.paired_seed_bootstrap`) sees only seed-to-seed
-variation. At the full label fraction every seed trains on the same rows, so discrimination,
-calibration and robustness barely move between seeds and the CRS intervals come out far too
-narrow. The test set is a sample too: this module adds its sampling variance.
-
-Each replicate draws
-
-* one seed multiset (exactly the draw :func:`crs.scoring.bootstrap.paired_seed_bootstrap` makes for the same
-  ``seed``), shared by every encoder and task;
-* per task, one group-level resample of its test rows (:func:`crs.scoring.draws.draws_of_test_rows`,
-  keyed on the task's name, not its place among the run's tasks: whole patients or lesions, every image of a drawn group
-  counted as often as the group; within the split's label strata where crs drew the split, without
-  strata where it was an official or imported one: the design stage 2 stored, decision 0085), shared by every encoder and by the clean and corrupted
-  conditions (the same rows; corrupted conditions evaluated on a corruption subsample,
-  ``[extract] corruption_rows``, take the subsample rows' counts from the same draw, so a patient
-  drawn twice counts twice in every condition); each shift target's rows are resampled separately
-  (stream ``1 + g`` for the g-th target by name, so a task with one target keeps its
-  draw), also shared by every encoder. Prediction files without group ids fall back to the image
-  level, with a logged warning;
-
-and recomputes every measurement the CRS is made of per (encoder, task, seed): clean AUROC at each
-label fraction, AUROC under each corruption x severity and on each shift target, and the debiased
-calibration error. The axis errors then come from the one mapping,
-:func:`crs.scoring.formula.axis_errors_from_metrics`, and the whole CRS (dominance included) from
-:meth:`crs.scoring.formula.PointEstimate.score`, with the point estimate's reference and floor.
+The seed level (:func:`crs.scoring.replicates.seed_replicates`) sees only seed-to-seed variation. At the
+full label fraction every seed trains on the same rows, so discrimination, calibration and robustness
+barely move between seeds and the CRS intervals come out far too narrow. The test set is a sample
+too: this module adds its sampling variance. It reads a task's rows, labels, groups and conditions
+from the first encoder's predictions (:func:`task_layout`, :func:`task_layouts`) with the task's draws
+(:mod:`crs.scoring.draws`: per task one group-level resample of its test rows, keyed on the task's name,
+whole patients or lesions within the split's label strata where crs drew the split, without strata
+where it was an official or imported one, decision 0085, shared by every encoder and by the clean and
+corrupted conditions (corrupted conditions evaluated on a corruption subsample, ``[extract]
+corruption_rows``, take the subsample rows' counts from the same draw, so a patient drawn twice counts
+twice in every condition); each shift target's rows resampled apart, also shared by every encoder.
+Prediction files without group ids fall back to the image level, with a logged warning), and
+recomputes every measurement the CRS is made of per (encoder, task, seed) under every replicate
+(:func:`task_metrics`): clean AUROC at each label fraction, AUROC under each corruption x severity and
+on each shift target, and the debiased calibration error. :mod:`crs.scoring.replicates` turns them into
+axis errors through the one mapping, :func:`crs.scoring.formula.axis_errors_from_metrics`.
 
 Memory: a resample is a vector of counts, so the metrics are weighted statistics
 (:mod:`crs.axes.weighted`: one sort per score column reused by every replicate, replicate blocks
@@ -42,7 +33,6 @@ from __future__ import annotations
 
 import logging
 import os
-import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -59,17 +49,13 @@ from crs.axes.weighted import (
 )
 from crs.evaluate import artifacts
 from crs.evaluate.artifacts import RunFolder, RunFolderError
-from crs.scoring import bootstrap
-from crs.scoring.draws import draw_seed_counts, draws_of_shift_target, draws_of_test_rows
-from crs.scoring.formula import PointEstimate, ScoreInputError, TaskMetrics, axis_errors_from_metrics
+from crs.scoring.draws import draws_of_shift_target, draws_of_test_rows
+from crs.scoring.formula import ScoreInputError, TaskMetrics
 from crs.scoring.intervals import centre_on_squares
 from crs.scoring.measurements import Measurements
 from crs.scoring.resample import RESAMPLED_AS, GroupBootstrap
 
 log = logging.getLogger(__name__)
-
-PREDICTION_TOLERANCE = 0.005
-"""Largest |CRS from stored predictions - CRS from run records| accepted without a warning."""
 
 class CaseBootstrapError(ScoreInputError):
     """Per-case predictions are missing or do not fit the run records; the message says the fix."""
@@ -517,68 +503,14 @@ def task_kinds(records: pd.DataFrame) -> dict[str, str]:
     return {str(task): str(kinds[task]) for task in sorted(kinds.index)}
 
 
-def paired_seed_case_bootstrap(
-    measurements: Measurements,
-    folder: RunFolder,
-    point: PointEstimate,
-    kinds: Mapping[str, str],
-    workers: int | None = None,
-    extra_axes: np.ndarray | None = None,
-) -> bootstrap.BootstrapResult:
-    """Two-level paired bootstrap: seed multiset x stratified group-level test-row resample per replicate.
-
-    ``point`` is the run records' point estimate (made once, :func:`crs.scoring.formula.point_estimate`):
-    its table, reference rule, error floor and settings are reused, never recomputed. The leader,
-    tier rule and columns are those of :func:`crs.scoring.bootstrap.paired_seed_bootstrap`; the seed
-    draws are identical to its draws for the same ``seed``, so the two can be compared replicate by
-    replicate. Adds ``crs_from_predictions``: the CRS recomputed from the stored per-case predictions
-    with every seed and case once. ``case_draws`` holds each task's
-    :class:`crs.scoring.resample.GroupBootstrap` (``.counts([b])`` gives replicate b's row counts),
-    ``shift_case_draws`` per task with shift targets, one per target name. ``extra_axes`` (n_boot + 1, E, k):
-    axis errors measured elsewhere on the same draws (the ``equity`` axis, crs.scoring.subgroups), appended
-    after the four.
-    """
-    settings = point.settings
-    encoders = point.encoders
-    seeds = [int(s) for s in measurements.seeds]
-    tasks = sorted(kinds)
-    if tasks != [str(t) for t in measurements.tasks]:
-        raise CaseBootstrapError(f"per-case predictions are read for tasks {tasks} but the run records hold {list(measurements.tasks)}")
-    workers = default_workers() if workers is None else max(1, int(workers))
-
-    metrics, case_draws, shift_draws, designs = [], {}, {}, []
-    for task in tasks:
+def task_layouts(
+    folder: RunFolder, measurements: Measurements, kinds: Mapping[str, str], first_encoder: str, seed: int,
+    full_fraction: float,
+) -> dict[str, TaskLayout]:
+    """Every task's rows and draws (:func:`task_layout`, tasks by name), with the shift targets its run
+    records name: what the CRS replicates and the subgroup tables both resample."""
+    layouts = {}
+    for task in sorted(kinds):
         recorded = measurements.layouts[task].targets if task in measurements.layouts else None
-        layout = task_layout(folder, task, kinds[task], encoders[0], settings.seed, settings.full_fraction, recorded)
-        if list(layout.seeds) != seeds:
-            raise CaseBootstrapError(
-                f"task {task!r}: predictions have seeds {list(layout.seeds)} but the run records {seeds}"
-            )
-        case_draws[task] = layout.draws
-        designs += layout.design_rows()
-        if layout.shifts:
-            shift_draws[task] = {shift.target: shift.draws for shift in layout.shifts}
-        metrics.append(centre_calibration(task_metrics(folder, layout, encoders, settings.n_boot, workers)))
-
-    seed_counts = draw_seed_counts(len(seeds), settings.n_boot, settings.seed)
-    every_axis = axis_errors_from_metrics(metrics, np.vstack([np.ones((1, len(seeds))), seed_counts]))
-    if extra_axes is not None:
-        every_axis = np.concatenate([every_axis, np.asarray(extra_axes, dtype=np.float64)], axis=-1)
-    crs = point.score(every_axis)["crs"]
-
-    result = bootstrap.summarise_bootstrap(
-        point.table, crs[1:], seed_counts, seeds, n_boot=settings.n_boot, alpha=settings.alpha, seed=settings.seed,
-        level="seed+case", case_draws=case_draws, shift_case_draws=shift_draws,
-        axis_error_replicates=bootstrap.axis_error_frames(every_axis[1:], encoders), sampling_designs=designs,
-    )  # fmt: skip
-    bootstrap.with_box(result.table, point, every_axis[1:])
-    result.table["crs_from_predictions"] = crs[0]
-    gap = float(np.nanmax(np.abs(result.table["crs_from_predictions"] - result.table["crs"])))
-    if gap > PREDICTION_TOLERANCE:
-        warnings.warn(
-            f"the CRS recomputed from the stored per-case predictions differs from the run records' by up to "
-            f"{gap:.3f} (column crs_from_predictions): predictions stored at low precision (float16 probabilities "
-            "tie near 0 and 1) shift the case-level intervals; store them as float32 or log-probabilities",
-            stacklevel=2,
-        )
-    return result
+        layouts[task] = task_layout(folder, task, kinds[task], first_encoder, seed, full_fraction, recorded)
+    return layouts

@@ -14,8 +14,14 @@ import pandas as pd
 from crs.axes import effective_robustness, seed_axes
 from crs.evaluate.artifacts import PREDICTIONS_DIR, RunFolder
 from crs.scoring.baseline import competing, contest_columns, reference_as_baseline
-from crs.scoring.bootstrap import BootstrapResult, interval_method, paired_seed_bootstrap, zero_width
-from crs.scoring.case_bootstrap import default_workers, paired_seed_case_bootstrap, task_kinds
+from crs.scoring.bootstrap import (
+    BootstrapResult,
+    interval_method,
+    paired_seed_bootstrap,
+    paired_seed_case_bootstrap,
+    zero_width,
+)
+from crs.scoring.case_bootstrap import default_workers, task_kinds
 from crs.scoring.comparisons import Comparisons, comparisons_from_table, pairwise_comparisons
 from crs.scoring.coverage import Coverage, declared_records, every_task_encoders, is_complete, placement
 from crs.scoring.formula import AXES, EQUITY, PointEstimate, ScoreInputError, point_estimate, rank_descending
