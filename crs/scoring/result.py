@@ -27,10 +27,9 @@ from crs.scoring.coverage import Coverage, declared_records, every_task_encoders
 from crs.scoring.formula import AXES, EQUITY, PointEstimate, ScoreInputError, point_estimate, rank_descending
 from crs.scoring.intervals import coverage_sentence, measured_coverage
 from crs.scoring.measurements import Measurements, measure
-from crs.scoring.projection import reversal_count_bounds
 from crs.scoring.rankings import RankReversals, rank_reversals
 from crs.scoring.resample import design_line
-from crs.scoring.reversals import Reversals, auroc_crs_reversals
+from crs.scoring.reversals import Reversals, bootstrap_reversals
 from crs.scoring.settings import ScoreSettings
 from crs.scoring.stability import Stability, WeightSensitivity, stability
 from crs.scoring.subgroups import (
@@ -727,30 +726,3 @@ def _run_folder(run_folder: RunFolder | str | Path | None, predictions_dir: str 
             f"predictions_dir must be a run folder's {PREDICTIONS_DIR!r} folder, got {predictions_dir}; pass run_folder"
         )
     return RunFolder(predictions_dir.parent)
-
-
-def bootstrap_reversals(table: pd.DataFrame, boot: BootstrapResult, settings: ScoreSettings) -> Reversals | None:
-    """AUROC-vs-CRS reversals under the bootstrap (:mod:`crs.scoring.reversals`), from the same replicates.
-
-    AUROC replicates are 1 - the discrimination error of each replicate. Replicates in which any
-    encoder's AUROC or CRS is not finite are left out; None when fewer than two remain.
-    """
-    if boot.axis_error_replicates is None or "discrimination" not in boot.axis_error_replicates:
-        return None
-    names = [str(e) for e in table.index]
-    auroc_boot = 1.0 - boot.axis_error_replicates["discrimination"][names].to_numpy(dtype=np.float64)
-    crs_boot = boot.replicates[names].to_numpy(dtype=np.float64)
-    finite = np.isfinite(auroc_boot).all(axis=1) & np.isfinite(crs_boot).all(axis=1)
-    if finite.sum() < 2:
-        return None
-    found = auroc_crs_reversals(
-        table["auroc"].set_axis(names), table["crs"].set_axis(names), auroc_boot[finite], crs_boot[finite],
-        alpha=settings.alpha,
-    )  # fmt: skip
-    if settings.interval == "box" and "discrimination_error_box_low" in boot.table:  # decision 0128
-        box = boot.table.reindex(names)
-        low, high = reversal_count_bounds(
-            1.0 - box["discrimination_error_box_high"].to_numpy(), 1.0 - box["discrimination_error_box_low"].to_numpy(),
-            box["crs_box_low"].to_numpy(), box["crs_box_high"].to_numpy())  # fmt: skip
-        found = dataclasses.replace(found, count_low=float(low), count_high=float(high))
-    return found
