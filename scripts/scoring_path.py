@@ -2,19 +2,24 @@
 
 Runs the tiny spec (tests/tiny.py: 2 encoders x 3 tasks, case-level bootstrap) through extract and
 probe, then follows ``Benchmark.score`` with :func:`sys.setprofile`, recording the ``crs.scoring``
-module of every Python call event in order. Prints, for every call and for the first call of each
-function only (loops over tasks, encoders and axes repeat a stretch of the way; the first calls read
-as the code does):
+module of every Python call event in order (a generator expression or lambda counts as its function).
+Prints, for ``score_records`` (the statistics) and for the whole of ``Benchmark.score`` (which then
+writes the tables, summary and text), for every call and for the first call of each function only
+(loops over tasks, encoders and axes repeat a stretch of the way; the first calls read as the code does):
 
 * modules: distinct ``crs.scoring`` modules entered;
 * stays: maximal runs of consecutive calls in one module (the sequence with repeats collapsed);
-* returns: stays in a module the path had already left once (a way that reads straight has none).
+* returns: stays in a module the path had already left once (a way that reads straight has none);
 
-Issue 40 item 7 counted 18 modules, 56 stays and 38 returns under a rule it did not state; on the
-same code (main at 2b1ac79) this script gives 18 / 307 / 289 for every call and 18 / 79 / 61 for first calls.
+and the stages: the modules of the functions ``crs.scoring.result`` (the orchestrator) calls itself, in
+order (a stage used in one block is a step of a straight line; a return is the orchestrator going back
+to a step it had finished).
+
+Issue 40 item 7 counted 18 modules, 56 stays and 38 returns under a rule it did not state; docs/crs.md
+("The way through crs/scoring") gives this script's counts before and after the moves.
 
 The score runs on one thread (``case_bootstrap.DEFAULT_WORKERS = 1``) so every call is on the traced
-thread and the sequence does not depend on thread timing. ``--path`` also prints the first calls' collapsed sequence.
+thread and the sequence does not depend on thread timing. ``--path`` also prints the collapsed sequence of score_records' first calls.
 
     PYTHONPATH=$PWD python scripts/scoring_path.py [--folder DIR] [--path]
 """
@@ -30,15 +35,20 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 
-def follow(score) -> tuple[list[str], list[str]]:
-    """The crs.scoring module of every call event while ``score()`` runs, in order; and of the first call
-    of each function."""
+def follow(score) -> tuple[list[str], list[str], tuple[int, int], list[str]]:
+    """The crs.scoring module of every call event while ``score()`` runs, in order; of the first call of
+    each function; how many of each came before ``score_records`` returned; and the stages: the module of
+    every function ``crs.scoring.result`` calls itself (first calls, until score_records returns)."""
     seen: list[str] = []
+    statistics: list[int] = []
+    stages: list[str] = []
     first: list[str] = []
     functions: set[tuple[str, int]] = set()
 
     def profile(frame, event, arg):
-        if event == "call":
+        if event == "return" and frame.f_code.co_name == "score_records" and not statistics:
+            statistics.extend((len(seen), len(first)))  # score_records is done: what follows writes the tables
+        if event == "call" and not frame.f_code.co_name.startswith("<"):  # a genexpr or lambda stays in its function
             name = frame.f_globals.get("__name__", "")
             if name.startswith("crs.scoring."):
                 module = name[len("crs.scoring."):]
@@ -47,13 +57,16 @@ def follow(score) -> tuple[list[str], list[str]]:
                 if code not in functions:
                     functions.add(code)
                     first.append(module)
+                    caller = frame.f_back
+                    if caller is not None and caller.f_globals.get("__name__") == "crs.scoring.result" and not statistics:
+                        stages.append(module)
 
     sys.setprofile(profile)
     try:
         score()
     finally:
         sys.setprofile(None)
-    return seen, first
+    return seen, first, (statistics[0], statistics[1]) if statistics else (len(seen), len(first)), stages
 
 
 def stays(sequence: list[str]) -> list[str]:
@@ -93,13 +106,18 @@ def main() -> None:
         bench = Benchmark(load_spec(write_tiny_spec(folder)))
         bench.extract(progress=False)
         bench.probe(progress=False)
-        every, first = follow(lambda: bench.score(overwrite=True))
-    for what, sequence in (("every call", every), ("first calls", first)):
-        found = counts(sequence)
-        print(f"crs.scoring from Benchmark.score, {what}: {found['modules']} modules, {found['stays']} stays, "
-              f"{found['returns']} returns to a module already left")
+        every, first, (n_every, n_first), stages = follow(lambda: bench.score(overwrite=True))
+    for part, (calls, firsts) in (("score_records (the statistics)", (every[:n_every], first[:n_first])),
+                                  ("Benchmark.score (and writing the tables)", (every, first))):
+        for what, sequence in (("every call", calls), ("first calls", firsts)):
+            found = counts(sequence)
+            print(f"{part}, {what}: {found['modules']} modules, {found['stays']} stays, "
+                  f"{found['returns']} returns to a module already left")
+    found = counts(stages)
+    print(f"stages (what crs.scoring.result calls): {found['modules']} modules, {found['stays']} stays, "
+          f"{found['returns']} returns to a module already left: {' -> '.join(stays(stages))}")
     if args.path:
-        print(" -> ".join(stays(first)))
+        print(" -> ".join(stays(first[:n_first])))
 
 
 if __name__ == "__main__":

@@ -99,7 +99,11 @@ def axis_error_frames(errors: np.ndarray, encoders: Sequence[str]) -> dict[str, 
 def bootstrap_result(point: PointEstimate, replicates: Replicates) -> BootstrapResult:
     """The replicates' CRS, summarised (:func:`summarise_bootstrap`) with the projected box's bounds beside
     (:func:`with_box`); at the case level also ``crs_from_predictions``, the CRS of row 0 (every seed and
-    case once)."""
+    case once).
+
+    Warns when a seed-level interval has zero width (no interval at all) and when the CRS from the stored
+    predictions strays from the run records' by more than :data:`PREDICTION_TOLERANCE`.
+    """
     settings = point.settings
     case_level = replicates.level == "seed+case"
     if case_level:  # row 0 scored too: the CRS from the stored predictions
@@ -117,27 +121,36 @@ def bootstrap_result(point: PointEstimate, replicates: Replicates) -> BootstrapR
     with_box(result.table, point, replicates.drawn)
     if case_level:
         result.table["crs_from_predictions"] = from_predictions
+        gap = float(np.nanmax(np.abs(result.table["crs_from_predictions"] - result.table["crs"])))
+        if gap > PREDICTION_TOLERANCE:
+            warnings.warn(
+                f"the CRS recomputed from the stored per-case predictions differs from the run records' by up to "
+                f"{gap:.3f} (column crs_from_predictions): predictions stored at low precision (float16 probabilities "
+                "tie near 0 and 1) shift the case-level intervals; store them as float32 or log-probabilities",
+                stacklevel=2,
+            )
+    else:
+        flat = zero_width(result.table)
+        if flat:
+            warnings.warn(
+                f"seed-only bootstrap: the CRS interval of {', '.join(flat)} has zero width (every seed gave the "
+                "same measurements, and the test set is not resampled); it is reported as seed-only, not as a "
+                "confidence interval: set case_bootstrap = true to resample the test set (score_records: "
+                "case_level=True with run_folder=the run's folder)",
+                stacklevel=2,
+            )
     return result
 
 
 def paired_seed_bootstrap(measurements: Measurements, point: PointEstimate) -> BootstrapResult:
-    """Percentile intervals, P(rank = 1), rank confidence sets and the leading tier of the CRS, seeds resampled.
+    """Percentile intervals, P(rank = 1), rank confidence sets and the leading tier of the CRS, seeds resampled
+    (:func:`crs.scoring.replicates.seed_replicates`, then :func:`bootstrap_result`).
 
     The leader is the encoder with the highest point-estimate CRS (ties: the first by name). The
     leading tier is every encoder whose simultaneous rank set contains 1. In replicates where
     several encoders tie for first, P(rank = 1) splits that replicate equally.
     """
-    result = bootstrap_result(point, seed_replicates(measurements, point))
-    flat = zero_width(result.table)
-    if flat:
-        warnings.warn(
-            f"seed-only bootstrap: the CRS interval of {', '.join(flat)} has zero width (every seed gave the same "
-            "measurements, and the test set is not resampled); it is reported as seed-only, not as a confidence "
-            "interval: set case_bootstrap = true to resample the test set (score_records: case_level=True "
-            "with run_folder=the run's folder)",
-            stacklevel=2,
-        )
-    return result
+    return bootstrap_result(point, seed_replicates(measurements, point))
 
 
 def paired_seed_case_bootstrap(
@@ -150,7 +163,7 @@ def paired_seed_case_bootstrap(
     layouts: Mapping[str, Any] | None = None,
 ) -> BootstrapResult:
     """Two-level paired bootstrap: seed multiset x stratified group-level test-row resample per replicate
-    (:func:`crs.scoring.replicates.case_replicates`), summarised as :func:`paired_seed_bootstrap` is.
+    (:func:`crs.scoring.replicates.case_replicates`, then :func:`bootstrap_result`).
 
     ``point`` is the run records' point estimate (made once, :func:`crs.scoring.formula.point_estimate`):
     its table, reference rule, error floor and settings are reused, never recomputed. The seed draws are
@@ -159,21 +172,11 @@ def paired_seed_case_bootstrap(
     with every seed and case once. ``case_draws`` holds each task's
     :class:`crs.scoring.resample.GroupBootstrap` (``.counts([b])`` gives replicate b's row counts),
     ``shift_case_draws`` per task with shift targets, one per target name. ``extra_axes`` (n_boot + 1, E, k):
-    axis errors measured elsewhere on the same draws (the ``equity`` axis, crs.scoring.subgroups), appended
+    axis errors measured elsewhere on the same draws (the ``equity`` axis, crs.scoring.equity), appended
     after the four; ``layouts``: the tasks' rows and draws when already made
     (:func:`crs.scoring.case_bootstrap.task_layouts`).
     """
-    replicates = case_replicates(measurements, folder, point, kinds, workers, extra_axes, layouts)
-    result = bootstrap_result(point, replicates)
-    gap = float(np.nanmax(np.abs(result.table["crs_from_predictions"] - result.table["crs"])))
-    if gap > PREDICTION_TOLERANCE:
-        warnings.warn(
-            f"the CRS recomputed from the stored per-case predictions differs from the run records' by up to "
-            f"{gap:.3f} (column crs_from_predictions): predictions stored at low precision (float16 probabilities "
-            "tie near 0 and 1) shift the case-level intervals; store them as float32 or log-probabilities",
-            stacklevel=2,
-        )
-    return result
+    return bootstrap_result(point, case_replicates(measurements, folder, point, kinds, workers, extra_axes, layouts))
 
 
 BOX_COLUMNS = ("crs_percentile_low", "crs_percentile_high", "box_critical", "interval_method")
