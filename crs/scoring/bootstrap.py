@@ -174,7 +174,7 @@ def paired_seed_case_bootstrap(
     ``shift_case_draws`` per task with shift targets, one per target name. ``extra_axes`` (n_boot + 1, E, k):
     axis errors measured elsewhere on the same draws (the ``equity`` axis, crs.scoring.equity), appended
     after the four; ``layouts``: the tasks' rows and draws when already made
-    (:func:`crs.scoring.case_bootstrap.task_layouts`).
+    (:func:`crs.scoring.layouts.task_layouts`).
     """
     return bootstrap_result(point, case_replicates(measurements, folder, point, kinds, workers, extra_axes, layouts))
 

@@ -27,16 +27,10 @@ from typing import Any
 import numpy as np
 
 from crs.evaluate.artifacts import RunFolder
-from crs.scoring.case_bootstrap import (
-    CaseBootstrapError,
-    TaskLayout,
-    centre_calibration,
-    default_workers,
-    task_layouts,
-    task_metrics,
-)
+from crs.scoring.case_bootstrap import centre_calibration, default_workers, task_metrics
 from crs.scoring.draws import draw_seed_counts
 from crs.scoring.formula import PointEstimate, ScoreInputError, axis_errors_from_metrics
+from crs.scoring.layouts import CaseBootstrapError, TaskLayout, task_layouts
 from crs.scoring.measurements import Measurements
 
 
@@ -96,7 +90,7 @@ def case_replicates(
     """Seed and case level: per task the measurements under every replicate's patient counts, then the
     replicate's seed multiset (identical to the seed level's draw for the same ``seed``).
 
-    ``layouts``: each task's rows and draws (:func:`crs.scoring.case_bootstrap.task_layouts`), made here when
+    ``layouts``: each task's rows and draws (:func:`crs.scoring.layouts.task_layouts`), made here when
     not given; ``extra_axes`` (n_boot + 1, E, k): axis errors measured elsewhere on the same draws."""
     settings = point.settings
     encoders = point.encoders

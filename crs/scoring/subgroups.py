@@ -3,7 +3,7 @@ on the clean test split and on each shift target, for the full-fraction probes; 
 worst-group AUROC and the largest AUROC and calibration gaps, each with an interval from the score's
 own patient-level replicates (docs/decisions/0041-0043, docs/subgroups.md).
 
-* Replicates: the task's :class:`crs.scoring.case_bootstrap.TaskLayout` draws (the CRS's own:
+* Replicates: the task's :class:`crs.scoring.layouts.TaskLayout` draws (the CRS's own:
   same entropy, same patients), each replicate's row counts restricted to a group's rows. Every
   encoder sees the same draws, so the intervals are paired across encoders.
 * Groups and sizes: fairlearn's :class:`~fairlearn.metrics.MetricFrame` does the by-group
@@ -53,13 +53,7 @@ from crs.axes.weighted import (
 )
 from crs.evaluate import artifacts
 from crs.evaluate.artifacts import RunFolder
-from crs.scoring.case_bootstrap import (
-    TaskLayout,
-    _class_labels,
-    _distinct_rows,
-    read_unit,
-    task_layout,
-)
+from crs.scoring.case_bootstrap import _class_labels, _distinct_rows
 from crs.scoring.intervals import (
     box_gap,
     box_minimum,
@@ -67,6 +61,7 @@ from crs.scoring.intervals import (
     simultaneous_gap_interval,
     simultaneous_group_box,
 )
+from crs.scoring.layouts import TaskLayout, read_unit, task_layout
 from crs.scoring.resample import GroupBootstrap
 
 SCORED_CALIBRATION: Callable[..., np.ndarray] = weighted_debiased_ece
@@ -416,7 +411,7 @@ class _ReadOnDemand(RunFolder):
     """The run folder with each predictions array read when first asked for: the subgroup tables need the
     clean and shift predictions and categories of a file that holds every condition (a CheXpert-sized
     file took 3.5-4.4 s to read whole, and was read three times per task). The score's own readers
-    (:func:`crs.scoring.case_bootstrap.task_layout`, ``read_unit``) only look arrays up by name."""
+    (:func:`crs.scoring.layouts.task_layout`, ``read_unit``) only look arrays up by name."""
 
     def read_predictions(self, encoder: str, task: str) -> dict[str, np.ndarray]:
         return cast(dict[str, np.ndarray], self.read_predictions_on_demand(encoder, task))
@@ -451,7 +446,7 @@ def subgroup_scores(
     weights are made once per task (``workers`` threads plan the tasks side by side); the threads then
     take one (task, encoder) each (the weighted metrics release the GIL), as the score's own replicates do.
     ``layouts``: each task's rows and draws as the CRS's replicates use them
-    (:func:`crs.scoring.case_bootstrap.task_layouts`: made once for both); made here when not given.
+    (:func:`crs.scoring.layouts.task_layouts`: made once for both); made here when not given.
     """
     folder = _ReadOnDemand(folder.root)
     tasks = sorted(kinds)
