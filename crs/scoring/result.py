@@ -15,7 +15,6 @@ from crs.axes import effective_robustness, seed_axes
 from crs.evaluate.artifacts import PREDICTIONS_DIR, RunFolder
 from crs.scoring.baseline import competing, contest_columns, reference_as_baseline
 from crs.scoring.bootstrap import BootstrapResult, bootstrap_result, interval_method, zero_width
-from crs.scoring.case_bootstrap import default_workers
 from crs.scoring.comparisons import Comparisons, axis_comparisons, comparisons_from_table
 from crs.scoring.coverage import Coverage, declared_records, every_task_encoders, is_complete, placement
 from crs.scoring.equity import equity_stability, with_equity
@@ -606,7 +605,6 @@ def _score_cohort(
     if folder is not None:
         encoders = sorted(str(e) for e in errors.index)  # the point estimate's order
         layouts = task_layouts(folder, measurements, kinds, encoders[0], settings.seed, settings.full_fraction)
-        workers = default_workers() if workers is None else max(1, int(workers))
         found = subgroup_scores(
             folder, encoders, kinds, {task: list(layout.targets) for task, layout in measurements.layouts.items()},
             settings.n_boot, settings.seed, settings.alpha, settings.full_fraction, settings.subgroup_min_images,

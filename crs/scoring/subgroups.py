@@ -53,7 +53,7 @@ from crs.axes.weighted import (
 )
 from crs.evaluate import artifacts
 from crs.evaluate.artifacts import RunFolder
-from crs.scoring.case_bootstrap import _class_labels, _distinct_rows
+from crs.scoring.case_bootstrap import _class_labels, _distinct_rows, default_workers
 from crs.scoring.intervals import (
     box_gap,
     box_minimum,
@@ -436,7 +436,7 @@ class SubgroupResult:
 def subgroup_scores(
     folder: RunFolder, encoders: Sequence[str], kinds: Mapping[str, str], targets: Mapping[str, Sequence[str]],
     n_boot: int, seed: int, alpha: float, full_fraction: float = 1.0,
-    min_images: int = MIN_IMAGES, min_positives: int = MIN_POSITIVES, workers: int = 1,
+    min_images: int = MIN_IMAGES, min_positives: int = MIN_POSITIVES, workers: int | None = 1,
     layouts: Mapping[str, TaskLayout] | None = None,
 ) -> SubgroupResult:
     """Every encoder's subgroup table from the run folder's predictions, under the score's replicates.
@@ -445,11 +445,13 @@ def subgroup_scores(
     ``targets``: task -> its shift targets in the records. The groups, their sizes, positive rates and
     weights are made once per task (``workers`` threads plan the tasks side by side); the threads then
     take one (task, encoder) each (the weighted metrics release the GIL), as the score's own replicates do.
+    ``workers`` None: the score's default (:func:`crs.scoring.case_bootstrap.default_workers`).
     ``layouts``: each task's rows and draws as the CRS's replicates use them
     (:func:`crs.scoring.layouts.task_layouts`: made once for both); made here when not given.
     """
     folder = _ReadOnDemand(folder.root)
     tasks = sorted(kinds)
+    workers = default_workers() if workers is None else max(1, int(workers))
 
     def plan_task(task: str) -> tuple[tuple[int, ...], Mapping[str, np.ndarray], list]:
         layout = (layouts[task] if layouts is not None
