@@ -6,7 +6,8 @@ moved (issue 13). tests/golden/score holds the score tables, written the same wa
 tests/golden/score/COMMIT, after the score was redefined on purpose (issue 14). Both were rewritten
 once more when identical probes began to be predicted once (docs/decisions/0025: float32 products
 of a different width, last-bit changes), and when selected probes began to be polished in float64
-and AUROCs ranked on order-exact keys (docs/decisions/0029). Columns added later are allowed; every
+and AUROCs ranked on order-exact keys (docs/decisions/0029). The score tables moved again when each task's
+patient resample was keyed on the task's name, not its place (docs/decisions/0144). Columns added later are allowed; every
 pinned column must keep its values within the reproducibility contract's tolerances.
 """
 

@@ -51,11 +51,11 @@ from crs.scoring.intervals import (
     simultaneous_gap_interval,
     simultaneous_group_box,
 )
-from crs.scoring.projection import project, reversal_count_bounds
+from crs.scoring.projection import project
 from crs.scoring.rank_sets import rank_confidence_sets
 from crs.scoring.rankings import rank_reversals
 from crs.scoring.resample import group_bootstrap
-from crs.scoring.reversals import auroc_crs_reversals
+from crs.scoring.reversals import auroc_crs_reversals, reversal_count_bounds
 
 CONFIGURATIONS = {  # name: (patients, severity sd tau, extra images per patient (Poisson mean), stratified)
     "clustered, 150 patients (~300 images), random": (150, 0.8, 1.0, False),

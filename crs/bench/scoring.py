@@ -45,6 +45,7 @@ import json
 import os
 import resource
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -62,7 +63,7 @@ from crs.evaluate import artifacts
 from crs.evaluate.artifacts import RunFolder
 from crs.evaluate.memory import own_peak_rss_bytes
 from crs.evaluate.units import condition_metrics
-from crs.scoring.bootstrap import draw_seed_counts
+from crs.scoring.draws import SHIFT_STREAM, TEST_STREAM, draw_seed_counts, task_entropy
 from crs.scoring.formula import crs_components
 from crs.scoring.rank_sets import rank_confidence_sets
 from crs.scoring.resample import group_bootstrap
@@ -253,7 +254,7 @@ def encoder_axis_errors(
 
 
 def draw_weights(
-    labels: np.ndarray, groups: np.ndarray, kind: str, entropy: list[int], n_boot: int
+    labels: np.ndarray, groups: np.ndarray, kind: str, entropy: Sequence[int], n_boot: int
 ) -> ReplicateWeights:
     """Unit weights (the point estimate) then ``n_boot`` group-level replicates, laid out for the weighted metrics."""
     counts = group_bootstrap(groups, labels, kind, seed=entropy).counts(range(n_boot))
@@ -310,10 +311,11 @@ def run(size: ScoringSize = PAPER, workers: int = 2, seed: int = 0) -> ScoringBe
     errors = np.zeros((size.n_boot + 1, size.n_encoders, 4))
     clean_auroc = np.zeros((size.n_boot + 1, size.n_encoders))
     terms = 0.0
-    for task_number, task in enumerate(size.tasks):
+    for task in size.tasks:
         truth = task_truth(task, seed)
         weights = clock.run(
-            "draws", draw_weights, truth.labels, truth.groups, task.kind, [seed, task_number, 0], size.n_boot
+            "draws", draw_weights, truth.labels, truth.groups, task.kind,
+            task_entropy(seed, task.name, TEST_STREAM), size.n_boot,
         )
         shift_weights = None
         if truth.shift_labels is not None and truth.shift_groups is not None:
@@ -323,7 +325,7 @@ def run(size: ScoringSize = PAPER, workers: int = 2, seed: int = 0) -> ScoringBe
                 truth.shift_labels,
                 truth.shift_groups,
                 task.kind,
-                [seed, task_number, 1],
+                task_entropy(seed, task.name, SHIFT_STREAM),
                 size.n_boot,
             )
         for e in range(size.n_encoders):

@@ -172,7 +172,8 @@ def equity_replicate_vectors(folder: RunFolder, records: pd.DataFrame, score: Sc
     """Per encoder the ``equity`` error under every replicate of the score (its patient draws: same seed, task
     numbers and settings as ``crs.scoring.result``'s subgroup tables), checked against the score's own point
     error and standard error (the spread of these replicates) to 1e-12."""
-    from crs.scoring.subgroups import equity_replicates, subgroup_scores
+    from crs.scoring.equity import equity_replicates
+    from crs.scoring.subgroups import subgroup_scores
 
     settings = score.settings
     encoders = [str(e) for e in score.point.encoders]

@@ -1,14 +1,14 @@
-"""The paired-seed bootstrap of the CRS: intervals, P(rank = 1) and the leading tier from rank confidence sets.
+"""The bootstrap's result: the replicates' axis errors turned into the CRS's intervals, ranks and tier.
 
-:func:`paired_seed_bootstrap` draws one multiset of seeds per replicate (with replacement) and
-applies it to every encoder and every task, which keeps the pairing that shared label subsets
-create; the axis errors come from :func:`crs.scoring.formula.axis_errors_from_metrics` under the
-replicate's seed counts and the whole CRS (reference ratios, dominance, balance, worst axis) is
-recomputed by :meth:`crs.scoring.formula.PointEstimate.score`, with the point estimate's reference
-rule and error floor. :func:`summarise_bootstrap` turns replicate CRS into intervals, the
-simultaneous rank confidence sets (:mod:`crs.scoring.rank_sets`) and the leading tier (every
-encoder whose rank set contains 1) for this and the case-level bootstrap. The Holm test against the
-leader is still computed and reported (``p_holm``) but no longer defines the tier
+:func:`bootstrap_result` takes the axis errors of every replicate (:mod:`crs.scoring.replicates`:
+measurements x draws) and assembles what the later steps make of them: the whole CRS of each replicate
+(:meth:`crs.scoring.formula.PointEstimate.score`, with the point estimate's reference rule and error
+floor), its percentile interval (:func:`crs.scoring.intervals.percentile_interval`), P(rank = 1) and
+the simultaneous rank confidence sets with the leading tier (:mod:`crs.scoring.rank_sets`: every
+encoder whose rank set contains 1), and the projected box (:func:`with_box`,
+:mod:`crs.scoring.projection`). :func:`paired_seed_bootstrap` (seeds resampled) and
+:func:`paired_seed_case_bootstrap` (seeds and test cases) are the two levels end to end. The Holm test
+against the leader is still computed and reported (``p_holm``) but no longer defines the tier
 (docs/decisions/0009-rank-confidence-sets.md).
 """
 
@@ -22,10 +22,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from crs.scoring.formula import AXES, PointEstimate, ScoreInputError, axis_errors_from_metrics
+from crs.evaluate.artifacts import RunFolder
+from crs.scoring.formula import AXES, PointEstimate
+from crs.scoring.intervals import percentile_interval
 from crs.scoring.measurements import Measurements
 from crs.scoring.projection import box_intervals
-from crs.scoring.rank_sets import rank_confidence_sets
+from crs.scoring.rank_sets import leading_tier, p_rank_one, rank_bounds
+from crs.scoring.replicates import Replicates, case_replicates, seed_replicates
+
+PREDICTION_TOLERANCE = 0.005
+"""Largest |CRS from stored predictions - CRS from run records| accepted without a warning."""
 
 
 def holm_adjust(p_values: np.ndarray) -> np.ndarray:
@@ -90,33 +96,87 @@ def axis_error_frames(errors: np.ndarray, encoders: Sequence[str]) -> dict[str, 
     }
 
 
+def bootstrap_result(point: PointEstimate, replicates: Replicates) -> BootstrapResult:
+    """The replicates' CRS, summarised (:func:`summarise_bootstrap`) with the projected box's bounds beside
+    (:func:`with_box`); at the case level also ``crs_from_predictions``, the CRS of row 0 (every seed and
+    case once).
+
+    Warns when a seed-level interval has zero width (no interval at all) and when the CRS from the stored
+    predictions strays from the run records' by more than :data:`PREDICTION_TOLERANCE`.
+    """
+    settings = point.settings
+    case_level = replicates.level == "seed+case"
+    if case_level:  # row 0 scored too: the CRS from the stored predictions
+        every = point.score(replicates.errors)["crs"]
+        crs, from_predictions = every[1:], every[0]
+    else:
+        crs = point.score(replicates.drawn)["crs"]
+    result = summarise_bootstrap(
+        point.table, crs, replicates.seed_counts, replicates.seeds, n_boot=settings.n_boot, alpha=settings.alpha,
+        seed=settings.seed, level=replicates.level, case_draws=replicates.case_draws,
+        shift_case_draws=replicates.shift_case_draws,
+        axis_error_replicates=axis_error_frames(replicates.drawn, point.encoders),
+        sampling_designs=replicates.sampling_designs,
+    )  # fmt: skip
+    with_box(result.table, point, replicates.drawn)
+    if case_level:
+        result.table["crs_from_predictions"] = from_predictions
+        gap = float(np.nanmax(np.abs(result.table["crs_from_predictions"] - result.table["crs"])))
+        if gap > PREDICTION_TOLERANCE:
+            warnings.warn(
+                f"the CRS recomputed from the stored per-case predictions differs from the run records' by up to "
+                f"{gap:.3f} (column crs_from_predictions): predictions stored at low precision (float16 probabilities "
+                "tie near 0 and 1) shift the case-level intervals; store them as float32 or log-probabilities",
+                stacklevel=2,
+            )
+    else:
+        flat = zero_width(result.table)
+        if flat:
+            warnings.warn(
+                f"seed-only bootstrap: the CRS interval of {', '.join(flat)} has zero width (every seed gave the "
+                "same measurements, and the test set is not resampled); it is reported as seed-only, not as a "
+                "confidence interval: set case_bootstrap = true to resample the test set (score_records: "
+                "case_level=True with run_folder=the run's folder)",
+                stacklevel=2,
+            )
+    return result
+
+
 def paired_seed_bootstrap(measurements: Measurements, point: PointEstimate) -> BootstrapResult:
-    """Percentile intervals, P(rank = 1), rank confidence sets and the leading tier of the CRS.
+    """Percentile intervals, P(rank = 1), rank confidence sets and the leading tier of the CRS, seeds resampled
+    (:func:`crs.scoring.replicates.seed_replicates`, then :func:`bootstrap_result`).
 
     The leader is the encoder with the highest point-estimate CRS (ties: the first by name). The
     leading tier is every encoder whose simultaneous rank set contains 1. In replicates where
     several encoders tie for first, P(rank = 1) splits that replicate equally.
     """
-    settings = point.settings
-    _check_encoders(measurements, point)
-    counts = draw_seed_counts(len(measurements.seeds), settings.n_boot, settings.seed)
-    replicate_errors = axis_errors_from_metrics(measurements.task_list(), counts)  # (B, E, 4)
-    crs = point.score(replicate_errors)["crs"]
-    result = summarise_bootstrap(
-        point.table, crs, counts, measurements.seeds, n_boot=settings.n_boot, alpha=settings.alpha,
-        seed=settings.seed, axis_error_replicates=axis_error_frames(replicate_errors, point.encoders),
-    )  # fmt: skip
-    with_box(result.table, point, replicate_errors)
-    flat = zero_width(result.table)
-    if flat:
-        warnings.warn(
-            f"seed-only bootstrap: the CRS interval of {', '.join(flat)} has zero width (every seed gave the same "
-            "measurements, and the test set is not resampled); it is reported as seed-only, not as a confidence "
-            "interval: set case_bootstrap = true to resample the test set (score_records: case_level=True "
-            "with run_folder=the run's folder)",
-            stacklevel=2,
-        )
-    return result
+    return bootstrap_result(point, seed_replicates(measurements, point))
+
+
+def paired_seed_case_bootstrap(
+    measurements: Measurements,
+    folder: RunFolder,
+    point: PointEstimate,
+    kinds: Mapping[str, str],
+    workers: int | None = None,
+    extra_axes: np.ndarray | None = None,
+    layouts: Mapping[str, Any] | None = None,
+) -> BootstrapResult:
+    """Two-level paired bootstrap: seed multiset x stratified group-level test-row resample per replicate
+    (:func:`crs.scoring.replicates.case_replicates`, then :func:`bootstrap_result`).
+
+    ``point`` is the run records' point estimate (made once, :func:`crs.scoring.formula.point_estimate`):
+    its table, reference rule, error floor and settings are reused, never recomputed. The seed draws are
+    identical to :func:`paired_seed_bootstrap`'s for the same ``seed``, so the two can be compared replicate
+    by replicate. Adds ``crs_from_predictions``: the CRS recomputed from the stored per-case predictions
+    with every seed and case once. ``case_draws`` holds each task's
+    :class:`crs.scoring.resample.GroupBootstrap` (``.counts([b])`` gives replicate b's row counts),
+    ``shift_case_draws`` per task with shift targets, one per target name. ``extra_axes`` (n_boot + 1, E, k):
+    axis errors measured elsewhere on the same draws (the ``equity`` axis, crs.scoring.equity), appended
+    after the four; ``layouts``: the tasks' rows and draws when already made
+    (:func:`crs.scoring.layouts.task_layouts`).
+    """
+    return bootstrap_result(point, case_replicates(measurements, folder, point, kinds, workers, extra_axes, layouts))
 
 
 BOX_COLUMNS = ("crs_percentile_low", "crs_percentile_high", "box_critical", "interval_method")
@@ -157,20 +217,6 @@ def zero_width(table: pd.DataFrame, tolerance: float = 1e-12) -> list[str]:
     return [str(name) for name in table.index[(width <= tolerance).to_numpy()]]
 
 
-def _check_encoders(measurements: Measurements, point: PointEstimate) -> None:
-    if list(measurements.encoders) != point.encoders:
-        raise ScoreInputError(
-            f"the measurements cover encoders {list(measurements.encoders)} but the point estimate {point.encoders}; "
-            "make both from the same run records"
-        )
-
-
-def draw_seed_counts(n_seeds: int, n_boot: int, seed: int) -> np.ndarray:
-    """(n_boot, n_seeds) float counts: one seed multiset per replicate, shared by every encoder and task."""
-    rng = np.random.default_rng(seed)
-    return rng.multinomial(n_seeds, np.full(n_seeds, 1.0 / n_seeds), size=n_boot).astype(np.float64)
-
-
 def summarise_bootstrap(
     point: pd.DataFrame,
     crs: np.ndarray,
@@ -191,30 +237,18 @@ def summarise_bootstrap(
     replicate in which an encoder's CRS is not finite is left out of the rank sets.
     """
     encoders = [str(name) for name in point.index]
-    top = np.isclose(crs, np.nanmax(crs, axis=1, keepdims=True), rtol=0.0, atol=1e-12)
-    p_rank1 = (top / top.sum(axis=1, keepdims=True)).mean(axis=0)
-
     point_crs = point["crs"].to_numpy()
     leader_index = int(np.argmax(point_crs))  # encoders are sorted by name, so ties go to the first name
+    crs_low, crs_high = percentile_interval(crs, alpha)
     diffs = crs[:, [leader_index]] - crs
-    quantiles = [100 * alpha / 2, 100 * (1 - alpha / 2)]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        crs_low, crs_high = np.nanpercentile(crs, quantiles, axis=0)
-        diff_low, diff_high = np.nanpercentile(diffs, quantiles, axis=0)
+    diff_low, diff_high = percentile_interval(diffs, alpha)
     p_value = np.minimum(1.0, 2.0 * np.minimum((diffs <= 0).mean(axis=0), (diffs >= 0).mean(axis=0)))
     others = [i for i in range(len(encoders)) if i != leader_index]
     p_holm = np.full(len(encoders), np.nan)
     p_holm[others] = holm_adjust(p_value[others])
     p_value[leader_index] = np.nan
-    finite = np.isfinite(crs).all(axis=1)
-    if finite.sum() >= 2:
-        sets = rank_confidence_sets(point_crs, crs[finite], encoders, alpha=alpha).table.reindex(encoders)
-        rank_low, rank_high = sets["rank_low"].to_numpy(), sets["rank_high"].to_numpy()
-    else:  # too few usable replicates to bound any rank: every set is 1..E
-        rank_low, rank_high = np.ones(len(encoders), dtype=np.int64), np.full(len(encoders), len(encoders))
-    in_tier = rank_low == 1
-    in_tier[leader_index] = True
+    rank_low, rank_high = rank_bounds(point_crs, crs, encoders, alpha)
+    in_tier = leading_tier(rank_low, leader_index)
 
     table = pd.DataFrame(
         {
@@ -222,7 +256,7 @@ def summarise_bootstrap(
             "crs_low": crs_low,
             "crs_high": crs_high,
             "crs_boot_mean": np.nanmean(crs, axis=0),
-            "p_rank1": p_rank1,
+            "p_rank1": p_rank_one(crs, tolerance=1e-12),
             "rank": point["rank"].to_numpy(),
             "diff_to_leader": point_crs[leader_index] - point_crs,
             "diff_low": diff_low,

@@ -1,30 +1,21 @@
-"""Second bootstrap level: resample patients (or lesions), stratified, on top of the seed draw.
+"""Second bootstrap level: each task's measurements under every replicate's patient (or lesion) counts.
 
-The paired-seed bootstrap (:func:`crs.scoring.bootstrap.paired_seed_bootstrap`) sees only seed-to-seed
-variation. At the full label fraction every seed trains on the same rows, so discrimination,
-calibration and robustness barely move between seeds and the CRS intervals come out far too
-narrow. The test set is a sample too: this module adds its sampling variance.
-
-Each replicate draws
-
-* one seed multiset (exactly the draw :func:`crs.scoring.bootstrap.paired_seed_bootstrap` makes for the same
-  ``seed``), shared by every encoder and task;
-* per task, one group-level resample of its test rows (:func:`crs.scoring.resample.group_bootstrap`
-  with entropy ``[seed, task_number, 0]``: whole patients or lesions, every image of a drawn group
-  counted as often as the group; within the split's label strata where crs drew the split, without
-  strata where it was an official or imported one: the design stage 2 stored, decision 0085), shared by every encoder and by the clean and corrupted
-  conditions (the same rows; corrupted conditions evaluated on a corruption subsample,
-  ``[extract] corruption_rows``, take the subsample rows' counts from the same draw, so a patient
-  drawn twice counts twice in every condition); each shift target's rows are resampled separately
-  (``[seed, task_number, 1 + g]`` for the g-th target by name, so a task with one target keeps its
-  draw), also shared by every encoder. Prediction files without group ids fall back to the image
-  level, with a logged warning;
-
-and recomputes every measurement the CRS is made of per (encoder, task, seed): clean AUROC at each
-label fraction, AUROC under each corruption x severity and on each shift target, and the debiased
-calibration error. The axis errors then come from the one mapping,
-:func:`crs.scoring.formula.axis_errors_from_metrics`, and the whole CRS (dominance included) from
-:meth:`crs.scoring.formula.PointEstimate.score`, with the point estimate's reference and floor.
+The seed level (:func:`crs.scoring.replicates.seed_replicates`) sees only seed-to-seed variation. At the
+full label fraction every seed trains on the same rows, so discrimination, calibration and robustness
+barely move between seeds and the CRS intervals come out far too narrow. The test set is a sample
+too: this module adds its sampling variance. It takes each task's rows, labels, groups and conditions
+as :mod:`crs.scoring.layouts` read them from the first encoder's predictions, with the task's draws
+(:mod:`crs.scoring.draws`: per task one group-level resample of its test rows, keyed on the task's name,
+whole patients or lesions within the split's label strata where crs drew the split, without strata
+where it was an official or imported one, decision 0085, shared by every encoder and by the clean and
+corrupted conditions (corrupted conditions evaluated on a corruption subsample, ``[extract]
+corruption_rows``, take the subsample rows' counts from the same draw, so a patient drawn twice counts
+twice in every condition); each shift target's rows resampled apart, also shared by every encoder.
+Prediction files without group ids fall back to the image level, with a logged warning), and
+recomputes every measurement the CRS is made of per (encoder, task, seed) under every replicate
+(:func:`task_metrics`): clean AUROC at each label fraction, AUROC under each corruption x severity and
+on each shift target, and the debiased calibration error. :mod:`crs.scoring.replicates` turns them into
+axis errors through the one mapping, :func:`crs.scoring.formula.axis_errors_from_metrics`.
 
 Memory: a resample is a vector of counts, so the metrics are weighted statistics
 (:mod:`crs.axes.weighted`: one sort per score column reused by every replicate, replicate blocks
@@ -42,13 +33,11 @@ from __future__ import annotations
 
 import logging
 import os
-import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from crs.axes.weighted import (
     ReplicateWeights,
@@ -58,25 +47,13 @@ from crs.axes.weighted import (
     weighted_debiased_ece,
 )
 from crs.evaluate import artifacts
-from crs.evaluate.artifacts import RunFolder, RunFolderError
-from crs.scoring import bootstrap
-from crs.scoring.formula import PointEstimate, ScoreInputError, TaskMetrics, axis_errors_from_metrics
+from crs.evaluate.artifacts import RunFolder
+from crs.scoring.formula import TaskMetrics
 from crs.scoring.intervals import centre_on_squares
-from crs.scoring.measurements import Measurements
-from crs.scoring.resample import RESAMPLED_AS, GroupBootstrap, group_bootstrap
+from crs.scoring.layouts import CaseBootstrapError, TaskLayout, read_unit, unit_shift_keys
+from crs.scoring.resample import GroupBootstrap
 
 log = logging.getLogger(__name__)
-
-PREDICTION_TOLERANCE = 0.005
-"""Largest |CRS from stored predictions - CRS from run records| accepted without a warning."""
-
-TEST_STREAM, SHIFT_STREAM = 0, 1
-"""Last entropy word of a task's draws: its test rows; its first shift target's rows (the g-th
-target by name: ``SHIFT_STREAM + g``)."""
-
-
-class CaseBootstrapError(ScoreInputError):
-    """Per-case predictions are missing or do not fit the run records; the message says the fix."""
 
 
 DEFAULT_WORKERS = 2
@@ -93,174 +70,12 @@ def default_workers() -> int:
     return max(1, min(DEFAULT_WORKERS, os.cpu_count() or 1))
 
 
-# --- one task's layout, read from the first encoder's predictions -----------------------------------
-
-
-@dataclass(frozen=True)
-class ShiftLayout:
-    """One shift target of a task: its labels and its own group bootstrap of its rows."""
-
-    target: str
-    labels: np.ndarray
-    draws: GroupBootstrap
-    design: tuple[str, str] = ("official", "inferred")  # (design, "recorded" | "inferred"), see sampling_design
-
-
-@dataclass(frozen=True)
-class TaskLayout:
-    """What every encoder's predictions of one task share: rows, labels, groups, seeds, conditions.
-
-    ``draws``: the group bootstrap of the task's test rows; ``shifts``: its shift targets, sorted by
-    name (the order of :class:`crs.scoring.measurements.TaskLayout` ``targets``), each with its own draws.
-    """
-
-    task: str
-    kind: str
-    task_number: int
-    seeds: tuple[int, ...]
-    fractions: tuple[float, ...]
-    labels: np.ndarray
-    corrupt_stems: tuple[str, ...]
-    draws: GroupBootstrap
-    shifts: tuple[ShiftLayout, ...] = ()
-    corrupt_rows: np.ndarray | None = None  # positions in the test rows of a corruption subsample (None: all)
-    design: tuple[str, str] = ("stratified", "inferred")  # how the test rows were drawn, see sampling_design
-
-    def design_rows(self) -> list[dict[str, str]]:
-        """One row per data set resampled for this task (its test rows, then each shift target): the
-        design, how it is known and how the bootstrap resamples it (summary.json, the report)."""
-        rows = [(self.task, "test split", self.design)]
-        rows += [(shift.target, f"shift target of {self.task}", shift.design) for shift in self.shifts]
-        return [{"data_set": name, "rows": rows_name, "design": design, "known": known,
-                 "resampled": RESAMPLED_AS[design]} for name, rows_name, (design, known) in rows]
-
-    @property
-    def corrupt_labels(self) -> np.ndarray:
-        """Labels of the rows the corrupted conditions were evaluated on."""
-        return self.labels if self.corrupt_rows is None else self.labels[self.corrupt_rows]
-
-    @property
-    def targets(self) -> tuple[str, ...]:
-        return tuple(shift.target for shift in self.shifts)
-
-    @property
-    def corruptions(self) -> tuple[str, ...]:
-        """Conditions named ``"<corruption>/<severity>"``."""
-        return tuple("/".join(map(str, artifacts.parse_corrupt_stem(stem))) for stem in self.corrupt_stems)
-
-
 def _labels_equal(a: np.ndarray, b: np.ndarray) -> bool:
     if a.shape != b.shape:
         return False
     if a.dtype.kind == "f":
         return bool(np.all((a == b) | (np.isnan(a) & np.isnan(b))))
     return bool(np.all(a == b))
-
-
-_NEEDED = (
-    artifacts.probs_key(artifacts.CLEAN),
-    artifacts.labels_key(artifacts.CLEAN),
-    artifacts.ALL_CLEAN_PROBS,
-    artifacts.SUBSET_FRACTION,
-    artifacts.SUBSET_SEED,
-    artifacts.FULL_SEEDS,
-)
-
-
-def read_unit(folder: RunFolder, encoder: str, task: str, lazy: bool = False) -> Mapping[str, np.ndarray]:
-    """One (encoder, task)'s stored predictions, checked for the keys the bootstrap needs; with
-    ``lazy`` each array is read when first asked for (what needs only the labels and groups)."""
-    try:
-        arrays = folder.read_predictions_on_demand(encoder, task) if lazy else folder.read_predictions(encoder, task)
-    except RunFolderError as error:
-        raise CaseBootstrapError(str(error)) from None
-    missing = [key for key in _NEEDED if key not in arrays]
-    if missing:
-        raise CaseBootstrapError(
-            f"{folder.predictions_path(encoder, task)} lacks {missing} (written by an older crs); "
-            "rerun `crs probe` to rewrite the predictions"
-        )
-    return arrays
-
-
-def _groups_or_images(arrays: Mapping[str, np.ndarray], key: str, where: str) -> np.ndarray | None:
-    if key in arrays:
-        return arrays[key]
-    log.warning(
-        "%s has no %s: resampling images, not patients or lesions (intervals too narrow where a patient "
-        "has several images); rerun `crs probe` to store the group ids", where, key,
-    )  # fmt: skip
-    return None
-
-
-def sampling_design(arrays: Mapping[str, np.ndarray], key: str, where: str, shift: bool) -> tuple[str, str]:
-    """(design, "recorded" | "inferred") of the rows under ``key`` (decision 0085). A file written before
-    the design was stored is read as the design its rows had: crs's own stratified split for the test
-    rows, the whole cohort (``official``) for a shift target's, with a logged warning."""
-    if key in arrays:
-        design, known = (str(v) for v in np.asarray(arrays[key]).tolist())
-        return design, known
-    design = "official" if shift else "stratified"
-    log.warning("%s has no %s: resampled as %s (%s); rerun `crs probe` to record how the rows were drawn",
-                where, key, design, RESAMPLED_AS[design])
-    return design, "inferred"
-
-
-def unit_shift_keys(
-    arrays: Mapping[str, np.ndarray], targets: Sequence[str] | None, where: str
-) -> list[artifacts.ShiftKeys]:
-    """One unit's shift targets by name (an older file's one unnamed target named from the records)."""
-    try:
-        return artifacts.shift_keys(arrays, targets)
-    except artifacts.ShiftKeysError as error:
-        raise CaseBootstrapError(f"{where}: {error}") from None
-
-
-def task_layout(
-    folder: RunFolder, task: str, kind: str, first_encoder: str, task_number: int, seed: int, full_fraction: float,
-    targets: Sequence[str] | None = None,
-) -> TaskLayout:
-    """The task's rows, labels, seeds and conditions (from ``first_encoder``'s file) and its draws.
-
-    ``targets``: the task's shift targets in the run records (None: take the file's); the
-    predictions must hold the same ones.
-    """
-    first = read_unit(folder, first_encoder, task, lazy=True)  # labels and groups: not the ~200 conditions
-    where = str(folder.predictions_path(first_encoder, task))
-    seeds = tuple(int(s) for s in sorted(first[artifacts.FULL_SEEDS]))
-    fractions = tuple(float(f) for f in sorted(set(first[artifacts.SUBSET_FRACTION].tolist())))
-    if not np.isclose(fractions[-1], full_fraction):
-        raise CaseBootstrapError(
-            f"task {task!r}: the largest label fraction is {fractions[-1]}, but axes are read at {full_fraction}"
-        )
-    labels = first[artifacts.labels_key(artifacts.CLEAN)]
-    groups = _groups_or_images(first, artifacts.CLEAN_GROUPS, where)
-    design = sampling_design(first, artifacts.design_key(), where, shift=False)
-    draws = group_bootstrap(groups, labels, kind, seed=[seed, task_number, TEST_STREAM], design=design[0])
-    shifts = []
-    keys = unit_shift_keys(first, targets, where)
-    if targets is not None and [k.target for k in keys] != sorted(targets):
-        raise CaseBootstrapError(
-            f"task {task!r}: {where} holds shift targets {[k.target for k in keys]} but the run records "
-            f"{sorted(targets)}; rerun `crs probe`"
-        )
-    for g, found in enumerate(keys):  # sorted by name: target g draws from stream SHIFT_STREAM + g
-        shift_labels = first[found.labels]
-        shift_groups = _groups_or_images(first, found.groups, where)
-        shift_design = sampling_design(first, artifacts.design_key(found.target), where, shift=True)
-        shift_draws = group_bootstrap(shift_groups, shift_labels, kind, seed=[seed, task_number, SHIFT_STREAM + g],
-                                      design=shift_design[0])
-        shifts.append(ShiftLayout(found.target, shift_labels, shift_draws, shift_design))
-    corrupt_rows = first.get(artifacts.CORRUPT_ROWS)
-    if corrupt_rows is not None and (corrupt_rows.ndim != 1 or len(corrupt_rows) == 0
-                                     or corrupt_rows.min() < 0 or corrupt_rows.max() >= len(labels)):
-        raise CaseBootstrapError(f"{where}: {artifacts.CORRUPT_ROWS} are not positions of its {len(labels)} test rows; "
-                                 "rerun `crs probe`")
-    return TaskLayout(
-        task=task, kind=kind, task_number=task_number, seeds=seeds, fractions=fractions, labels=labels,
-        corrupt_stems=tuple(sorted(artifacts.corrupt_stems(first))), draws=draws, shifts=tuple(shifts),
-        corrupt_rows=None if corrupt_rows is None else np.asarray(corrupt_rows, dtype=np.int64), design=design,
-    )  # fmt: skip
 
 
 def _check_unit(
@@ -515,76 +330,3 @@ def centre_calibration(metrics: TaskMetrics) -> TaskMetrics:
 
 
 # --- the two-level bootstrap --------------------------------------------------------------------------
-
-
-def task_kinds(records: pd.DataFrame) -> dict[str, str]:
-    kinds = records.groupby(records["task"].astype(str))["task_kind"].first()
-    return {str(task): str(kinds[task]) for task in sorted(kinds.index)}
-
-
-def paired_seed_case_bootstrap(
-    measurements: Measurements,
-    folder: RunFolder,
-    point: PointEstimate,
-    kinds: Mapping[str, str],
-    workers: int | None = None,
-    extra_axes: np.ndarray | None = None,
-) -> bootstrap.BootstrapResult:
-    """Two-level paired bootstrap: seed multiset x stratified group-level test-row resample per replicate.
-
-    ``point`` is the run records' point estimate (made once, :func:`crs.scoring.formula.point_estimate`):
-    its table, reference rule, error floor and settings are reused, never recomputed. The leader,
-    tier rule and columns are those of :func:`crs.scoring.bootstrap.paired_seed_bootstrap`; the seed
-    draws are identical to its draws for the same ``seed``, so the two can be compared replicate by
-    replicate. Adds ``crs_from_predictions``: the CRS recomputed from the stored per-case predictions
-    with every seed and case once. ``case_draws`` holds each task's
-    :class:`crs.scoring.resample.GroupBootstrap` (``.counts([b])`` gives replicate b's row counts),
-    ``shift_case_draws`` per task with shift targets, one per target name. ``extra_axes`` (n_boot + 1, E, k):
-    axis errors measured elsewhere on the same draws (the ``equity`` axis, crs.scoring.subgroups), appended
-    after the four.
-    """
-    settings = point.settings
-    encoders = point.encoders
-    seeds = [int(s) for s in measurements.seeds]
-    tasks = sorted(kinds)
-    if tasks != [str(t) for t in measurements.tasks]:
-        raise CaseBootstrapError(f"per-case predictions are read for tasks {tasks} but the run records hold {list(measurements.tasks)}")
-    workers = default_workers() if workers is None else max(1, int(workers))
-
-    metrics, case_draws, shift_draws, designs = [], {}, {}, []
-    for number, task in enumerate(tasks):
-        recorded = measurements.layouts[task].targets if task in measurements.layouts else None
-        layout = task_layout(folder, task, kinds[task], encoders[0], number, settings.seed, settings.full_fraction,
-                             recorded)  # fmt: skip
-        if list(layout.seeds) != seeds:
-            raise CaseBootstrapError(
-                f"task {task!r}: predictions have seeds {list(layout.seeds)} but the run records {seeds}"
-            )
-        case_draws[task] = layout.draws
-        designs += layout.design_rows()
-        if layout.shifts:
-            shift_draws[task] = {shift.target: shift.draws for shift in layout.shifts}
-        metrics.append(centre_calibration(task_metrics(folder, layout, encoders, settings.n_boot, workers)))
-
-    seed_counts = bootstrap.draw_seed_counts(len(seeds), settings.n_boot, settings.seed)
-    every_axis = axis_errors_from_metrics(metrics, np.vstack([np.ones((1, len(seeds))), seed_counts]))
-    if extra_axes is not None:
-        every_axis = np.concatenate([every_axis, np.asarray(extra_axes, dtype=np.float64)], axis=-1)
-    crs = point.score(every_axis)["crs"]
-
-    result = bootstrap.summarise_bootstrap(
-        point.table, crs[1:], seed_counts, seeds, n_boot=settings.n_boot, alpha=settings.alpha, seed=settings.seed,
-        level="seed+case", case_draws=case_draws, shift_case_draws=shift_draws,
-        axis_error_replicates=bootstrap.axis_error_frames(every_axis[1:], encoders), sampling_designs=designs,
-    )  # fmt: skip
-    bootstrap.with_box(result.table, point, every_axis[1:])
-    result.table["crs_from_predictions"] = crs[0]
-    gap = float(np.nanmax(np.abs(result.table["crs_from_predictions"] - result.table["crs"])))
-    if gap > PREDICTION_TOLERANCE:
-        warnings.warn(
-            f"the CRS recomputed from the stored per-case predictions differs from the run records' by up to "
-            f"{gap:.3f} (column crs_from_predictions): predictions stored at low precision (float16 probabilities "
-            "tie near 0 and 1) shift the case-level intervals; store them as float32 or log-probabilities",
-            stacklevel=2,
-        )
-    return result

@@ -34,6 +34,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from crs.scoring.bootstrap import BootstrapResult
+from crs.scoring.formula import PointEstimate
+
 _SE_FLOOR = 1e-12
 """A difference whose replicate SD is below this never moves: it is known exactly."""
 
@@ -209,3 +212,17 @@ def comparisons_from_table(table: pd.DataFrame, summary: dict) -> Comparisons:
     return Comparisons(names, axes, difference, standard_error, low, high,
                        float("nan") if critical is None else float(critical), float(summary["alpha"]),
                        int(summary["n_boot"]))
+
+
+def axis_comparisons(point: PointEstimate, boot: BootstrapResult, alpha: float) -> Comparisons | None:
+    """Simultaneous intervals on every pairwise difference of the scored axes' errors, from the bootstrap's
+    axis replicates (the same patient-level resamples and seed draws as the CRS); None without them."""
+    kept = boot.axis_error_replicates or {}
+    axes = [axis for axis in point.axes if axis in kept]
+    if not axes:
+        return None
+    names = [str(name) for name in point.encoders]
+    errors = point.errors.set_axis(point.errors.index.astype(str))[axes].reindex(names).to_numpy(dtype=np.float64)
+    replicates = np.stack([kept[axis].set_axis([str(c) for c in kept[axis].columns], axis=1)[names]
+                           .to_numpy(dtype=np.float64) for axis in axes], axis=-1)
+    return pairwise_comparisons(errors, replicates, alpha, names, axes)

@@ -42,6 +42,15 @@ _LOGIT_CLIP = 1e-4
 """AUROCs are clipped to [1e-4, 1 - 1e-4] before the logit (a group ranked perfectly in a replicate)."""
 
 
+def percentile_interval(values: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """(low, high) per column: the alpha/2 and 1 - alpha/2 percentiles of the replicates (rows), NaN ignored
+    (an all-NaN column gives NaN without a warning)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        low, high = np.nanpercentile(values, [100 * alpha / 2, 100 * (1 - alpha / 2)], axis=0)
+    return low, high
+
+
 def simultaneous_gap_interval(
     values: np.ndarray, first: int, second: int, alpha: float, *, logit_scale: bool = False
 ) -> tuple[float, float, float]:

@@ -20,7 +20,8 @@ above 0 a third encoder's error can move a u gap across the margin, so the domin
 count the pairs i surely (possibly) dominates from the per-axis extremes of u instead
 (:func:`_margin_dominance`), which holds whatever the margin.
 
-The AUROC-vs-CRS reversal count is bounded pair by pair (:func:`reversal_count_bounds`).
+The AUROC-vs-CRS reversal count is bounded pair by pair from these bounds
+(:func:`crs.scoring.reversals.reversal_count_bounds`).
 """
 
 from __future__ import annotations
@@ -95,25 +96,6 @@ def _margin_dominance(
     low = (1.0 + surely.sum(axis=1) / others - possibly.sum(axis=0) / others) / 2.0
     high = (1.0 + possibly.sum(axis=1) / others - surely.sum(axis=0) / others) / 2.0
     return low, high
-
-
-def reversal_count_bounds(
-    auroc_low: np.ndarray, auroc_high: np.ndarray, crs_low: np.ndarray, crs_high: np.ndarray
-) -> tuple[int, int]:
-    """Bounds on how many pairs AUROC and the CRS order strictly oppositely, for any AUROCs and CRS in
-    their intervals (E,) (simultaneous: the box's AUROC bounds and the projected CRS bounds).
-
-    Lower: pairs reversed at every point (i's AUROC interval wholly above j's and i's CRS interval
-    wholly below j's, or the reverse). Upper: pairs reversed at some point of the intervals (i can be
-    ahead on AUROC and behind on CRS at once, taking each interval apart: an outer bound). Whenever
-    the true AUROCs and CRS lie in their intervals, the true count lies in the bounds.
-    """
-    a_low, a_high = np.asarray(auroc_low, dtype=np.float64), np.asarray(auroc_high, dtype=np.float64)
-    c_low, c_high = np.asarray(crs_low, dtype=np.float64), np.asarray(crs_high, dtype=np.float64)
-    i, j = np.triu_indices(len(a_low), 1)
-    surely = ((a_low[i] > a_high[j]) & (c_high[i] < c_low[j])) | ((a_low[j] > a_high[i]) & (c_high[j] < c_low[i]))
-    possibly = ((a_high[i] > a_low[j]) & (c_low[i] < c_high[j])) | ((a_high[j] > a_low[i]) & (c_low[j] < c_high[i]))
-    return int(surely.sum()), int(possibly.sum())
 
 
 AXIS_SCALES = {"discrimination": "logit", "calibration": "square", "label_efficiency": "logit",

@@ -65,11 +65,37 @@ def rank_best_first(scores: np.ndarray) -> np.ndarray:
     return 1 + (scores[None, :] > scores[:, None]).sum(axis=1)
 
 
-def p_rank_one(replicates: np.ndarray) -> np.ndarray:
-    """Share of replicates (rows) in which each column scores highest; a replicate tied for first is split."""
+def p_rank_one(replicates: np.ndarray, tolerance: float | None = None) -> np.ndarray:
+    """Share of replicates (rows) in which each column scores highest; a replicate tied for first is split.
+
+    ``tolerance``: scores within it of a row's highest finite score tie for first (the bootstrap's 1e-12,
+    so floating-point noise between equal CRS does not pick a winner); None: exact ties only."""
     replicates = np.asarray(replicates, dtype=np.float64)
-    top = replicates == replicates.max(axis=1, keepdims=True)
+    if tolerance is None:
+        top = replicates == replicates.max(axis=1, keepdims=True)
+    else:
+        top = np.isclose(replicates, np.nanmax(replicates, axis=1, keepdims=True), rtol=0.0, atol=tolerance)
     return (top / top.sum(axis=1, keepdims=True)).mean(axis=0)
+
+
+def rank_bounds(
+    point: np.ndarray, replicates: np.ndarray, names: Sequence[str], alpha: float = 0.05
+) -> tuple[np.ndarray, np.ndarray]:
+    """(rank_low, rank_high) of every encoder from :func:`rank_confidence_sets` over the replicates (rows) in
+    which every score is finite; every set is 1..E when fewer than two such replicates remain."""
+    replicates = np.asarray(replicates, dtype=np.float64)
+    finite = np.isfinite(replicates).all(axis=1)
+    if finite.sum() < 2:
+        return np.ones(len(names), dtype=np.int64), np.full(len(names), len(names))
+    sets = rank_confidence_sets(point, replicates[finite], names, alpha=alpha).table.reindex(list(names))
+    return sets["rank_low"].to_numpy(), sets["rank_high"].to_numpy()
+
+
+def leading_tier(rank_low: np.ndarray, leader: int) -> np.ndarray:
+    """(E,) True for the leading tier: every encoder whose rank set contains 1, and the point leader always."""
+    in_tier = np.asarray(rank_low) == 1
+    in_tier[leader] = True
+    return in_tier
 
 
 def _decide_pairs(

@@ -55,7 +55,7 @@ DRAWN_AS = {
 
 def design_line(row: Mapping[str, str]) -> str:
     """One data set's line: how its rows were drawn and resampled (``row``: one of
-    :meth:`crs.scoring.case_bootstrap.TaskLayout.design_rows`, as summary.json keeps them)."""
+    :meth:`crs.scoring.layouts.TaskLayout.design_rows`, as summary.json keeps them)."""
     known = "" if row.get("known") == "recorded" else ", inferred: written before crs recorded it"
     return (f"{row['data_set']} ({row['rows']}): {row['design']}, {DRAWN_AS.get(row['design'], row['design'])}"
             f"{known}; resampled {row['resampled']}")

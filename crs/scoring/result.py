@@ -14,27 +14,21 @@ import pandas as pd
 from crs.axes import effective_robustness, seed_axes
 from crs.evaluate.artifacts import PREDICTIONS_DIR, RunFolder
 from crs.scoring.baseline import competing, contest_columns, reference_as_baseline
-from crs.scoring.bootstrap import BootstrapResult, interval_method, paired_seed_bootstrap, zero_width
-from crs.scoring.case_bootstrap import default_workers, paired_seed_case_bootstrap, task_kinds
-from crs.scoring.comparisons import Comparisons, comparisons_from_table, pairwise_comparisons
+from crs.scoring.bootstrap import BootstrapResult, bootstrap_result, interval_method, zero_width
+from crs.scoring.comparisons import Comparisons, axis_comparisons, comparisons_from_table
 from crs.scoring.coverage import Coverage, declared_records, every_task_encoders, is_complete, placement
+from crs.scoring.equity import equity_stability, with_equity
 from crs.scoring.formula import AXES, EQUITY, PointEstimate, ScoreInputError, point_estimate, rank_descending
 from crs.scoring.intervals import coverage_sentence, measured_coverage
+from crs.scoring.layouts import task_kinds, task_layouts
 from crs.scoring.measurements import Measurements, measure
-from crs.scoring.projection import reversal_count_bounds
 from crs.scoring.rankings import RankReversals, rank_reversals
+from crs.scoring.replicates import case_replicates, seed_replicates
 from crs.scoring.resample import design_line
-from crs.scoring.reversals import Reversals, auroc_crs_reversals
+from crs.scoring.reversals import Reversals, bootstrap_reversals
 from crs.scoring.settings import ScoreSettings
 from crs.scoring.stability import Stability, WeightSensitivity, stability
-from crs.scoring.subgroups import (
-    EquityError,
-    SubgroupResult,
-    equity_error,
-    equity_interval,
-    equity_replicates,
-    subgroup_scores,
-)
+from crs.scoring.subgroups import subgroup_scores
 from crs.scoring.verdict import baseline_sentence, decision_sentences
 
 REPORTED_COLUMNS = (
@@ -597,56 +591,62 @@ def score_records(
 def _score_cohort(
     records: pd.DataFrame, settings: ScoreSettings, folder: RunFolder | None, workers: int | None
 ) -> ScoreResult:
-    """One leaderboard: every encoder in ``records`` must have every task in them."""
+    """One leaderboard: every encoder in ``records`` must have every task in them.
+
+    The way through crs/scoring in order (docs/crs.md, "The way through crs/scoring"): measurements; the
+    draws (each task's rows and resamples, made once and shared by the subgroup tables and the CRS); the
+    subgroup tables and the equity axis; the point estimate; the replicates and what the bootstrap makes
+    of them (box and projection, percentile, rank sets, tier); comparisons; reversals; stability; then
+    the tables are put together here."""
     measurements: Measurements = measure(records, settings)
     errors, standard_errors = measurements.axis_errors(), measurements.axis_standard_errors()
-    found = extra = None
+    kinds = task_kinds(records)
+    found = extra = layouts = groups = gaps = None
     if folder is not None:
         encoders = sorted(str(e) for e in errors.index)  # the point estimate's order
-        found = _subgroups(measurements, folder, settings, encoders, task_kinds(records), workers)
+        layouts = task_layouts(folder, measurements, kinds, encoders[0], settings.seed, settings.full_fraction)
+        found = subgroup_scores(
+            folder, encoders, kinds, {task: list(layout.targets) for task, layout in measurements.layouts.items()},
+            settings.n_boot, settings.seed, settings.alpha, settings.full_fraction, settings.subgroup_min_images,
+            settings.subgroup_min_positives, workers, layouts=layouts,
+        )  # fmt: skip
+        if not found.empty:
+            groups, gaps = found.groups, found.gaps
         if settings.equity:  # the fifth axis: same draws as the CRS, appended after the four
-            try:
-                extra = equity_replicates(found, encoders)[:, :, None]
-                equity = equity_error(found.groups, encoders)
-            except EquityError as error:
-                raise ScoreInputError(str(error)) from None
-            errors = errors.set_axis(errors.index.astype(str)).assign(**{EQUITY: equity})
-            if standard_errors is not None:
-                spread = np.std(extra[1:, :, 0], axis=0, ddof=1) if len(extra) > 2 else np.full(len(encoders), np.nan)
-                standard_errors = standard_errors.set_axis(standard_errors.index.astype(str)).assign(
-                    **{EQUITY: pd.Series(spread, index=encoders)})
+            errors, standard_errors, extra = with_equity(found, errors, standard_errors, encoders)
     point = point_estimate(errors, standard_errors, settings)
-    per_seed = seed_axes(records, full_fraction=settings.full_fraction, retention_floor=settings.retention_floor)
-
+    auroc = 1.0 - point.errors["discrimination"].reindex(point.table.index)
+    auroc_rank = rank_descending(auroc.to_numpy())
     if folder is not None:
-        boot = paired_seed_case_bootstrap(measurements, folder, point, task_kinds(records), workers, extra)
+        replicates = case_replicates(measurements, folder, point, kinds, workers, extra, layouts)
     else:
-        boot = paired_seed_bootstrap(measurements, point)
-
+        replicates = seed_replicates(measurements, point)
+    boot = bootstrap_result(point, replicates)
     if not settings.median_reference and not settings.reference_competes:
         boot = reference_as_baseline(boot, settings.reference)  # the yardstick, not a contestant (issue 40)
+    names = [str(name) for name in point.table.index]
+    contest = contest_columns(point.table["crs"].set_axis(names),
+                              competing(names, settings.reference, settings.reference_competes))
+    comparisons = axis_comparisons(point, boot, settings.alpha)
+    dominance = None if comparisons is None else comparisons.encoder_table().reindex(names)
+
     table = point.table.copy()
-    table["auroc"] = 1.0 - point.errors["discrimination"].reindex(table.index)
-    table["auroc_rank"] = rank_descending(table["auroc"].to_numpy())
+    table["auroc"], table["auroc_rank"] = auroc, auroc_rank
     for column in ("crs_low", "crs_high", "p_rank1", "rank_low", "rank_high", "in_leading_tier"):
         table[column] = boot.table[column].reindex(table.index)
-    names = [str(name) for name in table.index]
-    contest = contest_columns(table["crs"].set_axis(names),
-                              competing(names, settings.reference, settings.reference_competes))
     for column in ("competes", "contest_rank"):
         table[column] = contest[column].set_axis(table.index)
-    comparisons = axis_comparisons(point, boot, settings.alpha)
-    if comparisons is not None:
-        dominance = comparisons.encoder_table().reindex(names)
+    if dominance is not None:
         for column in dominance.columns:
             table[column] = dominance[column].to_numpy()
+
     reversals = rank_reversals(table["auroc"], table["crs"])
     uncertainty = bootstrap_reversals(table, boot, settings)
-    groups = gaps = None
-    if found is not None and not found.empty:
-        groups, gaps = found.groups, found.gaps
+    with_or_without = equity_stability(point, table, gaps) if settings.equity else None
+    stable = stability(point)
+    per_seed = seed_axes(records, full_fraction=settings.full_fraction, retention_floor=settings.retention_floor)
     return ScoreResult(
-        equity_stability=_equity_stability(point, table, None if found is None else found.gaps) if settings.equity else None,
+        equity_stability=with_or_without,
         settings=settings,
         seed_axes=per_seed,
         point=point,
@@ -654,57 +654,11 @@ def _score_cohort(
         reported=reported_measures(per_seed, point),
         bootstrap=boot,
         reversals=reversals,
-        stability=stability(point),
+        stability=stable,
         reversal_uncertainty=uncertainty,
         subgroups=groups,
         subgroup_gaps=gaps,
         comparisons=comparisons,
-    )
-
-
-def axis_comparisons(point: PointEstimate, boot: BootstrapResult, alpha: float) -> Comparisons | None:
-    """Simultaneous intervals on every pairwise difference of the scored axes' errors, from the bootstrap's
-    axis replicates (the same patient-level resamples and seed draws as the CRS); None without them."""
-    kept = boot.axis_error_replicates or {}
-    axes = [axis for axis in point.axes if axis in kept]
-    if not axes:
-        return None
-    names = [str(name) for name in point.encoders]
-    errors = point.errors.set_axis(point.errors.index.astype(str))[axes].reindex(names).to_numpy(dtype=np.float64)
-    replicates = np.stack([kept[axis].set_axis([str(c) for c in kept[axis].columns], axis=1)[names]
-                           .to_numpy(dtype=np.float64) for axis in axes], axis=-1)
-    return pairwise_comparisons(errors, replicates, alpha, names, axes)
-
-
-def _equity_stability(point: PointEstimate, table: pd.DataFrame, gaps: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per encoder: worst-group AUROC (with its interval from the subgroup box, decision 0135), CRS and rank
-    with the equity axis, and CRS and rank of the four-axis point estimate (same errors, floors and reference
-    without the fifth axis)."""
-    four_axes = [axis for axis in AXES if axis in point.errors.columns]
-    standard_errors = None if point.standard_errors is None else point.standard_errors[four_axes]
-    four = point_estimate(point.errors[four_axes], standard_errors, point.settings).table
-    found = pd.DataFrame({
-        "worst_group_auroc": 1.0 - point.errors[EQUITY],
-        "crs_with_equity": table["crs"], "rank_with_equity": table["rank"],
-        "crs_without_equity": four["crs"], "rank_without_equity": four["rank"],
-    }).rename_axis("encoder")
-    if gaps is not None:
-        interval = 1.0 - equity_interval(gaps, [str(e) for e in found.index])
-        found.insert(1, "worst_group_auroc_low", interval["equity_high"].to_numpy())
-        found.insert(2, "worst_group_auroc_high", interval["equity_low"].to_numpy())
-    return found
-
-
-def _subgroups(
-    measurements: Measurements, folder: RunFolder, settings: ScoreSettings, encoders: list[str], kinds: dict[str, str],
-    workers: int | None = None,
-) -> SubgroupResult:
-    """The subgroup tables under the score's own replicates (same seed, same task numbers, same draws)."""
-    targets = {task: list(layout.targets) for task, layout in measurements.layouts.items()}
-    return subgroup_scores(
-        folder, encoders, kinds, targets, settings.n_boot, settings.seed, settings.alpha,
-        settings.full_fraction, settings.subgroup_min_images, settings.subgroup_min_positives,
-        default_workers() if workers is None else max(1, int(workers)),
     )
 
 
@@ -721,30 +675,3 @@ def _run_folder(run_folder: RunFolder | str | Path | None, predictions_dir: str 
             f"predictions_dir must be a run folder's {PREDICTIONS_DIR!r} folder, got {predictions_dir}; pass run_folder"
         )
     return RunFolder(predictions_dir.parent)
-
-
-def bootstrap_reversals(table: pd.DataFrame, boot: BootstrapResult, settings: ScoreSettings) -> Reversals | None:
-    """AUROC-vs-CRS reversals under the bootstrap (:mod:`crs.scoring.reversals`), from the same replicates.
-
-    AUROC replicates are 1 - the discrimination error of each replicate. Replicates in which any
-    encoder's AUROC or CRS is not finite are left out; None when fewer than two remain.
-    """
-    if boot.axis_error_replicates is None or "discrimination" not in boot.axis_error_replicates:
-        return None
-    names = [str(e) for e in table.index]
-    auroc_boot = 1.0 - boot.axis_error_replicates["discrimination"][names].to_numpy(dtype=np.float64)
-    crs_boot = boot.replicates[names].to_numpy(dtype=np.float64)
-    finite = np.isfinite(auroc_boot).all(axis=1) & np.isfinite(crs_boot).all(axis=1)
-    if finite.sum() < 2:
-        return None
-    found = auroc_crs_reversals(
-        table["auroc"].set_axis(names), table["crs"].set_axis(names), auroc_boot[finite], crs_boot[finite],
-        alpha=settings.alpha,
-    )  # fmt: skip
-    if settings.interval == "box" and "discrimination_error_box_low" in boot.table:  # decision 0128
-        box = boot.table.reindex(names)
-        low, high = reversal_count_bounds(
-            1.0 - box["discrimination_error_box_high"].to_numpy(), 1.0 - box["discrimination_error_box_low"].to_numpy(),
-            box["crs_box_low"].to_numpy(), box["crs_box_high"].to_numpy())  # fmt: skip
-        found = dataclasses.replace(found, count_low=float(low), count_high=float(high))
-    return found

@@ -10,18 +10,25 @@ From bootstrap replicates of both scores (the same replicates, so the comparison
   :func:`crs.scoring.rankings.rank_reversals`), the count in every replicate and its percentile interval;
 * the **noise baseline**: the number of pairs two independent replicates of the same score order
   oppositely (replicate b against replicate b + B/2), its mean and 5-95 % range. A headline count
-  of reversals means little unless it stands clear of the count noise alone produces.
+  of reversals means little unless it stands clear of the count noise alone produces;
+* with the default interval (the projected box, decision 0128), bounds on the count that hold whenever
+  the true AUROCs and CRS lie in their simultaneous intervals (:func:`reversal_count_bounds`).
+
+:func:`bootstrap_reversals` reads all of it from a score's bootstrap result (the same replicates as the CRS).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from crs.scoring.bootstrap import BootstrapResult
 from crs.scoring.formula import ScoreInputError
 from crs.scoring.rankings import rank_reversals
+from crs.scoring.settings import ScoreSettings
 
 DEFAULT_LEVEL = 0.95
 NOISE_QUANTILES = (0.05, 0.95)
@@ -195,3 +202,49 @@ def auroc_crs_reversals(
         level=level,
         alpha=alpha,
     )
+
+
+def reversal_count_bounds(
+    auroc_low: np.ndarray, auroc_high: np.ndarray, crs_low: np.ndarray, crs_high: np.ndarray
+) -> tuple[int, int]:
+    """Bounds on how many pairs AUROC and the CRS order strictly oppositely, for any AUROCs and CRS in
+    their intervals (E,) (simultaneous: the box's AUROC bounds and the projected CRS bounds).
+
+    Lower: pairs reversed at every point (i's AUROC interval wholly above j's and i's CRS interval
+    wholly below j's, or the reverse). Upper: pairs reversed at some point of the intervals (i can be
+    ahead on AUROC and behind on CRS at once, taking each interval apart: an outer bound). Whenever
+    the true AUROCs and CRS lie in their intervals, the true count lies in the bounds.
+    """
+    a_low, a_high = np.asarray(auroc_low, dtype=np.float64), np.asarray(auroc_high, dtype=np.float64)
+    c_low, c_high = np.asarray(crs_low, dtype=np.float64), np.asarray(crs_high, dtype=np.float64)
+    i, j = np.triu_indices(len(a_low), 1)
+    surely = ((a_low[i] > a_high[j]) & (c_high[i] < c_low[j])) | ((a_low[j] > a_high[i]) & (c_high[j] < c_low[i]))
+    possibly = ((a_high[i] > a_low[j]) & (c_low[i] < c_high[j])) | ((a_high[j] > a_low[i]) & (c_low[j] < c_high[i]))
+    return int(surely.sum()), int(possibly.sum())
+
+
+def bootstrap_reversals(table: pd.DataFrame, boot: BootstrapResult, settings: ScoreSettings) -> Reversals | None:
+    """AUROC-vs-CRS reversals under the bootstrap (:func:`auroc_crs_reversals`), from the same replicates as the CRS.
+
+    AUROC replicates are 1 - the discrimination error of each replicate. Replicates in which any
+    encoder's AUROC or CRS is not finite are left out; None when fewer than two remain.
+    """
+    if boot.axis_error_replicates is None or "discrimination" not in boot.axis_error_replicates:
+        return None
+    names = [str(e) for e in table.index]
+    auroc_boot = 1.0 - boot.axis_error_replicates["discrimination"][names].to_numpy(dtype=np.float64)
+    crs_boot = boot.replicates[names].to_numpy(dtype=np.float64)
+    finite = np.isfinite(auroc_boot).all(axis=1) & np.isfinite(crs_boot).all(axis=1)
+    if finite.sum() < 2:
+        return None
+    found = auroc_crs_reversals(
+        table["auroc"].set_axis(names), table["crs"].set_axis(names), auroc_boot[finite], crs_boot[finite],
+        alpha=settings.alpha,
+    )  # fmt: skip
+    if settings.interval == "box" and "discrimination_error_box_low" in boot.table:  # decision 0128
+        box = boot.table.reindex(names)
+        low, high = reversal_count_bounds(
+            1.0 - box["discrimination_error_box_high"].to_numpy(), 1.0 - box["discrimination_error_box_low"].to_numpy(),
+            box["crs_box_low"].to_numpy(), box["crs_box_high"].to_numpy())  # fmt: skip
+        found = dataclasses.replace(found, count_low=float(low), count_high=float(high))
+    return found

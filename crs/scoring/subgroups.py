@@ -3,7 +3,7 @@ on the clean test split and on each shift target, for the full-fraction probes; 
 worst-group AUROC and the largest AUROC and calibration gaps, each with an interval from the score's
 own patient-level replicates (docs/decisions/0041-0043, docs/subgroups.md).
 
-* Replicates: the task's :class:`crs.scoring.case_bootstrap.TaskLayout` draws (the CRS's own:
+* Replicates: the task's :class:`crs.scoring.layouts.TaskLayout` draws (the CRS's own:
   same entropy, same patients), each replicate's row counts restricted to a group's rows. Every
   encoder sees the same draws, so the intervals are paired across encoders.
 * Groups and sizes: fairlearn's :class:`~fairlearn.metrics.MetricFrame` does the by-group
@@ -26,7 +26,7 @@ own patient-level replicates (docs/decisions/0041-0043, docs/subgroups.md).
 * Groups with fewer than ``min_images`` test images, or with fewer than ``min_positives``
   positives of a label that has positives in the test split, are listed as too small, never scored.
 * Gaps are reported, never scored (they fall when the best group improves); the worst-group AUROC
-  is an absolute utility and may enter the CRS as the optional ``equity`` axis.
+  is an absolute utility and may enter the CRS as the optional ``equity`` axis (:mod:`crs.scoring.equity`).
 
 Seeds: at the full label fraction every seed usually trains on the same rows; a group's measure is
 the mean over the full-fraction seeds (each distinct prediction scored once).
@@ -53,13 +53,7 @@ from crs.axes.weighted import (
 )
 from crs.evaluate import artifacts
 from crs.evaluate.artifacts import RunFolder
-from crs.scoring.case_bootstrap import (
-    TaskLayout,
-    _class_labels,
-    _distinct_rows,
-    read_unit,
-    task_layout,
-)
+from crs.scoring.case_bootstrap import _class_labels, _distinct_rows, default_workers
 from crs.scoring.intervals import (
     GroupBox,
     box_gap,
@@ -68,6 +62,7 @@ from crs.scoring.intervals import (
     simultaneous_gap_interval,
     simultaneous_group_box,
 )
+from crs.scoring.layouts import TaskLayout, read_unit, task_layout
 from crs.scoring.resample import GroupBootstrap
 
 SCORED_CALIBRATION: Callable[..., np.ndarray] = weighted_debiased_ece
@@ -427,7 +422,7 @@ class _ReadOnDemand(RunFolder):
     """The run folder with each predictions array read when first asked for: the subgroup tables need the
     clean and shift predictions and categories of a file that holds every condition (a CheXpert-sized
     file took 3.5-4.4 s to read whole, and was read three times per task). The score's own readers
-    (:func:`crs.scoring.case_bootstrap.task_layout`, ``read_unit``) only look arrays up by name."""
+    (:func:`crs.scoring.layouts.task_layout`, ``read_unit``) only look arrays up by name."""
 
     def read_predictions(self, encoder: str, task: str) -> dict[str, np.ndarray]:
         return cast(dict[str, np.ndarray], self.read_predictions_on_demand(encoder, task))
@@ -452,22 +447,26 @@ class SubgroupResult:
 def subgroup_scores(
     folder: RunFolder, encoders: Sequence[str], kinds: Mapping[str, str], targets: Mapping[str, Sequence[str]],
     n_boot: int, seed: int, alpha: float, full_fraction: float = 1.0,
-    min_images: int = MIN_IMAGES, min_positives: int = MIN_POSITIVES, workers: int = 1,
+    min_images: int = MIN_IMAGES, min_positives: int = MIN_POSITIVES, workers: int | None = 1,
+    layouts: Mapping[str, TaskLayout] | None = None,
 ) -> SubgroupResult:
     """Every encoder's subgroup table from the run folder's predictions, under the score's replicates.
 
-    ``kinds``: task -> kind (the task numbers, hence the draws, follow their sorted order, as the score's);
+    ``kinds``: task -> kind (each task's draws are keyed on its name and ``seed``, as the score's);
     ``targets``: task -> its shift targets in the records. The groups, their sizes, positive rates and
     weights are made once per task (``workers`` threads plan the tasks side by side); the threads then
     take one (task, encoder) each (the weighted metrics release the GIL), as the score's own replicates do.
+    ``workers`` None: the score's default (:func:`crs.scoring.case_bootstrap.default_workers`).
+    ``layouts``: each task's rows and draws as the CRS's replicates use them
+    (:func:`crs.scoring.layouts.task_layouts`: made once for both); made here when not given.
     """
     folder = _ReadOnDemand(folder.root)
     tasks = sorted(kinds)
+    workers = default_workers() if workers is None else max(1, int(workers))
 
-    def plan_task(number: int) -> tuple[tuple[int, ...], Mapping[str, np.ndarray], list]:
-        task = tasks[number]
-        layout = task_layout(folder, task, kinds[task], encoders[0], number, seed, full_fraction,
-                             targets.get(task) or None)
+    def plan_task(task: str) -> tuple[tuple[int, ...], Mapping[str, np.ndarray], list]:
+        layout = (layouts[task] if layouts is not None
+                  else task_layout(folder, task, kinds[task], encoders[0], seed, full_fraction, targets.get(task) or None))
         first = read_unit(folder, encoders[0], task)
         n_outputs = int(np.asarray(first[artifacts.probs_key(artifacts.CLEAN)]).shape[-1])
         conditions = [(rows, probs_key, plan_groups(rows, kinds[task], n_outputs, min_images, min_positives))
@@ -486,7 +485,7 @@ def subgroup_scores(
     pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 else None
     try:
         mapper = pool.map if pool is not None else map
-        planned = dict(zip(tasks, mapper(plan_task, range(len(tasks))), strict=True))
+        planned = dict(zip(tasks, mapper(plan_task, tasks), strict=True))
         jobs = [(task, encoder) for task in tasks if planned[task][2] for encoder in encoders]
         found_by_job = list(mapper(one, jobs))
     finally:
@@ -511,45 +510,3 @@ def subgroup_scores(
     groups = pd.DataFrame(group_rows).reindex(columns=list(GROUP_COLUMNS))
     gaps = pd.DataFrame(gap_rows).reindex(columns=list(GAP_COLUMNS))
     return SubgroupResult(groups, gaps, min_images, min_positives, worst)
-
-
-class EquityError(ValueError):
-    """The equity axis cannot be measured; the message says why and what to change."""
-
-
-def equity_error(groups: pd.DataFrame, encoders: Sequence[str]) -> pd.Series:
-    """The ``equity`` axis error per encoder: 1 - the mean over (task, attribute) of the worst scored group's
-    clean AUROC. A pure function of the group table: raising any group's AUROC never raises it (the
-    minimum and the mean are monotone), so the CRS stays monotone with equity on."""
-    clean = groups[(groups["condition"] == artifacts.CLEAN) & groups["scored"].astype(bool)]
-    if clean.empty:
-        raise EquityError(
-            "equity = true, but no subgroup is large enough to score on any clean test split (see the groups "
-            "too small in the subgroup table); lower subgroup_min_images / subgroup_min_positives, or drop equity"
-        )
-    worst = clean.groupby(["encoder", "task", "attribute"])["auroc"].min()
-    error = 1.0 - worst.groupby("encoder").mean()
-    return error.reindex([str(e) for e in encoders]).rename("equity")
-
-
-def equity_interval(gaps: pd.DataFrame, encoders: Sequence[str]) -> pd.DataFrame:
-    """Per encoder the ``equity`` axis error's interval (``equity_low``, ``equity_high``) from the subgroup box:
-    1 - the mean over (task, attribute) of the worst group's upper and lower corner on the clean split. The
-    error is monotone in every group AUROC and the box holds them all at once, so its value at the corners
-    covers the true error (decision 0135); the same (task, attribute) pairs as :func:`equity_error`."""
-    clean = gaps[(gaps["condition"] == artifacts.CLEAN) & (gaps["n_groups"] > 0)]
-    by_encoder = clean.groupby("encoder")
-    return pd.DataFrame({"equity_low": 1.0 - by_encoder["worst_auroc_high"].mean(),
-                         "equity_high": 1.0 - by_encoder["worst_auroc_low"].mean()}).reindex([str(e) for e in encoders])
-
-
-def equity_replicates(result: SubgroupResult, encoders: Sequence[str]) -> np.ndarray:
-    """(B + 1, E) equity error under every replicate (row 0: :func:`equity_error`), same pairs as the point."""
-    if not result.worst:
-        raise EquityError("equity = true, but no subgroup is large enough to score on any clean test split")
-    pairs = sorted({(task, attribute) for _, task, attribute in result.worst})
-    columns = []
-    for encoder in encoders:
-        found = [result.worst[(str(encoder), task, attribute)] for task, attribute in pairs]
-        columns.append(1.0 - np.mean(found, axis=0))
-    return np.stack(columns, axis=1)

@@ -21,9 +21,9 @@ import pandas as pd
 
 from crs.axes.weighted import ReplicateWeights, prepare_weights, weighted_debiased_ece, weighted_macro_auroc
 from crs.evaluate import artifacts
-from crs.scoring.case_bootstrap import sampling_design
 from crs.scoring.coverage import Coverage, normalised
 from crs.scoring.formula import MIN_FLOOR, ScoreInputError, crs_components, rank_descending
+from crs.scoring.layouts import sampling_design
 from crs.scoring.rank_sets import rank_confidence_sets
 from crs.scoring.resample import group_bootstrap
 from crs.scoring.settings import ScoreSettings

@@ -1,8 +1,9 @@
 """Issue 42 item 3: two synthetic hospitals publish aggregates only and `crs merge` ranks them together.
 
 Site A is the tiny run; site B the same spec on other patients (90 images a data set, its own data
-folder). The joint run scores both sites' data sets in one spec (B's named ``zb-<task>``), as if one
-hospital held every patient: merging the two aggregates bundles must give its score.
+folder), its data sets named ``zb-<name>``. The joint run scores both sites' data sets in one spec, each
+under its own site's name, as if one hospital held every patient: merging the two aggregates bundles must
+give its score, replicate by replicate (a task's resample is keyed on its name, decision 0144).
 """
 
 from __future__ import annotations
@@ -33,14 +34,20 @@ def _run(spec_path):
     return spec
 
 
+def _site_b_spec(folder):
+    """The tiny spec on 90 images a data set, its data sets (and shift target) named zb-<name>."""
+    path = write_tiny_spec(folder, n_images=90)
+    text = re.sub(r'name = "(derm|fundus|cxr|cxr-b)"', r'name = "zb-\1"', path.read_text())
+    path.write_text(text)
+    return path
+
+
 def _joint_spec(folder, site_a, site_b):
-    """Site A's spec with site B's data sets appended, renamed zb-<name> (so A's tasks keep their places)."""
+    """Site A's spec with site B's data sets appended, each under the name its own site gives it."""
     text = site_a.read_text()
     text = re.sub(r'^output = ".*"$', f'output = "{folder / "out"}"', text, flags=re.M)
     text = re.sub(r'^cache = ".*"$', f'cache = "{folder / "cache"}"', text, flags=re.M)
-    extra = site_b.read_text().split("[[datasets]]", 1)[1]
-    extra = "[[datasets]]" + re.sub(r'name = "(derm|fundus|cxr)"', r'name = "zb-\1"', extra)
-    extra = extra.replace('name = "cxr-b"', 'name = "zb-cxr-b"')
+    extra = "[[datasets]]" + site_b.read_text().split("[[datasets]]", 1)[1]
     path = folder / "spec.toml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text + "\n" + extra)
@@ -51,7 +58,7 @@ def _joint_spec(folder, site_a, site_b):
 def sites(tiny_run, tmp_path_factory):
     spec_a, *_ = tiny_run
     where = tmp_path_factory.mktemp("sites")
-    spec_b = _run(write_tiny_spec(where / "site-b", n_images=90))
+    spec_b = _run(_site_b_spec(where / "site-b"))
     for name, spec in (("hospital-a", spec_a), ("hospital-b", spec_b)):
         out = CliRunner().invoke(cli, ["publish", str(spec.output), str(where / name), "--aggregates-only"])
         assert out.exit_code == 0, out.output
@@ -74,7 +81,7 @@ def test_merge_writes_a_multi_site_leaderboard(sites):
     expected = (board["rank_hospital-a"] == board["rank"]) & (board["rank_hospital-b"] == board["rank"])
     assert (board["holds_rank"] == expected).all()
     merged = json.loads((where / "merged" / "merged.json").read_text())
-    assert merged["sites"][1]["tasks"] == ["hospital-b/cxr", "hospital-b/derm", "hospital-b/fundus"]
+    assert merged["sites"][1]["tasks"] == ["hospital-b/zb-cxr", "hospital-b/zb-derm", "hospital-b/zb-fundus"]
 
 
 def test_merge_refuses_bundles_that_do_not_share_replicates_or_encoders(sites, tmp_path):
@@ -144,12 +151,11 @@ def test_merged_point_score_is_the_joint_runs(joint):
     np.testing.assert_array_equal(board["rank"].to_numpy(), own["rank"].reindex(board.index).to_numpy())
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a task's patient resample is seeded [seed, position of the task among the run's sorted task names, stream] "
-    "(crs/scoring/case_bootstrap.py), so hospital B's tasks draw other patients in the joint run (positions 3-5) "
-    "than alone (0-2); it holds once the entropy depends on the task's name, not its position (moves the golden tables)"))
 def test_merged_replicates_are_the_joint_runs(joint):
-    """Replicate r of the merged score is replicate r of the joint run: the intervals agree exactly."""
+    """Replicate r of the merged score is replicate r of the joint run: the intervals agree exactly.
+
+    Holds because each task's patient resample is keyed on its name (crs.scoring.draws): hospital B's
+    tasks sit at places 3-5 of the joint run and 0-2 alone, and draw the same patients in both."""
     spec, where = joint
     board = pd.read_csv(where / "merged-joint" / "leaderboard.csv", index_col="encoder")
     for axis in ("discrimination", "calibration", "label_efficiency", "robustness"):
@@ -160,4 +166,5 @@ def test_merged_replicates_are_the_joint_runs(joint):
             np.testing.assert_allclose(mean, joint_reps[encoder].to_numpy(), atol=1e-12)
     own = pd.read_parquet(spec.output / "score" / "crs.parquet")
     own = own.set_index("encoder") if "encoder" in own.columns else own
-    np.testing.assert_allclose(board["crs_low"].to_numpy(), own["crs_low"].reindex(board.index).to_numpy(), atol=1e-12)
+    for column in ("crs_low", "crs_high"):
+        np.testing.assert_allclose(board[column].to_numpy(), own[column].reindex(board.index).to_numpy(), atol=1e-12)

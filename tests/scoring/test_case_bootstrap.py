@@ -16,9 +16,9 @@ from crs import axes
 from crs.evaluate import artifacts
 from crs.evaluate.artifacts import RunFolder
 from crs.evaluate.units import condition_metrics
-from crs.scoring.bootstrap import paired_seed_bootstrap
-from crs.scoring.case_bootstrap import CaseBootstrapError, paired_seed_case_bootstrap, task_kinds
+from crs.scoring.bootstrap import paired_seed_bootstrap, paired_seed_case_bootstrap
 from crs.scoring.formula import AXES, ScoreInputError, point_estimate
+from crs.scoring.layouts import CaseBootstrapError, task_kinds
 from crs.scoring.measurements import measure
 from crs.scoring.result import score_records
 from crs.scoring.settings import ScoreSettings

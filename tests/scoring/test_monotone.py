@@ -185,7 +185,7 @@ def _subgroup_table(records: pd.DataFrame, seed: int) -> pd.DataFrame:
 def _crs_with_equity(records: pd.DataFrame, groups: pd.DataFrame, reference: str) -> pd.Series:
     """The point CRS with equity on, assembled as crs.scoring.result._score_cohort does (errors + equity column,
     its standard error beside the others)."""
-    from crs.scoring.subgroups import equity_error
+    from crs.scoring.equity import equity_error
 
     score_settings = ScoreSettings(reference=reference, equity=True, case_level=True)
     measurements = measure(records, score_settings)

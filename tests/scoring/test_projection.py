@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crs.scoring.formula import crs_components
-from crs.scoring.projection import PROJECTED, corners, project, reversal_count_bounds
+from crs.scoring.projection import PROJECTED, corners, project
+from crs.scoring.reversals import reversal_count_bounds
 
 TOLERANCE = 1e-9
 SLACK = 1e-12

@@ -16,7 +16,7 @@ from crs.data.base import Dataset, Task, group_split, split_strata
 from crs.evaluate import artifacts
 from crs.evaluate.artifacts import RunFolder
 from crs.report.run_provenance import design_rows
-from crs.scoring.case_bootstrap import sampling_design
+from crs.scoring.layouts import sampling_design
 from crs.scoring.resample import group_bootstrap, group_strata
 
 
