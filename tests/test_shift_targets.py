@@ -12,7 +12,7 @@ from crs.cache.store import FeatureStore, store_path
 from crs.evaluate import artifacts
 from crs.report import plots_runs
 from crs.report.provenance import task_infos
-from crs.scoring.draws import SHIFT_STREAM, task_entropy
+from crs.scoring.draws import SHIFT_STREAM, task_entropy, task_key
 from crs.scoring.resample import group_bootstrap
 from crs.spec import load_spec
 
@@ -120,12 +120,14 @@ def test_case_bootstrap_draws_each_target_apart(two_sites):
     assert result.level == "seed+case"
     assert set(result.shift_case_draws) == {"cxr"} and set(result.shift_case_draws["cxr"]) == set(TARGETS)
     first = bench.folder.read_predictions("pixel_stats", "cxr")
+    # the task's key: its name and its test rows (decision 0144)
+    cxr_key = task_key("cxr", first[artifacts.CLEAN_GROUPS], first[artifacts.labels_key(artifacts.CLEAN)])
     for g, target in enumerate(TARGETS):  # sorted by name; the first keeps the one-target stream
         keys = {k.target: k for k in artifacts.shift_keys(first)}[target]
         design = str(first[artifacts.design_key(target)][0])  # (design, recorded or inferred)
         assert design == "official"  # a second site's every image is test: resampled as whole patients (0085)
         expected = group_bootstrap(first[keys.groups], first[keys.labels], "multilabel",
-                                   seed=task_entropy(spec.score.seed, "cxr", SHIFT_STREAM + g), design=design)
+                                   seed=task_entropy(spec.score.seed, cxr_key, SHIFT_STREAM + g), design=design)
         drawn = result.shift_case_draws["cxr"][target]
         assert np.array_equal(drawn.counts(range(5)), expected.counts(range(5)))
     counts = [result.shift_case_draws["cxr"][t].counts([3])[0] for t in TARGETS]

@@ -21,7 +21,7 @@ import pandas as pd
 
 from crs.evaluate import artifacts
 from crs.evaluate.artifacts import RunFolder, RunFolderError
-from crs.scoring.draws import draws_of_shift_target, draws_of_test_rows
+from crs.scoring.draws import draws_of_shift_target, draws_of_test_rows, task_key
 from crs.scoring.formula import ScoreInputError
 from crs.scoring.measurements import Measurements
 from crs.scoring.resample import RESAMPLED_AS, GroupBootstrap
@@ -165,7 +165,8 @@ def task_layout(
     labels = first[artifacts.labels_key(artifacts.CLEAN)]
     groups = _groups_or_images(first, artifacts.CLEAN_GROUPS, where)
     design = sampling_design(first, artifacts.design_key(), where, shift=False)
-    draws = draws_of_test_rows(groups, labels, kind, seed, task, design[0])
+    key = task_key(task, groups, labels)  # the name and the rows: each site's own stream (decision 0144)
+    draws = draws_of_test_rows(groups, labels, kind, seed, key, design[0])
     shifts = []
     keys = unit_shift_keys(first, targets, where)
     if targets is not None and [k.target for k in keys] != sorted(targets):
@@ -177,7 +178,7 @@ def task_layout(
         shift_labels = first[found.labels]
         shift_groups = _groups_or_images(first, found.groups, where)
         shift_design = sampling_design(first, artifacts.design_key(found.target), where, shift=True)
-        shift_draws = draws_of_shift_target(shift_groups, shift_labels, kind, seed, task, g, shift_design[0])
+        shift_draws = draws_of_shift_target(shift_groups, shift_labels, kind, seed, key, g, shift_design[0])
         shifts.append(ShiftLayout(found.target, shift_labels, shift_draws, shift_design))
     corrupt_rows = first.get(artifacts.CORRUPT_ROWS)
     if corrupt_rows is not None and (corrupt_rows.ndim != 1 or len(corrupt_rows) == 0

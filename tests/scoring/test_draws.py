@@ -1,5 +1,6 @@
-"""Each task's patient resample is keyed on the task's name (crs.scoring.draws, decision 0144): a task draws
-the same patients scored alone as beside other tasks, and the key is stable across processes."""
+"""Each task's patient resample is keyed on the task's name and test rows (crs.scoring.draws, decision 0144): a
+task draws the same patients scored alone as beside other tasks, two sites' tasks of one name draw apart, and
+the key is stable across processes."""
 
 from __future__ import annotations
 
@@ -31,8 +32,30 @@ def test_a_task_draws_the_same_patients_alone_and_beside_other_tasks(tiny_run):
     for task in ("fundus", "cxr"):
         alone = score_records(records[records["task"].astype(str) == task], settings, run_folder=spec.output)
         drawn, together = alone.bootstrap.case_draws[task], score.bootstrap.case_draws[task]
-        assert drawn.seed == together.seed == task_entropy(settings.seed, task, TEST_STREAM)
+        assert drawn.seed == together.seed != task_entropy(settings.seed, task, TEST_STREAM)  # rows in the key
         assert np.array_equal(drawn.counts(range(settings.n_boot)), together.counts(range(settings.n_boot)))
     assert set(alone.bootstrap.shift_case_draws) == {"cxr"}
     for target, draws in alone.bootstrap.shift_case_draws["cxr"].items():
         assert np.array_equal(draws.counts(range(5)), score.bootstrap.shift_case_draws["cxr"][target].counts(range(5)))
+
+
+def test_two_sites_tasks_of_one_name_draw_independent_patients():
+    """Two hospitals each score a task named ``cxr`` on 60 patients of their own, 18 positive: keyed on the name
+    alone they drew the very same multiplicities (replicate r took patient k of each site as often), which
+    couples the sites in a merge; keyed on the name and the rows they draw apart. The same rows give the same
+    draws wherever they are scored."""
+    from crs.scoring.draws import draws_of_test_rows
+
+    labels = np.r_[np.ones(18), np.zeros(42)]
+    site_a = np.array([f"a{k:03d}" for k in range(60)])
+    site_b = np.array([f"b{k:03d}" for k in range(60)])
+    by_name = [draws_of_test_rows(ids, labels, "binary", 0, task_key("cxr")).counts(range(20)) for ids in (site_a, site_b)]
+    assert np.array_equal(*by_name)  # what name-only keys did
+    found = [draws_of_test_rows(ids, labels, "binary", 0, task_key("cxr", ids, labels)).counts(range(20))
+             for ids in (site_a, site_b)]
+    assert not np.array_equal(*found)
+    agree = np.mean([np.corrcoef(a, b)[0, 1] for a, b in zip(*found, strict=True)])
+    assert abs(agree) < 0.2  # independent, not merely shifted
+    again = draws_of_test_rows(site_a.copy(), labels.copy(), "binary", 0, task_key("cxr", site_a, labels))
+    assert np.array_equal(again.counts(range(20)), found[0])
+    assert task_key("cxr", site_a, labels) != task_key("cxr", site_a, 1 - labels)
