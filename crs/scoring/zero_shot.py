@@ -22,6 +22,7 @@ import pandas as pd
 from crs.axes.weighted import ReplicateWeights, prepare_weights, weighted_debiased_ece, weighted_macro_auroc
 from crs.evaluate import artifacts
 from crs.scoring.coverage import Coverage, normalised
+from crs.scoring.draws import task_key
 from crs.scoring.formula import MIN_FLOOR, ScoreInputError, crs_components, rank_descending
 from crs.scoring.layouts import sampling_design
 from crs.scoring.rank_sets import rank_confidence_sets
@@ -142,6 +143,7 @@ def score_zero_shot(
     comparison_rows = []
     for t, task in enumerate(tasks):
         kind = str(records.loc[records["task"] == task, "task_kind"].iloc[0])
+        stream = task_key(str(task))
         clean_counts: np.ndarray | None = None  # per task: the clean rows' draws, shared by every encoder
         boots: dict[str, ReplicateWeights] = {}  # per task, row 0 the point: shared by every encoder and metric
         for e, encoder in enumerate(encoders):
@@ -152,7 +154,8 @@ def score_zero_shot(
             if clean_counts is None:
                 groups = arrays.get("clean_groups")
                 design = sampling_design(arrays, artifacts.design_key(), f"zero-shot {encoder}/{task}", shift=False)[0]
-                clean_counts = _with_point(group_bootstrap(groups, y, kind, seed=(int(settings.seed), 29, t),
+                stream = task_key(str(task), groups, y)  # the task's name and rows, not its place (decision 0144)
+                clean_counts = _with_point(group_bootstrap(groups, y, kind, seed=(int(settings.seed), 29, stream),
                                                            design=design).counts(range(n_boot)))
                 boots[CLEAN] = prepare_weights(clean_counts)  # integer counts: laid out as uint16, no rounding check
             weights = boots[CLEAN]
@@ -179,7 +182,7 @@ def score_zero_shot(
                         design = sampling_design(arrays, artifacts.design_key(target), f"zero-shot {encoder}/{task}",
                                                  shift=True)[0]
                         boots[key] = prepare_weights(_with_point(group_bootstrap(
-                            groups, ys, kind, seed=(int(settings.seed), 29, t, 1000 + s), design=design,
+                            groups, ys, kind, seed=(int(settings.seed), 29, stream, 1000 + s), design=design,
                         ).counts(range(n_boot))))
                     at_point, replicates = _split(_macro(ys, _ranked(arrays, stem), kind, boots[key]))
                     shift_values.append(replicates)
