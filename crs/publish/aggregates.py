@@ -190,7 +190,7 @@ def equity_replicate_vectors(folder: RunFolder, records: pd.DataFrame, score: Sc
         score.point.standard_errors.index.astype(str))[EQUITY].reindex(encoders).to_numpy(dtype=np.float64)
     if not np.allclose(values[0], point, rtol=0, atol=1e-12) or (
             spread is not None and len(values) > 2
-            and not np.allclose(np.std(values[1:], axis=0, ddof=1), spread, rtol=0, atol=1e-12)):
+            and not np.allclose(np.nanstd(values[1:], axis=0, ddof=1), spread, rtol=0, atol=1e-12, equal_nan=True)):
         raise BundleError(f"{folder.root}: the equity replicates drawn again differ from the score's; score the run "
                           "again with this crs (`crs score`) and publish it then")
     return {encoder: [_number(v) for v in values[1:, e]] for e, encoder in enumerate(encoders)}

@@ -29,6 +29,7 @@ import pandas as pd
 from crs.publish.aggregates import AGGREGATES, AGGREGATES_FILE, REPLICATES_FILE, SUBGROUPS_FILE
 from crs.publish.manifest import MANIFEST_FILE, manifest_problems, read_manifest
 from crs.publish.signing import signature_holds
+from crs.scoring.equity import finite_spread
 from crs.scoring.formula import ALL_AXES, EQUITY, point_estimate, rank_descending
 from crs.scoring.projection import box_intervals
 from crs.scoring.settings import ScoreSettings
@@ -172,7 +173,7 @@ def merged_errors(sites: list[Site]) -> tuple[np.ndarray, np.ndarray | None]:
     for a, axis in enumerate(ALL_AXES):
         if axis == EQUITY:
             if total[a] and len(errors) > 2:
-                standard[:, a] = np.std(errors[1:, :, a], axis=0, ddof=1)
+                standard[:, a] = finite_spread(errors[1:, :, a], int(standard.shape[0]))  # the score's own rule
         elif total[a]:
             squares = sum((counts[s, a] * sites[s].standard_errors[:, a]) ** 2  # type: ignore[index]
                           for s in range(len(sites)) if counts[s, a])

@@ -74,10 +74,22 @@ def with_equity(
         raise ScoreInputError(str(error)) from None
     errors = errors.set_axis(errors.index.astype(str)).assign(**{EQUITY: equity})
     if standard_errors is not None:
-        spread = np.std(extra[1:, :, 0], axis=0, ddof=1) if len(extra) > 2 else np.full(len(encoders), np.nan)
+        spread = finite_spread(extra[1:, :, 0], len(encoders))
         standard_errors = standard_errors.set_axis(standard_errors.index.astype(str)).assign(
             **{EQUITY: pd.Series(spread, index=encoders)})
     return errors, standard_errors, extra
+
+
+def finite_spread(replicates: np.ndarray, n_encoders: int) -> np.ndarray:
+    """Per encoder the SD of its finite replicate equity errors (NaN with fewer than two): a replicate that drew
+    no positive in some small group has no worst-group AUROC there and is left out, as the box leaves it out of
+    its maximum, rather than turning the axis's standard error (and so the noise floor) into NaN."""
+    finite = np.isfinite(replicates).sum(axis=0)
+    if len(replicates) < 2 or not (finite >= 2).any():
+        return np.full(n_encoders, np.nan)
+    with np.errstate(invalid="ignore"):
+        spread = np.nanstd(np.where(finite >= 2, replicates, 0.0), axis=0, ddof=1)
+    return np.where(finite >= 2, spread, np.nan)
 
 
 def equity_stability(point: PointEstimate, table: pd.DataFrame, gaps: pd.DataFrame | None = None) -> pd.DataFrame:

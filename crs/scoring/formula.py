@@ -304,10 +304,12 @@ def crs_components(
 
 
 def rank_descending(values: np.ndarray) -> np.ndarray:
-    """Competition ranks, 1 = highest; equal values share the best rank (1, 1, 3)."""
+    """Competition ranks, 1 = highest; equal values share the best rank (1, 1, 3); a NaN ranks last (a
+    replicate that could not measure an axis: not a rank cast from NaN)."""
     from scipy.stats import rankdata  # about 0.5 s to import: only the stages that rank pay it
 
-    return rankdata(-np.asarray(values, dtype=np.float64), method="min", axis=-1).astype(np.int64)
+    found = np.asarray(values, dtype=np.float64)
+    return rankdata(-np.where(np.isnan(found), -np.inf, found), method="min", axis=-1).astype(np.int64)
 
 
 # --- tables ---------------------------------------------------------------------------------------

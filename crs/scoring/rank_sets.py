@@ -69,8 +69,14 @@ def p_rank_one(replicates: np.ndarray, tolerance: float | None = None) -> np.nda
     """Share of replicates (rows) in which each column scores highest; a replicate tied for first is split.
 
     ``tolerance``: scores within it of a row's highest finite score tie for first (the bootstrap's 1e-12,
-    so floating-point noise between equal CRS does not pick a winner); None: exact ties only."""
+    so floating-point noise between equal CRS does not pick a winner); None: exact ties only. Rows with a
+    score that is not finite (an axis a replicate could not measure) are left out, as :func:`rank_bounds`
+    leaves them out; NaN for every column when none is left."""
     replicates = np.asarray(replicates, dtype=np.float64)
+    finite = np.isfinite(replicates).all(axis=1)
+    if not finite.any():
+        return np.full(replicates.shape[1], np.nan)
+    replicates = replicates[finite]
     if tolerance is None:
         top = replicates == replicates.max(axis=1, keepdims=True)
     else:

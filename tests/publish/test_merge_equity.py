@@ -88,9 +88,11 @@ def test_an_aggregates_bundle_carries_the_equity_axis_and_its_replicates(equity_
     for encoder, row in errors.iterrows():
         assert data["axis_errors"][encoder]["equity"] == float(row["equity_error"])
         vector = np.asarray(replicates["equity"][encoder], dtype=float)
-        assert len(vector) == 50 and np.isfinite(vector).all()
+        # a replicate that drew no positive in a small group (subgroup_min_positives = 1 here) has no worst group:
+        # null in the bundle, left out of the spread as the score leaves it out
+        assert len(vector) == 50 and np.isfinite(vector).sum() >= 45
         # the score's equity standard error is the spread of these very replicates
-        assert np.std(vector, ddof=1) == pytest.approx(data["standard_errors"][encoder]["equity"], abs=1e-12)
+        assert np.nanstd(vector, ddof=1) == pytest.approx(data["standard_errors"][encoder]["equity"], abs=1e-12)
         # and the worst group's AUROC per pair, averaged, is the shipped error (subgroups.json holds the groups)
         shown = [r for r in json.loads((where / "hospital-a" / "subgroups.json").read_text())
                  if r["encoder"] == encoder and r["condition"] == "clean" and r.get("scored")]
@@ -157,5 +159,6 @@ def test_merged_equity_replicates_are_the_joint_runs(equity_sites):
     (rep_a, agg_a), (rep_b, agg_b) = sites[0:2], sites[2:4]
     n_a, n_b = agg_a["task_counts"]["equity"], agg_b["task_counts"]["equity"]
     for encoder, values in vectors.items():
-        merged = (n_a * np.asarray(rep_a["equity"][encoder]) + n_b * np.asarray(rep_b["equity"][encoder])) / (n_a + n_b)
+        site_a, site_b = (np.asarray(rep[encoder], dtype=float) for rep in (rep_a["equity"], rep_b["equity"]))  # null: NaN
+        merged = (n_a * site_a + n_b * site_b) / (n_a + n_b)
         np.testing.assert_allclose(merged, np.asarray(values, dtype=float), atol=1e-12)
