@@ -12,16 +12,17 @@ correlate at :data:`MIN_CORRELATION` or more: the hash finds candidates fast, th
 them, so two distinct images of one anatomy (every chest film has two lungs and a heart) are not
 called copies for a similar coarse layout.
 
-Crops and flips are found too (decision 0122). Each image keeps its grey thumbnail (uint16), so at
-comparison time a pair can be looked at through *views*: the left-right mirror of ``b`` (a flip), and
-centred zooms (:data:`ZOOMS`) of one image of the pair, a crop of c per side being a zoom of
-1 / (1 - 2c) (5 %: 1.11). Each view has its own pHash (candidates within :data:`MAX_HAMMING` bits) and detail, confirmed
-at :data:`MIN_CORRELATION` (a flip) or :data:`MIN_CROP_CORRELATION` (a zoom).
+Crops and flips are found too (decisions 0122, 0147). Each image keeps its grey thumbnail (uint16), so at
+comparison time a pair can be looked at through *views*: the left-right mirror of ``b`` (a flip),
+centred zooms (:data:`ZOOMS`, Lanczos-interpolated) of one image of the pair, a crop of c per side being a
+zoom of 1 / (1 - 2c) (5 %: 1.11), and both. Each view has its own pHash (candidates within
+:data:`MAX_HAMMING` bits) and detail, at :data:`MIN_CORRELATION` (plain, a flip) or :data:`MIN_CROP_CANDIDATE`
+(a zoom: a candidate the second stage decides).
 
-A pair the thumbnails confirm is confirmed again from its files (decision 0142, :func:`confirm_pairs`):
+A pair the thumbnails confirm is confirmed again from its files (decisions 0142, 0147, :func:`fine_scores`):
 both images decoded again (:attr:`Prints.decode`) and compared whole at :data:`FINE` px through their
-best zoom, at :data:`MIN_FINE_CORRELATION`; the 32 px thumbnail alone joined distinct chest films of one
-template.
+best zoom near the view's, registered to 0.1 %, at :data:`MIN_FINE_CORRELATION`; the 32 px thumbnail alone
+joined distinct chest films of one template.
 
 Sharing stage 1's decode (decision 0097), the check adds only the thumbnail and one DCT per image; the
 details (one blur each) are made when compared, for candidate rows only. Stage 1 maps 16-bit grey to 8 bit by its bit depth (decision 0045), so the 8- and 16-bit PNGs of
@@ -35,6 +36,7 @@ import hashlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -361,9 +363,12 @@ def fine_pictures(images: np.ndarray) -> np.ndarray:
     return thumbnails(pixels, side).astype(np.float64)
 
 
-def _blur_matrix(side: int) -> np.ndarray:
-    """(side, side): ``matrix @ x`` is ``gaussian_filter`` of x's first axis by :data:`FINE_SIGMA`, edges repeated."""
-    return np.asarray(gaussian_filter(np.eye(side), (FINE_SIGMA, 0), mode="nearest"))
+@lru_cache(maxsize=512)
+def _fine_matrix(zoom: float, side: int) -> np.ndarray:
+    """(side, side): ``matrix @ x @ matrix.T`` is x zoomed by ``zoom`` (:func:`_zoom_matrix`), then blurred by
+    :data:`FINE_SIGMA` as ``gaussian_filter`` blurs, edges repeated. Cached: the second stage's zooms are few."""
+    blur = np.asarray(gaussian_filter(np.eye(side), (FINE_SIGMA, 0), mode="nearest"))
+    return blur if zoom == 1.0 else blur @ _zoom_matrix(zoom, side)
 
 
 def _whole_correlation(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -389,14 +394,13 @@ def fine_correlations(a_fine: np.ndarray, b_fine: np.ndarray, mirror: np.ndarray
     (:data:`FINE_REFINE`): a crop's zoom registered to 0.1 %."""
     side = a_fine.shape[-1]
     b_fine = np.where(mirror[:, None, None], b_fine[:, :, ::-1], b_fine)
-    blur = _blur_matrix(side)
     edge = max(1, round(FINE_BORDER * side / FINE))
     inner = (slice(None), slice(edge, side - edge), slice(edge, side - edge))
 
     def seen(x: np.ndarray, matrix: np.ndarray) -> np.ndarray:
         return np.asarray((matrix @ x @ np.swapaxes(matrix, -1, -2))[inner])
 
-    a_plain, b_plain = seen(a_fine, blur), seen(b_fine, blur)
+    a_plain, b_plain = seen(a_fine, _fine_matrix(1.0, side)), seen(b_fine, _fine_matrix(1.0, side))
     best, best_zoom = _whole_correlation(a_plain, b_plain), np.ones(len(a_fine))
     zoom_b = np.zeros(len(a_fine), dtype=bool)  # which image the best zoom is of
     plain = a_zoom == b_zoom == 1.0
@@ -406,18 +410,20 @@ def fine_correlations(a_fine: np.ndarray, b_fine: np.ndarray, mirror: np.ndarray
         for zoom in _zooms_near(PLAIN_CENTRE if plain else centre):
             if zoom == 1.0:
                 continue
-            matrix = blur @ _zoom_matrix(zoom, side)
+            matrix = _fine_matrix(zoom, side)
             correlation = (_whole_correlation(a_plain, seen(b_fine, matrix)) if on_b
                            else _whole_correlation(seen(a_fine, matrix), b_plain))
             better = correlation > best
             best, best_zoom = np.where(better, correlation, best), np.where(better, zoom, best_zoom)
             zoom_b = np.where(better, on_b, zoom_b)
     for offset in FINE_REFINE:
-        zooms = np.clip(best_zoom + offset, 1.0, FINE_MAX_ZOOM + max(FINE_REFINE))
-        matrices = np.stack([blur @ _zoom_matrix(float(z), side) for z in zooms])
-        correlation = np.where(zoom_b, _whole_correlation(a_plain, seen(b_fine, matrices)),
-                               _whole_correlation(seen(a_fine, matrices), b_plain))
-        best = np.maximum(best, correlation)
+        zooms = np.round(np.clip(best_zoom + offset, 1.0, FINE_MAX_ZOOM + max(FINE_REFINE)), 4)
+        matrices = np.stack([_fine_matrix(float(z), side) for z in zooms])
+        of_a, of_b = np.flatnonzero(~zoom_b), np.flatnonzero(zoom_b)  # pairs whose best zoom is of a, of b
+        if len(of_a):
+            best[of_a] = np.maximum(best[of_a], _whole_correlation(seen(a_fine[of_a], matrices[of_a]), b_plain[of_a]))
+        if len(of_b):
+            best[of_b] = np.maximum(best[of_b], _whole_correlation(a_plain[of_b], seen(b_fine[of_b], matrices[of_b])))
     return best
 
 
