@@ -83,8 +83,8 @@ FINE_SPAN = 0.03
 """The second stage tries zooms within FINE_SPAN of the zoom the first stage found the pair through, in steps
 of FINE_STEP (a pair found plain or flipped: :data:`PLAIN_CENTRE`), on the side it zoomed..."""
 FINE_REFINE = (-0.004, -0.002, 0.002, 0.004)
-"""...then these offsets around each pair's best zoom: a crop's zoom registered to 0.1 % (decision 0147: a
-stationary texture's copy loses 0.01 of correlation per 0.5 % of zoom missed)."""
+"""...then these offsets around each pair's best zoom: a crop's zoom registered to 0.1 % (decision 0147: copies of
+stationary textures, registered to 0.5 %, stayed under the threshold)."""
 PLAIN_CENTRE = 1.02
 """A pair found plain or flipped is looked at through zooms 1.00-1.05 of either image (a crop of up to 2.4 %
 per side stays close enough to the plain view to be found through it)."""
@@ -434,10 +434,10 @@ def confirm_pairs(a: Prints, b: Prints, pairs: Sequence[tuple[int, int, bool, fl
 
 
 def fine_scores(a: Prints, b: Prints, pairs: Sequence[tuple[int, int, bool, float, float]]) -> np.ndarray:
-    """The second stage (decisions 0142, 0147): how alike candidate pairs (row of ``a``, row of ``b``, ``b`` mirrored,
-    the zooms of ``a`` and ``b`` the first stage found them through) are copies, their two images decoded again
+    """The second stage (decisions 0142, 0147): per candidate pair (row of ``a``, row of ``b``, ``b`` mirrored, the
+    zooms of ``a`` and ``b`` the first stage found it through), the correlation of its two images, decoded again
     (:attr:`Prints.decode`, only the rows of these pairs) and compared whole at :data:`FINE` px through their
-    best zoom near the view's (:func:`fine_correlations`), at :data:`MIN_FINE_CORRELATION`. The thumbnails'
+    best zoom near the view's (:func:`fine_correlations`); a copy at :data:`MIN_FINE_CORRELATION`. The thumbnails'
     detail leaves out the coarse layout (distinct films of one anatomy share it) and cannot tell apart films of
     one template whose differences the 32 px thumbnail smooths away; the whole picture, finer, does. All 1.0
     (the first stage decides) when either side cannot decode."""
