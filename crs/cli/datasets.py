@@ -98,7 +98,7 @@ def overlap(spec_path: str, names: tuple[str, ...], as_json: bool, workers: int)
     else:
         for a, b, found in pairs:
             exact = sum(o.kind == "exact" for o in found)
-            edited = {kind: sum(o.kind == kind for o in found) for kind in ("flipped", "cropped")}
+            edited = {kind: sum(o.kind == kind for o in found) for kind in ("flipped", "cropped", "flipped+cropped")}
             click.echo(f"{a} x {b}: {len(overlapping_ids(found))} image(s) of {b} also in {a} "
                        f"({exact} exact, {len(found) - exact - sum(edited.values())} near"
                        + "".join(f", {n} {kind}" for kind, n in edited.items() if n) + ")")

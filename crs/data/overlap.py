@@ -12,16 +12,17 @@ correlate at :data:`MIN_CORRELATION` or more: the hash finds candidates fast, th
 them, so two distinct images of one anatomy (every chest film has two lungs and a heart) are not
 called copies for a similar coarse layout.
 
-Crops and flips are found too (decision 0122). Each image keeps its grey thumbnail (uint16), so at
-comparison time a pair can be looked at through *views*: the left-right mirror of ``b`` (a flip), and
-centred zooms (:data:`ZOOMS`) of one image of the pair, a crop of c per side being a zoom of
-1 / (1 - 2c) (5 %: 1.11). Each view has its own pHash (candidates within :data:`MAX_HAMMING` bits) and detail, confirmed
-at :data:`MIN_CORRELATION` (a flip) or :data:`MIN_CROP_CORRELATION` (a zoom).
+Crops and flips are found too (decisions 0122, 0147). Each image keeps its grey thumbnail (uint16), so at
+comparison time a pair can be looked at through *views*: the left-right mirror of ``b`` (a flip),
+centred zooms (:data:`ZOOMS`, Lanczos-interpolated) of one image of the pair, a crop of c per side being a
+zoom of 1 / (1 - 2c) (5 %: 1.11), and both. Each view has its own pHash (candidates within
+:data:`MAX_HAMMING` bits) and detail, at :data:`MIN_CORRELATION` (plain, a flip) or :data:`MIN_CROP_CANDIDATE`
+(a zoom: a candidate the second stage decides).
 
-A pair the thumbnails confirm is confirmed again from its files (decision 0142, :func:`confirm_pairs`):
+A pair the thumbnails confirm is confirmed again from its files (decisions 0142, 0147, :func:`fine_scores`):
 both images decoded again (:attr:`Prints.decode`) and compared whole at :data:`FINE` px through their
-best zoom, at :data:`MIN_FINE_CORRELATION`; the 32 px thumbnail alone joined distinct chest films of one
-template.
+best zoom near the view's, registered to 0.1 %, at :data:`MIN_FINE_CORRELATION`; the 32 px thumbnail alone
+joined distinct chest films of one template.
 
 Sharing stage 1's decode (decision 0097), the check adds only the thumbnail and one DCT per image; the
 details (one blur each) are made when compared, for candidate rows only. Stage 1 maps 16-bit grey to 8 bit by its bit depth (decision 0045), so the 8- and 16-bit PNGs of
@@ -35,6 +36,7 @@ import hashlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +54,13 @@ MIN_CORRELATION = 0.9
 """Smallest correlation of two thumbnails' detail (:func:`detail`) that confirms a candidate near copy."""
 DETAIL_SIGMA = 2.0
 MIN_CROP_CORRELATION = 0.95
-"""The correlation that confirms a pair seen through a zoom (``cropped``): stricter, because a zoom also
-brings a look-alike of another size into register (distinct synthetic lesions reached 0.948)."""
+"""The thumbnail detail correlation that confirms a pair seen through a zoom (``cropped``) when the pair cannot be
+read again (prints without :attr:`Prints.decode`): stricter, because a zoom also brings a look-alike of another
+size into register (distinct synthetic lesions reached 0.948)."""
+MIN_CROP_CANDIDATE = 0.7
+"""The thumbnail detail correlation at which a pair seen through a zoom goes on to the second stage, which
+decides (decision 0147): a 32 px thumbnail's detail survives a zoom poorly (stationary textures' true crops
+reach 0.7-0.95), and the second stage alone joins no two distinct images of the measured families."""
 ZOOMS = (1.04, 1.08, 1.12)
 """Centred zooms tried on either image of a candidate pair: crops of up to about 5.4 % per side."""
 THUMB_SCALE = 65535
@@ -62,12 +69,27 @@ FINE = 64
 """Side of the grey picture the second stage compares (decision 0142): both images of a pair the thumbnails
 confirm are decoded again and compared whole at this side (or the canonical side, when smaller)."""
 FINE_SIGMA = 1.0
-"""Blur (pixels of the FINE picture) before the second stage's comparison: JPEG and resampling noise out."""
-MIN_FINE_CORRELATION = 0.993
+"""Blur (pixels of the FINE picture) after the second stage's zoom: JPEG and resampling noise out, the same blur
+on both pictures of a pair (decision 0147: blurring before the zoom left the borders unlike)."""
+FINE_BORDER = 3
+"""Pixels (of a 64 px FINE picture; scaled with a smaller side) left out at each edge by the second stage's
+correlation: a crop's canonical decode and the blur differ there (decision 0147)."""
+MIN_FINE_CORRELATION = 0.994
 """Smallest correlation of the two whole FINE pictures (blurred, through the pair's best view) that confirms a
-pair: distinct synthetic chest films of one template reach 0.985-0.988, their copies 0.999 (decision 0142)."""
-FINE_ZOOMS = tuple(round(1.0 + 0.01 * k, 2) for k in range(14))
-"""Zooms the second stage tries on either image (1.00-1.13): a crop's zoom registered to 0.5 %."""
+pair: distinct generated images reach 0.9938 (two chest drawings of one finding pattern), their copies 0.996
+or more but for a few of the finest textures (0.991): decisions 0142, 0147."""
+FINE_STEP = 0.01
+FINE_SPAN = 0.03
+"""The second stage tries zooms within FINE_SPAN of the zoom the first stage found the pair through, in steps
+of FINE_STEP (a pair found plain or flipped: :data:`PLAIN_CENTRE`), on the side it zoomed..."""
+FINE_REFINE = (-0.004, -0.002, 0.002, 0.004)
+"""...then these offsets around each pair's best zoom: a crop's zoom registered to 0.1 % (decision 0147: copies of
+stationary textures, registered to 0.5 %, stayed under the threshold)."""
+PLAIN_CENTRE = 1.02
+"""A pair found plain or flipped is looked at through zooms 1.00-1.05 of either image (a crop of up to 2.4 %
+per side stays close enough to the plain view to be found through it)."""
+FINE_MAX_ZOOM = 1.14
+"""Largest zoom the second stage tries (a crop of 6 % per side)."""
 
 
 @dataclass(frozen=True)
@@ -267,9 +289,11 @@ PAIRS_PER_BLOCK = 2**23
 VIEWS = (
     (1.0, 1.0, False, "near"), (1.0, 1.0, True, "flipped"),
     *((zoom, 1.0, False, "cropped") for zoom in ZOOMS), *((1.0, zoom, False, "cropped") for zoom in ZOOMS),
+    *((zoom, 1.0, True, "flipped+cropped") for zoom in ZOOMS), *((1.0, zoom, True, "flipped+cropped") for zoom in ZOOMS),
 )
-"""(zoom of ``a``, zoom of ``b``, ``b`` mirrored, kind) of every view a pair is compared through, plain first.
-A copy both flipped and cropped is not looked for: its six views would almost double the comparison."""
+"""(zoom of ``a``, zoom of ``b``, ``b`` mirrored, kind) of every view a pair is compared through, plain first:
+plain, ``b`` flipped, either image zoomed (a centred crop of the other), and the same zooms with ``b`` flipped
+(a copy both flipped and cropped, decision 0147)."""
 ROWS_PER_VIEW_CHUNK = 4096
 
 
@@ -278,15 +302,23 @@ def _grey(thumbs: np.ndarray) -> np.ndarray:
     return (np.asarray(thumbs, dtype=np.float32) / THUMB_SCALE).reshape(len(thumbs), THUMB, THUMB)
 
 
+LANCZOS = 3
+"""Lobes of the Lanczos kernel a zoom interpolates with (decision 0147: linear interpolation smoothed a zoomed
+view unlike its copy, and the detail of zoomed thumbnails of true crops fell under 0.95)."""
+
+
 def _zoom_matrix(zoom: float, side: int = THUMB) -> np.ndarray:
-    """(side, side) linear interpolation of the centred 1 / ``zoom`` of a side onto ``side`` samples."""
+    """(side, side) Lanczos interpolation (:data:`LANCZOS` lobes, edges repeated, rows summing to 1) of the
+    centred 1 / ``zoom`` of a side onto ``side`` samples."""
     centres = (np.arange(side) + 0.5 - side / 2) / zoom + side / 2 - 0.5
-    low = np.floor(centres).astype(np.int64)
-    weight = centres - low
+    base = np.floor(centres).astype(np.int64)
     matrix = np.zeros((side, side))
-    np.add.at(matrix, (np.arange(side), np.clip(low, 0, side - 1)), 1 - weight)
-    np.add.at(matrix, (np.arange(side), np.clip(low + 1, 0, side - 1)), weight)
-    return matrix
+    for offset in range(1 - LANCZOS, LANCZOS + 1):
+        at = base + offset
+        distance = centres - at
+        np.add.at(matrix, (np.arange(side), np.clip(at, 0, side - 1)),
+                  np.sinc(distance) * np.sinc(distance / LANCZOS))
+    return matrix / matrix.sum(axis=1, keepdims=True)
 
 
 def _view(thumbs: np.ndarray, zoom: float, mirror: bool) -> np.ndarray:
@@ -323,13 +355,21 @@ def _view_hashes(prints: Prints, zoom: float, mirror: bool) -> np.ndarray:
 
 def fine_pictures(images: np.ndarray) -> np.ndarray:
     """The second stage's pictures of canonical images (uint8 (N, C, H, W) or (N, H, W)): grey, area-averaged
-    to :data:`FINE` (or the canonical side, when smaller), blurred by :data:`FINE_SIGMA` (float64 (N, s, s))."""
+    to :data:`FINE` (or the canonical side, when smaller), float64 (N, s, s). The blur comes after the zoom
+    (:func:`fine_correlations`)."""
     pixels = np.asarray(images)
     if pixels.ndim == 3:
         pixels = pixels[:, None]
     side = min(FINE, pixels.shape[-1], pixels.shape[-2])
-    grey = thumbnails(pixels, side).astype(np.float64)
-    return np.asarray(gaussian_filter(grey, sigma=(0, FINE_SIGMA, FINE_SIGMA), mode="nearest"))
+    return thumbnails(pixels, side).astype(np.float64)
+
+
+@lru_cache(maxsize=512)
+def _fine_matrix(zoom: float, side: int) -> np.ndarray:
+    """(side, side): ``matrix @ x @ matrix.T`` is x zoomed by ``zoom`` (:func:`_zoom_matrix`), then blurred by
+    :data:`FINE_SIGMA` as ``gaussian_filter`` blurs, edges repeated. Cached: the second stage's zooms are few."""
+    blur = np.asarray(gaussian_filter(np.eye(side), (FINE_SIGMA, 0), mode="nearest"))
+    return blur if zoom == 1.0 else blur @ _zoom_matrix(zoom, side)
 
 
 def _whole_correlation(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -339,28 +379,70 @@ def _whole_correlation(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.einsum("ij,ij->i", x, y) / np.where(norm > 0, norm, 1.0)
 
 
-def fine_correlations(a_fine: np.ndarray, b_fine: np.ndarray, mirror: np.ndarray) -> np.ndarray:
-    """Per pair (row k of ``a_fine`` and of ``b_fine``, ``b`` mirrored where ``mirror``): the best correlation of
-    the two whole pictures over centred zooms (:data:`FINE_ZOOMS`) of either, so a crop is registered to 0.5 %."""
+def _zooms_near(zoom: float) -> list[float]:
+    """The second stage's zooms for a pair found through ``zoom`` (:data:`FINE_SPAN`, :data:`FINE_STEP`)."""
+    steps = round(FINE_SPAN / FINE_STEP)
+    return sorted({round(z, 4) for z in (zoom + FINE_STEP * k for k in range(-steps, steps + 1))
+                   if 1.0 <= z <= FINE_MAX_ZOOM})
+
+
+def fine_correlations(a_fine: np.ndarray, b_fine: np.ndarray, mirror: np.ndarray,
+                      a_zoom: float = 1.0, b_zoom: float = 1.0) -> np.ndarray:
+    """Per pair (row k of ``a_fine`` and of ``b_fine``, ``b`` mirrored where ``mirror``), found by the first stage
+    through ``a_zoom`` of ``a`` or ``b_zoom`` of ``b``: the best correlation of the two whole pictures, each
+    blurred after the zoom and without a :data:`FINE_BORDER` edge, over zooms near the view's on its side
+    (both sides for a plain view: :func:`_zooms_near`), then refined around each pair's best
+    (:data:`FINE_REFINE`): a crop's zoom registered to 0.1 %."""
+    side = a_fine.shape[-1]
     b_fine = np.where(mirror[:, None, None], b_fine[:, :, ::-1], b_fine)
-    best = np.full(len(a_fine), -1.0)
-    for zoom in FINE_ZOOMS:
-        matrix = _zoom_matrix(zoom, a_fine.shape[-1])
-        best = np.maximum(best, _whole_correlation(matrix @ a_fine @ matrix.T, b_fine))
-        if zoom != 1.0:
-            best = np.maximum(best, _whole_correlation(a_fine, matrix @ b_fine @ matrix.T))
+    edge = max(1, round(FINE_BORDER * side / FINE))
+    inner = (slice(None), slice(edge, side - edge), slice(edge, side - edge))
+
+    def seen(x: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+        return np.asarray((matrix @ x @ np.swapaxes(matrix, -1, -2))[inner])
+
+    a_plain, b_plain = seen(a_fine, _fine_matrix(1.0, side)), seen(b_fine, _fine_matrix(1.0, side))
+    best, best_zoom = _whole_correlation(a_plain, b_plain), np.ones(len(a_fine))
+    zoom_b = np.zeros(len(a_fine), dtype=bool)  # which image the best zoom is of
+    plain = a_zoom == b_zoom == 1.0
+    for on_b, centre in ((False, a_zoom), (True, b_zoom)):
+        if not plain and centre == 1.0:  # the view zoomed the other image
+            continue
+        for zoom in _zooms_near(PLAIN_CENTRE if plain else centre):
+            if zoom == 1.0:
+                continue
+            matrix = _fine_matrix(zoom, side)
+            correlation = (_whole_correlation(a_plain, seen(b_fine, matrix)) if on_b
+                           else _whole_correlation(seen(a_fine, matrix), b_plain))
+            better = correlation > best
+            best, best_zoom = np.where(better, correlation, best), np.where(better, zoom, best_zoom)
+            zoom_b = np.where(better, on_b, zoom_b)
+    for offset in FINE_REFINE:
+        zooms = np.round(np.clip(best_zoom + offset, 1.0, FINE_MAX_ZOOM + max(FINE_REFINE)), 4)
+        matrices = np.stack([_fine_matrix(float(z), side) for z in zooms])
+        of_a, of_b = np.flatnonzero(~zoom_b), np.flatnonzero(zoom_b)  # pairs whose best zoom is of a, of b
+        if len(of_a):
+            best[of_a] = np.maximum(best[of_a], _whole_correlation(seen(a_fine[of_a], matrices[of_a]), b_plain[of_a]))
+        if len(of_b):
+            best[of_b] = np.maximum(best[of_b], _whole_correlation(a_plain[of_b], seen(b_fine[of_b], matrices[of_b])))
     return best
 
 
-def confirm_pairs(a: Prints, b: Prints, pairs: Sequence[tuple[int, int, bool]]) -> np.ndarray:
-    """The second stage (decision 0142): which candidate pairs (row of ``a``, row of ``b``, ``b`` mirrored) are
-    copies, their two images decoded again (:attr:`Prints.decode`, only the rows of these pairs) and compared
-    whole at :data:`FINE` px through their best zoom (:func:`fine_correlations`), at :data:`MIN_FINE_CORRELATION`.
-    The thumbnails' detail leaves out the coarse layout (distinct films of one anatomy share it) and cannot
-    tell apart films of one template whose differences the 32 px thumbnail smooths away; the whole picture,
-    finer, does. All True when either side cannot decode."""
+def confirm_pairs(a: Prints, b: Prints, pairs: Sequence[tuple[int, int, bool, float, float]]) -> np.ndarray:
+    """:func:`fine_scores` at :data:`MIN_FINE_CORRELATION`: which candidate pairs are copies."""
+    return fine_scores(a, b, pairs) >= MIN_FINE_CORRELATION
+
+
+def fine_scores(a: Prints, b: Prints, pairs: Sequence[tuple[int, int, bool, float, float]]) -> np.ndarray:
+    """The second stage (decisions 0142, 0147): per candidate pair (row of ``a``, row of ``b``, ``b`` mirrored, the
+    zooms of ``a`` and ``b`` the first stage found it through), the correlation of its two images, decoded again
+    (:attr:`Prints.decode`, only the rows of these pairs) and compared whole at :data:`FINE` px through their
+    best zoom near the view's (:func:`fine_correlations`); a copy at :data:`MIN_FINE_CORRELATION`. The thumbnails'
+    detail leaves out the coarse layout (distinct films of one anatomy share it) and cannot tell apart films of
+    one template whose differences the 32 px thumbnail smooths away; the whole picture, finer, does. All 1.0
+    (the first stage decides) when either side cannot decode."""
     if not pairs or a.decode is None or b.decode is None:
-        return np.ones(len(pairs), dtype=bool)
+        return np.ones(len(pairs))
     a_rows, a_at = np.unique([p[0] for p in pairs], return_inverse=True)
     b_rows, b_at = np.unique([p[1] for p in pairs], return_inverse=True)
     a_fine, b_fine = _fine_of(a, a_rows), _fine_of(b, b_rows)
@@ -369,9 +451,14 @@ def confirm_pairs(a: Prints, b: Prints, pairs: Sequence[tuple[int, int, bool]]) 
         a_fine, b_fine = (_area_mean(_area_mean(x, 2, side), 1, side) for x in (a_fine, b_fine))
     mirror = np.array([p[2] for p in pairs], dtype=bool)
     a_at, b_at = a_at.ravel(), b_at.ravel()
-    return np.concatenate([
-        fine_correlations(a_fine[a_at[i:i + FINE_BATCH]], b_fine[b_at[i:i + FINE_BATCH]], mirror[i:i + FINE_BATCH])
-        for i in range(0, len(pairs), FINE_BATCH)]) >= MIN_FINE_CORRELATION
+    correlation = np.zeros(len(pairs))
+    views = [(float(p[3]), float(p[4])) for p in pairs]
+    for a_zoom, b_zoom in dict.fromkeys(views):
+        rows = np.flatnonzero([v == (a_zoom, b_zoom) for v in views])
+        for i in range(0, len(rows), FINE_BATCH):
+            part = rows[i:i + FINE_BATCH]
+            correlation[part] = fine_correlations(a_fine[a_at[part]], b_fine[b_at[part]], mirror[part], a_zoom, b_zoom)
+    return correlation
 
 
 FINE_BATCH = 256
@@ -399,7 +486,9 @@ def find_overlaps(a: Prints, b: Prints, a_name: str = "a", b_name: str = "b", bl
                   max_hamming: int = MAX_HAMMING, min_correlation: float = MIN_CORRELATION) -> list[Overlap]:
     """Every pair (image of ``a``, image of ``b``) that is a copy, sorted by ``b``'s id: ``exact`` (same
     bytes), ``near``, or through a view (:data:`VIEWS`: ``b`` flipped, either image a centred crop of the
-    other); a pair is reported once, by the first view that confirms it.
+    other, or both); a pair is reported once. Per pair, the view whose thumbnail detail correlates best (of
+    ``b`` as it is, and of ``b`` mirrored) goes to the second stage (:func:`fine_scores`), and the one it
+    confirms best is reported.
 
     Per view, ``block`` rows of ``b`` are compared with all of ``a`` at once (default:
     :data:`PAIRS_PER_BLOCK` pairs); details are computed for candidate rows only."""
@@ -413,9 +502,9 @@ def find_overlaps(a: Prints, b: Prints, a_name: str = "a", b_name: str = "b", bl
         if digest in by_hash:
             exact_b.add(j)
             found.append(Overlap(a_name, str(a.ids[by_hash[digest]]), b_name, str(b.ids[j]), "exact", 0, 1.0))
-    seen: set[tuple[int, int]] = set()
-    candidates: list[tuple[int, int, bool]] = []
-    near: list[Overlap] = []
+    crop_at = (MIN_CROP_CANDIDATE if a.decode is not None and b.decode is not None
+               else max(min_correlation, MIN_CROP_CORRELATION))
+    best: dict[tuple[int, int, bool], tuple[float, float, float, Overlap]] = {}  # (b row, a row, mirror): its view
     hashes: dict[tuple[str, float, bool], np.ndarray] = {}
     for a_zoom, b_zoom, mirror, kind in VIEWS if len(a) and len(b) else ():
         a_hash = hashes.setdefault(("a", a_zoom, False), _view_hashes(a, a_zoom, False))
@@ -424,8 +513,7 @@ def find_overlaps(a: Prints, b: Prints, a_name: str = "a", b_name: str = "b", bl
             stop = min(start + block, len(b))
             distance = _popcount(np.bitwise_xor(b_hash[start:stop, None], a_hash[None, :]))
             rows, cols = np.nonzero(distance <= max_hamming)
-            keep = [k for k, (r, c) in enumerate(zip(rows.tolist(), cols.tolist(), strict=True))
-                    if start + r not in exact_b and (start + r, c) not in seen]
+            keep = [k for k, r in enumerate(rows.tolist()) if start + r not in exact_b]
             if not keep:
                 continue
             rows, cols = rows[keep], cols[keep]
@@ -435,13 +523,19 @@ def find_overlaps(a: Prints, b: Prints, a_name: str = "a", b_name: str = "b", bl
             b_detail = details(_view(b.thumbs[b_rows], b_zoom, mirror))
             correlation = np.einsum("ij,ij->i", b_detail[b_at.ravel()], a_detail[a_at.ravel()])
             for r, c, corr in zip(rows.tolist(), cols.tolist(), correlation.tolist(), strict=True):
-                if corr < (min_correlation if a_zoom == b_zoom == 1.0 else max(min_correlation, MIN_CROP_CORRELATION)):
+                key = (start + r, c, mirror)
+                if corr < (min_correlation if a_zoom == b_zoom == 1.0 else crop_at) or (
+                        key in best and best[key][0] >= corr):
                     continue
-                seen.add((start + r, c))
-                candidates.append((c, start + r, mirror))
-                near.append(Overlap(a_name, str(a.ids[c]), b_name, str(b.ids[start + r]), kind,
-                                    int(distance[r, c]), float(corr)))
-    found += [o for o, ok in zip(near, confirm_pairs(a, b, candidates), strict=True) if ok]
+                best[key] = (corr, a_zoom, b_zoom, Overlap(a_name, str(a.ids[c]), b_name, str(b.ids[start + r]),
+                                                           kind, int(distance[r, c]), float(corr)))
+    keys = list(best)
+    scores = fine_scores(a, b, [(k[1], k[0], k[2], best[k][1], best[k][2]) for k in keys])
+    chosen: dict[tuple[int, int], tuple[float, Overlap]] = {}  # a pair once: its view the second stage liked best
+    for key, score in zip(keys, scores.tolist(), strict=True):
+        if score >= MIN_FINE_CORRELATION and (key[:2] not in chosen or score > chosen[key[:2]][0]):
+            chosen[key[:2]] = (score, best[key][3])
+    found += [overlap for _, overlap in chosen.values()]
     found.sort(key=lambda o: (o.b_id, o.kind != "exact", o.distance, o.a_id))
     return found
 
