@@ -191,8 +191,7 @@ def test_a_killed_task_requeued_onto_another_host_resumes_from_its_flags(slurm, 
     kept = shard_rows_done(store, journaled=True)  # a kill between two chunk flags leaves journaled rows
     assert 0 < kept < passes, "the kill should land mid-run"
     subprocess.run(["scontrol", "requeue", f"{job}_0"], env=slurm, check=True, capture_output=True)
-    subprocess.run(["scontrol", "update", f"jobid={job}_0", "StartTime=now"], env=slurm, check=True,
-                   capture_output=True)
+    start_requeued_now(job, slurm, time.monotonic())
     wait_for(job, slurm)
     log = task_log(tmp_path, job, 0)
     resumed = log[log.rindex("from the environment"):]
@@ -231,6 +230,18 @@ def test_extract_slurm_submits_through_submitit_and_equals_one_process(slurm, re
     assert float_bits(tmp_path / "cache" / "cxr.zarr") == float_bits(reference_store)
 
 
+REVOKED_CREDENTIAL_SECONDS = 2.0
+"""slurmd refuses a job whose credential it revoked in the same second it would start again ("Killing
+non-startable batch job: Job credential revoked"), so a requeued task is started early only this long
+after its requeue (SLURM itself holds it about two minutes)."""
+
+
+def start_requeued_now(job: str, env: dict[str, str], requeued_at: float) -> None:
+    """Start a requeued task now instead of after SLURM's hold, once its old credential can no longer refuse it."""
+    time.sleep(max(0.0, requeued_at + REVOKED_CREDENTIAL_SECONDS - time.monotonic()))
+    subprocess.run(["scontrol", "update", f"jobid={job}_0", "StartTime=now"], env=env, capture_output=True)  # outcome: the caller waits for it
+
+
 def job_field(job: str, env: dict[str, str], name: str) -> str:
     out = subprocess.run(["scontrol", "show", "job", "-o", job], env=env, capture_output=True, text=True)
     found = re.search(rf"\b{name}=(\S*)", out.stdout)
@@ -250,6 +261,7 @@ def test_a_task_that_reaches_its_time_limit_requeues_itself_and_finishes(slurm, 
     job = submit(script, slurm)
     store = tmp_path / "cache" / "cxr.zarr"
     warned = False
+    held_since: float | None = None
     deadline = time.monotonic() + 900
     while time.monotonic() < deadline:
         state = job_field(f"{job}_0", slurm, "JobState")
@@ -266,8 +278,12 @@ def test_a_task_that_reaches_its_time_limit_requeues_itself_and_finishes(slurm, 
         if state == "COMPLETED" or state in ("FAILED", "CANCELLED", "TIMEOUT"):
             break
         if state == "PENDING" and job_field(f"{job}_0", slurm, "Reason") == "BeginTime":
-            # SLURM holds a requeued job about two minutes before it may start again; here, start it now.
-            subprocess.run(["scontrol", "update", f"jobid={job}_0", "StartTime=now"], env=slurm, capture_output=True)
+            # SLURM holds a requeued job about two minutes before it may start again; here, start it now
+            # (seen pending first now: the requeue happened at most one poll earlier).
+            held_since = time.monotonic() if held_since is None else held_since
+            start_requeued_now(job, slurm, held_since)
+        else:
+            held_since = None
         time.sleep(0.2 if not warned else 2)
     log = task_log(tmp_path, job, 0)
     assert state == "COMPLETED", f"{state}\n{log}"
