@@ -71,18 +71,7 @@ def test_flipped_copies_are_found_and_nothing_else(tmp_path, size):
 
     names = build_isic_structured(tmp_path / "isic", n=40)
     planted = build_ham_with_edits(tmp_path / "ham", tmp_path / "isic", names, _flip)
-    spec = tmp_path / "spec.toml"
-    spec.write_text(f"""
-name = "o"
-cache = "{tmp_path / 'cache'}"
-encoders = ["pixel_stats"]
-[[datasets]]
-name = "isic"
-loader = "isic2019"
-root = "{tmp_path / 'isic'}"
-options = {{ image_size = {size} }}
-shift_target = {{ name = "ham", loader = "ham10000", root = "{tmp_path / 'ham'}", options = {{ image_size = {size} }} }}
-""")
+    spec = _overlap_spec(tmp_path, size)
     result = CliRunner().invoke(cli, ["datasets", "overlap", str(spec), "--json"])
     assert result.exit_code == 1, result.output
     pairs = json.loads(result.output)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from headless import CHROMIUM, chromium
 
 from crs.cli.main import cli
 
@@ -116,13 +117,11 @@ def test_extend_refuses_a_spec_with_no_new_encoder_or_a_missing_data_set(publish
     assert missing.exit_code != 0 and "'cxr'" in missing.output and "does not name" in missing.output
 
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 def test_leaderboard_site_shows_both_bundles_the_chain_and_a_card_per_encoder_offline(published, extended, tmp_path):
     """Issue 42 item 4: static pages, verification status, the chain of bundles; Chromium renders them offline."""
     import re
-    import subprocess
 
     spec, bundle, data, where = published
     if not (where / "bundle2").exists():
@@ -147,13 +146,5 @@ def test_leaderboard_site_shows_both_bundles_the_chain_and_a_card_per_encoder_of
         assert not re.search(r'(src|href)="(https?:)?//', page)
     if CHROMIUM is None:
         pytest.skip("chromium not installed (apt-get install chromium); .ci/run installs it")
-    profile = tmp_path / "profile"
-    profile.mkdir()
-    shown = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--proxy-server=127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND", f"--user-data-dir={profile}",
-         "--dump-dom", (site / "index.html").as_uri()],
-        capture_output=True, text=True, timeout=120)
-    assert shown.returncode == 0, shown.stderr[-2000:]
-    assert "efficientnet_b0" in shown.stdout and shown.stdout.count("<tr>") >= 3 + 2 + 3 + 2
+    shown = chromium(tmp_path, "--dump-dom", (site / "index.html").as_uri())
+    assert "efficientnet_b0" in shown and shown.count("<tr>") >= 3 + 2 + 3 + 2

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
 
 import pandas as pd
 import pytest
@@ -21,7 +20,7 @@ from crs.cli.main import cli
 from tiny import write_tiny_spec
 
 pytest.importorskip("cryptography")
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+from headless import CHROMIUM, chromium
 
 
 def _invoke(*args):
@@ -158,15 +157,7 @@ def test_the_site_shows_aggregates_bundles_and_the_merged_result_offline(signed_
         assert not re.search(r'(src|href)="(https?:)?//', page)
     if CHROMIUM is None:
         pytest.skip("chromium not installed (apt-get install chromium); .ci/run installs it")
-    profile = tmp_path / "profile"
-    profile.mkdir()
-    shown = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--proxy-server=127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND", f"--user-data-dir={profile}",
-         "--dump-dom", (site / "index.html").as_uri()],
-        capture_output=True, text=True, timeout=120)
-    assert shown.returncode == 0, shown.stderr[-2000:]
-    assert "multi-site result: merged" in shown.stdout and "aggregates only (no per-case data)" in shown.stdout
+    shown = chromium(tmp_path, "--dump-dom", (site / "index.html").as_uri())
+    assert "multi-site result: merged" in shown and "aggregates only (no per-case data)" in shown
     # rendered: four tables (merged, three bundles), a row per encoder in each plus its head
-    assert shown.stdout.count("<table>") == 4 and shown.stdout.count("<tr>") == 4 * (len(board) + 1)
+    assert shown.count("<table>") == 4 and shown.count("<tr>") == 4 * (len(board) + 1)

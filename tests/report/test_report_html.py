@@ -11,20 +11,12 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from headless import CHROMIUM, chromium
 from PIL import Image
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
-    # No network: any request that tried to leave the page would go to a dead proxy or fail to resolve.
-    "--proxy-server=127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND",
-]  # fmt: skip
 # After load, the page lists every image's natural size and load state into a <pre> for --dump-dom.
 IMAGE_PROBE = (
     '<script>window.addEventListener("load", function () {'
@@ -126,7 +118,7 @@ def test_chromium_renders_every_figure_offline(report, tmp_path):
     path, out, _score, _records = report
     probe = tmp_path / "probe.html"
     probe.write_text(path.read_text().replace("</body>", IMAGE_PROBE + "</body>"))
-    dom = _chromium(tmp_path, "--virtual-time-budget=5000", "--dump-dom", probe.as_uri())
+    dom = chromium(tmp_path, "--virtual-time-budget=5000", "--dump-dom", probe.as_uri())
     match = re.search(r'<pre id="crs-image-check">([^<]*)</pre>', dom)
     assert match, "the page did not finish loading in Chromium"
     images = json.loads(match.group(1))
@@ -135,24 +127,13 @@ def test_chromium_renders_every_figure_offline(report, tmp_path):
         assert complete and 300 <= width <= 2400 and 200 <= height <= 3000, (width, height)
 
     screenshot = tmp_path / "report.png"
-    _chromium(tmp_path, "--window-size=1280,4000", f"--screenshot={screenshot}", path.as_uri())
+    chromium(tmp_path, "--window-size=1280,4000", f"--screenshot={screenshot}", path.as_uri())
     from PIL import Image
 
     with Image.open(screenshot) as shot:
         assert shot.size == (1280, 4000)
         colours = shot.convert("L").getextrema()
         assert colours[1] - colours[0] > 100  # not a blank page
-
-
-def _chromium(folder: Path, *arguments: str) -> str:
-    profile = folder / f"chromium-profile-{len(list(folder.glob('chromium-profile-*')))}"
-    profile.mkdir()
-    result = subprocess.run(
-        [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *arguments],
-        capture_output=True, text=True, timeout=120, cwd=folder,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    return result.stdout
 
 
 # In a frame of a given width (headless Chromium will not make its window narrower than 500 px), the
@@ -184,7 +165,7 @@ def _layout(report_path: Path, folder: Path, width: int, hash: str = "") -> dict
     (folder / "report.html").write_text(report_path.read_text().replace("</body>", LAYOUT_PROBE + "</body>"))
     frame = folder / f"frame{width}{hash.strip('#')}.html"
     frame.write_text(FRAME.format(hash=hash, width=width))
-    dom = _chromium(folder, "--virtual-time-budget=8000", "--dump-dom", frame.as_uri())
+    dom = chromium(folder, "--virtual-time-budget=8000", "--dump-dom", frame.as_uri())
     match = re.search(r'<pre id="layout">([^<]+)</pre>', dom)
     assert match, "the framed page did not report its layout"
     return json.loads(match.group(1).replace("&quot;", '"'))
