@@ -73,10 +73,11 @@ def _finding(error: BaseException) -> Finding:
     return Finding(message, str(getattr(error, SETTING_ATTRIBUTE, "") or ""))
 
 
-def sampled_pixels(dataset: Dataset) -> tuple[Counter[str], list[str]]:
-    """(mode and bit depth -> sampled images, one line per sampled image with no faithful 8-bit mapping)."""
+def sampled_pixels(dataset: Dataset) -> tuple[Counter[str], dict[str, str]]:
+    """(mode and bit depth -> sampled images, relative path -> one line for each sampled image that does not
+    decode or has no faithful 8-bit mapping)."""
     formats: Counter[str] = Counter()
-    refused = []
+    refused: dict[str, str] = {}
     for row in sample_rows(len(dataset)).tolist():
         path = Path(dataset.root) / str(dataset.paths[row])
         if looks_like_dicom(path):
@@ -89,9 +90,9 @@ def sampled_pixels(dataset: Dataset) -> tuple[Counter[str], list[str]]:
                 image.load()
                 to_eight_bit(image, path)
         except DataError as error:
-            refused.append(str(error))
+            refused[str(dataset.paths[row])] = str(error)
         except (OSError, SyntaxError, ValueError) as error:
-            refused.append(f"image unreadable or truncated: {path} ({error})")
+            refused[str(dataset.paths[row])] = f"image unreadable or truncated: {path} ({error})"
     return formats, refused
 
 
@@ -178,14 +179,17 @@ def _preflight(spec: Spec, encoder_names: list[str] | None) -> PreflightReport:
         except EncoderError as error:
             problems.append(_finding(error))
     datasets = _datasets(spec, problems)
+    unreadable: dict[str, dict[str, str]] = {}  # under skip_bad: data set -> sampled images stage 1 will skip
     for dataset in datasets:
         formats, refused = sampled_pixels(dataset)
         if formats:
             notes.append(f"{dataset.name}: pixels of {sum(formats.values())} sampled image(s): "
                          + ", ".join(f"{fmt} {n}" for fmt, n in sorted(formats.items())))
-        if refused:
+        if refused and spec.extract.skip_bad:
+            unreadable[dataset.name] = refused  # stage 1 skips and lists them: a note, not a problem
+        elif refused:
             more = f" (+{len(refused) - 1} more among the sample)" if len(refused) > 1 else ""
-            problems.append(Finding(f"data set {dataset.name!r}: {refused[0]}{more}"))
+            problems.append(Finding(f"data set {dataset.name!r}: {next(iter(refused.values()))}{more}"))
     for folder, what, setting in ((spec.cache, "cache", "cache"), (spec.output, "output", "output")):
         found = writable(Path(folder), what, setting)
         if found is not None:
@@ -219,23 +223,25 @@ def _preflight(spec: Spec, encoder_names: list[str] | None) -> PreflightReport:
             problems.append(Finding(problem))
         to_go = plan is None or any(row.dataset == dataset.name and row.clean_passes + row.corrupted_passes
                                     > row.cached_passes for row in plan.rows)
+        cut: list[tuple[str, str]] = []
         if not recorded or to_go:  # files not yet all decoded by an extraction: every one checked for a cut-short end
-            cut = _cut_short(spec, dataset)
-            if cut is not None and spec.extract.skip_bad:
-                notes.append(cut)
-            elif cut is not None:
-                problems.append(Finding(cut))
+            cut = cut_short_files(dataset.root, [str(p) for p in dataset.paths])
+            if cut and spec.extract.skip_bad:
+                notes.append(f"{dataset.name}: {len(cut)} truncated image file(s) will be skipped and listed "
+                             f"(skip_bad), first: {cut[0][0]}")
+            elif cut:
+                problems.append(Finding(_cut_short(dataset, cut)))
+        named = {path for path, _ in cut}
+        others = [path for path in unreadable.get(dataset.name, {}) if path not in named]
+        if others:
+            notes.append(f"{dataset.name}: {len(others)} unreadable sampled image file(s) will be skipped and listed "
+                         f"(skip_bad), first: {others[0]}")
     return PreflightReport(tuple(problems), tuple(notes))
 
 
-def _cut_short(spec: Spec, dataset: Dataset) -> str | None:
-    """One line on the data set's truncated JPEG and PNG files (a note under ``skip_bad``), or None."""
-    bad = cut_short_files(dataset.root, [str(p) for p in dataset.paths])
-    if not bad:
-        return None
-    path, why = bad[0]
-    if spec.extract.skip_bad:
-        return f"{dataset.name}: {len(bad)} truncated image file(s) will be skipped and listed (skip_bad), first: {path}"
+def _cut_short(dataset: Dataset, bad: list[tuple[str, str]]) -> str:
+    """The problem line for the data set's truncated JPEG and PNG files ``bad`` (path, why) without ``skip_bad``."""
+    _, why = bad[0]
     more = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
     return (f"data set {dataset.name!r}: {len(bad)} image file(s) cut short{more}, first: {why}; restore them, or set "
             "skip_bad = true under [extract] to skip and list bad images (`crs datasets check` decodes every image)")
