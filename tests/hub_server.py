@@ -116,3 +116,49 @@ class FakeHub:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join()
+
+
+@dataclass
+class HangUp:
+    """A TCP port where nothing speaks HTTP: every connection is accepted, counted and closed at once, as
+    a firewall or a dead proxy does. ``connections`` says how often a client tried."""
+
+    connections: int = 0
+    url: str = ""
+
+    def __enter__(self) -> HangUp:
+        import socket
+
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.bind(("127.0.0.1", 0))
+        self._socket.listen(16)
+        self._socket.settimeout(0.2)
+        self.url = f"http://127.0.0.1:{self._socket.getsockname()[1]}"
+        self._stop = threading.Event()
+
+        def serve() -> None:
+            while not self._stop.is_set():
+                try:
+                    connection, _ = self._socket.accept()
+                except OSError:
+                    continue
+                self.connections += 1
+                connection.close()
+
+        self._thread = threading.Thread(target=serve, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._socket.close()
+
+
+def closed_port_url() -> str:
+    """The address of a local port nothing listens on (bound, then released)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{probe.getsockname()[1]}"

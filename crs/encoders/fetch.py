@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from crs.encoders.hub import FOLDER_PATTERNS, HubSource, hub_source, needs_weights, not_on_hub
+from crs.encoders.hub_reach import hub_endpoint, hub_offline, unreachable
 from crs.encoders.registry import EncoderError, EncoderSpec, get_spec
 from crs.encoders.weights import RANDOM
 from crs.spec import Spec
@@ -78,6 +79,7 @@ def _download(spec: EncoderSpec, source: HubSource, folder: Path) -> list[Path]:
         EntryNotFoundError,
         GatedRepoError,
         HfHubHTTPError,
+        LocalEntryNotFoundError,
         RepositoryNotFoundError,
     )
 
@@ -94,6 +96,9 @@ def _download(spec: EncoderSpec, source: HubSource, folder: Path) -> list[Path]:
         for name in source.files:  # the first that exists: safetensors before a pickle
             try:
                 return [Path(hub.hf_hub_download(source.repo, name, revision=source.revision, local_dir=folder))]
+            except LocalEntryNotFoundError:  # a subclass of EntryNotFoundError: the Hub did not answer
+                raise FetchError(f"encoder {spec.name!r}: {source.repo}: the Hub at {hub_endpoint()} stopped "
+                                 "answering; try again where there is internet") from None
             except EntryNotFoundError:
                 missing.append(name)
         raise FetchError(f"encoder {spec.name!r}: {source.repo}@{source.revision} holds none of {missing} "
@@ -151,17 +156,32 @@ def fetch_encoder(spec: EncoderSpec, root: Path, announce: Callable[[str], None]
                                        f"sha256 in {folder / RECORD_FILE}", folder, commit, digests)
 
 
+def require_hub() -> None:
+    """Raise :class:`FetchError` in one line when the Hub cannot be reached from here (one short request)."""
+    _hub()
+    endpoint = hub_endpoint()
+    if hub_offline():
+        raise FetchError("HF_HUB_OFFLINE is set, so huggingface_hub will not download; unset it to fetch weights")
+    why = unreachable(endpoint)
+    if why is not None:
+        raise FetchError(f"cannot reach the Hugging Face Hub at {endpoint} ({why}); run `crs weights fetch` "
+                         "on a machine with internet (a login node), or set HF_ENDPOINT to a mirror you can reach")
+
+
 def fetch_spec(spec: Spec, root: Path, encoders: list[str] | None = None,
                announce: Callable[[str], None] | None = None) -> list[Fetched]:
     """Every encoder of ``spec`` (or ``encoders``) fetched into ``root``; one :class:`Fetched` each, in spec
     order. An encoder with weights given in the spec (a path, or ``random``) or not in the registry
-    (imported features) is skipped with the reason; a failed one does not stop the others."""
+    (imported features) is skipped with the reason; a failed one does not stop the others. Before the
+    first download the Hub is asked once whether it is there (:func:`require_hub`): a machine without
+    network gets one line at once, not minutes of retries per file."""
     wanted = list(spec.encoder_names) if encoders is None else list(encoders)
     unknown = sorted(set(wanted) - set(spec.encoder_names))
     if unknown:
         raise FetchError(f"encoders {unknown} are not in the spec (it has {list(spec.encoder_names)})")
     entries = {entry.name: entry for entry in spec.encoders}
     done = []
+    hub_checked = False
     for name in wanted:
         weights = entries[name].weights
         if weights == RANDOM:
@@ -175,6 +195,9 @@ def fetch_spec(spec: Spec, root: Path, encoders: list[str] | None = None,
         except EncoderError:
             done.append(Fetched(name, SKIPPED, "not in the registry (imported features need no weights)"))
             continue
+        if not hub_checked and needs_weights(registered) and hub_source(registered) is not None:
+            require_hub()
+            hub_checked = True
         try:
             done.append(fetch_encoder(registered, root, announce))
         except FetchError as error:

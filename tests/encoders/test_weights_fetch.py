@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hub_server import FakeHub, FakeRepo
+from hub_server import FakeHub, FakeRepo, HangUp, closed_port_url
 
 from crs.encoders.hub import hub_source, needs_weights
 from crs.encoders.registry import all_specs, get_spec
@@ -129,6 +129,24 @@ def test_a_gated_model_names_its_licence_and_the_page_to_accept_it(tmp_path, env
     assert "retfound" in result.stderr and "gated" in result.stderr
     assert "cc-by-nc-4.0" in result.stderr and "https://huggingface.co/YukunZhou/RETFound_mae_natureCFP" in result.stderr
     assert "HF_TOKEN" in result.stderr
+
+
+@pytest.mark.parametrize("where", ["closed port", "hangs up"])
+def test_an_unreachable_hub_is_one_line_after_one_try(tmp_path, env, spec, where):
+    """No network: one connection, one line naming the endpoint, no download tried (issue 46, item 12).
+    Before, huggingface_hub retried five times per file (about 100 s here) and then said each repository
+    "holds none of" its files."""
+    with HangUp() as hang_up:
+        env["HF_ENDPOINT"] = closed_port_url() if where == "closed port" else hang_up.url
+        result = _crs(["weights", "fetch", str(spec)], env)
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"crs: error: cannot reach the Hugging Face Hub at {env['HF_ENDPOINT']}")
+    assert "a login node" in lines[0] and "HF_ENDPOINT" in lines[0]
+    assert "holds none of" not in result.stdout + result.stderr
+    assert not (tmp_path / "weights" / "resnet18").exists()  # no encoder's download was started
+    if where == "hangs up":
+        assert hang_up.connections == 1
 
 
 def test_without_a_weights_folder_it_says_which_to_set(env, spec):
