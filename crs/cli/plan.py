@@ -49,6 +49,11 @@ def plan(spec_path: str, cache: str | None, encoders: tuple[str, ...], corruptio
                                  param_hint="--sbatch")
     from crs.extract.sbatch import default_tasks, sbatch_script, shard_plan
 
+    if result.passes == result.cached_passes:
+        click.echo(f"sbatch: {sbatch_path} not written: every forward pass of the plan is in the cache already, so "
+                   f"there is nothing to extract and no job to submit; go on with `crs run {spec_path}` "
+                   "(stage 2 needs no GPU)")
+        return
     spec = bench.spec
     device = "cuda" if spec.extract.device.startswith("cuda") else "cpu"
     _check_before_script(bench, spec_path, sbatch_path, allow_missing)
@@ -73,6 +78,10 @@ def plan(spec_path: str, cache: str | None, encoders: tuple[str, ...], corruptio
                    "spec on a shared file system, or edit the script's paths")
 
 
+class ScriptNotWritten(RuntimeError):
+    """``--sbatch`` refused to write its script; printed as one ``crs: error:`` line like every other error."""
+
+
 def _check_before_script(bench: Any, spec_path: str, sbatch_path: str, allow_missing: bool) -> None:
     """`crs check` before writing a job script: a script that cannot find its data or weights wastes a queue wait."""
     from crs.extract.preflight import preflight
@@ -83,7 +92,7 @@ def _check_before_script(bench: Any, spec_path: str, sbatch_path: str, allow_mis
     first = report.problems[0].message
     more = f" (and {len(report.problems) - 1} more)" if len(report.problems) > 1 else ""
     if not allow_missing:
-        raise click.ClickException(
+        raise ScriptNotWritten(
             f"sbatch: {sbatch_path} not written: {first}{more}; fix what `crs check {spec_path}` lists, "
             "or pass --allow-missing if the compute nodes have what this machine lacks")
     click.echo(f"sbatch: warning: `crs check` finds {len(report.problems)} problem(s) here: {first}{more}; "

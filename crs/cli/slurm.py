@@ -110,6 +110,9 @@ def submit_extract(bench: Benchmark, spec_path: str, cache: str | None, tasks: i
 
     spec = bench.spec
     plan = bench.plan()
+    if plan.passes == plan.cached_passes:
+        click.echo("slurm: every forward pass of the plan is in the cache already: nothing to extract, no job submitted")
+        return
     device = "cuda" if spec.extract.device.startswith("cuda") else "cpu"
     site = site_from(params, device)
     count = tasks or default_tasks(plan, device)[0]
@@ -133,5 +136,5 @@ def submit_extract(bench: Benchmark, spec_path: str, cache: str | None, tasks: i
         made = sum(result["forward"].values())
         click.echo(f"slurm: task {job.job_id} (shard {result['shard']}): {made:,} forward passes")
     if failed:
-        raise click.ClickException(f"{failed} of {count} task(s) failed; run the same command again to redo "
+        raise RuntimeError(f"{failed} of {count} task(s) failed; run the same command again to redo "
                                    "only what is missing (the cache keeps every complete chunk)")

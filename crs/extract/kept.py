@@ -13,7 +13,11 @@ from crs.extract.plan import ExtractPlan
 
 
 def kept_by_extraction(plan: ExtractPlan, cache_root: Path | str) -> str:
-    """Forward passes and row chunks finished in the groups the plan extracts into."""
+    """Forward passes and row chunks finished in the groups the plan extracts into; plainly "nothing" when
+    stage 1 stopped before it made the cache folder (not an error of the user's: nothing was written yet)."""
+    if not Path(cache_root).is_dir():
+        return (f"nothing was kept yet: stage 1 stopped before it wrote any features (the cache folder "
+                f"{cache_root} is not made yet); the next run starts from the beginning")
     wanted = {(row.dataset, row.encoder, row.cached_group) for row in plan.rows}
     done = total = 0
     for store in list_cache(cache_root):

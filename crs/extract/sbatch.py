@@ -30,11 +30,14 @@ def default_tasks(plan: ExtractPlan, device: str) -> tuple[int, str]:
     peak; real runs are decode-bound, so the estimate alone would give one task for millions of passes)."""
     from crs.extract.shards import tasks_for
 
-    by_time = tasks_for(plan.seconds(device))
+    seconds = plan.seconds(device)
+    by_time = tasks_for(seconds)
     to_go = plan.passes - plan.cached_passes
     by_passes = max(1, min(1000, math.ceil(to_go / PASSES_PER_TASK)))
     if by_passes > by_time:
         return by_passes, f"at most {PASSES_PER_TASK:,} forward passes each ({to_go:,} to go)"
+    if by_time == 1:
+        return 1, f"the {to_go:,} forward passes to go are about {_duration(seconds)} of estimated work in all"
     return by_time, "about 4 estimated hours each"
 
 
