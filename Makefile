@@ -4,14 +4,18 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export OMP_NUM_THREADS ?= 1
-# torch from PyPI for x86_64 is the CUDA build (about 4-5 GB of nvidia-* wheels). `make demo CPU=1`
-# installs the same pins from PyTorch's CPU wheel index instead (TORCH_INDEX; needs that index to be
-# reachable). Installing the PyPI wheel with --no-deps does not work: torch then fails to import
-# (libcudnn.so.9 and ten other CUDA libraries missing), so the default stays the PyPI wheel.
+# torch from PyPI for x86_64 is the CUDA build (about 4-5 GB of nvidia-* wheels; a `.venv` of 7.2 GB).
+# Without nvidia-smi (no NVIDIA GPU) the same pins come from PyTorch's CPU wheel index (TORCH_INDEX)
+# when it can be reached, else from the default index as before (decision 0164). CPU=1 asks for the
+# CPU index on any machine, CPU=0 for the default index. A PyPI wheel installed with --no-deps does
+# not import (libcudnn.so.9 and ten other CUDA libraries missing; decision 0053): no way out.
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 TORCH_PINS := torch==2.14.1 torchvision==0.29.1
-ifeq ($(CPU),1)
-TORCH_SOURCE := --index-url $(TORCH_INDEX)
+ifeq ($(origin CPU),undefined)
+CPU := $(if $(shell command -v nvidia-smi 2>/dev/null),0,1)
+CPU_WHY := no nvidia-smi here
+else
+CPU_WHY := CPU=$(CPU)
 endif
 
 .PHONY: install demo test test-fast bench bench-paper gpu-check lint clean
@@ -20,8 +24,17 @@ $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "make: $(PYTHON) not found; set PYTHON=/path/to/python3.11"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	@[ "$(CPU)" = 1 ] || command -v nvidia-smi >/dev/null 2>&1 || echo "make: no GPU found (nvidia-smi); the PyPI torch wheel brings about 4-5 GB of CUDA libraries; 'make demo CPU=1' installs the CPU wheels from $(TORCH_INDEX) instead"
-	$(BIN)/pip install --quiet $(TORCH_SOURCE) $(TORCH_PINS)
+ifeq ($(CPU),1)
+	@echo "make: $(CPU_WHY): the CPU build of torch from $(TORCH_INDEX) (CPU=0 installs PyPI's CUDA build)"
+	if $(BIN)/python scripts/url_reachable.py $(TORCH_INDEX)/; then \
+	  $(BIN)/pip install --quiet --index-url $(TORCH_INDEX) $(TORCH_PINS); \
+	else \
+	  echo "make: $(TORCH_INDEX) cannot be reached; $(TORCH_PINS) from the default index instead (on PyPI the CUDA build, 4-5 GB more)"; \
+	  $(BIN)/pip install --quiet $(TORCH_PINS); \
+	fi
+else
+	$(BIN)/pip install --quiet $(TORCH_PINS)
+endif
 	$(BIN)/pip install --quiet -e ".[dev]"
 	$(BIN)/pip install --quiet --no-deps medmnistc==0.1.0
 	touch $(STAMP)
