@@ -127,14 +127,18 @@ def test_api_doc_and_readme_run_as_written_on_the_tiny_spec(tiny_run, tmp_path, 
     pd.testing.assert_frame_equal(readme["later"].crs, outcome.score.crs)
 
 
-def test_the_readme_names_every_command():
-    """Issue 34 item 11: the README's command table names every top-level command (`crs init` for
-    one's own image folder was missing)."""
+def test_the_command_table_names_every_command_and_the_readme_leads_there():
+    """Issue 34 item 11: the command table names every top-level command (`crs init` for one's own image
+    folder was missing). Issue 46 item 15 moved the table from the README to docs/commands.md, which the
+    README's first screen links."""
     import click
 
     from crs.cli.main import cli
 
-    table = README.read_text().split("## The command line at a glance", 1)[1].split("\n## ", 1)[0]
+    commands = DOC.parent / "commands.md"
+    table = commands.read_text().split("## The commands at a glance", 1)[1].split("\n## ", 1)[0]
     named = set(re.findall(r"`crs ([a-z-]+)", table))
     assert set(cli.list_commands(click.Context(cli))) <= named
     assert "your own images" in table
+    first_screen = README.read_text().split("## How it works", 1)[0]
+    assert "(docs/commands.md)" in first_screen and "crs init IMAGE_FOLDER" in first_screen
