@@ -118,8 +118,12 @@ class Benchmark:
 
     @classmethod
     def demo(cls, *, cache: str | Path | None = None, output: str | Path | None = None) -> Benchmark:
-        """The built-in synthetic benchmark of ``crs demo`` (four encoders, three tasks, no downloads)."""
-        return cls(DEMO_SPEC, cache=cache, output=output)
+        """The built-in synthetic benchmark of ``crs demo`` (four encoders, three tasks, no downloads).
+
+        Its relative folders (``cache``, ``crs-out/quickstart``) resolve against the working folder: the
+        spec ships inside the package, whose folder is no place for a cache.
+        """
+        return cls(load_spec(DEMO_SPEC, base=Path.cwd()), cache=cache, output=output)
 
     def __repr__(self) -> str:
         return f"Benchmark({self.spec.name!r}, cache={str(self.spec.cache)!r}, output={str(self.spec.output)!r})"
