@@ -772,9 +772,20 @@ def spec_paths(data: Mapping[str, Any]) -> list[tuple[str, str]]:
     return [(key, value) for key, value in found if isinstance(value, str)]
 
 
+def _holds_this_specs_work(key: str, folder: Path, data: Mapping[str, Any]) -> bool:
+    """Whether ``folder`` (the old meaning of ``cache`` or ``output``) holds this spec's work: a store of one of
+    its data sets (``<name>.zarr``) or a run folder's records. A stray ``cache/`` folder is no reason to warn."""
+    if key == "output":
+        return (folder / "records.parquet").is_file()
+    datasets = data.get("datasets")
+    names = [t.get("name") for t in datasets if isinstance(t, dict)] if isinstance(datasets, list) else []
+    return any((folder / f"{name}.zarr").is_dir() for name in names if isinstance(name, str))
+
+
 def moved_paths(data: Mapping[str, Any], spec_folder: Path, working_folder: Path) -> list[str]:
     """One line per relative path that an older crs (relative to the working folder) read elsewhere:
-    it exists under the working folder but not under the spec's folder, where it now resolves."""
+    it exists under the working folder but not under the spec's folder, where it now resolves (for
+    ``cache`` and ``output``: only when the working folder's holds this spec's stores or records)."""
     if spec_folder.resolve() == working_folder.resolve():
         return []
     lines = []
@@ -783,8 +794,11 @@ def moved_paths(data: Mapping[str, Any], spec_folder: Path, working_folder: Path
         if path.is_absolute() or value.startswith(PLACEHOLDER):
             continue
         new, old = spec_folder / path, working_folder / path
+        if key in ("cache", "output") and not _holds_this_specs_work(key, old, data):
+            continue
         if old.exists() and not new.exists():
-            keep = os.path.relpath(old.resolve(), spec_folder.resolve())
+            relative = os.path.relpath(old.resolve(), spec_folder.resolve())
+            keep = relative if relative.count("..") <= 2 else str(old.resolve())
             lines.append(f"{key} = {value!r} resolves against the spec's folder ({new}, not there), no longer against "
                          f"the working folder ({old}, which exists); to keep using that one write {keep!r} or an "
                          "absolute path")

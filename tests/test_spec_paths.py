@@ -64,7 +64,8 @@ def test_an_old_spec_that_now_points_elsewhere_says_so_in_one_line_per_path(tmp_
     (tmp_path / "old").mkdir()
     (tmp_path / "old" / "spec.toml").write_text(SPEC.format(target="site-b"))
     (tmp_path / "data").mkdir()  # the old meaning: under the working folder, where the user runs crs
-    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "derm.zarr").mkdir(parents=True)  # this spec's features, where the old rule put them
+    (tmp_path / "out").mkdir()  # a folder but no run folder: nothing to say
     (tmp_path / "old" / "out").mkdir()  # exists beside the spec too: nothing to say for output
     done = subprocess.run([sys.executable, "-m", "crs", "check", "old/spec.toml"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=300)
@@ -81,4 +82,15 @@ def test_no_warning_when_the_spec_sits_in_the_working_folder(tmp_path, monkeypat
     (tmp_path / "data").mkdir()
     monkeypatch.chdir(tmp_path)
     load_spec("spec.toml")
+    assert "no longer against" not in caplog.text
+
+
+def test_a_stray_cache_folder_under_the_working_folder_is_no_reason_to_warn(tmp_path, monkeypatch, caplog):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "spec.toml").write_text(SPEC.format(target="b"))
+    (tmp_path / "mine" / "data").mkdir()
+    (tmp_path / "cache").mkdir()  # e.g. the repository's own cache/README.md
+    (tmp_path / "cache" / "README.md").write_text("features go here")
+    monkeypatch.chdir(tmp_path)
+    load_spec("mine/spec.toml")
     assert "no longer against" not in caplog.text
