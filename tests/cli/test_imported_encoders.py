@@ -14,8 +14,8 @@ from crs.data import load_dataset
 
 SPEC = """
 name = "mixed"
-cache = "cache"
-output = "out"
+cache = "{tmp}/cache"
+output = "{tmp}/out"
 encoders = [{encoders}]
 [encoder_defaults]
 weights = "random"
@@ -32,7 +32,7 @@ n_boot = 20
 [[datasets]]
 name = "derm"
 loader = "synthetic"
-root = "data"
+root = "{tmp}/data"
 options = {{ modality = "dermoscopy", n_images = 240, image_size = 16 }}
 """
 
@@ -41,7 +41,7 @@ options = {{ modality = "dermoscopy", n_images = 240, image_size = 16 }}
 def imported(tmp_path):
     """A spec with pixel_stats (registry) and external_projection (features imported into its cache)."""
     spec = tmp_path / "spec.toml"
-    spec.write_text(SPEC.format(encoders='"pixel_stats", "external_projection"'))
+    spec.write_text(SPEC.format(tmp=tmp_path, encoders='"pixel_stats", "external_projection"'))
     write_table_from_spec(spec, "derm")
     dataset = load_dataset("synthetic", tmp_path / "data", modality="dermoscopy", n_images=240, image_size=16)
     features = np.random.default_rng(0).standard_normal((len(dataset.ids), 8)).astype(np.float32)
@@ -70,7 +70,7 @@ def test_check_extract_and_run_take_an_imported_encoder_beside_a_registry_one(im
 
 
 def test_an_imported_encoder_missing_from_a_store_it_runs_on_is_a_check_problem(imported):
-    text = imported.read_text() + ('\n[[datasets]]\nname = "fundus"\nloader = "synthetic"\nroot = "data"\n'
+    text = imported.read_text() + (f'\n[[datasets]]\nname = "fundus"\nloader = "synthetic"\nroot = "{imported.parent / "data"}"\n'
                                    'options = { modality = "fundus", n_images = 240, image_size = 16 }\n')
     imported.write_text(text)
     checked = CliRunner().invoke(cli, ["check", str(imported)])
