@@ -153,28 +153,15 @@ class Benchmark:
         the same (store, encoder, shard) instead of failing. ``announce`` receives one line per
         data set before its work starts: its forward passes, how many are already cached, how many to go.
         """
+        from crs.evaluate.imported import imported_encoders, to_extract
         from crs.extract.stage import extract_spec
 
-        imported = self.imported_encoders(encoders)
+        imported = imported_encoders(self.spec, encoders)  # features imported into the cache: nothing to extract
         if announce is not None:
             for found in imported.values():
                 announce(found.note())
-        return extract_spec(self.spec, self._to_extract(encoders, imported), progress=progress, shard=shard,
+        return extract_spec(self.spec, to_extract(self.spec, encoders, imported), progress=progress, shard=shard,
                             wait=wait, announce=announce, allow_overlap=allow_overlap)
-
-    def imported_encoders(self, encoders: list[str] | None = None) -> dict[str, Any]:
-        """The spec's encoders (or ``encoders``) whose features were imported into the cache, not extracted:
-        name -> :class:`~crs.evaluate.imported.ImportedEncoder` (stage 1 skips them, stage 2 reads them)."""
-        from crs.evaluate.imported import imported_encoders
-
-        found = imported_encoders(self.spec)
-        return {name: value for name, value in found.items() if encoders is None or name in encoders}
-
-    def _to_extract(self, encoders: list[str] | None, imported: Mapping[str, Any]) -> list[str] | None:
-        """``encoders`` (None: every one of the spec) less the imported ones, which stage 1 has nothing to do for."""
-        if not imported:
-            return encoders
-        return [name for name in (encoders or self.spec.encoder_names) if name not in imported]
 
     def plan(self, encoders: list[str] | None = None, corruption_rows: int | None = None) -> ExtractPlan:
         """What :meth:`extract` would do: forward passes, cached part, bytes, disk and time per data set x encoder.
@@ -182,9 +169,11 @@ class Benchmark:
         ``corruption_rows`` plans a what-if: the corrupted variants of a patient-level subsample of
         about that many test images, and the forward passes it would save.
         """
+        from crs.evaluate.imported import imported_encoders, to_extract
         from crs.extract.plan import plan_spec
 
-        return plan_spec(self.spec, self._to_extract(encoders, self.imported_encoders(encoders)), corruption_rows)
+        return plan_spec(self.spec, to_extract(self.spec, encoders, imported_encoders(self.spec, encoders)),
+                         corruption_rows)
 
     def probe(
         self, *, jobs: int | str | None = None, cluster: str | None = None, progress: bool = True, full: bool = False
@@ -220,22 +209,9 @@ class Benchmark:
         Raises :class:`~crs.extract.preflight.PreflightError` holding all of them; returns the report
         (with what it saw: pixel formats, bytes to write) when there is none.
         """
-        from crs.evaluate.imported import close_to_imported
-        from crs.extract.preflight import Finding, PreflightError, preflight
+        from crs.evaluate.imported import require_preflight
 
-        imported = self.imported_encoders(encoders)
-        typos = {name: line for name, line in close_to_imported(self.spec).items() if encoders is None or name in encoders}
-        names = [name for name in self._to_extract(encoders, imported) or self.spec.encoder_names if name not in typos]
-        report = preflight(self.spec, names if imported or typos else encoders)
-        report = dataclasses.replace(  # an imported encoder's features are checked in the cache, not its weights
-            report, problems=tuple(Finding(line) for line in typos.values())
-            + tuple(Finding(line) for found in imported.values() for line in found.problems)
-            + report.problems, notes=tuple(found.note() for found in imported.values()) + report.notes)
-        if not report.ok:
-            error = PreflightError(report)
-            first = report.problems[0]
-            raise for_setting(error, first.setting) if first.setting else error
-        return report
+        return require_preflight(self.spec, encoders)
 
     def kept(self, stage: str) -> str:
         """One line: what a ``stage`` (extract | probe | score | report) stopped part-way left for the next run."""

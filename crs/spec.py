@@ -785,7 +785,7 @@ def _holds_this_specs_work(key: str, folder: Path, data: Mapping[str, Any]) -> b
 def moved_paths(data: Mapping[str, Any], spec_folder: Path, working_folder: Path) -> list[str]:
     """One line per relative path that an older crs (relative to the working folder) read elsewhere:
     it exists under the working folder but not under the spec's folder, where it now resolves (for
-    ``cache`` and ``output``: only when the working folder's holds this spec's stores or records)."""
+    ``cache`` and ``output``: only when the working folder's one holds this spec's stores or records)."""
     if spec_folder.resolve() == working_folder.resolve():
         return []
     lines = []
@@ -798,10 +798,9 @@ def moved_paths(data: Mapping[str, Any], spec_folder: Path, working_folder: Path
             continue
         if old.exists() and not new.exists():
             relative = os.path.relpath(old.resolve(), spec_folder.resolve())
-            keep = relative if relative.count("..") <= 2 else str(old.resolve())
+            keep = f"{relative!r} or an absolute path" if relative.count("..") <= 2 else repr(str(old.resolve()))
             lines.append(f"{key} = {value!r} resolves against the spec's folder ({new}, not there), no longer against "
-                         f"the working folder ({old}, which exists); to keep using that one write {keep!r} or an "
-                         "absolute path")
+                         f"the working folder ({old}, which exists); to keep using that one write {keep}")
     return lines
 
 

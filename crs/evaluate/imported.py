@@ -13,13 +13,16 @@ imported one, :func:`close_to_imported` names that one.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
 from crs.cache.store import CacheError, FeatureStore, child_group, store_path
 from crs.encoders import available
-from crs.spec import Spec
+from crs.extract.preflight import Finding, PreflightError, PreflightReport, preflight
+from crs.spec import Spec, for_setting
 
 
 @dataclass(frozen=True)
@@ -75,12 +78,13 @@ def _holds_imported(spec: Spec, store_name: str, encoder: str) -> bool:
         return False
 
 
-def imported_encoders(spec: Spec) -> dict[str, ImportedEncoder]:
-    """The spec's imported encoders by name (registry names never are), each with what its stores lack."""
+def imported_encoders(spec: Spec, encoders: Sequence[str] | None = None) -> dict[str, ImportedEncoder]:
+    """The spec's (or ``encoders``') imported encoders by name (registry names never are), each with what its
+    stores lack."""
     registered = set(available())
     found: dict[str, ImportedEncoder] = {}
     for entry in spec.encoders:
-        if entry.name in registered:
+        if entry.name in registered or (encoders is not None and entry.name not in encoders):
             continue
         datasets = [d for d in spec.datasets if entry.datasets is None or d.name in entry.datasets]
         stores = [name for d in datasets for name in (d.name, *d.shift_target_names)]
@@ -125,3 +129,28 @@ def close_to_imported(spec: Spec) -> dict[str, str]:
             found[name] = (f"unknown encoder {name!r}: not in the registry nor imported into {spec.cache}; "
                            f"did you mean {close[0]!r} (imported features in the cache)?")
     return found
+
+
+def to_extract(spec: Spec, encoders: Sequence[str] | None, imported: Mapping[str, ImportedEncoder]) -> list[str] | None:
+    """``encoders`` (None: every one of the spec) less the imported ones, which stage 1 has nothing to do for."""
+    if not imported:
+        return None if encoders is None else list(encoders)
+    return [name for name in (encoders or spec.encoder_names) if name not in imported]
+
+
+def require_preflight(spec: Spec, encoders: Sequence[str] | None = None) -> PreflightReport:
+    """The pre-flight check of ``spec`` with its imported encoders checked in the cache instead of by weights;
+    raises :class:`PreflightError` holding every problem (a typo of an imported name among them)."""
+    imported = imported_encoders(spec, encoders)
+    typos = {name: line for name, line in close_to_imported(spec).items() if encoders is None or name in encoders}
+    names = [name for name in to_extract(spec, encoders, imported) or spec.encoder_names if name not in typos]
+    report = preflight(spec, names if imported or typos else encoders)
+    report = dataclasses.replace(
+        report, problems=tuple(Finding(line) for line in typos.values())
+        + tuple(Finding(line) for found in imported.values() for line in found.problems) + report.problems,
+        notes=tuple(found.note() for found in imported.values()) + report.notes)
+    if not report.ok:
+        error = PreflightError(report)
+        first = report.problems[0]
+        raise for_setting(error, first.setting) if first.setting else error
+    return report
