@@ -136,4 +136,4 @@ def bundle_spec_text(spec: Mapping[str, Any], bundle: Path) -> tuple[str, list[s
             lines.append("]")
             to_fill += [f"datasets[{i}].shift_target root ({target['name']})" for target in targets]
         lines.append("")
-    return "\n".join(lines), to_fill
+    return "\n".join(lines).rstrip("\n") + "\n", to_fill

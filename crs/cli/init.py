@@ -132,8 +132,9 @@ def _from_bundle(bundle: Path, spec_path: Path | None, force: bool) -> None:
         raise click.BadParameter(f"{spec_path} exists; choose another path or add --force", param_hint="--spec")
     spec_path.parent.mkdir(parents=True, exist_ok=True)
     spec_path.write_text(text)
-    click.echo(f"wrote {spec_path}: the spec of {bundle} ({len(spec['encoders'])} encoders, "
-               f"{len(spec['datasets'])} data sets)")
-    click.echo(f"fill in {len(to_fill)} placeholder(s) (\"FILL IN: ...\"; relative paths resolve against "
-               f"{spec_path.parent if str(spec_path.parent) != '.' else 'its folder'}): {', '.join(to_fill)}")
+    click.echo(f"wrote {spec_path}: the spec of {bundle} ({len(spec['encoders'])} encoder(s), "
+               f"{len(spec['datasets'])} data set(s))")
+    folder = spec_path.parent.absolute() if str(spec_path.parent) == "." else spec_path.parent
+    click.echo(f"fill in {len(to_fill)} placeholder(s), the values starting with \"FILL IN:\" (relative paths "
+               f"resolve against the spec's folder, {folder}): {', '.join(to_fill)}")
     click.echo(f"add the encoders you bring to `encoders`, then: crs run {spec_path} --extend {bundle}")
