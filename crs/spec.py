@@ -548,7 +548,8 @@ def _config(key: str, config: type[C], data: dict[str, Any], problems: list[str]
     if not isinstance(table, dict):
         problems.append(f"{key}: must be a table, got {table!r}")
         return None
-    known = {k: v for k, v in table.items() if k in {f.name for f in fields(config)}}  # unknown keys: said apart
+    names = {f.name for f in fields(config)}  # type: ignore[arg-type]
+    known = {k: v for k, v in table.items() if k in names}  # unknown keys are said apart
     try:
         return config(**known)
     except SpecError as error:
@@ -747,7 +748,7 @@ def _prompt_paths(data: dict[str, Any], base: Path) -> dict[str, Any]:
 def spec_paths(data: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(setting, value) of every path a spec mapping gives or implies: cache, output, data set roots,
     label-map files and prompt files (defaults included). The one list :func:`load_spec` resolves."""
-    found: list[tuple[str, str]] = []
+    found: list[tuple[str, Any]] = []
     name = data.get("name", "")
     for key, default in (("cache", "cache"), ("output", f"crs-out/{name}")):
         found.append((key, data.get(key, default)))

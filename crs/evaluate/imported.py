@@ -72,7 +72,7 @@ def _holds_imported(spec: Spec, store_name: str, encoder: str) -> bool:
         return False
     try:
         store = FeatureStore(path)
-        return any(store.encoder_group(encoder, fingerprint).attrs.get("fields", {}).get("imported")
+        return any(cast(dict[str, Any], store.encoder_group(encoder, fingerprint).attrs.get("fields", {})).get("imported")
                    for fingerprint in store.fingerprints(encoder))
     except (CacheError, OSError, KeyError):
         return False
@@ -144,7 +144,7 @@ def require_preflight(spec: Spec, encoders: Sequence[str] | None = None) -> Pref
     imported = imported_encoders(spec, encoders)
     typos = {name: line for name, line in close_to_imported(spec).items() if encoders is None or name in encoders}
     names = [name for name in to_extract(spec, encoders, imported) or spec.encoder_names if name not in typos]
-    report = preflight(spec, names if imported or typos else encoders)
+    report = preflight(spec, names if imported or typos else None if encoders is None else list(encoders))
     report = dataclasses.replace(
         report, problems=tuple(Finding(line) for line in typos.values())
         + tuple(Finding(line) for found in imported.values() for line in found.problems) + report.problems,
