@@ -118,8 +118,12 @@ class Benchmark:
 
     @classmethod
     def demo(cls, *, cache: str | Path | None = None, output: str | Path | None = None) -> Benchmark:
-        """The built-in synthetic benchmark of ``crs demo`` (four encoders, three tasks, no downloads)."""
-        return cls(DEMO_SPEC, cache=cache, output=output)
+        """The built-in synthetic benchmark of ``crs demo`` (four encoders, three tasks, no downloads).
+
+        Its relative folders (``cache``, ``crs-out/quickstart``) resolve against the working folder: the
+        spec ships inside the package, whose folder is no place for a cache.
+        """
+        return cls(load_spec(DEMO_SPEC, base=Path.cwd()), cache=cache, output=output)
 
     def __repr__(self) -> str:
         return f"Benchmark({self.spec.name!r}, cache={str(self.spec.cache)!r}, output={str(self.spec.output)!r})"
@@ -149,10 +153,15 @@ class Benchmark:
         the same (store, encoder, shard) instead of failing. ``announce`` receives one line per
         data set before its work starts: its forward passes, how many are already cached, how many to go.
         """
+        from crs.evaluate.imported import imported_encoders, to_extract
         from crs.extract.stage import extract_spec
 
-        return extract_spec(self.spec, encoders, progress=progress, shard=shard, wait=wait, announce=announce,
-                            allow_overlap=allow_overlap)
+        imported = imported_encoders(self.spec, encoders)  # features imported into the cache: nothing to extract
+        if announce is not None:
+            for found in imported.values():
+                announce(found.note())
+        return extract_spec(self.spec, to_extract(self.spec, encoders, imported), progress=progress, shard=shard,
+                            wait=wait, announce=announce, allow_overlap=allow_overlap)
 
     def plan(self, encoders: list[str] | None = None, corruption_rows: int | None = None) -> ExtractPlan:
         """What :meth:`extract` would do: forward passes, cached part, bytes, disk and time per data set x encoder.
@@ -160,9 +169,11 @@ class Benchmark:
         ``corruption_rows`` plans a what-if: the corrupted variants of a patient-level subsample of
         about that many test images, and the forward passes it would save.
         """
+        from crs.evaluate.imported import imported_encoders, to_extract
         from crs.extract.plan import plan_spec
 
-        return plan_spec(self.spec, encoders, corruption_rows)
+        return plan_spec(self.spec, to_extract(self.spec, encoders, imported_encoders(self.spec, encoders)),
+                         corruption_rows)
 
     def probe(
         self, *, jobs: int | str | None = None, cluster: str | None = None, progress: bool = True, full: bool = False
@@ -198,7 +209,7 @@ class Benchmark:
         Raises :class:`~crs.extract.preflight.PreflightError` holding all of them; returns the report
         (with what it saw: pixel formats, bytes to write) when there is none.
         """
-        from crs.extract.preflight import require_preflight
+        from crs.evaluate.imported import require_preflight
 
         return require_preflight(self.spec, encoders)
 

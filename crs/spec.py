@@ -2,24 +2,31 @@
 
 A spec names the data sets (each with any number of shift targets), the encoders, the probe protocol
 (label fractions, seeds, C grid, backend) and the scoring choices (reference encoder, weights,
-bootstrap size). Relative paths resolve against the working directory, as for any CLI.
+bootstrap size). Relative paths in a spec file (cache, output, data set roots, label-map and prompt
+files) resolve against the file's folder, as in other TOML-configured tools; a spec built in Python
+without a file (:func:`parse_spec` on a mapping) resolves them against the working folder.
 
 Every config checks its own fields in ``__post_init__``, so a spec built in Python and the same
 mistake in a TOML file fail with the same one-line :class:`SpecError`; :func:`parse_spec` adds only
-what a TOML table can get wrong by itself (unknown or missing keys) and resolves relative paths.
+what a TOML table can get wrong by itself (unknown or missing keys), reports every problem of a spec
+at once, and resolves relative paths.
 The defaults and the allowed values of every setting live here; the rooms that use them import them.
 """
 
 from __future__ import annotations
 
 import difflib
+import logging
 import math
+import os
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from types import UnionType
 from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
+
+log = logging.getLogger(__name__)
 
 AXES = ("discrimination", "calibration", "label_efficiency", "robustness")
 """The four axes of the CRS, in the order every table and array uses."""
@@ -71,8 +78,32 @@ def probe_grid(family: str, Cs: tuple[float, ...] | None = None) -> tuple[float,
     return tuple(float(k) for k in DEFAULT_KS) if family == "knn" else DEFAULT_CS
 
 
+PLACEHOLDER = "FILL IN: "
+"""Start of a value ``crs init --from-bundle`` leaves for the user (a folder on this machine); a spec that
+still holds one is refused with the setting's name."""
+
+
 class SpecError(ValueError):
-    """A spec is malformed; the message names the field and what is expected."""
+    """A spec is malformed; the message names the field and what is expected.
+
+    ``problems``: every problem found, one line each (one error reports them all at once).
+    """
+
+    def __init__(self, message: str, problems: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.problems: tuple[str, ...] = tuple(problems) or (message,)
+
+
+def _raise_problems(problems: Sequence[str], unknown: int = 0) -> None:
+    """One :class:`SpecError` holding every problem (``unknown``: how many of them are unknown-key lines)."""
+    problems = list(dict.fromkeys(problems))  # one line per problem, in the order found
+    if not problems:
+        return
+    if len(problems) == 1:
+        raise SpecError(problems[0])
+    if unknown == len(problems):
+        raise SpecError(f"unknown fields in {len(problems)} tables: " + " | ".join(problems), problems)
+    raise SpecError(f"{len(problems)} problems in the spec: " + " | ".join(problems), problems)
 
 
 SETTING_ATTRIBUTE = "crs_setting"
@@ -507,9 +538,29 @@ def _table(where: str, value: Any, allowed: set[str] | tuple[str, ...]) -> dict[
     return value
 
 
-def _config(key: str, config: type[C], data: dict[str, Any]) -> C:
-    """One ``[extract]`` / ``[probe]`` / ``[score]`` table; the config checks its own values."""
-    return config(**_table(key, data.get(key, {}), {f.name for f in fields(config)}))  # type: ignore[arg-type]
+def _config(key: str, config: type[C], data: dict[str, Any], problems: list[str]) -> C | None:
+    """One ``[extract]`` / ``[probe]`` / ``[score]`` table; the config checks its own values.
+
+    On a bad value each field is tried alone, so every bad field of the table is reported, not the
+    first one only (a check across fields shows once the fields themselves are right).
+    """
+    table = data.get(key, {})
+    if not isinstance(table, dict):
+        problems.append(f"{key}: must be a table, got {table!r}")
+        return None
+    names = {f.name for f in fields(config)}  # type: ignore[arg-type]
+    known = {k: v for k, v in table.items() if k in names}  # unknown keys are said apart
+    try:
+        return config(**known)
+    except SpecError as error:
+        alone = []
+        for name, value in known.items():
+            try:
+                config(**{name: value})
+            except SpecError as one:
+                alone.append(str(one))
+        problems.extend(alone or [str(error)])
+        return None
 
 
 def _under(base: Path, value: Any) -> Any:
@@ -520,12 +571,20 @@ def _under(base: Path, value: Any) -> Any:
     return path if path.is_absolute() else base / path
 
 
+def _is_map_file(value: Any) -> bool:
+    """A ``label_map`` option naming a TOML file (a path), not a shipped map (a bare name)."""
+    return isinstance(value, str) and (value.endswith(".toml") or "/" in value or os.sep in value)
+
+
 def _dataset(where: str, value: Any, base: Path, allow_shift: bool = True) -> DatasetEntry:
     allowed = {"name", "loader", "root", "options"} | ({"shift_target"} if allow_shift else set())
     table = dict(_table(where, value, allowed))
     for key in ("name", "loader", "root"):
         _require(where, table, key)
     table["root"] = _under(base, table["root"])
+    options = table.get("options")
+    if isinstance(options, dict) and _is_map_file(options.get("label_map")):
+        table["options"] = {**options, "label_map": str(_under(base, options["label_map"]))}
     if "shift_target" in table:
         table["shift_targets"] = _shift_targets(f"{where}.shift_target", table.pop("shift_target"), base)
     return DatasetEntry(**table)
@@ -541,20 +600,26 @@ def _shift_targets(where: str, value: Any, base: Path) -> tuple[DatasetEntry, ..
     return tuple(_dataset(f"{where}[{i}]", item, base, allow_shift=False) for i, item in enumerate(value))
 
 
-def _encoders(value: Any, defaults: dict[str, Any]) -> tuple[EncoderEntry, ...]:
+def _encoders(value: Any, defaults: dict[str, Any], problems: list[str]) -> tuple[EncoderEntry, ...] | None:
     if not isinstance(value, list) or not value:
-        raise SpecError("spec: field 'encoders' must be a non-empty list of names or tables")
+        problems.append("spec: field 'encoders' must be a non-empty list of names or tables")
+        return None
     entries = []
     for i, item in enumerate(value):
         where = f"encoders[{i}]"
         if not isinstance(item, str | dict):
-            raise SpecError(f"{where}: must be a name or a table, got {item!r}")
-        table = _table(where, {"name": item} if isinstance(item, str) else item,
-                       {"name", "weights", "input_size", "datasets"})
+            problems.append(f"{where}: must be a name or a table, got {item!r}")
+            continue
+        table = {"name": item} if isinstance(item, str) else {k: v for k, v in item.items() if k in ENCODER_FIELDS}
         merged = {**defaults, **table}
-        _require(where, merged, "name")
-        entries.append(EncoderEntry(**merged))
-    return tuple(entries)
+        if "name" not in merged:
+            problems.append(f"{where}: missing required field 'name'")
+            continue
+        try:
+            entries.append(EncoderEntry(**merged))
+        except SpecError as error:
+            problems.append(str(error))
+    return tuple(entries) if len(entries) == len(value) else None
 
 
 TOP_FIELDS = ("name", "cache", "output", "encoders", "encoder_defaults", "datasets", "extract", "probe", "score")
@@ -595,34 +660,78 @@ def unknown_fields(data: dict[str, Any]) -> list[str]:
     return found
 
 
-def parse_spec(data: dict[str, Any], base: Path = Path(".")) -> Spec:
-    """Validate a spec mapping (as read from TOML) into a :class:`Spec`.
+def _known_keys(table: Any, allowed: Sequence[str]) -> Any:
+    """``table`` without its unknown keys (those are reported apart), so its values can still be checked."""
+    return {k: v for k, v in table.items() if k in allowed} if isinstance(table, dict) else table
 
-    Unknown keys anywhere in the spec are refused first, all of them in one error.
+
+def _checked(check: Any, *args: Any, problems: list[str]) -> Any:
+    """``check(*args)``, its :class:`SpecError` kept in ``problems`` (then None) instead of raised."""
+    try:
+        return check(*args)
+    except SpecError as error:
+        problems.append(str(error))
+        return None
+
+
+def parse_spec(data: dict[str, Any], base: Path = Path(".")) -> Spec:
+    """Validate a spec mapping (as read from TOML) into a :class:`Spec`; relative paths resolve against ``base``.
+
+    Every problem of the spec is reported at once, in one :class:`SpecError` (``problems``: one line
+    each): unknown keys anywhere, missing fields and bad values of every table. Checks across tables
+    (coverage, the reference among the encoders) run once those are right.
     """
     unknown = unknown_fields(data)
-    if unknown:
-        raise SpecError(" | ".join(unknown) if len(unknown) == 1 else
-                        f"unknown fields in {len(unknown)} tables: " + " | ".join(unknown))
-    name = _require("spec", data, "name")
+    problems = list(unknown)
+    problems += [f"{key} is still a placeholder ({value[len(PLACEHOLDER):]}); write it in the spec"
+                 for key, value in spec_paths(data) if value.startswith(PLACEHOLDER)]
+    name = data.get("name")
+    if "name" not in data:
+        problems.append("spec: missing required field 'name'")
+    elif not isinstance(name, str) or not name:
+        problems.append(f"spec: field 'name' must be a non-empty string, got {name!r}")
+    for key in ("cache", "output"):
+        if key in data:
+            _checked(_path, "spec", key, data[key], problems=problems)
     defaults = data.get("encoder_defaults", {})
     if not isinstance(defaults, dict):
-        raise SpecError("spec: field 'encoder_defaults' must be a table")
-    _reject_unknown("encoder_defaults", defaults, {"weights", "input_size"})
-    encoders = _encoders(_require("spec", data, "encoders"), defaults)
-    raw_datasets = _require("spec", data, "datasets")
-    if not isinstance(raw_datasets, list) or not raw_datasets:
-        raise SpecError("spec: field 'datasets' must be a non-empty list of [[datasets]] tables")
-    datasets = tuple(_dataset(f"datasets[{i}]", t, base) for i, t in enumerate(raw_datasets))
+        problems.append("spec: field 'encoder_defaults' must be a table")
+        defaults = {}
+    defaults = _known_keys(defaults, ("weights", "input_size"))
+    encoders = None
+    if "encoders" not in data:
+        problems.append("spec: missing required field 'encoders'")
+    else:
+        encoders = _encoders(data["encoders"], defaults, problems)
+    raw_datasets = data.get("datasets")
+    datasets: list[DatasetEntry] = []
+    if "datasets" not in data:
+        problems.append("spec: missing required field 'datasets'")
+    elif not isinstance(raw_datasets, list) or not raw_datasets:
+        problems.append("spec: field 'datasets' must be a non-empty list of [[datasets]] tables")
+    else:
+        for i, table in enumerate(raw_datasets):
+            known = _known_keys(table, DATASET_FIELDS)
+            if isinstance(known, dict) and isinstance(known.get("shift_target"), dict | list):
+                target = known["shift_target"]
+                known["shift_target"] = (_known_keys(target, DATASET_FIELDS[:-1]) if isinstance(target, dict)
+                                         else [_known_keys(t, DATASET_FIELDS[:-1]) for t in target])
+            entry = _checked(_dataset, f"datasets[{i}]", known, base, problems=problems)
+            if entry is not None:
+                datasets.append(entry)
+    extract = _config("extract", ExtractConfig, data, problems)
+    probe = _config("probe", ProbeConfig, data, problems)
+    score = _config("score", ScoreConfig, _prompt_paths(data, base), problems)
+    _raise_problems(problems, unknown=len(unknown))
     return Spec(
-        name=name,
+        name=name,  # type: ignore[arg-type]
         cache=_under(base, data.get("cache", "cache")),
         output=_under(base, data.get("output", f"crs-out/{name}")),
-        encoders=encoders,
-        datasets=datasets,
-        extract=_config("extract", ExtractConfig, data),
-        probe=_config("probe", ProbeConfig, data),
-        score=_config("score", ScoreConfig, _prompt_paths(data, base)),
+        encoders=encoders,  # type: ignore[arg-type]
+        datasets=tuple(datasets),
+        extract=extract,  # type: ignore[arg-type]
+        probe=probe,  # type: ignore[arg-type]
+        score=score,  # type: ignore[arg-type]
     )
 
 
@@ -636,8 +745,72 @@ def _prompt_paths(data: dict[str, Any], base: Path) -> dict[str, Any]:
     return {**data, "score": {**score, "prompts": prompts}}
 
 
+def spec_paths(data: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(setting, value) of every path a spec mapping gives or implies: cache, output, data set roots,
+    label-map files and prompt files (defaults included). The one list :func:`load_spec` resolves."""
+    found: list[tuple[str, Any]] = []
+    name = data.get("name", "")
+    for key, default in (("cache", "cache"), ("output", f"crs-out/{name}")):
+        found.append((key, data.get(key, default)))
+    datasets = data.get("datasets")
+    for i, table in enumerate(datasets if isinstance(datasets, list) else []):
+        if not isinstance(table, dict):
+            continue
+        target = table.get("shift_target")
+        targets = [target] if isinstance(target, dict) else target if isinstance(target, list) else []
+        for where, one in [(f"datasets[{i}]", table)] + [(f"datasets[{i}].shift_target", t) for t in targets]:
+            if not isinstance(one, dict):
+                continue
+            found.append((f"{where}.root", one.get("root")))
+            options = one.get("options")
+            if isinstance(options, dict) and _is_map_file(options.get("label_map")):
+                found.append((f"{where}.options.label_map", options["label_map"]))
+    score = data.get("score")
+    prompts = score.get("prompts") if isinstance(score, dict) else None
+    for task, files in (prompts.items() if isinstance(prompts, dict) else []):
+        for file in [files] if isinstance(files, str) else files if isinstance(files, list) else []:
+            found.append((f"score.prompts.{task}", file))
+    return [(key, value) for key, value in found if isinstance(value, str)]
+
+
+def _holds_this_specs_work(key: str, folder: Path, data: Mapping[str, Any]) -> bool:
+    """Whether ``folder`` (the old meaning of ``cache`` or ``output``) holds this spec's work: a store of one of
+    its data sets (``<name>.zarr``) or a run folder's records. A stray ``cache/`` folder is no reason to warn."""
+    if key == "output":
+        return (folder / "records.parquet").is_file()
+    datasets = data.get("datasets")
+    names = [t.get("name") for t in datasets if isinstance(t, dict)] if isinstance(datasets, list) else []
+    return any((folder / f"{name}.zarr").is_dir() for name in names if isinstance(name, str))
+
+
+def moved_paths(data: Mapping[str, Any], spec_folder: Path, working_folder: Path) -> list[str]:
+    """One line per relative path that an older crs (relative to the working folder) read elsewhere:
+    it exists under the working folder but not under the spec's folder, where it now resolves (for
+    ``cache`` and ``output``: only when the working folder's one holds this spec's stores or records)."""
+    if spec_folder.resolve() == working_folder.resolve():
+        return []
+    lines = []
+    for key, value in spec_paths(data):
+        path = Path(value).expanduser()
+        if path.is_absolute() or value.startswith(PLACEHOLDER):
+            continue
+        new, old = spec_folder / path, working_folder / path
+        if key in ("cache", "output") and not _holds_this_specs_work(key, old, data):
+            continue
+        if old.exists() and not new.exists():
+            relative = os.path.relpath(old.resolve(), spec_folder.resolve())
+            keep = f"{relative!r} or an absolute path" if relative.count("..") <= 2 else repr(str(old.resolve()))
+            lines.append(f"{key} = {value!r} resolves against the spec's folder ({new}, not there), no longer against "
+                         f"the working folder ({old}, which exists); to keep using that one write {keep}")
+    return lines
+
+
 def load_spec(path: Path | str, base: Path | None = None) -> Spec:
-    """Read and validate a TOML spec. Relative paths resolve against ``base`` (default: the cwd)."""
+    """Read and validate a TOML spec. Relative paths resolve against ``base`` (default: the spec file's folder).
+
+    Where a relative path exists under the working folder but not under the spec's folder (a spec
+    written when crs resolved against the working folder), one warning line per path says so.
+    """
     path = Path(path)
     if not path.is_file():
         raise SpecError(f"spec file not found: {path}")
@@ -645,7 +818,12 @@ def load_spec(path: Path | str, base: Path | None = None) -> Spec:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as error:
         raise SpecError(f"{path}: not valid TOML ({error})") from error
-    return replace(parse_spec(data, base if base is not None else Path.cwd()), source=path)
+    folder = path.absolute().parent
+    spec = parse_spec(data, base if base is not None else folder)
+    if base is None:
+        for line in moved_paths(data, folder, Path.cwd()):
+            log.warning("%s: %s", path, line)
+    return replace(spec, source=path)
 
 
 def spec_to_dict(spec: Spec) -> dict[str, Any]:

@@ -5,7 +5,8 @@ Run:  python examples/bring_your_own_features.py [WORKDIR]
 A hosted model, another cluster or an old experiment may already have embedded your images. crs
 does not need the model: it needs one feature row per image id. This example, in Python (the same
 steps on the command line are `crs import-features FILE --dataset derm --encoder NAME --spec SPEC`,
-then `crs probe SPEC` and `crs score SPEC`):
+then `crs run SPEC`, which checks the imported features in the cache, has nothing to extract for them,
+and probes and scores them beside any registry encoder the spec also names):
 
 1. writes the sample table of a small synthetic data set into the spec's cache
    (`write_table_from_spec` decodes no image),

@@ -133,8 +133,9 @@ def test_copied_cache_runs_stage_two_without_images_or_encoders(tiny_run, tmp_pa
 
 
 def test_quickstart_spec_loads_and_names_four_encoders_three_tasks():
-    spec = load_spec(DEMO_SPEC)
+    spec = load_spec(DEMO_SPEC, base=Path.cwd())  # the embedded demo's folders: under the working folder
     assert Benchmark.demo(output="elsewhere").spec == dataclasses.replace(spec, output=Path("elsewhere"))
+    assert Benchmark.demo().spec.cache == Path.cwd() / "cache"
     assert len(spec.encoders) >= 4 and len(spec.datasets) == 3
     assert spec.datasets[2].shift_target_names
     assert len(spec.extract.corruptions) >= 4 and spec.extract.severities == (1, 2, 3, 4, 5)

@@ -279,7 +279,12 @@ def _options(task: PaperTask, subgroups: bool = False) -> str:
 
 
 def write_spec(config: PaperScaleConfig, work: Path) -> Path:
-    """The paper's stage-2 protocol as a spec of ``folder`` data sets (tables from CSVs, no images)."""
+    """The paper's stage-2 protocol as a spec of ``folder`` data sets (tables from CSVs, no images).
+
+    Its folders are written absolute: a relative path in a spec resolves against the spec's own folder
+    (decision 0154), and the spec is copied into other folders (:mod:`crs.bench.paper_scale_replicas`).
+    """
+    work = Path(work).absolute()
     lines = [
         'name = "paper-scale"', f'cache = "{work / "cache"}"', f'output = "{work / "out"}"',
         f"encoders = {json.dumps(config.encoder_names())}",

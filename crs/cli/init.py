@@ -1,4 +1,7 @@
-"""`crs init ROOT`: look at a folder of images with a CSV, write a commented spec that runs as is."""
+"""`crs init ROOT`: look at a folder of images with a CSV, write a commented spec that runs as is.
+
+`crs init --from-bundle BUNDLE`: write a published bundle's spec, its local folders left to fill in.
+"""
 
 from __future__ import annotations
 
@@ -20,8 +23,11 @@ from crs.encoders import available
 
 
 @click.command("init")
-@click.argument("root", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--spec", "spec_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.argument("root", type=click.Path(exists=True, file_okay=False, path_type=Path), required=False)
+@click.option("--from-bundle", "bundle", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="Write the spec of this published bundle instead (to extend it: crs run SPEC --extend BUNDLE); "
+                   "its local folders are left as placeholders to fill in.")
+@click.option("--spec", "-o", "spec_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Where to write the spec [default: ./NAME.toml].")
 @click.option("--name", default=None, help="Data-set and run name [default: the folder's name].")
 @click.option("--csv", default=None, help="The CSV, relative to ROOT [default: the one naming image files].")
@@ -47,12 +53,23 @@ from crs.encoders import available
 @click.option("--device", default=None, help="cpu or cuda [default: cuda when visible].")
 @click.option("--quick", is_flag=True, help="A first look in minutes: 2 fractions, 2 seeds, 2 corruptions x 2 severities.")
 @click.option("--force", is_flag=True, help="Overwrite an existing spec file.")
-def init(root: Path, spec_path: Path | None, name: str | None, csv: str | None, image_column: str | None,
+def init(root: Path | None, bundle: Path | None, spec_path: Path | None, name: str | None, csv: str | None, image_column: str | None,
          label_columns: tuple[str, ...], kind: str | None, modality: str | None, group_column: str | None,
          split_column: str | None, fit: str | None, shift_targets: tuple[Path, ...], shift_label_columns: tuple[str, ...],
          encoders: str | None, weights: str | None, input_size: int | None, image_size: int, device: str | None,
          quick: bool, force: bool) -> None:
-    """Inspect ROOT (a folder of images, PNG/JPEG/DICOM, with a CSV) and write a spec for it; asks nothing."""
+    """Inspect ROOT (a folder of images, PNG/JPEG/DICOM, with a CSV) and write a spec for it; asks nothing.
+
+    With --from-bundle BUNDLE instead of ROOT: write the bundle's spec, with placeholders for the folders
+    of this machine (data set roots, cache, output) to fill in before `crs run SPEC --extend BUNDLE`.
+    """
+    if bundle is not None:
+        if root is not None:
+            raise click.BadParameter("give ROOT or --from-bundle, not both", param_hint="ROOT")
+        _from_bundle(bundle, spec_path, force)
+        return
+    if root is None:
+        raise click.UsageError("give ROOT (a folder of images with a CSV) or --from-bundle BUNDLE")
     guess = inspect_folder(root, csv=csv, image_column=image_column, label_columns=label_columns or None,
                            kind=kind, modality=modality, group_column=group_column, split_column=split_column,
                            fit=fit)
@@ -102,3 +119,22 @@ def _shift_choices(guess: FolderGuess, name: str, roots: tuple[Path, ...], label
         taken.add(shift_name)
         shifts.append(ShiftChoice(shift_name, root.resolve(), options))
     return tuple(shifts)
+
+
+def _from_bundle(bundle: Path, spec_path: Path | None, force: bool) -> None:
+    """Write the bundle's spec as TOML, and say which placeholders to fill in."""
+    from crs.cli.from_bundle import bundle_spec_text, read_bundle_spec
+
+    spec = read_bundle_spec(bundle)
+    text, to_fill = bundle_spec_text(spec, bundle)
+    spec_path = spec_path or Path(f"{spec['name']}.toml")
+    if spec_path.exists() and not force:
+        raise click.BadParameter(f"{spec_path} exists; choose another path or add --force", param_hint="--spec")
+    spec_path.parent.mkdir(parents=True, exist_ok=True)
+    spec_path.write_text(text)
+    click.echo(f"wrote {spec_path}: the spec of {bundle} ({len(spec['encoders'])} encoder(s), "
+               f"{len(spec['datasets'])} data set(s))")
+    folder = spec_path.parent.absolute() if str(spec_path.parent) == "." else spec_path.parent
+    click.echo(f"fill in {len(to_fill)} placeholder(s), the values starting with \"FILL IN:\" (relative paths "
+               f"resolve against the spec's folder, {folder}): {', '.join(to_fill)}")
+    click.echo(f"add the encoders you bring to `encoders`, then: crs run {spec_path} --extend {bundle}")

@@ -18,7 +18,7 @@ from crs.cli.cache import cache, import_features
 from crs.cli.datasets import datasets
 from crs.cli.flags import SETTING_FLAGS
 from crs.cli.stages import STAGE_COMMANDS
-from crs.spec import SETTING_ATTRIBUTE
+from crs.spec import SETTING_ATTRIBUTE, SpecError
 
 LAZY_COMMANDS = {
     "bench": "crs.cli.bench:bench",
@@ -122,6 +122,10 @@ class FriendlyGroup(click.Group):
         except USER_ERRORS as error:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
+            if isinstance(error, SpecError) and len(error.problems) > 1:  # every problem of the spec, one line each
+                click.echo(f"crs: {len(error.problems)} problems in the spec:", err=True)
+                for problem in error.problems:
+                    click.echo(f"  - {problem}", err=True)
             click.echo(f"crs: error: {error_line(error)}", err=True)
             sys.exit(2)
 

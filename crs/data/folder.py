@@ -26,7 +26,9 @@ def read_csv(path: Path, dataset: str, what: str, **kwargs: object) -> pd.DataFr
         raise DataError(f"{dataset}: {path} not found; it should hold {what}")
     try:
         return pd.read_csv(path, **kwargs)  # type: ignore[call-overload]
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError) as error:
+    except pd.errors.EmptyDataError as error:  # not even a header: the file is empty
+        raise DataError(f"{dataset}: {path} has no rows (the file is empty); it should hold {what}") from error
+    except (pd.errors.ParserError, UnicodeDecodeError, OSError) as error:
         raise DataError(f"{dataset}: cannot parse {path} ({error}); it should be a CSV holding {what}") from error
 
 

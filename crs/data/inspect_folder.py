@@ -146,12 +146,21 @@ def find_image_table(root: Path, csv: str | None = None, image_column: str | Non
         raise DataError(f"no CSV under {root}: write labels.csv with one row per image: a path column (relative to "
                         f"{root}) and a label column")
     best: tuple[float, int, str, pd.DataFrame, str] | None = None
+    empty: list[Path] = []  # CSVs with a header at most: no row can name an image
     for path in candidates:
         try:
             table = read_csv(path, "init", "one row per image")
         except DataError:
+            if csv is not None and path.is_file() and path.stat().st_size == 0:
+                empty.append(path)
+                continue
             if csv is not None:
                 raise
+            if path.is_file() and path.stat().st_size == 0:
+                empty.append(path)
+            continue
+        if table.empty:
+            empty.append(path)
             continue
         columns = [image_column] if image_column else [c for c in table.columns if _is_text(table[c])]
         if image_column and image_column not in table.columns:
@@ -162,9 +171,13 @@ def find_image_table(root: Path, csv: str | None = None, image_column: str | Non
             key = (score, len(table), relative, table, column)
             if best is None or key[:2] > best[:2]:
                 best = key
+    if (best is None or best[0] == 0) and empty and (best is None or csv is not None):
+        raise DataError(f"{empty[0]} has no rows: write one row per image, a path column (relative to {root}) and a "
+                        "label column" + (f"; {len(empty) - 1} other CSV(s) have none either" if len(empty) > 1 else ""))
     if best is None or best[0] == 0:
         looked = ", ".join(str(p.relative_to(root)) if p.is_relative_to(root) else str(p) for p in candidates[:5])
-        raise DataError(f"no CSV column under {root} names image files relative to it (looked in {looked}); "
+        rowless = f"; {', '.join(p.name for p in empty)} has no rows" if empty else ""
+        raise DataError(f"no CSV column under {root} names image files relative to it (looked in {looked}){rowless}; "
                         "give paths relative to the folder, or name the CSV and column with --csv and --image-column")
     score, _, relative, table, column = best
     return relative.replace(os.sep, "/"), table, column, score
@@ -422,10 +435,15 @@ def inspect_folder(
         odd = odd_labels(values)
         class_names = tuple(sorted(set(values) - {o.value for o in odd}))
         if odd:
+            few = any(len(o.rows) < MIN_CLASS_IMAGES for o in odd)
             warnings.append("label values that look like typos are left out of class_names, so `crs check` refuses "
                             "their rows until you fix them or add them to class_names: "
-                            + "; ".join(o.describe() for o in odd))
-    small = {name: n for name, n in counts.items() if n < MIN_CLASS_IMAGES}
+                            + "; ".join(o.describe() for o in odd)
+                            + (f" (a value kept as a class needs at least {MIN_CLASS_IMAGES} images for a 60/20/20 "
+                               "split)" if few else ""))
+    left_out = set(table[label_columns[0]].dropna().astype(str).str.strip()) - set(class_names) if class_names else set()
+    # a value left out as a typo is no class: only the typo warning speaks of it, never "a class too small"
+    small = {name: n for name, n in counts.items() if n < MIN_CLASS_IMAGES and name not in left_out}
     if small:
         warnings.append(f"classes {small} have fewer than {MIN_CLASS_IMAGES} images (positives): a 60/20/20 split "
                         "leaves some split without them and the run stops; add images, merge or drop them")

@@ -155,6 +155,7 @@ def starter_spec_text(guess: FolderGuess, choices: StarterChoices) -> str:
         f"# Check the images once:  {check_command(guess)}",
         "# Fetch the weights once: crs weights fetch THIS_FILE   (into $CRS_WEIGHTS_DIR; crs reads local files only)",
         "# Then run:               crs run THIS_FILE   (report in the output folder: report.html)",
+        "# Relative paths (cache, output) resolve against this file's folder.",
         "",
         f"name = {toml_value(choices.name)}",
         f"cache = {toml_value(choices.cache)}                 # features, reused by every later run",

@@ -75,15 +75,16 @@ def test_dermoscopy_folder_with_lesion_groups(tmp_path):
 
 
 def test_warnings_name_the_fix(tmp_path):
-    rows = [{"label": "common"} for _ in range(20)] + [{"label": "rare"}, {"label": "rare"}]
-    root = _folder(tmp_path, rows, _skin)
+    # 3 'rare' rows: a small class, not a typo (more than a tenth of 'common'), so the split warning speaks
+    rows = [{"label": "common"} for _ in range(20)] + [{"label": "rare"}] * 3
+    root = _folder(tmp_path, [dict(row) for row in rows], _skin)
     (root / "images" / "000.png").unlink()
     guess = inspect_folder(root, modality="dermoscopy")
     text = " ".join(guess.warnings)
-    assert "{'rare': 2}" in text and "merge or drop" in text
+    assert "{'rare': 3}" in text and "merge or drop" in text and "typo" not in text
     assert "1 listed file(s) are missing" in text
     assert "no patient or lesion column" in text and "--group-column" in text
-    assert guess.image_types == {"png": 21, "missing": 1} and guess.reasons["modality"] == "given"
+    assert guess.image_types == {"png": 22, "missing": 1} and guess.reasons["modality"] == "given"
 
 
 def test_dicom_modality_code_names_the_modality(tmp_path):
@@ -153,3 +154,32 @@ def test_cli_init_prints_guesses_and_refuses_to_overwrite(tmp_path):
     assert again.exit_code != 0 and "--force" in again.output
     bad = runner.invoke(cli, ["init", str(root), "--spec", str(tmp_path / "x.toml"), "--encoders", "resnet_9000"])
     assert bad.exit_code != 0 and "resnet_9000" in bad.output
+
+
+@pytest.mark.parametrize("content", ["", "path,label\n"], ids=["empty file", "header only"])
+def test_cli_init_on_a_csv_without_rows_says_it_has_no_rows(tmp_path, content):
+    """Issue 46, item 14: not "no column names image files", which sends the user to fix the wrong thing."""
+    root = tmp_path / "site"
+    (root / "images").mkdir(parents=True)
+    _skin(root / "images" / "a.png", 0)
+    (root / "labels.csv").write_text(content)
+    for extra in ([], ["--csv", "labels.csv"]):
+        result = CliRunner().invoke(cli, ["init", str(root), "--spec", str(tmp_path / "x.toml"), *extra])
+        assert result.exit_code == 2, result.output
+        assert f"crs: error: {root / 'labels.csv'} has no rows: write one row per image" in result.output, result.output
+        assert "names image files" not in result.output
+
+
+def test_cli_init_says_one_thing_of_a_rare_value_that_looks_like_a_typo(tmp_path):
+    """Issue 46, item 14: a one-row 'melanoma' was both "left out of class_names" and "a class too small to
+    split"; it is left out, so only the typo warning speaks of it, with what keeping it would need."""
+    rows = [{"label": "melanoma" if i == 40 else ["benign", "malignant"][i % 2]} for i in range(41)]
+    root = _folder(tmp_path / "site", rows, _skin)
+    spec = tmp_path / "site.toml"
+    result = CliRunner().invoke(cli, ["init", str(root), "--spec", str(spec), "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.output.splitlines() if line.startswith("warning:") and "melanoma" in line]
+    assert len(warnings) == 1, result.output
+    assert "left out of class_names" in warnings[0] and "needs at least 5 images" in warnings[0]
+    assert "fewer than 5 images (positives)" not in result.output
+    assert tomllib.loads(spec.read_text())["datasets"][0]["options"]["class_names"] == ["benign", "malignant"]

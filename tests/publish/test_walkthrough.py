@@ -3,9 +3,10 @@
 The commands are read out of the page's ``bash`` blocks under "## Walk-through" (so the page and this
 test cannot drift) and run through the CLI in a fresh folder, in order. One substitution, said on the
 page: ``crs demo`` (minutes) becomes ``crs run demo.toml``, the tiny spec with the demo's output folder.
-The specs the page assumes (``mine/spec.toml``, ``site-a/spec.toml``, ``site-b/spec.toml``) are written
-here from the same tiny spec; the extender's images are a copy of the demo's, made just before the
-command that first reads them.
+``mine/spec.toml`` is what the page's ``crs init --from-bundle`` writes, its placeholders filled in as the
+page's comment says (relative paths: they resolve against the spec's folder); the hospitals' specs
+(``site-a/spec.toml``, ``site-b/spec.toml``) are written here from the same tiny spec; the extender's
+images are a copy of the demo's, made just before the command that first reads them.
 """
 
 from __future__ import annotations
@@ -46,17 +47,26 @@ def walkthrough_commands(page: Path = PAGE) -> list[list[str]]:
 
 
 def _specs(root: Path) -> None:
-    """The specs the page assumes, from the tiny spec (absolute paths: the runs read them from anywhere)."""
+    """The demo's and the hospitals' specs, from the tiny spec (absolute paths: the runs read them from anywhere)."""
     demo = write_tiny_spec(root / "demo-spec", cache=root / "cache", data=root / "cache" / "synthetic-data",
                            output=root / "crs-out" / "quickstart")
     (root / "demo.toml").write_text(demo.read_text().replace('name = "tiny"', 'name = "quickstart"', 1))
-    mine = write_tiny_spec(root / "mine", encoders=("pixel_stats", "resnet18", NEW_ENCODER), data=root / "mine" / "data",
-                           cache=root / "mine" / "cache", output=root / "mine" / "out", reference="pixel_stats")
-    mine.write_text(mine.read_text().replace('name = "tiny"', 'name = "mine"', 1))
     for site, seed in (("site-a", 0), ("site-b", 2)):  # each hospital its own patients (the loader's seed)
         path = write_tiny_spec(root / site)
         text = path.read_text().replace('name = "tiny"', f'name = "{site}"', 1)
         path.write_text(text.replace("image_size = 32", f"image_size = 32, seed = {seed}"))
+
+
+def fill_in(spec: Path) -> None:
+    """The page's comment done by hand: local roots, cache and output (relative to the spec), one more encoder."""
+    text = spec.read_text()
+    text = re.sub(r'root = "FILL IN: [^"]*"', 'root = "data"', text)
+    text = re.sub(r'^cache = "FILL IN: [^"]*"', 'cache = "cache"', text, flags=re.M)
+    text = re.sub(r'^output = "FILL IN: [^"]*"', 'output = "out"', text, flags=re.M)
+    text = re.sub(r'^name = "[^"]*"', 'name = "mine"', text, count=1, flags=re.M)
+    text = re.sub(r"^(encoders = \[\n(?:    .*\n)*)\]", rf'\1    "{NEW_ENCODER}",\n]', text, count=1, flags=re.M)
+    assert "\"FILL IN" not in text, text
+    spec.write_text(text)
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +89,9 @@ def walked(tmp_path_factory):
             result = CliRunner().invoke(cli, words[1:])
             assert result.exit_code == 0, (" ".join(words), result.output[-3000:])
             outputs[" ".join(words)] = result.output
+            if words[:3] == ["crs", "init", "--from-bundle"]:
+                outputs["mine/spec.toml as written"] = (root / "mine" / "spec.toml").read_text()
+                fill_in(root / "mine" / "spec.toml")
     finally:
         os.chdir(here)
     return root, commands, outputs
@@ -157,3 +170,30 @@ def test_two_sites_publish_aggregates_only_and_merge_into_one_leaderboard(walked
     assert "multi-site result: merged" in every and every.count("aggregates only (no per-case data)") >= 3
     for name in ("quickstart", "mine", "agg-a", "agg-b"):
         assert f'id="{name}"' in every
+
+
+def test_init_from_bundle_writes_the_bundles_spec_with_placeholders_for_the_local_folders(walked, tmp_path):
+    root, _, outputs = walked
+    written = outputs["mine/spec.toml as written"]
+    said = _output(outputs, "crs init --from-bundle")
+    assert "fill in 6 placeholder(s)" in said and "datasets[2].shift_target root (cxr-b)" in said, said
+    assert str(root) not in written  # no folder of the publisher's machine is copied
+    assert written.count('root = "FILL IN: the folder of data set') == 3
+    assert written.count('root = "FILL IN: the folder of shift target') == 1
+    assert 'encoders = [\n    "pixel_stats",\n    "resnet18",\n]' in written  # as published: random weights, 32 px
+    assert '[encoder_defaults]' in written and 'weights = "random"\ninput_size = 32' in written
+    published = json.loads((root / "bundle" / "spec.json").read_text())
+    from crs.spec import SpecError, load_spec
+
+    unfilled = tmp_path / "unfilled.toml"
+    unfilled.write_text(written)
+    with pytest.raises(SpecError) as refused:  # every placeholder left is named at once
+        load_spec(unfilled)
+    assert len(refused.value.problems) == 6 and "cache is still a placeholder" in str(refused.value)
+    filled = tmp_path / "filled.toml"
+    filled.write_text(written)
+    fill_in(filled)
+    spec = load_spec(filled)
+    assert spec.probe.label_fractions == tuple(published["probe"]["label_fractions"])
+    assert spec.score.n_boot == published["score"]["n_boot"] and spec.datasets[0].root == tmp_path / "data"
+    assert spec.output == tmp_path / "out" and spec.cache == tmp_path / "cache"
