@@ -111,9 +111,18 @@ def point_sentence(score, table: pd.DataFrame, contest) -> str:
                 "established.")
     leader = table.loc[contest.leader]
     if contest.baseline and float(table.loc[contest.baseline, "crs"]) > float(leader["crs"]):  # interval said already
-        return f"{contest.leader} scores highest among the candidates in {percent(leader['p_rank1'])} of the {replicates}."
-    return (f"{contest.leader}'s Clinical Reliability Score is {leader['crs']:.3f} ({interval_phrase(boot, leader['crs_low'], leader['crs_high'])}); "
-            f"it scores highest in {percent(leader['p_rank1'])} of the {replicates}.")
+        text = f"{contest.leader} scores highest among the candidates in {percent(leader['p_rank1'])} of the {replicates}."
+    else:
+        text = (f"{contest.leader}'s Clinical Reliability Score is {leader['crs']:.3f} "
+                f"({interval_phrase(boot, leader['crs_low'], leader['crs_high'])}); it scores highest in "
+                f"{percent(leader['p_rank1'])} of the {replicates}.")
+    rivals = [name for name in contest.contestants[1:] if float(table.loc[name, "p_rank1"]) > float(leader["p_rank1"])]
+    if rivals:  # the point and the replicates disagree about who is first (issue 30, issue 46 item 8)
+        top = max(rivals, key=lambda name: float(table.loc[name, "p_rank1"]))
+        text += (f" {top} scores highest in more replicates ({percent(table.loc[top, 'p_rank1'])}): the dominance term "
+                 "jumps, so replicates scatter around its steps; P(rank 1) describes the bootstrap, the leading tier "
+                 "is the confidence statement.")
+    return text
 
 
 def auroc_sentence(found, contest) -> str:

@@ -152,10 +152,11 @@ def reference_verdict(reference: str, table: pd.DataFrame, contestants: Sequence
                     f"the data do not say whether {'it beats' if len(reaching) == 1 else 'they beat'} the reference.")
     if comparisons is not None and reference in comparisons.encoders:
         gains = []
-        for axis in comparisons.axes:
-            better = [name for name in names if name in comparisons.encoders and reference in comparisons.better_than(name, axis)]
-            if better:
-                gains.append(f"{names_joined(better)} on {_axis_words(axis)}")
+        for name in names:
+            axes = [_axis_words(axis) for axis in comparisons.axes
+                    if name in comparisons.encoders and reference in comparisons.better_than(name, axis)]
+            if axes:
+                gains.append(f"{name} on {names_joined(axes)}")
         if gains:
             sentence += f" Better than {reference} with {level} confidence: {'; '.join(gains)}."
     return sentence
