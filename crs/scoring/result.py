@@ -337,11 +337,13 @@ class ScoreResult:
         if found is None:
             return ["reversal uncertainty: not computed (no bootstrap replicates of AUROC and CRS)"]
         noise = found.noise.loc["crs"]
-        robust = found.pairs.loc[found.pairs["robust"], ["first", "second"]].to_numpy().tolist()
+        baseline = contest_of_score(self).baseline  # its pairs never count (crs.evaluate.contest)
+        robust = [pair for pair in found.pairs.loc[found.pairs["robust"], ["first", "second"]].to_numpy().tolist()
+                  if baseline not in pair]
         return [
-            f"robust reversals (each order held in >= {found.level:.0%} of {len(found.replicate_counts)} replicates): "
-            f"{found.n_robust} {robust}; {1 - found.alpha:.0%} interval of the reversal count "
-            f"{found.count_low:.0f} to {found.count_high:.0f}",
+            f"robust reversals among the contestants (each order held in >= {found.level:.0%} of "
+            f"{len(found.replicate_counts)} replicates; a description of the bootstrap, the confident pairs above "
+            f"are the confidence statement): {len(robust)} {robust}",
             f"noise baseline: two independent replicates of the CRS reorder {noise['mean']:.1f} pairs on average "
             f"(5-95 %: {noise['low']:.0f} to {noise['high']:.0f})",
         ]

@@ -89,8 +89,8 @@ def decision_sentences(
     else:
         sentences.append(f"Build on any of {names_joined(tier, 'or')}: the data do not separate them (each one's "
                          f"{level} rank confidence set{qualifier} contains rank 1).")
-    if usable and len(contestants) > 1:
-        sentences += _member_sentences(tier, contestants, comparisons, confident)  # type: ignore[arg-type]
+    if usable and len(contestants) > 1:  # a shared lead: only what separates its members, said once
+        sentences += _member_sentences(tier, tier if len(tier) > 1 else contestants, comparisons, confident)  # type: ignore[arg-type]
     return sentences
 
 
@@ -111,7 +111,7 @@ def _member_sentences(tier: list[str], contestants: list[str], comparisons: Comp
         sentences.append(f"{confident[0].upper()}{confident[1:]}: {text}.")
     if silent:
         subject = names_joined(silent, "or")
-        sentences.append(f"No axis separates {subject} from another competing encoder {confident}.")
+        sentences.append(f"No axis separates {subject} from {'another member of the tier' if len(contestants) == len(tier) > 1 else 'another competing encoder'} {confident}.")
     return sentences
 
 
@@ -195,9 +195,10 @@ def opening_sentences(score, level: str | None = None, with_baseline: bool = Tru
         decision[0] = f"Among the candidates, {decision[0][0].lower()}{decision[0][1:]}"
     sentences = [s for s in (verdict, *decision) if s]
     tier_pairs = [(a, b) for i, a in enumerate(contest.tier) for b in contest.tier[i + 1:]]
+    rivals = list(contest.tier if contest.shared_lead else contest.contestants)  # as the member sentences compare
     silent = [name for name in contest.tier if comparisons is not None and name in comparisons.encoders
-              and not any(wins_and_losses(comparisons, name, list(contest.contestants)))]
-    axis_pairs = [(name, rival) for name in silent for rival in contest.contestants if rival != name]
+              and not any(wins_and_losses(comparisons, name, rivals))]
+    axis_pairs = [(name, rival) for name in silent for rival in rivals if rival != name]
     replicates = getattr(boot, "replicates", None)
     crs_found = (detectable_crs(replicates, table["crs"], contest.contestants, tier_pairs, float(boot.alpha))
                  if tier_pairs and replicates is not None else None)
