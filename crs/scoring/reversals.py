@@ -304,8 +304,8 @@ def contest_reversals(crs: pd.DataFrame, contestants: list[str] | tuple[str, ...
     names = [str(name) for name in contestants]
     table = crs.set_axis([str(name) for name in crs.index]).loc[names]
     if box is not None:
-        table = table.join(box.set_axis([str(name) for name in box.index])
-                           .reindex(names)[[c for c in box if c.startswith("discrimination_error_box")]])
+        wanted = [c for c in box if c.startswith("discrimination_error_box") and c not in table]
+        table = table.join(box.set_axis([str(name) for name in box.index]).reindex(names)[wanted])
     auroc, score = table["auroc"].astype(float), table["crs"].astype(float)
     top = float(auroc.max()) if len(auroc) else np.nan
     leaders = tuple(name for name in names if np.isfinite(top) and abs(float(auroc[name]) - top) <= 1e-12)
