@@ -11,10 +11,9 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from scoring.cohorts import cohort_records
 
 from crs.scoring.result import score_records
-
-from scoring.cohorts import cohort_records
 
 
 @pytest.fixture(scope="module")
