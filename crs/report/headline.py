@@ -99,7 +99,7 @@ def headline(score, board: pd.DataFrame | None = None) -> str:
 def point_sentence(score, table: pd.DataFrame, contest) -> str:
     """The lead's point estimate and P(rank 1), saying what each holds fixed (issue 46 item 8): the tier is the
     confidence statement; P(rank 1) only describes the bootstrap; a shared lead is not a first place."""
-    if contest.leader is None:
+    if contest.leader is None or len(contest.contestants) < 2:  # alone, it is first in every replicate
         return ""
     boot = score.bootstrap
     replicates = f"{boot.n_boot} {bootstrap_name(boot)} replicates"
