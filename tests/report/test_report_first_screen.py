@@ -8,7 +8,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from headless import CHROMIUM, chromium
 
 FOLD_PROBE = (
