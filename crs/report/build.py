@@ -22,7 +22,7 @@ from crs.evaluate.contest import contest_of_score
 from crs.report import plots, plots_runs
 from crs.report import subgroups as subgroup_report
 from crs.report.cards import build_cards
-from crs.report.headline import headline, reversal_note_text
+from crs.report.headline import headline, headline_details, reversal_note_text
 from crs.report.leaderboards import (
     has_task_leaderboards,
     overall_sentence,
@@ -299,12 +299,13 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
                  for card in cards]
     reversal_note = reversal_note_text(found, contest.baseline)
     head = " ".join(filter(None, [headline(score, board), overall_sentence(score)]))
+    details = headline_details(score)  # what backs the answer, under the table (issue 46 item 14)
     gaps = getattr(score, "subgroup_gaps", None)
     subgroup_line = subgroup_report.opening_line(gaps) if gaps is not None and len(gaps) else ""
     settings = _settings(score, records)
     page = _render_html(
         title=title, headline=head, board=_board_rows(board, text, styles, flags), reference=score.reference,
-        reversal_note=reversal_note, interval_note=interval_note(score.bootstrap),
+        reversal_note=reversal_note, interval_note=interval_note(score.bootstrap), details=details,
         ci_label=interval_label(score.bootstrap), sections=sections,
         axis_labels=[label for _, label, _ in AXIS_VALUES.values()],
         cards=[{**card.__dict__, "colour": styles[card.encoder].colour,
@@ -315,7 +316,8 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
     path = out_dir / "report.html"
     path.write_text(page, encoding="utf-8")
     (out_dir / "report.md").write_text(
-        _markdown(title, head, text, f"{reversal_note} {interval_note(score.bootstrap)}", sections, cards, settings,
+        _markdown(title, head, text, " ".join(filter(None, [details, reversal_note, interval_note(score.bootstrap)])),
+                  sections, cards, settings,
                   out_dir, provenance_box, subgroup_line), encoding="utf-8"
     )
     (out_dir / "report_build_seconds.txt").write_text(f"{time.perf_counter() - started:.2f}\n")

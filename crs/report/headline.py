@@ -15,7 +15,7 @@ import pandas as pd
 from crs.evaluate.contest import contest_of_score
 from crs.report.tables import bootstrap_name, confidence_label, interval_label, is_case_level, percent
 from crs.scoring.reversals import contest_reversals
-from crs.scoring.verdict import baseline_sentence, names_joined, opening_sentences
+from crs.scoring.verdict import names_joined, opening
 
 
 def reversal_uncertainty(score) -> dict[str, Any] | None:
@@ -72,27 +72,36 @@ def reversal_sentence(n_reversed: int, n_pairs: int, auroc_leader: str, crs_lead
 
 
 def headline(score, board: pd.DataFrame | None = None) -> str:
-    """The answer in a few sentences, each said once (issue 46 items 7, 8, 14): the opening of
-    :func:`crs.scoring.verdict.opening_sentences` (whether a candidate beats the reference, whom to build on,
-    what the data could have found where they separate nothing, how the reference takes part), the lead's
-    point estimate with what P(rank 1) describes, and what clean AUROC alone would have picked among the
-    contestants (ties and confident reversals said as such). Contestants come from
-    :func:`crs.evaluate.contest.contest_of_score`, the rule every view reads; ``board`` is unused (kept
-    for callers that pass the leaderboard)."""
+    """The answer, short and each thing said once (issue 46 items 7, 8, 14): from
+    :func:`crs.scoring.verdict.opening`, whether a candidate beats the reference, whom to build on, what the
+    data could have found where they separate nothing; the lead's point estimate with what P(rank 1)
+    describes; cautions where a competing reference leads. The detail (axes, AUROC, the reference's part)
+    is :func:`headline_details`, printed under the leaderboard. ``board`` is unused (kept for callers)."""
     contest = contest_of_score(score)
     table = score.crs.set_axis([str(name) for name in score.crs.index])
-    parts = opening_sentences(score, confidence_label(score.bootstrap.alpha), with_baseline=False)
-    parts.append(point_sentence(score, table, contest))
+    found = opening(score, confidence_label(score.bootstrap.alpha))
+    parts = [found.verdict, found.decision, found.not_separated, point_sentence(score, table, contest)]
     settings = getattr(score, "settings", None)
     reference_competes = score.reference == "median" or bool(getattr(settings, "reference_competes", False))
     if reference_competes and contest.leader is not None:  # a reference that cannot lead needs no caution
         parts.extend(caution_sentences(score, contest.leader))
+    return " ".join(part for part in parts if part)
+
+
+def headline_details(score) -> str:
+    """What backs the answer, under the leaderboard: the candidates better than the reference on an axis, the
+    axes that separate the tier, what clean AUROC alone would have picked among the candidates (ties and
+    confident reversals said as such), and how the reference takes part."""
+    contest = contest_of_score(score)
+    table = score.crs.set_axis([str(name) for name in score.crs.index])
+    found = opening(score, confidence_label(score.bootstrap.alpha))
+    parts = [found.gains, *found.members]
     parts.append(auroc_sentence(contest_reversals(table, contest.contestants, getattr(score, "comparisons", None),
                                                   getattr(score.bootstrap, "table", None)), contest))
     if score.reference == "median" or score.reference not in table.index:
         parts.append(reference_sentence(score.reference))
     else:
-        parts.append(baseline_sentence(score.reference, reference_competes))
+        parts.append(found.baseline)
     return " ".join(part for part in parts if part)
 
 
@@ -106,9 +115,8 @@ def point_sentence(score, table: pd.DataFrame, contest) -> str:
     if contest.shared_lead:
         shares = ", ".join(f"{name} {table.loc[name, 'crs']:.3f} ({percent(table.loc[name, 'p_rank1'])})"
                            for name in contest.tier)
-        return (f"Point CRS (and P(rank 1), the share of the {replicates} in which each scores highest, which "
-                f"describes the bootstrap and is no confidence statement): {shares}; the order among them is not "
-                "established.")
+        return (f"Point CRS (P(rank 1), the share of the {replicates} in which each scores highest: a description "
+                f"of the bootstrap, not a confidence statement): {shares}; the order among them is not established.")
     leader = table.loc[contest.leader]
     if contest.baseline and float(table.loc[contest.baseline, "crs"]) > float(leader["crs"]):  # interval said already
         text = f"{contest.leader} scores highest among the candidates in {percent(leader['p_rank1'])} of the {replicates}."

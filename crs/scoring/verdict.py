@@ -10,6 +10,7 @@ competing encoders only; a named reference is the yardstick (:mod:`crs.scoring.b
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import pandas as pd
 
@@ -150,16 +151,21 @@ def reference_verdict(reference: str, table: pd.DataFrame, contestants: Sequence
         sentence = (f"No candidate's point Clinical Reliability Score reaches the reference {reference}'s "
                     f"({float(crs[reference]):.3f}); the {level} intervals of {names_joined(reaching)} reach it, so "
                     f"the data do not say whether {'it beats' if len(reaching) == 1 else 'they beat'} the reference.")
-    if comparisons is not None and reference in comparisons.encoders:
-        gains = []
-        for name in names:
-            axes = [_axis_words(axis) for axis in comparisons.axes
-                    if name in comparisons.encoders and reference in comparisons.better_than(name, axis)]
-            if axes:
-                gains.append(f"{name} on {names_joined(axes)}")
-        if gains:
-            sentence += f" Better than {reference} with {level} confidence: {'; '.join(gains)}."
     return sentence
+
+
+def reference_gains(reference: str, contestants: Sequence[str], comparisons: Comparisons | None,
+                    level: str = "95 %") -> str:
+    """The candidates better than a named reference on some axis with confidence, one clause per candidate."""
+    if comparisons is None or reference not in comparisons.encoders:
+        return ""
+    gains = []
+    for name in contestants:
+        axes = [_axis_words(axis) for axis in comparisons.axes
+                if name in comparisons.encoders and reference in comparisons.better_than(name, axis)]
+        if axes:
+            gains.append(f"{name} on {names_joined(axes)}")
+    return f"Better than {reference} with {level} confidence: {'; '.join(gains)}." if gains else ""
 
 
 def not_separated_sentence(crs_detectable, axis_detectable, level: str = "95 %") -> str:
@@ -174,7 +180,26 @@ def not_separated_sentence(crs_detectable, axis_detectable, level: str = "95 %")
             "true differences would likely go unseen.")
 
 
-def opening_sentences(score, level: str | None = None, with_baseline: bool = True) -> list[str]:
+@dataclass(frozen=True)
+class Opening:
+    """The answer's parts, so that the report can put the answer first and the detail below the table while
+    the terminal prints them in order: ``verdict`` (a named reference that beats every candidate), ``gains``
+    (candidates better than it on an axis), ``decision`` (whom to build on), ``members`` (the axes that
+    separate the tier), ``not_separated`` (what could have been detected), ``baseline`` (how the reference
+    takes part); "" or empty where there is nothing to say."""
+
+    verdict: str
+    gains: str
+    decision: str
+    members: tuple[str, ...]
+    not_separated: str
+    baseline: str
+
+    def sentences(self) -> list[str]:
+        return [s for s in (self.verdict, self.gains, self.decision, *self.members, self.not_separated, self.baseline) if s]
+
+
+def opening(score, level: str | None = None) -> Opening:
     """The answer first, for the report and the terminal alike: whether any candidate beats a named reference
     that does not compete, whom to build on (the leading tier of the contestants) with the axes that
     separate them, what difference the data could have found where they separate nothing, and how the
@@ -190,10 +215,10 @@ def opening_sentences(score, level: str | None = None, with_baseline: bool = Tru
     qualifier = "" if getattr(boot, "level", "seed") == "seed+case" else " (seed resampling only)"
     comparisons = getattr(score, "comparisons", None)
     verdict = reference_verdict(contest.baseline, table, contest.contestants, comparisons, level) if contest.baseline else ""
+    gains = reference_gains(contest.baseline, contest.contestants, comparisons, level) if verdict else ""
     decision = decision_sentences(contest.tier, contest.contestants, comparisons, level, qualifier)
     if verdict and decision:
         decision[0] = f"Among the candidates, {decision[0][0].lower()}{decision[0][1:]}"
-    sentences = [s for s in (verdict, *decision) if s]
     tier_pairs = [(a, b) for i, a in enumerate(contest.tier) for b in contest.tier[i + 1:]]
     rivals = list(contest.tier if contest.shared_lead else contest.contestants)  # as the member sentences compare
     silent = [name for name in contest.tier if comparisons is not None and name in comparisons.encoders
@@ -203,9 +228,14 @@ def opening_sentences(score, level: str | None = None, with_baseline: bool = Tru
     crs_found = (detectable_crs(replicates, table["crs"], contest.contestants, tier_pairs, float(boot.alpha))
                  if tier_pairs and replicates is not None else None)
     auroc_found = detectable_axis(comparisons, "discrimination", axis_pairs, "AUROC") if axis_pairs else None
-    sentences.append(not_separated_sentence(crs_found, auroc_found, level))
     settings = getattr(score, "settings", None)
     median = score.reference == "median" or bool(getattr(settings, "median_reference", False))
-    if with_baseline and not median and score.reference in table.index:
-        sentences.append(baseline_sentence(score.reference, bool(getattr(settings, "reference_competes", False))))
-    return [s for s in sentences if s]
+    baseline = (baseline_sentence(score.reference, bool(getattr(settings, "reference_competes", False)))
+                if not median and score.reference in table.index else "")
+    return Opening(verdict, gains, decision[0] if decision else "", tuple(decision[1:]),
+                   not_separated_sentence(crs_found, auroc_found, level), baseline)
+
+
+def opening_sentences(score, level: str | None = None) -> list[str]:
+    """:func:`opening` as sentences in order (the terminal, ``summary.json``'s headline)."""
+    return opening(score, level).sentences()
