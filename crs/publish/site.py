@@ -120,9 +120,8 @@ def _contest(run: PublishedRun) -> Contest | None:
     """Who competes in ``run`` and where each stands (crs.evaluate.contest, the rule every view reads)."""
     if "encoder" not in run.crs or "crs" not in run.crs or run.crs.empty:
         return None
-    settings = run.provenance.get("settings") or {}
-    reference = run.provenance.get("reference") or (run.aggregates or {}).get("reference")
-    return contest_of(run.crs, reference, bool(settings.get("reference_competes", False)))
+    settings = (run.aggregates or {}).get("settings") or {}  # a full bundle's table says who competes itself
+    return contest_of(run.crs, settings.get("reference"), bool(settings.get("reference_competes", False)))
 
 
 def _rank(contest: Contest | None, record: dict[str, Any], key: str = "rank") -> str:
