@@ -1,14 +1,10 @@
-"""The report's opening sentences: who leads, whether the lead is real, and how AUROC would have ranked.
-
-The reversal sentence says how many AUROC-vs-CRS reversals are robust when the bootstrap measured
-that (``score.reversal_uncertainty``), and otherwise says plainly that the count is a point
-estimate with no noise baseline: a headline count means little without the count noise alone makes.
+"""The report's opening: the answer first (whom to build on, whether any candidate beats the reference, what
+the data could have detected, the lead's point estimate), and under the leaderboard what backs it (the axes,
+what clean AUROC alone would have picked among the candidates, the reference's part). Contestants and ranks
+come from :mod:`crs.evaluate.contest`; the sentences of the decision from :mod:`crs.scoring.verdict`.
 """
 
 from __future__ import annotations
-
-from collections.abc import Mapping
-from typing import Any
 
 import pandas as pd
 
@@ -16,59 +12,6 @@ from crs.evaluate.contest import contest_of_score
 from crs.report.tables import bootstrap_name, confidence_label, interval_label, is_case_level, percent
 from crs.scoring.reversals import contest_reversals
 from crs.scoring.verdict import names_joined, opening
-
-
-def reversal_uncertainty(score) -> dict[str, Any] | None:
-    """The bootstrap's reversal summary as a plain dict, or None when it was not computed.
-
-    Expected keys (the bootstrap's reversal analysis provides them): ``n_robust`` (pairs whose AUROC
-    and CRS orders are each held in at least ``robust_level`` of the replicates), ``count_low`` and
-    ``count_high`` (bootstrap interval of the number of reversed pairs), ``robust_level`` (e.g.
-    0.95), ``interval_level`` (e.g. 0.95) and ``n_boot``.
-    """
-    found = getattr(score, "reversal_uncertainty", None)
-    if found is None:
-        return None
-    if hasattr(found, "summary"):
-        found = found.summary()
-    if not isinstance(found, Mapping) or "n_robust" not in found:
-        return None
-    return dict(found)
-
-
-def reversal_sentence(n_reversed: int, n_pairs: int, auroc_leader: str, crs_leader: str,
-                      uncertainty: Mapping[str, Any] | None = None) -> str:
-    """How AUROC and CRS rankings disagree, with the robust count when the bootstrap gave one.
-
-    Without ``uncertainty`` the sentence labels the count as a point estimate with no noise
-    baseline rather than inventing one.
-    """
-    if auroc_leader != crs_leader:
-        opening = f"Ranking by clean AUROC alone would have picked {auroc_leader}; "
-        swaps = f"{n_reversed} of {n_pairs} encoder pairs swap order"
-    elif n_reversed:
-        opening = "Clean AUROC picks the same leader, but "
-        swaps = f"{n_reversed} of {n_pairs} encoder pairs swap order further down"
-    else:
-        opening = ""
-        swaps = f"clean AUROC orders every pair of encoders the same way (0 of {n_pairs} pairs swap)"
-    if uncertainty is None:
-        if not n_reversed:
-            return (opening + swaps)[0].upper() + (opening + swaps)[1:] + "."
-        return (f"{opening}{swaps} in the point estimate (not yet compared with what noise alone would "
-                "produce: this run has no bootstrap reversal probabilities).")
-    robust_level = float(uncertainty.get("robust_level", 0.95))
-    interval_level = float(uncertainty.get("interval_level", 0.95))
-    n_boot = uncertainty.get("n_boot")
-    replicates = f" of {n_boot} bootstrap replicates" if n_boot else " of the bootstrap replicates"
-    interval = ""
-    if uncertainty.get("count_low") is not None and uncertainty.get("count_high") is not None:
-        interval = (f"; {confidence_label(1 - interval_level)} interval of the count "
-                    f"{int(uncertainty['count_low'])} to {int(uncertainty['count_high'])}")
-    robust = (f"{int(uncertainty['n_robust'])} of them robustly (each order held in at least "
-              f"{percent(robust_level)}{replicates}{interval})")
-    text = f"{opening}{swaps}, {robust}." if n_reversed else f"{opening}{swaps}; {robust}."
-    return text[0].upper() + text[1:]
 
 
 def headline(score, board: pd.DataFrame | None = None) -> str:
