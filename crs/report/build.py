@@ -226,7 +226,8 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
                  f"{bootstrap_name(score.bootstrap)}; test cases are not resampled)")
     uncertainty = Section("uncertainty", "Is the lead real?", f"{resampled}.")
     contestants = list(contest.contestants)  # ranks among the candidates: the baseline row takes no rank
-    _add(uncertainty, plots.bootstrap_ranks(score.bootstrap.replicates[contestants], contestants,
+    replicates = score.bootstrap.replicates.set_axis([str(c) for c in score.bootstrap.replicates.columns], axis=1)
+    _add(uncertainty, plots.bootstrap_ranks(replicates[contestants], contestants,
                                             folder / "bootstrap_ranks.png",
                                             level="seed \u00d7 test-case" if case_level else "paired-seed"),
          f"Share of the {score.bootstrap.n_boot} {bootstrap_name(score.bootstrap)} replicates in which each "
@@ -241,7 +242,9 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
         stable.notes.append("Leave-one-encoder-out needs at least three encoders: with two, the one left has "
                             "nothing to be ranked against.")
     _add(stable, plots.weight_sensitivity(score.sensitivity, styles, folder / "weight_sensitivity.png"),
-         "Weight sensitivity: how often each encoder leads under other CRS weights, and how far the ranking moves.")
+         "Weight sensitivity: how often each encoder leads under other CRS weights, and how far the ranking moves "
+         "(the data and the reference held fixed at the point estimates: how much the ranking leans on the weights, "
+         "not how sure the data are).")
     labels = Section("labels", "Label efficiency")
     _add(labels, plots_runs.label_efficiency_curves(records, styles, folder / "label_efficiency.png",
                                                     zero_shot_records(out_dir)),

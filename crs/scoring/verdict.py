@@ -224,8 +224,13 @@ def opening(score, level: str | None = None) -> Opening:
     silent = [name for name in contest.tier if comparisons is not None and name in comparisons.encoders
               and not any(wins_and_losses(comparisons, name, rivals))]
     axis_pairs = [(name, rival) for name in silent for rival in rivals if rival != name]
+    named = list(contest.contestants)
+    if verdict and "crs_high" in table and "crs_low" in table:  # candidates the data do not separate from the reference
+        floor = float(table.loc[contest.baseline, "crs_low"])
+        tier_pairs += [(contest.baseline, name) for name in contest.contestants if float(table.loc[name, "crs_high"]) >= floor]
+        named.append(contest.baseline)
     replicates = getattr(boot, "replicates", None)
-    crs_found = (detectable_crs(replicates, table["crs"], contest.contestants, tier_pairs, float(boot.alpha))
+    crs_found = (detectable_crs(replicates, table["crs"], named, tier_pairs, float(boot.alpha))
                  if tier_pairs and replicates is not None else None)
     auroc_found = detectable_axis(comparisons, "discrimination", axis_pairs, "AUROC") if axis_pairs else None
     settings = getattr(score, "settings", None)
