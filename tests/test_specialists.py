@@ -76,6 +76,8 @@ def test_the_specialist_is_ranked_in_its_task_and_not_overall(specialist_run):
 
 
 def test_the_report_shows_each_leaderboard_and_who_is_ranked_where(specialist_run):
+    from crs.evaluate.contest import contest_of_score
+
     bench, score = specialist_run
     output = bench.spec.output
     markdown = (output / "report.md").read_text()
@@ -86,13 +88,14 @@ def test_the_report_shows_each_leaderboard_and_who_is_ranked_where(specialist_ru
     for task in TASKS:
         table = per_task.split(f"### Leaderboard: {task}\n", 1)[1].split("\n### ", 1)[0]
         rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| CRS rank")]
-        ranked = {row.split(" | ")[1]: int(row.split(" | ")[0].strip("| ")) for row in rows}
-        expected = {str(name): int(rank) for name, rank in score.leaderboards[task].crs["rank"].items()}
+        ranked = {row.split(" | ")[1]: row.split(" | ")[0].strip("| ") for row in rows}
+        contest = contest_of_score(score.leaderboards[task])  # ranks among the contestants, "1–k" for a shared lead
+        expected = {str(name): contest.rank_label(str(name)) for name in score.leaderboards[task].crs.index}
         assert ranked == expected
     who = per_task.split("### Who is ranked where\n", 1)[1].split("\n### ", 1)[0]
     assert "| retfound | fundus | not ranked | fundus: " in who
     assert "fundus only: ranked in the fundus leaderboard, not overall" in who
-    fundus_rank = int(score.leaderboards["fundus"].crs.loc["retfound", "rank"])
+    fundus_rank = contest_of_score(score.leaderboards["fundus"]).rank_label("retfound")
     assert f"### {fundus_rank}. retfound, fundus leaderboard (" in markdown  # its card, with its fundus rank
     html = (output / "report.html").read_text()
     assert 'href="#tasks"' in html and "<h3>Leaderboard: fundus</h3>" in html and "Who is ranked where" in html

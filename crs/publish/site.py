@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from crs.evaluate.artifacts import RunFolder
+from crs.evaluate.contest import Contest, contest_of
 from crs.publish.aggregates import AGGREGATES, AGGREGATES_FILE
 from crs.publish.bundle import EXTENDS, RUN_DIR
 from crs.publish.manifest import MANIFEST_FILE, read_manifest
@@ -115,18 +116,47 @@ def _number(value: Any, digits: int = 3) -> str:
         return html.escape(str(value))
 
 
+def _contest(run: PublishedRun) -> Contest | None:
+    """Who competes in ``run`` and where each stands (crs.evaluate.contest, the rule every view reads)."""
+    if "encoder" not in run.crs or "crs" not in run.crs or run.crs.empty:
+        return None
+    settings = (run.aggregates or {}).get("settings") or {}  # a full bundle's table says who competes itself
+    return contest_of(run.crs, settings.get("reference"), bool(settings.get("reference_competes", False)))
+
+
+def _rank(contest: Contest | None, record: dict[str, Any], key: str = "rank") -> str:
+    """The rank shown: among the contestants ('1–k' for a shared lead, 'baseline' for the reference's row)."""
+    if contest is None:
+        return str(record.get(key, ""))
+    encoder = str(record["encoder"])
+    if key == "auroc_rank":
+        return "\u2014" if encoder == contest.baseline else str(contest.auroc_rank.get(encoder, ""))
+    return contest.rank_label(encoder)
+
+
+def _card_rank(contest: Contest | None, record: dict[str, Any], total: int) -> str:
+    """'rank 2 of 3 candidates', 'the reference's baseline row (not ranked)' or the stored rank of an older bundle."""
+    if contest is None:
+        return f"rank {record.get('rank', '?')} of {total}"
+    if str(record["encoder"]) == contest.baseline:
+        return "the reference's baseline row (not ranked)"
+    return f"rank {contest.rank_label(str(record['encoder']))} of {len(contest.contestants)} candidates"
+
+
 def _leaderboard(run: PublishedRun, introduced: dict[str, str]) -> str:
     rows = []
     table = run.crs.sort_values("rank") if "rank" in run.crs else run.crs
+    contest = _contest(run)
     for record in table.to_dict("records"):
         encoder = str(record["encoder"])
-        tier = "yes" if record.get("in_leading_tier") else ""
+        in_tier = encoder in contest.tier if contest is not None else bool(record.get("in_leading_tier"))
+        tier = "yes" if in_tier else ""
         origin = introduced.get(encoder, run.name)
         rows.append(
             f'<tr><td><a href="encoders/{_slug(encoder)}.html">{html.escape(encoder)}</a></td>'
-            f"<td>{record.get('rank', '')}</td><td>{_number(record.get('crs'))}</td>"
+            f"<td>{_rank(contest, record)}</td><td>{_number(record.get('crs'))}</td>"
             f"<td>{_number(record.get('crs_low'))} to {_number(record.get('crs_high'))}</td>"
-            f'<td class="tier">{tier}</td><td>{record.get("auroc_rank", "")}</td>'
+            f'<td class="tier">{tier}</td><td>{_rank(contest, record, "auroc_rank")}</td>'
             f'<td class="muted">{html.escape(origin)}</td></tr>')
     head = ("<tr><th>encoder</th><th>rank</th><th>CRS</th><th>95 % interval</th><th>leading tier</th>"
             "<th>AUROC rank</th><th>first published in</th></tr>")
@@ -232,8 +262,8 @@ def _card(encoder: str, runs: list[PublishedRun], merged: list[MergedResult] | N
             head, note = "<tr><th>axis</th><th>u (0.5 = the reference)</th></tr>", ""
         sections.append(
             f"<h2>in {html.escape(run.name)}</h2><p>CRS {_number(record.get('crs'))} "
-            f"(95 % interval {_number(record.get('crs_low'))} to {_number(record.get('crs_high'))}), rank "
-            f"{record.get('rank', '?')} of {len(run.crs)}; {_status(run.verification)}.{note}</p>"
+            f"(95 % interval {_number(record.get('crs_low'))} to {_number(record.get('crs_high'))}), "
+            f"{_card_rank(_contest(run), record, len(run.crs))}; {_status(run.verification)}.{note}</p>"
             f"<table>{head}{axes}</table>")
     for result in merged or []:
         row = result.board[result.board["encoder"].astype(str) == encoder]

@@ -18,10 +18,11 @@ import pandas as pd
 from PIL import Image
 
 from crs.evaluate.artifacts import RunFolder
+from crs.evaluate.contest import contest_of_score
 from crs.report import plots, plots_runs
 from crs.report import subgroups as subgroup_report
 from crs.report.cards import build_cards
-from crs.report.headline import headline, reversal_uncertainty
+from crs.report.headline import headline, headline_details, reversal_note_text
 from crs.report.leaderboards import (
     has_task_leaderboards,
     overall_sentence,
@@ -31,7 +32,7 @@ from crs.report.leaderboards import (
 )
 from crs.report.provenance import encoder_provenance, exposure_flags, task_infos
 from crs.report.robustness_precision import standard_error_note, subsample_notes
-from crs.report.run_provenance import design_rows, provenance_rows
+from crs.report.run_provenance import design_rows, provenance_rows, provenance_summary
 from crs.report.shifts import shift_table, shift_targets
 from crs.report.stability import Table, leave_one_out_table, reference_table, stability_text
 from crs.report.style import encoder_styles
@@ -49,6 +50,7 @@ from crs.report.tables import (
 )
 from crs.report.zero_shot import zero_shot_records, zero_shot_tables
 from crs.scoring.intervals import SUBGROUP_INTERVALS, coverage_sentence
+from crs.scoring.reversals import contest_reversals_of
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 
@@ -112,7 +114,7 @@ def _board_rows(board: pd.DataFrame, text: pd.DataFrame, styles, flags) -> list[
         rows.append({
             "rank": shown["CRS rank"], "encoder": row["encoder"], "colour": styles[row["encoder"]].colour,
             "crs": f"{row['crs']:.3f}", "crs_ci": split(shown["CRS [CI]"])["ci"],
-            "leading": bool(row["tier"]), "p_rank1": shown["P(rank 1)"], "auroc_rank": int(row["auroc_rank"]),
+            "leading": bool(row["tier"]), "p_rank1": shown["P(rank 1)"], "auroc_rank": "\u2014" if row["baseline"] else int(row["auroc_rank"]),
             "shift": row["rank_shift"], "reversed_with": row["reversed_with"],
             "axes": [split(shown[label]) for _, label, _ in AXIS_VALUES.values()],
             "worst_axis": row["worst_axis"],
@@ -204,14 +206,18 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
                    f"u = 1 / (1 + error / reference error), with {reference_words} error as reference: 0.5 "
                    "matches it, 1 is perfect. Errors below the noise level of the reference's error (its "
                    "standard error) count as equal to it.")
-    _add(axes, plots.axis_profiles(score.crs, styles, folder / "axis_profiles.png", score.reference),
+    contest = contest_of_score(score)  # the rule every view reads: contestants, their ranks, the baseline row
+    found = contest_reversals_of(score)
+    _add(axes, plots.axis_profiles(score.crs, styles, folder / "axis_profiles.png", score.reference, contest),
          "Axis profile per encoder: u per axis, worst axis hatched, dashed line at the reference (0.5).")
     _add(axes, plots.pareto_views(axis_values(score).reindex(order), styles, folder / "pareto.png"),
          "Pareto view: clean macro AUROC against calibration (RMS calibration error), label efficiency (mean AUROC below "
          "100 % labels) and robustness (mean AUROC under corruption and shift).")
     ranks = Section("ranks", "Does clean AUROC pick the same encoder?")
-    _add(ranks, plots.rank_slope(score.crs, score.reversals.reversed_pairs, styles, folder / "rank_slope.png"),
-         "Rank by clean AUROC (left) against rank by CRS (right); crossing solid lines are reversed pairs.")
+    _add(ranks, plots.rank_slope(score.crs, found, styles, folder / "rank_slope.png", contest),
+         "Rank by clean AUROC (left) against rank by CRS (right) among the candidates; crossing solid lines are "
+         "reversed pairs, and a pair is reversed with confidence when both orders are held by the simultaneous "
+         "intervals.")
     case_level = is_case_level(score.bootstrap)
     resampled = ("Seeds and, within strata, whole patients or lesions are resampled jointly for every encoder "
                  f"({score.bootstrap.n_boot} replicates of the {bootstrap_name(score.bootstrap)})"
@@ -219,7 +225,10 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
                  f"Seeds are resampled jointly for every encoder ({score.bootstrap.n_boot} replicates of the "
                  f"{bootstrap_name(score.bootstrap)}; test cases are not resampled)")
     uncertainty = Section("uncertainty", "Is the lead real?", f"{resampled}.")
-    _add(uncertainty, plots.bootstrap_ranks(score.bootstrap.replicates, order, folder / "bootstrap_ranks.png",
+    contestants = list(contest.contestants)  # ranks among the candidates: the baseline row takes no rank
+    replicates = score.bootstrap.replicates.set_axis([str(c) for c in score.bootstrap.replicates.columns], axis=1)
+    _add(uncertainty, plots.bootstrap_ranks(replicates[contestants], contestants,
+                                            folder / "bootstrap_ranks.png",
                                             level="seed \u00d7 test-case" if case_level else "paired-seed"),
          f"Share of the {score.bootstrap.n_boot} {bootstrap_name(score.bootstrap)} replicates in which each "
          "encoder takes each CRS rank.")
@@ -233,7 +242,9 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
         stable.notes.append("Leave-one-encoder-out needs at least three encoders: with two, the one left has "
                             "nothing to be ranked against.")
     _add(stable, plots.weight_sensitivity(score.sensitivity, styles, folder / "weight_sensitivity.png"),
-         "Weight sensitivity: how often each encoder leads under other CRS weights, and how far the ranking moves.")
+         "Weight sensitivity: how often each encoder leads under other CRS weights, and how far the ranking moves "
+         "(the data and the reference held fixed at the point estimates: how much the ranking leans on the weights, "
+         "not how sure the data are).")
     labels = Section("labels", "Label efficiency")
     _add(labels, plots_runs.label_efficiency_curves(records, styles, folder / "label_efficiency.png",
                                                     zero_shot_records(out_dir)),
@@ -289,31 +300,27 @@ def write_report(score, records: pd.DataFrame, out_dir: Path, title: str = "crs 
     if getattr(score, "subgroup_gaps", None) is not None:
         cards = [dataclasses.replace(card, subgroups=tuple(subgroup_report.card_lines(score.subgroup_gaps, card.encoder)))
                  for card in cards]
-    summary = score.reversals.summary()
-    uncertainty_summary = reversal_uncertainty(score)
-    reversal_note = (f"AUROC vs CRS: {summary['n_reversed']} of {summary['n_pairs']} pairs reversed"
-                     + (" in the point estimate" if uncertainty_summary is None else "")
-                     + (f" ({', '.join(f'{a} > {b} by AUROC, {b} > {a} by CRS' for a, b in score.reversals.reversed_pairs)})"
-                        if score.reversals.reversed_pairs else "")
-                     + f", Kendall tau {summary['kendall_tau']:.2f}, mean |rank displacement| "
-                     f"{summary['mean_abs_displacement']:.2f}.")
+    reversal_note = reversal_note_text(found, contest.baseline)
     head = " ".join(filter(None, [headline(score, board), overall_sentence(score)]))
+    details = headline_details(score)  # what backs the answer, under the table (issue 46 item 14)
     gaps = getattr(score, "subgroup_gaps", None)
     subgroup_line = subgroup_report.opening_line(gaps) if gaps is not None and len(gaps) else ""
     settings = _settings(score, records)
     page = _render_html(
         title=title, headline=head, board=_board_rows(board, text, styles, flags), reference=score.reference,
-        reversal_note=reversal_note, interval_note=interval_note(score.bootstrap),
+        reversal_note=reversal_note, interval_note=interval_note(score.bootstrap), details=details,
         ci_label=interval_label(score.bootstrap), sections=sections,
         axis_labels=[label for _, label, _ in AXIS_VALUES.values()],
         cards=[{**card.__dict__, "colour": styles[card.encoder].colour,
                 "p_rank1": percent(card.p_rank1) if np.isfinite(card.p_rank1) else "n/a"} for card in cards],
         settings=settings, provenance=provenance_box, subgroup_line=subgroup_line,
+        provenance_summary=provenance_summary(provenance_box),
     )
     path = out_dir / "report.html"
     path.write_text(page, encoding="utf-8")
     (out_dir / "report.md").write_text(
-        _markdown(title, head, text, f"{reversal_note} {interval_note(score.bootstrap)}", sections, cards, settings,
+        _markdown(title, head, text, " ".join(filter(None, [details, reversal_note, interval_note(score.bootstrap)])),
+                  sections, cards, settings,
                   out_dir, provenance_box, subgroup_line), encoding="utf-8"
     )
     (out_dir / "report_build_seconds.txt").write_text(f"{time.perf_counter() - started:.2f}\n")

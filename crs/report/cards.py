@@ -23,8 +23,9 @@ DENOMINATOR_FLOOR = 0.05  # as the retention axis: no wild ratios from probes ne
 @dataclass(frozen=True)
 class Card:
     encoder: str
-    rank: int
-    """Rank among the competing encoders; 0 for a named reference's baseline card."""
+    rank: int | str
+    """Rank among the competing encoders ("1–k" for a member of a shared lead: crs.evaluate.contest); 0 or ""
+    for a named reference's baseline card."""
     crs: str
     tier: str
     p_rank1: float
@@ -174,7 +175,7 @@ def build_cards(score, records: pd.DataFrame, board: pd.DataFrame, provenance: d
         )
         worst = str(score.crs.loc[row.encoder, "worst_axis_name"])
         cards.append(Card(
-            encoder=row.encoder, rank=0 if row.baseline else int(row.contest_rank),
+            encoder=row.encoder, rank="" if row.baseline else row.rank_label,
             crs=format_interval(row.crs, row.crs_low, row.crs_high),
             tier=("reference (baseline row, not a contestant)" if row.baseline
                   else "leading tier" if row.tier else "outside the leading tier"), p_rank1=float(row.p_rank1),

@@ -1,124 +1,99 @@
-"""The report's opening sentences: who leads, whether the lead is real, and how AUROC would have ranked.
-
-The reversal sentence says how many AUROC-vs-CRS reversals are robust when the bootstrap measured
-that (``score.reversal_uncertainty``), and otherwise says plainly that the count is a point
-estimate with no noise baseline: a headline count means little without the count noise alone makes.
+"""The report's opening: the answer first (whom to build on, whether any candidate beats the reference, what
+the data could have detected, the lead's point estimate), and under the leaderboard what backs it (the axes,
+what clean AUROC alone would have picked among the candidates, the reference's part). Contestants and ranks
+come from :mod:`crs.evaluate.contest`; the sentences of the decision from :mod:`crs.scoring.verdict`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import pandas as pd
 
+from crs.evaluate.contest import contest_of_score
 from crs.report.tables import bootstrap_name, confidence_label, interval_label, is_case_level, percent
-from crs.scoring.verdict import baseline_sentence, decision_sentences
+from crs.scoring.reversals import contest_reversals
+from crs.scoring.verdict import names_joined, opening
 
 
-def reversal_uncertainty(score) -> dict[str, Any] | None:
-    """The bootstrap's reversal summary as a plain dict, or None when it was not computed.
-
-    Expected keys (the bootstrap's reversal analysis provides them): ``n_robust`` (pairs whose AUROC
-    and CRS orders are each held in at least ``robust_level`` of the replicates), ``count_low`` and
-    ``count_high`` (bootstrap interval of the number of reversed pairs), ``robust_level`` (e.g.
-    0.95), ``interval_level`` (e.g. 0.95) and ``n_boot``.
-    """
-    found = getattr(score, "reversal_uncertainty", None)
-    if found is None:
-        return None
-    if hasattr(found, "summary"):
-        found = found.summary()
-    if not isinstance(found, Mapping) or "n_robust" not in found:
-        return None
-    return dict(found)
-
-
-def reversal_sentence(n_reversed: int, n_pairs: int, auroc_leader: str, crs_leader: str,
-                      uncertainty: Mapping[str, Any] | None = None) -> str:
-    """How AUROC and CRS rankings disagree, with the robust count when the bootstrap gave one.
-
-    Without ``uncertainty`` the sentence labels the count as a point estimate with no noise
-    baseline rather than inventing one.
-    """
-    if auroc_leader != crs_leader:
-        opening = f"Ranking by clean AUROC alone would have picked {auroc_leader}; "
-        swaps = f"{n_reversed} of {n_pairs} encoder pairs swap order"
-    elif n_reversed:
-        opening = "Clean AUROC picks the same leader, but "
-        swaps = f"{n_reversed} of {n_pairs} encoder pairs swap order further down"
-    else:
-        opening = ""
-        swaps = f"clean AUROC orders every pair of encoders the same way (0 of {n_pairs} pairs swap)"
-    if uncertainty is None:
-        if not n_reversed:
-            return (opening + swaps)[0].upper() + (opening + swaps)[1:] + "."
-        return (f"{opening}{swaps} in the point estimate (not yet compared with what noise alone would "
-                "produce: this run has no bootstrap reversal probabilities).")
-    robust_level = float(uncertainty.get("robust_level", 0.95))
-    interval_level = float(uncertainty.get("interval_level", 0.95))
-    n_boot = uncertainty.get("n_boot")
-    replicates = f" of {n_boot} bootstrap replicates" if n_boot else " of the bootstrap replicates"
-    interval = ""
-    if uncertainty.get("count_low") is not None and uncertainty.get("count_high") is not None:
-        interval = (f"; {confidence_label(1 - interval_level)} interval of the count "
-                    f"{int(uncertainty['count_low'])} to {int(uncertainty['count_high'])}")
-    robust = (f"{int(uncertainty['n_robust'])} of them robustly (each order held in at least "
-              f"{percent(robust_level)}{replicates}{interval})")
-    text = f"{opening}{swaps}, {robust}." if n_reversed else f"{opening}{swaps}; {robust}."
-    return text[0].upper() + text[1:]
-
-
-def headline(score, board: pd.DataFrame) -> str:
-    """The answer first: whom to build on and what the confidence sets say (crs.scoring.verdict), then the
-    leader's point estimate, whether clean AUROC would have picked the same encoder, and the reference.
-
-    A named reference that does not compete (the default, crs.scoring.baseline) is never the leader and
-    needs no caution; where it competes (``reference_competes``) the page warns when it ranks first or
-    when the leader changes under most reference choices."""
-    competing = board[board["competes"]] if "competes" in board else board
-    if competing.empty:  # the reference scored alone
-        competing = board
-    tier = [name for name, flag in zip(competing["encoder"], competing["tier"], strict=True) if flag]
-    contestants = competing.sort_values("crs", ascending=False, kind="stable")["encoder"].tolist()
-    comparisons = getattr(score, "comparisons", None)
-    qualifier = "" if is_case_level(score.bootstrap) else " (seed resampling only)"
-    decision = decision_sentences(tier, contestants, comparisons, confidence_label(score.bootstrap.alpha), qualifier)
-    leader = competing.iloc[0]
-    others = [name for name in tier if name != leader["encoder"]]
-    auroc_first = board.sort_values(["auroc_rank", "rank"]).iloc[0]["encoder"]
-    resampled = "seed and test-case resampling" if is_case_level(score.bootstrap) else "seed resampling"
-    point = (f"{leader['crs']:.3f} ({interval_phrase(score.bootstrap, leader['crs_low'], leader['crs_high'])}), "
-             f"first in {percent(leader['p_rank1'])} of {score.bootstrap.n_boot} {bootstrap_name(score.bootstrap)} "
-             "replicates")
-    disagreement: list[str] = []
-    more_often = competing[competing["p_rank1"] > leader["p_rank1"]]
-    if len(more_often):  # the point and the replicates disagree about who is first (issue 30)
-        top = more_often.sort_values("p_rank1", ascending=False).iloc[0]
-        disagreement.append(f"{top['encoder']} ranks first in more replicates ({percent(top['p_rank1'])}): the CRS jumps "
-                     "where one encoder starts or stops dominating another and where the median reference "
-                     "moves, so the replicates scatter around such a step instead of around the point estimate, "
-                     "and the point leader need not lead most often. P(rank 1) describes the bootstrap; the leading "
-                     "tier (simultaneous rank sets) is the confidence statement.")
+def headline(score, board: pd.DataFrame | None = None) -> str:
+    """The answer, short and each thing said once (issue 46 items 7, 8, 14): from
+    :func:`crs.scoring.verdict.opening`, whether a candidate beats the reference, whom to build on, what the
+    data could have found where they separate nothing; the lead's point estimate with what P(rank 1)
+    describes; cautions where a competing reference leads. The detail (axes, AUROC, the reference's part)
+    is :func:`headline_details`, printed under the leaderboard. ``board`` is unused (kept for callers)."""
+    contest = contest_of_score(score)
+    table = score.crs.set_axis([str(name) for name in score.crs.index])
+    found = opening(score, confidence_label(score.bootstrap.alpha))
+    parts = [found.verdict, found.decision, found.not_separated, point_sentence(score, table, contest)]
     settings = getattr(score, "settings", None)
-    reference_competes = score.reference == "median" or bool(getattr(settings, "reference_competes", True))
-    parts = list(decision)
-    if others or not decision:
-        parts.append(f"{leader['encoder']} has the highest point estimate of the Clinical Reliability Score, {point}.")
-    else:
-        parts.append(f"Its Clinical Reliability Score is {point}; the lead holds under {resampled}.")
-    parts.extend(disagreement)
-    if reference_competes:  # a reference that cannot lead needs no caution
-        parts.extend(caution_sentences(score, str(leader["encoder"])))
-    summary = score.reversals.summary()
-    parts.append(reversal_sentence(summary["n_reversed"], summary["n_pairs"], auroc_first, leader["encoder"],
-                                   reversal_uncertainty(score)))
-    if score.reference != "median" and score.reference in set(board["encoder"]):
-        parts.append(baseline_sentence(score.reference, reference_competes))
-        parts.append("The CRS is relative to a reference: another reference can reorder the encoders.")
-    else:
+    reference_competes = score.reference == "median" or bool(getattr(settings, "reference_competes", False))
+    if reference_competes and contest.leader is not None:  # a reference that cannot lead needs no caution
+        parts.extend(caution_sentences(score, contest.leader))
+    return " ".join(part for part in parts if part)
+
+
+def headline_details(score) -> str:
+    """What backs the answer, under the leaderboard: the candidates better than the reference on an axis, the
+    axes that separate the tier, what clean AUROC alone would have picked among the candidates (ties and
+    confident reversals said as such), and how the reference takes part."""
+    contest = contest_of_score(score)
+    table = score.crs.set_axis([str(name) for name in score.crs.index])
+    found = opening(score, confidence_label(score.bootstrap.alpha))
+    parts = [found.gains, *found.members]
+    parts.append(auroc_sentence(contest_reversals(table, contest.contestants, getattr(score, "comparisons", None),
+                                                  getattr(score.bootstrap, "table", None)), contest))
+    if score.reference == "median" or score.reference not in table.index:
         parts.append(reference_sentence(score.reference))
-    return " ".join(parts)
+    else:
+        parts.append(found.baseline)
+    return " ".join(part for part in parts if part)
+
+
+def point_sentence(score, table: pd.DataFrame, contest) -> str:
+    """The lead's point estimate and P(rank 1), saying what each holds fixed (issue 46 item 8): the tier is the
+    confidence statement; P(rank 1) only describes the bootstrap; a shared lead is not a first place."""
+    if contest.leader is None or len(contest.contestants) < 2:  # alone, it is first in every replicate
+        return ""
+    boot = score.bootstrap
+    replicates = f"{boot.n_boot} {bootstrap_name(boot)} replicates"
+    if contest.shared_lead:
+        shares = ", ".join(f"{name} {table.loc[name, 'crs']:.3f} ({percent(table.loc[name, 'p_rank1'])})"
+                           for name in contest.tier)
+        return (f"Point CRS (P(rank 1), the share of the {replicates} in which each scores highest: a description "
+                f"of the bootstrap, not a confidence statement): {shares}; the order among them is not established.")
+    leader = table.loc[contest.leader]
+    if contest.baseline and float(table.loc[contest.baseline, "crs"]) > float(leader["crs"]):  # interval said already
+        text = f"{contest.leader} scores highest among the candidates in {percent(leader['p_rank1'])} of the {replicates}."
+    else:
+        text = (f"{contest.leader}'s Clinical Reliability Score is {leader['crs']:.3f} "
+                f"({interval_phrase(boot, leader['crs_low'], leader['crs_high'])}); it scores highest in "
+                f"{percent(leader['p_rank1'])} of the {replicates}.")
+    rivals = [name for name in contest.contestants[1:] if float(table.loc[name, "p_rank1"]) > float(leader["p_rank1"])]
+    if rivals:  # the point and the replicates disagree about who is first (issue 30, issue 46 item 8)
+        top = max(rivals, key=lambda name: float(table.loc[name, "p_rank1"]))
+        text += (f" {top} scores highest in more replicates ({percent(table.loc[top, 'p_rank1'])}): the dominance term "
+                 "jumps, so replicates scatter around its steps; P(rank 1) describes the bootstrap, the leading tier "
+                 "is the confidence statement.")
+    return text
+
+
+def auroc_sentence(found, contest) -> str:
+    """What ranking by clean AUROC alone would have picked among the contestants (issue 46 item 7): ties said
+    as ties, reversals counted among contestants, with those held with confidence (issue 47 item 5)."""
+    if len(found.contestants) < 2:
+        return ""
+    if len(found.auroc_leaders) > 1:
+        opening = (f"Clean AUROC cannot pick a leader: {names_joined(list(found.auroc_leaders))} tie at "
+                   "the highest AUROC")
+    elif contest.leader is not None and found.auroc_leaders and found.auroc_leaders[0] not in contest.tier:
+        opening = f"Ranking by clean AUROC alone would have picked {found.auroc_leaders[0]}"
+    else:
+        opening = "Clean AUROC picks the same lead"
+    if not found.n_reversed:
+        return f"{opening}; no pair of candidates swaps order between AUROC and CRS."
+    confident = (f"{found.n_confident} with confidence ({'; '.join(f'{a} above {b} on AUROC, below on CRS' for a, b in found.confident_pairs)})"
+                 if found.n_confident else "none with confidence (no pair's AUROC and CRS orders are both held by the "
+                 "simultaneous intervals)")
+    return f"{opening}; {found.n_reversed} of {found.n_pairs} pairs of candidates swap order, {confident}."
 
 
 def caution_sentences(score, leader: str) -> list[str]:
@@ -160,3 +135,15 @@ def reference_sentence(reference: str) -> str:
                 "u = 0.5 means median on that axis and no encoder gets 0.5 by being the reference.")
     return (f"The CRS is relative to a reference: here {reference} (0.5 on every axis by definition); another "
             "reference can reorder the encoders.")
+
+
+def reversal_note_text(found, baseline: str | None) -> str:
+    """The leaderboard's note on AUROC against CRS, among the contestants only, with the confident pairs."""
+    left_out = f" ({baseline}, the baseline row, left out)" if baseline else ""
+    pairs = (f" ({', '.join(f'{a} > {b} by AUROC, {b} > {a} by CRS' for a, b in found.reversed_pairs)})"
+             if found.reversed_pairs else "")
+    confident = (f"{found.n_confident} with confidence ({', '.join(f'{a} / {b}' for a, b in found.confident_pairs)})"
+                 if found.n_confident else "none with confidence")
+    return (f"AUROC vs CRS among the candidates{left_out}: {found.n_reversed} of {found.n_pairs} pairs reversed in "
+            f"the point estimate{pairs}, {confident} (both orders held by the simultaneous intervals); Kendall tau "
+            f"{found.tau_text()}, mean |rank displacement| {found.mean_abs_displacement:.2f}.")

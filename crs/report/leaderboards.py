@@ -15,6 +15,7 @@ import pandas as pd
 from crs.report.cards import Card, build_cards
 from crs.report.stability import Table
 from crs.report.tables import leaderboard, leaderboard_text, percent
+from crs.scoring.reversals import contest_reversals_of
 
 
 def has_task_leaderboards(score) -> bool:
@@ -56,7 +57,7 @@ def task_tables(score, flags: dict[str, list[str]] | None = None) -> list[Table]
     for task, board in score.leaderboards.items():
         text = leaderboard_text(leaderboard(board, flags))
         stable = board.stability.summary()
-        reversals = board.reversals.summary()
+        reversals = contest_reversals_of(board)  # among the contestants (crs.evaluate.contest)
         encoders = ", ".join(map(str, board.crs.sort_values(["rank", "auroc_rank"]).index))
         leader = board.bootstrap.leader
         p_first = board.crs.loc[leader, "p_rank1"] if leader in board.crs.index else float("nan")
@@ -65,7 +66,8 @@ def task_tables(score, flags: dict[str, list[str]] | None = None) -> list[Table]
             f"Leading tier: {', '.join(board.bootstrap.leading_tier)}"
             + (f"; {leader} ranks first in {percent(p_first)} of {board.bootstrap.n_boot} replicates"
                if np.isfinite(p_first) else "")
-            + f". AUROC vs CRS: {reversals['n_reversed']} of {reversals['n_pairs']} pairs reversed. "
+            + f". AUROC vs CRS among the candidates: {reversals.n_reversed} of {reversals.n_pairs} pairs reversed, "
+            f"{reversals.n_confident} with confidence. "
             f"The leader stays first under {stable['leader_unchanged_under_references']} of {stable['n_references']} "
             "reference choices."
         )

@@ -13,13 +13,16 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from crs.evaluate.contest import Contest, contest_of
 from crs.report.style import AXIS_TITLES, REFERENCE_GREY, EncoderStyle, report_style, save
 from crs.scoring.formula import rank_descending
 
 
 def axis_profiles(crs_table: pd.DataFrame, styles: dict[str, EncoderStyle], path: Path,
-                  reference: str = "") -> Path:
-    """Small multiples: one panel per encoder, u per axis as bars, the reference level 0.5 dashed."""
+                  reference: str = "", contest: Contest | None = None) -> Path:
+    """Small multiples: one panel per encoder, u per axis as bars, the reference level 0.5 dashed. Titles
+    carry the rank among the contestants (``contest``: crs.evaluate.contest; the baseline row has none)."""
+    contest = contest or contest_of(crs_table, reference)
     axes = [a for a in AXIS_TITLES if f"u_{a}" in crs_table]
     encoders = crs_table.sort_values(["rank", "auroc_rank"]).index.tolist()
     columns = min(len(encoders), 4)
@@ -42,8 +45,9 @@ def axis_profiles(crs_table: pd.DataFrame, styles: dict[str, EncoderStyle], path
             ax.set_xlim(0, 1)
             ax.grid(axis="y", visible=False)
             label = f"{encoder}{' (reference)' if encoder == reference else ''}"  # "median": no encoder marked
-            ax.set_title(f"{label}\nCRS {crs_table.loc[encoder, 'crs']:.3f}, rank {int(crs_table.loc[encoder, 'rank'])}",
-                         fontsize=10)
+            place = contest.rank_label(str(encoder))
+            place = "baseline row, not ranked" if place == "baseline" else f"rank {place}"
+            ax.set_title(f"{label}\nCRS {crs_table.loc[encoder, 'crs']:.3f}, {place}", fontsize=10)
         for ax in list(panels.flat)[len(encoders):]:
             ax.set_visible(False)
         for ax in panels[-1]:
@@ -124,15 +128,18 @@ def pareto_views(values: pd.DataFrame, styles: dict[str, EncoderStyle], path: Pa
         return save(fig, path)
 
 
-def rank_slope(crs_table: pd.DataFrame, reversed_pairs, styles: dict[str, EncoderStyle], path: Path) -> Path:
-    """Slope chart of AUROC rank (left) against CRS rank (right); encoders in a reversed pair drawn solid."""
-    reversed_names = {name for pair in reversed_pairs for name in pair}
-    encoders = crs_table.sort_values("rank").index.tolist()
-    n = len(encoders)
+def rank_slope(crs_table: pd.DataFrame, found, styles: dict[str, EncoderStyle], path: Path,
+               contest: Contest) -> Path:
+    """Slope chart of AUROC rank (left) against CRS rank (right) among the contestants (``contest``; a named
+    reference that does not compete is left out), from :class:`crs.scoring.reversals.ContestReversals`
+    ``found``: encoders in a reversed pair drawn solid, the title counting those held with confidence."""
+    reversed_names = {name for pair in found.reversed_pairs for name in pair}
+    encoders = list(contest.contestants)
+    n = max(len(encoders), 1)
     with report_style():
         fig, ax = plt.subplots(figsize=(6.4, 0.45 * n + 2.2))
         for encoder in encoders:
-            left, right = int(crs_table.loc[encoder, "auroc_rank"]), int(crs_table.loc[encoder, "rank"])
+            left, right = contest.auroc_rank[encoder], contest.rank[encoder]
             involved = encoder in reversed_names
             style = styles[encoder]
             ax.plot([0, 1], [left, right], color=style.colour, marker=style.marker, markersize=8,
@@ -144,11 +151,12 @@ def rank_slope(crs_table: pd.DataFrame, reversed_pairs, styles: dict[str, Encode
         ax.set_xlim(-0.9, 1.9)
         ax.set_ylim(n + 0.6, 0.4)
         ax.set_yticks(range(1, n + 1))
-        ax.set_ylabel("rank (1 = best)")
+        ax.set_ylabel("rank among the candidates (1 = best)")
         ax.grid(axis="x", visible=False)
-        count = len(reversed_pairs)
-        ax.set_title(f"AUROC rank vs CRS rank: {count} reversed pair{'s' if count != 1 else ''}\n"
-                     "(solid lines: encoders whose order flips)", fontsize=10)
+        left_out = f"; {contest.baseline}, the baseline row, left out" if contest.baseline else ""
+        ax.set_title(f"AUROC rank vs CRS rank: {found.n_reversed} of {found.n_pairs} pairs reversed, "
+                     f"{found.n_confident} with confidence\n(solid lines: encoders whose order flips{left_out})",
+                     fontsize=10)
         fig.tight_layout()
         return save(fig, path)
 

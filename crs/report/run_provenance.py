@@ -67,3 +67,25 @@ def design_rows(score: Any) -> list[tuple[str, str]]:
     was resampled; none for a seed-only score."""
     designs = score.interval_summary().get("sampling_design") or []
     return [(f"test set {row['data_set']}", design_line(row).split(": ", 1)[1]) for row in designs]
+
+
+SUMMARY_ROWS = ("crs version", "crs git commit", "spec hash", "run date")
+
+
+def provenance_summary(rows: list[tuple[str, str]]) -> str:
+    """The one line shown while the provenance box is collapsed (issue 46 item 14: the leaderboard stays above
+    the fold): crs version, commit, spec hash and run date; the rest opens on a click."""
+    found = dict(rows)
+    parts = []
+    for key in SUMMARY_ROWS:
+        value = str(found.get(key, ""))
+        if not value or value.startswith("not recorded"):
+            continue
+        if key == "crs git commit":
+            value = f"commit {value[:10]}"
+        elif key == "crs version":
+            value = f"crs {value}"
+        elif key == "run date":
+            value = value.split(" (", 1)[0]
+        parts.append(value)
+    return " \u00b7 ".join(parts)

@@ -97,7 +97,9 @@ def stability_text(stability, reference: str) -> str:
                 f"and moves one of them by at most {summary['leave_one_out_max_rank_move']} rank(s)."
             )
     parts.append(
-        f"Under {weights['n_samples']} Dirichlet draws of the three weights, {weights['top']} stays first in "
+        f"Under {weights['n_samples']} Dirichlet draws of the three weights (the data and the reference held "
+        f"fixed at the point estimates: this says how much the ranking leans on the weights, not how sure the "
+        f"data are; the leading tier says that), the point leader {weights['top']} stays first in "
         f"{percent(weights['share_top_stays_first'])} (mean Kendall tau to this ranking "
         f"{weights['mean_kendall_tau']:.2f})."
     )

@@ -14,8 +14,10 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from crs.evaluate.contest import contest_of_score
 from crs.scoring.bootstrap import interval_method
 from crs.scoring.intervals import LEADERBOARD_INTERVALS, coverage_sentence, lowest_measured
+from crs.scoring.reversals import contest_reversals_of
 
 # axis -> (value column, short label, higher is better). Values are the scored measurements in their
 # own units: value = 1 - error for the AUROC axes, the error itself for calibration
@@ -180,9 +182,10 @@ def rank_shift(auroc_rank: int, crs_rank: int) -> str:
 
 
 def reversal_partners(score) -> dict[str, list[str]]:
-    """For each encoder, the encoders whose order against it flips between AUROC and CRS."""
-    partners: dict[str, list[str]] = {name: [] for name in score.crs.index}
-    for first, second in score.reversals.reversed_pairs:
+    """For each contestant, the contestants whose order against it flips between AUROC and CRS (a named
+    reference that does not compete has none: crs.evaluate.contest)."""
+    partners: dict[str, list[str]] = {str(name): [] for name in score.crs.index}
+    for first, second in contest_reversals_of(score).reversed_pairs:
         partners.setdefault(first, []).append(second)
         partners.setdefault(second, []).append(first)
     return partners
@@ -192,24 +195,31 @@ def leaderboard(score, flags: dict[str, list[str]] | None = None) -> pd.DataFram
     """The headline table as numbers, one row per encoder in CRS order.
 
     Columns: rank, encoder, crs, crs_low, crs_high, tier, p_rank1, auroc_rank, rank_shift,
-    reversed_with, the four axis values with intervals, u per axis, worst_axis, exposure.
+    reversed_with, the four axis values with intervals, u per axis, worst axis, exposure. ``rank_label``,
+    ``auroc_rank`` and ``rank_shift`` are among the contestants (:func:`crs.evaluate.contest.contest_of_score`,
+    the rule every view reads): the baseline row has none, a shared lead reads "1–k".
     """
     table = score.crs.copy()
+    contest = contest_of_score(score)
     values = axis_values(score).reindex(table.index)
     intervals = axis_intervals(score).reindex(table.index)
     partners = reversal_partners(score)
+    names = [str(name) for name in table.index]
     board = pd.DataFrame(index=table.index.astype(str).rename(None))
     board["rank"] = table["rank"]
     board["encoder"] = table.index
-    # a named reference that does not compete is the baseline row: no contest rank (crs.scoring.baseline)
-    board["competes"] = table["competes"].astype(bool) if "competes" in table else True
-    board["contest_rank"] = table["contest_rank"] if "contest_rank" in table else table["rank"]
-    for column in ("crs", "crs_low", "crs_high", "p_rank1", "auroc_rank"):
+    board["competes"] = [name != contest.baseline for name in names]
+    board["contest_rank"] = [contest.rank.get(name, pd.NA) for name in names]
+    board["rank_label"] = [contest.rank_label(name) for name in names]
+    for column in ("crs", "crs_low", "crs_high", "p_rank1"):
         board[column] = table[column]
-    board["tier"] = ["leading" if bool(flag) else "" for flag in table["in_leading_tier"]]
+    board["overall_auroc_rank"] = table["auroc_rank"]
+    board["auroc_rank"] = [contest.auroc_rank.get(name, np.nan) for name in names]
+    board["tier"] = ["leading" if name in contest.tier else "" for name in names]
     board["baseline"] = ~board["competes"]
-    board["rank_shift"] = [rank_shift(a, c) for a, c in zip(table["auroc_rank"], table["rank"], strict=True)]
-    board["reversed_with"] = [", ".join(partners.get(name, [])) for name in table.index]
+    board["rank_shift"] = [rank_shift(contest.auroc_rank[name], contest.rank[name]) if name in contest.rank else ""
+                           for name in names]
+    board["reversed_with"] = [", ".join(partners.get(name, [])) for name in names]
     for value, *_ in AXIS_VALUES.values():
         board[value] = values[value]
         board[f"{value}_low"] = intervals[f"{value}_low"]
@@ -219,7 +229,7 @@ def leaderboard(score, flags: dict[str, list[str]] | None = None) -> pd.DataFram
             board[f"u_{axis}"] = table[f"u_{axis}"]
     board["worst_axis"] = table["worst_axis_name"].str.replace("_", " ")
     board["exposure"] = ["; ".join((flags or {}).get(name, [])) for name in table.index]
-    return board.sort_values(["rank", "auroc_rank", "encoder"]).reset_index(drop=True)
+    return board.sort_values(["rank", "overall_auroc_rank", "encoder"]).reset_index(drop=True)
 
 
 def format_interval(value: float, low: float, high: float, digits: int = 3) -> str:
@@ -237,12 +247,12 @@ def leaderboard_text(board: pd.DataFrame) -> pd.DataFrame:
     for row in board.itertuples(index=False):
         rows.append(
             {
-                "CRS rank": "baseline" if row.baseline else int(row.contest_rank),
+                "CRS rank": row.rank_label,
                 "encoder": row.encoder,
                 "CRS [CI]": format_interval(row.crs, row.crs_low, row.crs_high),
                 "tier": "reference" if row.baseline else (row.tier or ""),
                 "P(rank 1)": percent(row.p_rank1) if np.isfinite(row.p_rank1) else "n/a",
-                "AUROC rank": f"{int(row.auroc_rank)} ({row.rank_shift})",
+                "AUROC rank": "\u2014" if row.baseline else f"{int(row.auroc_rank)} ({row.rank_shift})",
                 **{label: format_interval(getattr(row, value), getattr(row, f"{value}_low"), getattr(row, f"{value}_high"))
                    for value, label, _ in AXIS_VALUES.values()},
                 "worst axis": row.worst_axis,

@@ -13,6 +13,7 @@ import pandas as pd
 
 from crs.axes import effective_robustness, seed_axes
 from crs.evaluate.artifacts import PREDICTIONS_DIR, RunFolder
+from crs.evaluate.contest import contest_of_score
 from crs.scoring.baseline import competing, contest_columns, reference_as_baseline
 from crs.scoring.bootstrap import BootstrapResult, bootstrap_result, interval_method, zero_width
 from crs.scoring.comparisons import Comparisons, axis_comparisons, comparisons_from_table
@@ -25,11 +26,11 @@ from crs.scoring.measurements import Measurements, measure
 from crs.scoring.rankings import RankReversals, rank_reversals
 from crs.scoring.replicates import case_replicates, seed_replicates
 from crs.scoring.resample import design_line
-from crs.scoring.reversals import Reversals, bootstrap_reversals
+from crs.scoring.reversals import Reversals, bootstrap_reversals, contest_reversal_line, contest_reversals_of
 from crs.scoring.settings import ScoreSettings
 from crs.scoring.stability import Stability, WeightSensitivity, stability
 from crs.scoring.subgroups import subgroup_scores
-from crs.scoring.verdict import baseline_sentence, decision_sentences
+from crs.scoring.verdict import opening_sentences
 
 REPORTED_COLUMNS = (
     "ece", "brier", "nll", "kappa", "ordinal_auroc", "label_retention", "corruption_retention",
@@ -236,17 +237,7 @@ class ScoreResult:
         """The answer first (crs.scoring.verdict): whom to build on (the leading tier of the competing
         encoders) and, per tier member, the axes on which it is better or worse than another with
         confidence; then how a named reference takes part. ``level``: the confidence level as printed."""
-        table = self.crs
-        competes = table["competes"] if "competes" in table else pd.Series(True, index=table.index)
-        ordered = table.sort_values(["crs"], ascending=False, kind="stable").index
-        contestants = [str(name) for name in ordered if bool(competes[name])]
-        case_level = getattr(self.bootstrap, "level", "seed") == "seed+case"
-        qualifier = "" if case_level else " (seed resampling only)"
-        sentences = decision_sentences(self.bootstrap.leading_tier, contestants, self.comparisons,
-                                       level or f"{100 * (1 - self.bootstrap.alpha):g} %", qualifier)
-        if not self.settings.median_reference and self.reference in table.index:
-            sentences.append(baseline_sentence(self.reference, self.settings.reference_competes))
-        return sentences
+        return opening_sentences(self, level)
 
     def format(self) -> str:
         """Plain-text report for the terminal: the headline's answer, then the leaderboard (a named
@@ -258,9 +249,11 @@ class ScoreResult:
             table = table.assign(rank=self.crs["contest_rank"].reindex(table.index))
         for column in ("rank", "rank_low", "rank_high"):
             table[column] = [("-" if pd.isna(value) else str(int(value))) for value in table[column]]
+        contest = contest_of_score(self)  # ranks among the contestants; "1–k" for a shared lead (crs.evaluate.contest)
+        table["rank"] = [("-" if str(name) == contest.baseline else contest.rank_label(str(name))) for name in table.index]
+        table["auroc_rank"] = [str(contest.auroc_rank.get(str(name), "-")) for name in table.index]
         if "confident_pareto" in self.crs:
             table = table.assign(confident_pareto=self.crs["confident_pareto"].reindex(table.index))
-        reversals = self.reversals.summary()
         stable = self.stability.summary()
         weights = stable["weights"]
         reference = "cohort median (per-axis median error)" if self.settings.median_reference else self.reference
@@ -275,17 +268,15 @@ class ScoreResult:
             *self._interval_lines(),
             f"leading tier (encoders whose {1 - self.bootstrap.alpha:.0%} simultaneous rank confidence set contains 1): "
             f"{', '.join(self.bootstrap.leading_tier)}",
-            f"AUROC vs CRS ranking: {reversals['n_reversed']} of {reversals['n_pairs']} pairs reversed "
-            f"({reversals['n_tied']} tied; point estimate), Kendall tau {reversals['kendall_tau']:.3f}, "
-            f"mean |rank displacement| {reversals['mean_abs_displacement']:.2f}",
-            f"reversed pairs (AUROC order -> CRS order): {reversals['reversed_pairs']}",
+            contest_reversal_line(contest_reversals_of(self), contest_of_score(self).baseline),
             *self._reversal_lines(),
             f"stability: the leader stays first under {stable['leader_unchanged_under_references']} of "
             f"{stable['n_references']} reference choices (each encoder and the median); leaving one encoder out "
             f"changes the leader {stable['leave_one_out_leader_changes']} times and reverses at most "
             f"{stable['leave_one_out_max_pairs_reversed']} pairs of the others",
-            f"weight sensitivity ({weights['n_samples']} Dirichlet draws): {weights['top']} stays first in "
-            f"{weights['share_top_stays_first']:.1%}, mean Kendall tau to default {weights['mean_kendall_tau']:.3f}",
+            f"weight sensitivity ({weights['n_samples']} Dirichlet draws of the CRS weights; data and reference fixed, "
+            f"point estimates): the point leader {weights['top']} stays first in {weights['share_top_stays_first']:.1%}, "
+            f"mean Kendall tau to default {weights['mean_kendall_tau']:.3f}",
             *self._leaderboard_lines(),
             *self._subgroup_lines(),
         ]
@@ -346,11 +337,13 @@ class ScoreResult:
         if found is None:
             return ["reversal uncertainty: not computed (no bootstrap replicates of AUROC and CRS)"]
         noise = found.noise.loc["crs"]
-        robust = found.pairs.loc[found.pairs["robust"], ["first", "second"]].to_numpy().tolist()
+        baseline = contest_of_score(self).baseline  # its pairs never count (crs.evaluate.contest)
+        robust = [pair for pair in found.pairs.loc[found.pairs["robust"], ["first", "second"]].to_numpy().tolist()
+                  if baseline not in pair]
         return [
-            f"robust reversals (each order held in >= {found.level:.0%} of {len(found.replicate_counts)} replicates): "
-            f"{found.n_robust} {robust}; {1 - found.alpha:.0%} interval of the reversal count "
-            f"{found.count_low:.0f} to {found.count_high:.0f}",
+            f"robust reversals among the contestants (each order held in >= {found.level:.0%} of "
+            f"{len(found.replicate_counts)} replicates; a description of the bootstrap, the confident pairs above "
+            f"are the confidence statement): {len(robust)} {robust}",
             f"noise baseline: two independent replicates of the CRS reorder {noise['mean']:.1f} pairs on average "
             f"(5-95 %: {noise['low']:.0f} to {noise['high']:.0f})",
         ]

@@ -248,3 +248,96 @@ def bootstrap_reversals(table: pd.DataFrame, boot: BootstrapResult, settings: Sc
             box["crs_box_low"].to_numpy(), box["crs_box_high"].to_numpy())  # fmt: skip
         found = dataclasses.replace(found, count_low=float(low), count_high=float(high))
     return found
+
+
+@dataclass(frozen=True)
+class ContestReversals:
+    """AUROC against CRS among the contestants only (a named reference that does not compete is left out:
+    issue 46 item 6), with the pairs reversed with confidence (issue 47 item 5).
+
+    ``reversed_pairs``: (ahead by AUROC, ahead by CRS) in the point estimate; ``confident_pairs``: those of
+    them in which both orders are held at once by the simultaneous intervals (the AUROC difference's
+    interval of the axis comparisons, or where those are missing the box's AUROC intervals, lies on one side
+    of 0, and the two CRS box intervals do not overlap); ``kendall_tau``: tau-b, NaN when undefined, and
+    ``tau_undefined`` then says why; ``auroc_leaders``: every contestant at the highest clean AUROC (ties).
+    """
+
+    contestants: tuple[str, ...]
+    reversed_pairs: tuple[tuple[str, str], ...]
+    confident_pairs: tuple[tuple[str, str], ...]
+    n_pairs: int
+    kendall_tau: float
+    tau_undefined: str
+    auroc_leaders: tuple[str, ...]
+    mean_abs_displacement: float
+
+    @property
+    def n_reversed(self) -> int:
+        return len(self.reversed_pairs)
+
+    @property
+    def n_confident(self) -> int:
+        return len(self.confident_pairs)
+
+    def tau_text(self, digits: int = 2) -> str:
+        """'0.33', or '— (undefined: every clean AUROC is tied)'."""
+        if np.isfinite(self.kendall_tau):
+            return f"{self.kendall_tau:.{digits}f}"
+        return f"\u2014 (undefined: {self.tau_undefined})"
+
+
+def _auroc_order_held(table: pd.DataFrame, comparisons, ahead: str, behind: str) -> bool:
+    """True when ``ahead``'s clean AUROC is above ``behind``'s with confidence."""
+    if comparisons is not None and "discrimination" in comparisons.axes and {ahead, behind} <= set(comparisons.encoders):
+        return behind in comparisons.better_than(ahead, "discrimination")
+    if "discrimination_error_box_low" in table and "discrimination_error_box_high" in table:
+        return bool(1.0 - table.loc[ahead, "discrimination_error_box_high"]
+                    > 1.0 - table.loc[behind, "discrimination_error_box_low"])
+    return False
+
+
+def contest_reversals(crs: pd.DataFrame, contestants: list[str] | tuple[str, ...], comparisons=None,
+                      box: pd.DataFrame | None = None) -> ContestReversals:
+    """:class:`ContestReversals` of the contestants in the CRS table ``crs`` (index encoder; columns auroc,
+    crs, crs_low, crs_high); ``comparisons``: the simultaneous axis comparisons (or None); ``box``: the
+    bootstrap table with the box's AUROC intervals (the fallback when there are no comparisons)."""
+    names = [str(name) for name in contestants]
+    table = crs.set_axis([str(name) for name in crs.index]).loc[names]
+    if box is not None:
+        wanted = [c for c in box if c.startswith("discrimination_error_box") and c not in table]
+        table = table.join(box.set_axis([str(name) for name in box.index]).reindex(names)[wanted])
+    auroc, score = table["auroc"].astype(float), table["crs"].astype(float)
+    top = float(auroc.max()) if len(auroc) else np.nan
+    leaders = tuple(name for name in names if np.isfinite(top) and abs(float(auroc[name]) - top) <= 1e-12)
+    if len(names) < 2:
+        return ContestReversals(tuple(names), (), (), 0, float("nan"), "fewer than two contestants", leaders, 0.0)
+    point = rank_reversals(auroc, score)
+    confident = []
+    for ahead, behind_by_auroc in point.reversed_pairs:  # (ahead by AUROC, ahead by CRS)
+        crs_held = float(table.loc[ahead, "crs_high"]) < float(table.loc[behind_by_auroc, "crs_low"])
+        if crs_held and _auroc_order_held(table, comparisons, ahead, behind_by_auroc):
+            confident.append((ahead, behind_by_auroc))
+    reason = ""
+    if not np.isfinite(point.kendall_tau):
+        reason = ("every clean AUROC is tied" if np.ptp(auroc.to_numpy()) == 0 else
+                  "every CRS is tied" if np.ptp(score.to_numpy()) == 0 else "too few untied pairs")
+    return ContestReversals(tuple(names), point.reversed_pairs, tuple(confident), point.n_pairs, point.kendall_tau,
+                            reason, leaders, point.mean_abs_displacement)
+
+
+def contest_reversals_of(score) -> ContestReversals:
+    """:func:`contest_reversals` of a score result: its contestants (crs.evaluate.contest), comparisons and box."""
+    from crs.evaluate.contest import contest_of_score
+
+    contest = contest_of_score(score)
+    return contest_reversals(score.crs, contest.contestants, getattr(score, "comparisons", None),
+                             getattr(score.bootstrap, "table", None))
+
+
+def contest_reversal_line(found: ContestReversals, baseline: str | None) -> str:
+    """One line for the terminal: the point reversals among the contestants and those held with confidence."""
+    among = f" among the contestants ({baseline}, the baseline row, left out)" if baseline else ""
+    return (f"AUROC vs CRS{among}: {found.n_reversed} of {found.n_pairs} pairs reversed in the point estimate "
+            f"{[list(pair) for pair in found.reversed_pairs]}, {found.n_confident} with confidence (both orders held "
+            f"by the simultaneous intervals) {[list(pair) for pair in found.confident_pairs]}; Kendall tau "
+            f"{found.tau_text(3)}, mean |rank displacement| {found.mean_abs_displacement:.2f}")

@@ -10,6 +10,9 @@ competing encoders only; a named reference is the yardstick (:mod:`crs.scoring.b
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
 
 from crs.scoring.comparisons import Comparisons
 
@@ -78,17 +81,17 @@ def decision_sentences(
         if usable:
             wins, losses = wins_and_losses(comparisons, leader, rivals)  # type: ignore[arg-type]
             beaten = {rival for found in wins.values() for rival in found}
-            if not losses and beaten == set(rivals):
-                sentences.append(f"Build on {leader}: better than every other encoder on at least one axis "
-                                 f"{confident}, and worse on none.")
-                return [*sentences, *_member_sentences([leader], rivals, comparisons, confident)]  # type: ignore[arg-type]
+            if not losses and beaten == set(rivals):  # one sentence: the axes it wins on, said once
+                sentences.append(f"Build on {leader}: {confident} it is {_clauses(wins, 'better')}, and worse "
+                                 "than no other encoder on any axis.")
+                return sentences
         sentences.append(f"Build on {leader}: its {level} rank confidence set{qualifier} is rank 1 alone, so the data "
                          "place its Clinical Reliability Score above every other encoder's.")
     else:
         sentences.append(f"Build on any of {names_joined(tier, 'or')}: the data do not separate them (each one's "
                          f"{level} rank confidence set{qualifier} contains rank 1).")
-    if usable and len(contestants) > 1:
-        sentences += _member_sentences(tier, contestants, comparisons, confident)  # type: ignore[arg-type]
+    if usable and len(contestants) > 1:  # a shared lead: only what separates its members, said once
+        sentences += _member_sentences(tier, tier if len(tier) > 1 else contestants, comparisons, confident)  # type: ignore[arg-type]
     return sentences
 
 
@@ -109,16 +112,135 @@ def _member_sentences(tier: list[str], contestants: list[str], comparisons: Comp
         sentences.append(f"{confident[0].upper()}{confident[1:]}: {text}.")
     if silent:
         subject = names_joined(silent, "or")
-        sentences.append(f"No axis separates {subject} from another competing encoder {confident}.")
+        sentences.append(f"No axis separates {subject} from {'another member of the tier' if len(contestants) == len(tier) > 1 else 'another competing encoder'} {confident}.")
     return sentences
 
 
 def baseline_sentence(reference: str, competes: bool) -> str:
-    """How a named reference takes part: the yardstick row, or (``reference_competes``) a contestant."""
+    """How a named reference takes part: the yardstick row, or (``reference_competes``) a contestant; and that
+    the CRS is relative to it."""
     if competes:
         return (f"{reference} is the reference (0.5 on every axis by definition) and competes as in the paper's "
-                "table (reference_competes = true): its rank says how the others compare with it, not that it is "
-                "best in absolute terms.")
-    return (f"{reference} is the reference: a baseline row at 0.5 on every axis by definition, the yardstick the "
-            "others are scored against, not a contestant for the lead (set reference_competes = true for the "
-            "paper's table).")
+                "table (reference_competes = true): its rank says how the others compare with it, and another "
+                "reference can reorder the encoders.")
+    return (f"{reference} is the reference: a baseline row at 0.5 on every axis by definition, the yardstick, not "
+            "a contestant (reference_competes = true for the paper's table); another reference can reorder the "
+            "encoders.")
+
+
+def reference_verdict(reference: str, table: pd.DataFrame, contestants: Sequence[str],
+                      comparisons: Comparisons | None, level: str = "95 %") -> str:
+    """The first sentence when a named reference that does not compete scores above every candidate (issue 46
+    item 7): that no candidate beats it, and how firmly (the box's CRS intervals are simultaneous, so an
+    interval wholly below the reference's holds for every candidate at once). "" when some candidate's
+    point CRS reaches the reference's."""
+    names = [str(name) for name in contestants]
+    if reference not in table.index or not names:
+        return ""
+    crs = table["crs"].astype(float)
+    if float(crs[reference]) <= float(crs[names].max()):
+        return ""
+    floor = float(table.loc[reference, "crs_low"]) if "crs_low" in table else float("nan")
+    best = names[0]
+    reaching = [name for name in names if not float(table.loc[name, "crs_high"]) < floor] if "crs_high" in table else names
+    if not reaching:
+        sentence = (f"No candidate beats the reference {reference}: its Clinical Reliability Score "
+                    f"({float(crs[reference]):.3f}) is above every candidate's {level} interval (highest: {best}, "
+                    f"{float(table.loc[best, 'crs_low']):.3f} to {float(table.loc[best, 'crs_high']):.3f}).")
+    else:
+        sentence = (f"No candidate's point Clinical Reliability Score reaches the reference {reference}'s "
+                    f"({float(crs[reference]):.3f}); the {level} intervals of {names_joined(reaching)} reach it, so "
+                    f"the data do not say whether {'it beats' if len(reaching) == 1 else 'they beat'} the reference.")
+    return sentence
+
+
+def reference_gains(reference: str, contestants: Sequence[str], comparisons: Comparisons | None,
+                    level: str = "95 %") -> str:
+    """The candidates better than a named reference on some axis with confidence, one clause per candidate."""
+    if comparisons is None or reference not in comparisons.encoders:
+        return ""
+    gains = []
+    for name in contestants:
+        axes = [_axis_words(axis) for axis in comparisons.axes
+                if name in comparisons.encoders and reference in comparisons.better_than(name, axis)]
+        if axes:
+            gains.append(f"{name} on {names_joined(axes)}")
+    return f"Better than {reference} with {level} confidence: {'; '.join(gains)}." if gains else ""
+
+
+def not_separated_sentence(crs_detectable, axis_detectable, level: str = "95 %") -> str:
+    """What the data could have found where they separate nothing (issue 47 item 4): "not separated" is not
+    "equal". ``crs_detectable`` / ``axis_detectable``: :class:`crs.scoring.detectable.Detectable` or None."""
+    found = [d for d in (crs_detectable, axis_detectable) if d is not None]
+    if not found:
+        return ""
+    said = names_joined([d.words() for d in found])
+    power = f"{100 * found[0].power:.0f}\u00a0%"
+    return (f"Not separated is not equal: this test set finds {said} with about {power} power at {level}; smaller "
+            "true differences would likely go unseen.")
+
+
+@dataclass(frozen=True)
+class Opening:
+    """The answer's parts, so that the report can put the answer first and the detail below the table while
+    the terminal prints them in order: ``verdict`` (a named reference that beats every candidate), ``gains``
+    (candidates better than it on an axis), ``decision`` (whom to build on), ``members`` (the axes that
+    separate the tier), ``not_separated`` (what could have been detected), ``baseline`` (how the reference
+    takes part); "" or empty where there is nothing to say."""
+
+    verdict: str
+    gains: str
+    decision: str
+    members: tuple[str, ...]
+    not_separated: str
+    baseline: str
+
+    def sentences(self) -> list[str]:
+        return [s for s in (self.verdict, self.gains, self.decision, *self.members, self.not_separated, self.baseline) if s]
+
+
+def opening(score, level: str | None = None) -> Opening:
+    """The answer first, for the report and the terminal alike: whether any candidate beats a named reference
+    that does not compete, whom to build on (the leading tier of the contestants) with the axes that
+    separate them, what difference the data could have found where they separate nothing, and how the
+    reference takes part. The contestants and the baseline row come from :func:`crs.evaluate.contest.contest_of_score`,
+    the one rule every view reads."""
+    from crs.evaluate.contest import contest_of_score
+    from crs.scoring.detectable import detectable_axis, detectable_crs
+
+    table = score.crs.set_axis([str(name) for name in score.crs.index])
+    contest = contest_of_score(score)
+    boot = score.bootstrap
+    level = level or f"{100 * (1 - boot.alpha):g} %"
+    qualifier = "" if getattr(boot, "level", "seed") == "seed+case" else " (seed resampling only)"
+    comparisons = getattr(score, "comparisons", None)
+    verdict = reference_verdict(contest.baseline, table, contest.contestants, comparisons, level) if contest.baseline else ""
+    gains = reference_gains(contest.baseline, contest.contestants, comparisons, level) if verdict else ""
+    decision = decision_sentences(contest.tier, contest.contestants, comparisons, level, qualifier)
+    if verdict and decision:
+        decision[0] = f"Among the candidates, {decision[0][0].lower()}{decision[0][1:]}"
+    tier_pairs = [(a, b) for i, a in enumerate(contest.tier) for b in contest.tier[i + 1:]]
+    rivals = list(contest.tier if contest.shared_lead else contest.contestants)  # as the member sentences compare
+    silent = [name for name in contest.tier if comparisons is not None and name in comparisons.encoders
+              and not any(wins_and_losses(comparisons, name, rivals))]
+    axis_pairs = [(name, rival) for name in silent for rival in rivals if rival != name]
+    named = list(contest.contestants)
+    if verdict and "crs_high" in table and "crs_low" in table:  # candidates the data do not separate from the reference
+        floor = float(table.loc[contest.baseline, "crs_low"])
+        tier_pairs += [(contest.baseline, name) for name in contest.contestants if float(table.loc[name, "crs_high"]) >= floor]
+        named.append(contest.baseline)
+    replicates = getattr(boot, "replicates", None)
+    crs_found = (detectable_crs(replicates, table["crs"], named, tier_pairs, float(boot.alpha))
+                 if tier_pairs and replicates is not None else None)
+    auroc_found = detectable_axis(comparisons, "discrimination", axis_pairs, "AUROC") if axis_pairs else None
+    settings = getattr(score, "settings", None)
+    median = score.reference == "median" or bool(getattr(settings, "median_reference", False))
+    baseline = (baseline_sentence(score.reference, bool(getattr(settings, "reference_competes", False)))
+                if not median and score.reference in table.index else "")
+    return Opening(verdict, gains, decision[0] if decision else "", tuple(decision[1:]),
+                   not_separated_sentence(crs_found, auroc_found, level), baseline)
+
+
+def opening_sentences(score, level: str | None = None) -> list[str]:
+    """:func:`opening` as sentences in order (the terminal, ``summary.json``'s headline)."""
+    return opening(score, level).sentences()

@@ -105,12 +105,15 @@ def test_score_opens_with_whom_to_build_on_not_the_reference(runner, tiny_run, t
     result = runner.invoke(cli, ["score", str(path), "--to", str(tmp_path / "rescored")])
     assert result.exit_code == 0, result.output
     lines = [line for line in result.output.splitlines() if line.strip() and not line.startswith("score:")]
-    assert lines[0].startswith("Build on resnet18") and "pixel_stats is the reference: a baseline row" in result.output
+    # issue 46 item 7: the reference pixel_stats scores above its one candidate, and the headline says so first
+    assert lines[0].startswith("No candidate") and "the reference pixel_stats" in lines[0]
+    assert lines[1].startswith("Among the candidates, build on resnet18")
+    assert "pixel_stats is the reference: a baseline row" in result.output
     summary = json.loads((tmp_path / "rescored" / "score" / "summary.json").read_text())
     assert summary["leader"] == "resnet18" and summary["leading_tier"] == ["resnet18"]
     baseline = next(row for row in summary["ranking"] if row["encoder"] == "pixel_stats")
     assert baseline["competes"] is False and baseline["rank_low"] is None and not baseline["in_leading_tier"]
-    assert summary["headline"][0].startswith("Build on resnet18") and summary["comparisons"]["axes"]
+    assert summary["headline"][1].startswith("Among the candidates, build on resnet18") and summary["comparisons"]["axes"]
 
 
 def test_help_lists_the_stages(runner):

@@ -30,13 +30,16 @@ def test_runs_of_different_specs_are_compared_by_their_rankings(tiny_run, tmp_pa
     assert done.returncode == 0, done.stdout + done.stderr  # different specs: nothing "broke"
     lines = done.stdout.splitlines()
     assert lines[0].split() == [str(first), str(tmp_path / "b" / "out")]
-    leader = score.crs["rank"].idxmin()
-    assert lines[1].startswith("leader") and f"{leader} (CRS {score.crs.loc[leader, 'crs']:.3f})" in lines[1]
-    assert lines[2].startswith("leading tier") and lines[3].split() == ["reference", "pixel_stats", "resnet18"]
-    for encoder in score.crs.index:  # one row per encoder with both ranks
-        row = next(line for line in lines if line.startswith(encoder))
-        assert f"{int(score.crs.loc[encoder, 'rank'])}. CRS {score.crs.loc[encoder, 'crs']:.3f}" in row
-        assert row.count(". CRS ") == 2
+    # issue 46 item 6: the reference is the baseline row, never the leader; the leader is a contestant
+    assert score.crs["rank"].idxmin() == "pixel_stats"  # the stored overall rank puts the reference first
+    assert lines[1].split()[:2] == ["leader", "resnet18"]
+    assert f"resnet18 (CRS {score.crs.loc['resnet18', 'crs']:.3f})" in lines[1] and "pixel_stats (CRS" in lines[1]
+    assert lines[2].startswith("leading tier")
+    assert lines[3].split() == ["reference", "pixel_stats", "(baseline", "row)", "resnet18", "(baseline", "row)"]
+    first_row = next(line for line in lines if line.startswith("pixel_stats"))
+    assert f"baseline CRS {score.crs.loc['pixel_stats', 'crs']:.3f}" in first_row and "1. CRS" in first_row
+    second_row = next(line for line in lines if line.startswith("resnet18"))
+    assert f"1. CRS {score.crs.loc['resnet18', 'crs']:.3f} leading" in second_row and "baseline CRS" in second_row
     assert any(line.startswith("ranks moved: ") for line in lines)
     assert "different specs (score.reference_encoder)" in done.stdout and "not checked" in done.stdout
     assert "max_difference" not in done.stdout and len(lines) < 20

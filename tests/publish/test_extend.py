@@ -148,3 +148,31 @@ def test_leaderboard_site_shows_both_bundles_the_chain_and_a_card_per_encoder_of
         pytest.skip("chromium not installed (apt-get install chromium); .ci/run installs it")
     shown = chromium(tmp_path, "--dump-dom", (site / "index.html").as_uri())
     assert "efficientnet_b0" in shown and shown.count("<tr>") >= 3 + 2 + 3 + 2
+
+
+def test_the_site_ranks_the_contestants_and_shows_the_reference_as_its_baseline_row(published, extended, tmp_path):
+    """Issue 46 item 6: the site showed the reference pixel_stats at rank "1" in the tiny bundle, and the extended
+    one ranked the contestants behind it; ranks are now among the contestants (crs.evaluate.contest), as in the
+    report and the terminal, and the reference's row and card say it is the baseline."""
+    import re
+
+    from crs.evaluate.contest import contest_of
+
+    spec, bundle, data, where = published
+    if not (where / "bundle2").exists():
+        assert CliRunner().invoke(cli, ["publish", str(where / "mine" / "out"), str(where / "bundle2")]).exit_code == 0
+    site = tmp_path / "site"
+    made = CliRunner().invoke(cli, ["leaderboard", str(bundle), str(where / "bundle2"), "-o", str(site)])
+    assert made.exit_code == 0, made.output
+    index = (site / "index.html").read_text()
+    for section, out in (("tiny", Path(spec.output)), ("mine", where / "mine" / "out")):
+        part = index.split(f'id="{section}"')[1].split("<h2")[0]
+        shown = dict(re.findall(r'<a href="encoders/[^"]+">([^<]+)</a></td><td>([^<]*)</td>', part))
+        table = pd.read_parquet(out / "score" / "crs.parquet")
+        contest = contest_of(table, "pixel_stats")
+        assert shown["pixel_stats"] == "baseline" and contest.baseline == "pixel_stats"
+        assert {name: shown[name] for name in contest.contestants} == {
+            name: contest.rank_label(name) for name in contest.contestants}
+        assert sorted(shown[name] for name in contest.contestants)[0].startswith("1")
+    card = (site / "encoders" / "pixel_stats.html").read_text()
+    assert "the reference's baseline row (not ranked)" in card and "rank 1 of" not in card

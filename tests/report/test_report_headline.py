@@ -11,46 +11,45 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from crs.report.headline import headline
+from crs.report.headline import headline, headline_details
 from crs.report.run_provenance import provenance_rows, spec_hash
 from crs.report.tables import leaderboard
 
 
-def _score(real, reference: str, leader_changes: int = 0, n_references: int = 3, competes: bool = True):
-    """The real tiny score with another reference name and a stability summary of our choosing."""
+def _score(real, reference: str, leader_changes: int = 0, n_references: int = 3, competes: bool = True,
+           tier: list[str] | None = None):
+    """The real tiny score with another reference name, every encoder competing (as under the median reference
+    or reference_competes), the leading tier of our choosing and a stability summary of our choosing."""
     summary = dict(real.stability.summary(), n_references=n_references,
                    leader_unchanged_under_references=n_references - leader_changes)
     stability = SimpleNamespace(references=real.stability.references, summary=lambda: summary)
-    return SimpleNamespace(bootstrap=real.bootstrap, reversals=real.reversals, reference=reference,
+    crs = real.crs.assign(competes=True)
+    if tier is not None:
+        crs["in_leading_tier"] = [str(name) in tier for name in crs.index]
+    return SimpleNamespace(crs=crs, bootstrap=real.bootstrap, reversals=real.reversals, reference=reference,
                            stability=stability, reversal_uncertainty=None, comparisons=real.comparisons,
-                           settings=SimpleNamespace(reference_competes=competes))
-
-
-def _contest(board):
-    """The board with every encoder competing (as under the median reference or reference_competes)."""
-    return board.assign(competes=True)
+                           settings=SimpleNamespace(reference_competes=competes, median_reference=reference == "median"))
 
 
 def test_a_tier_of_several_leads_with_the_tier(tiny_run):
     _, _, _, real = tiny_run
-    board = _contest(leaderboard(real))
-    board["tier"] = True
-    text = headline(_score(real, "median"), board)
-    names = list(board["encoder"])
+    names = [str(name) for name in real.crs.sort_values("crs", ascending=False).index]
+    text = headline(_score(real, "median", tier=names))
     assert text.startswith(f"Build on any of {names[0]} or {names[1]}: the data do not separate them")
-    alone = board.assign(tier=[True] + [False] * (len(board) - 1))
-    assert headline(_score(real, "median"), alone).startswith(f"Build on {names[0]}")
+    assert headline(_score(real, "median", tier=names[:1])).startswith(f"Build on {names[0]}")
 
 
 def test_the_reference_is_a_baseline_row_and_never_the_leader(tiny_run):
     """issue 40: the tiny run's reference, pixel_stats, has the highest point CRS (0.5 on every axis); by
-    default it is the baseline row, the headline builds on the other encoder and needs no caution."""
+    default it is the baseline row and the decision builds on the other encoder with no caution; issue 46
+    item 7: the headline first says that no candidate beats the reference."""
     _, _, _, real = tiny_run
     board = leaderboard(real)
     assert str(board.iloc[0]["encoder"]) == real.reference == "pixel_stats"  # first by point CRS
     text = headline(real, board)
-    assert text.startswith("Build on resnet18") and "Caution" not in text
-    assert "pixel_stats is the reference: a baseline row at 0.5" in text
+    assert text.startswith("No candidate") and "reference pixel_stats" in text.split(".")[0]
+    assert "Among the candidates, build on resnet18" in text and "Caution" not in text
+    assert "pixel_stats is the reference: a baseline row at 0.5" in headline_details(real)  # under the table
     assert "pixel_stats has the highest" not in text
     row = board.iloc[0]
     assert not row["competes"] and row["tier"] == "" and board.iloc[1]["tier"] == "leading"
@@ -58,20 +57,19 @@ def test_the_reference_is_a_baseline_row_and_never_the_leader(tiny_run):
 
 def test_a_competing_reference_that_leads_is_a_caution(tiny_run):
     _, _, _, real = tiny_run
-    board = _contest(leaderboard(real))
-    first = str(board.iloc[0]["encoder"])
-    text = headline(_score(real, first), board)
+    order = [str(name) for name in real.crs.sort_values("crs", ascending=False).index]
+    first, other = order[0], order[1]
+    text = headline(_score(real, first))
     assert f"Caution: the first-ranked encoder, {first}, is the reference itself" in text
-    other = str(board.iloc[1]["encoder"])
-    assert "is the reference itself" not in headline(_score(real, other), board)
-    assert f"{other} is the reference (0.5 on every axis by definition) and competes" in headline(_score(real, other), board)
+    assert "is the reference itself" not in headline(_score(real, other))
+    assert f"{other} is the reference (0.5 on every axis by definition) and competes" in headline_details(
+        _score(real, other))
 
 
 def test_a_leader_that_changes_under_most_references_is_a_caution(tiny_run):
     _, _, _, real = tiny_run
-    board = _contest(leaderboard(real))
-    assert "the leader changes under 4 of 5 reference choices" in headline(_score(real, "median", 4, 5), board)
-    assert "reference choices (each" not in headline(_score(real, "median", 2, 5), board)  # 2 of 5: not most
+    assert "the leader changes under 4 of 5 reference choices" in headline(_score(real, "median", 4, 5))
+    assert "reference choices (each" not in headline(_score(real, "median", 2, 5))  # 2 of 5: not most
 
 
 def test_provenance_rows_read_the_run_records(tiny_run):
@@ -111,9 +109,10 @@ def test_the_page_links_who_does_it_fail_and_shows_the_provenance_box(tiny_run, 
         assert f"<dt>{label}</dt>" in box
     for data_set in ("derm", "fundus", "cxr", "cxr-b"):  # how each test set was drawn and resampled (decision 0085)
         assert f"<dt>test set {data_set}</dt>" in box
-    assert "The CRS is relative to a reference" in page
+    assert "another reference can reorder the encoders" in page
     opening = page.split('<p class="lede">', 1)[1].split("</p>", 1)[0]
-    assert opening.startswith("Build on resnet18") and "pixel_stats has the highest" not in page  # issue 40
-    assert "Build on resnet18" in (Path(path).parent / "report.md").read_text()
+    assert opening.startswith("No candidate beats the reference pixel_stats")  # issue 46 item 7
+    assert "build on resnet18" in opening and "pixel_stats has the highest" not in page  # issue 40
+    assert "build on resnet18" in (Path(path).parent / "report.md").read_text()
     markdown = (tmp_path / "report.md").read_text()
     assert "## Provenance" in markdown and isinstance(pd.DataFrame, type)

@@ -143,21 +143,26 @@ def test_a_zero_width_seed_only_interval_is_not_called_an_interval():
 
 
 def test_the_headline_explains_a_leader_that_ranks_first_in_fewer_replicates():
-    """Issue 30: the demo's top encoder was first by point estimate and first in 30 % of replicates
-    against 39 % for the second; the headline says why instead of leaving the reader to wonder."""
+    """Issue 30: the demo's top encoder was first by point estimate and first in 30 % of replicates against 39 %
+    for the second; issue 46 item 8: where the leading tier names both, no single first place is presented (each
+    with its point CRS and P(rank 1), the order among them not established), and where the tier is the point
+    leader alone the sentence says why another ranks first in more replicates."""
     import pandas as pd
 
     from crs.report.headline import headline
 
-    board = pd.DataFrame({"encoder": ["a", "b"], "crs": [0.5, 0.45], "crs_low": [0.33, 0.3], "crs_high": [0.5, 0.6],
-                          "p_rank1": [0.30, 0.39], "tier": ["leading", "leading"], "auroc_rank": [1, 2], "rank": [1, 2]})
-    reversals = SimpleNamespace(summary=lambda: {"n_reversed": 0, "n_pairs": 1})
-    score = SimpleNamespace(bootstrap=SimpleNamespace(alpha=0.05, n_boot=100, level="seed+case"),
-                            reversals=reversals, reversal_uncertainty=None, reference="median")
-    text = headline(score, board)
-    assert "b ranks first in more replicates (39" in text and "leading tier" in text
-    board.loc[1, "p_rank1"] = 0.2
-    assert "ranks first in more replicates" not in headline(score, board)
+    crs = pd.DataFrame({"crs": [0.5, 0.45], "crs_low": [0.33, 0.3], "crs_high": [0.5, 0.6], "p_rank1": [0.30, 0.39],
+                        "in_leading_tier": [True, True], "auroc": [0.9, 0.8], "rank": [1, 2], "auroc_rank": [1, 2]},
+                       index=pd.Index(["a", "b"], name="encoder"))
+    score = SimpleNamespace(crs=crs, bootstrap=SimpleNamespace(alpha=0.05, n_boot=100, level="seed+case"),
+                            reversal_uncertainty=None, reference="median", comparisons=None, settings=None)
+    text = headline(score)
+    assert text.startswith("Build on any of a or b") and "a 0.500 (30" in text and "b 0.450 (39" in text
+    assert "the order among them is not established" in text and "a has the highest" not in text
+    alone = SimpleNamespace(**{**score.__dict__, "crs": crs.assign(in_leading_tier=[True, False])})
+    assert "b scores highest in more replicates (39" in headline(alone) and "leading tier" in headline(alone)
+    fewer = SimpleNamespace(**{**score.__dict__, "crs": crs.assign(in_leading_tier=[True, False], p_rank1=[0.8, 0.2])})
+    assert "in more replicates" not in headline(fewer)
 
 
 def test_the_subgroup_plots_and_table_name_their_measured_level(tmp_path):

@@ -187,20 +187,30 @@ def test_percent_keeps_rare_shares_off_zero_and_hundred():
     assert [percent(x) for x in (0.31, 0.0, 0.002, 0.998, 1.0)] == ["31\u00a0%", "0\u00a0%", "<1\u00a0%", ">99\u00a0%", "100\u00a0%"]
 
 
-def test_reversal_sentence_with_and_without_robust_reversals():
-    from crs.report.headline import reversal_sentence
+def test_the_auroc_sentence_says_ties_and_confident_reversals():
+    """What clean AUROC alone would have picked among the candidates (issue 46 item 7, issue 47 item 5)."""
+    from crs.evaluate.contest import contest_of
+    from crs.report.headline import auroc_sentence
+    from crs.scoring.reversals import contest_reversals
 
-    plain = reversal_sentence(5, 45, "a", "b")
-    assert plain.startswith("Ranking by clean AUROC alone would have picked a; 5 of 45 encoder pairs swap order")
-    assert "in the point estimate" in plain and "no bootstrap reversal probabilities" in plain
-    robust = reversal_sentence(5, 45, "a", "b", {"n_robust": 2, "count_low": 3, "count_high": 9,
-                                                 "robust_level": 0.95, "interval_level": 0.95, "n_boot": 1000})
-    assert robust == ("Ranking by clean AUROC alone would have picked a; 5 of 45 encoder pairs swap order, 2 of them "
-                      "robustly (each order held in at least 95\u00a0% of 1000 bootstrap replicates; 95\u00a0% interval "
-                      "of the count 3 to 9).")
-    assert reversal_sentence(0, 3, "a", "a") == "Clean AUROC orders every pair of encoders the same way (0 of 3 pairs swap)."
-    same_leader = reversal_sentence(2, 10, "a", "a")
-    assert same_leader.startswith("Clean AUROC picks the same leader, but 2 of 10 encoder pairs swap order further down")
+    crs = pd.DataFrame({"crs": [0.8, 0.6, 0.4], "crs_low": [0.75, 0.5, 0.3], "crs_high": [0.85, 0.7, 0.45],
+                        "auroc": [0.80, 0.90, 0.85], "in_leading_tier": [True, False, False],
+                        "discrimination_error_box_low": [0.19, 0.09, 0.14],
+                        "discrimination_error_box_high": [0.21, 0.11, 0.195]}, index=pd.Index(["a", "b", "c"]))
+    contest = contest_of(crs)
+    text = auroc_sentence(contest_reversals(crs, contest.contestants, None, crs), contest)
+    assert text.startswith("Ranking by clean AUROC alone would have picked b; 2 of 3 pairs of candidates swap order")
+    # b/a is held both ways (AUROC intervals [0.89, 0.91] and [0.79, 0.81] apart, CRS [0.5, 0.7] below [0.75, 0.85]);
+    # c/a only in the point estimate: c's AUROC interval [0.805, 0.86] overlaps a's
+    assert text.endswith("1 with confidence (b above a on AUROC, below on CRS).")
+    tied = crs.assign(auroc=[0.9, 0.9, 0.9])
+    text = auroc_sentence(contest_reversals(tied, contest.contestants, None, tied.drop(columns=[
+        "discrimination_error_box_low", "discrimination_error_box_high"])), contest)
+    assert text.startswith("Clean AUROC cannot pick a leader: a, b and c tie at the highest AUROC")
+    assert contest_reversals(tied, contest.contestants).tau_text() == "\u2014 (undefined: every clean AUROC is tied)"
+    same = crs.assign(auroc=[0.9, 0.8, 0.7])
+    assert auroc_sentence(contest_reversals(same, contest.contestants), contest) == (
+        "Clean AUROC picks the same lead; no pair of candidates swaps order between AUROC and CRS.")
 
 
 def test_stability_tables_read_the_scoring_tables():
