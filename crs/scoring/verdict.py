@@ -1,9 +1,9 @@
 """The headline's answer: which encoder to build on, and only what the confidence sets support (issue 40 item 4).
 
-Two confidence statements feed it, both simultaneous at the score's level: the rank confidence sets of
-the CRS (:mod:`crs.scoring.rank_sets`: the leading tier is every competing encoder whose set contains
-rank 1) and the intervals on every pairwise difference of axis errors (:mod:`crs.scoring.comparisons`:
-"A is better than C on calibration" only when that interval excludes 0). The sentences name the
+Everything it says comes from one simultaneous family at the score's level (:mod:`crs.scoring.statements`,
+decision 0166): the intervals on every pairwise difference of axis errors (:mod:`crs.scoring.comparisons`:
+"A is better than C on calibration" only when that interval excludes 0) and the rank sets and leading tier
+read off them (every competing encoder no other is surely above), so all of it holds together. The sentences name the
 competing encoders only; a named reference is the yardstick (:mod:`crs.scoring.baseline`).
 """
 
