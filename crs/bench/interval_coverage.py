@@ -51,7 +51,7 @@ from crs.scoring.intervals import (
     simultaneous_gap_interval,
     simultaneous_group_box,
 )
-from crs.scoring.projection import project
+from crs.scoring.projection import project, sharper_bounds
 from crs.scoring.rank_sets import rank_confidence_sets
 from crs.scoring.rankings import rank_reversals
 from crs.scoring.resample import group_bootstrap
@@ -441,6 +441,11 @@ def _box_rows(hit, widths, point, auroc_boot, calibration_boot, label, robust, f
             count = reversal_count_bounds(auroc_low, auroc_high, *two_bounds["crs"])
             hit("reversal count, box bounds", count[0] <= true_reversals <= count[1])
             width("reversal count, box bounds: width", count[0], count[1])
+    for tag, errors, draws, axis_floor, truth_score in (("CRS", two, two_boot, floor, truth_crs),
+                                                        ("CRS, four axes", four, four_draws, extra_floor, truth_four)):
+        sharper = sharper_bounds(errors, draws, axis_floor, None)["crs"]  # decision 0128's sharper box (issue 47)
+        hit(f"{tag}, sharper box (ratios and differences)", _interval_hits(*sharper, truth_score))
+        width(f"{tag}, sharper box (ratios and differences): width", *sharper)
     width("CRS percentile interval: width", *percentile(crs_boot))
     width("CRS, four axes, percentile interval: width", *percentile(four_boot))
     for axis, values in (("AUROC", auroc_boot), ("calibration error", calibration_boot),
