@@ -15,7 +15,8 @@ replicates centred on squares, decision 0061; one seed multiset a replicate for 
 the shifted site resampled apart); the percentile interval of every printed quantity (:data:`PRINTED`:
 CRS, the four axes, per-group AUROC, calibration and positive rate, worst-group AUROC = the equity
 axis, the simultaneous gap interval); the simultaneous rank sets; reversal counts; the AUROC +- 1.96
-DeLong SE interval; bootstrap SD against the spread over fresh test sets. ``--compare-methods``
+DeLong SE interval; bootstrap SD against the spread over fresh test sets; the projected box's CRS at its
+corners (decision 0128) and the sharper box over ratios and differences (0167, the default). ``--compare-methods``
 adds the candidate CRS intervals of :mod:`crs.bench.interval_methods` (decision 0089).
 
 Run ``python -m crs.bench.interval_coverage`` (``--data-sets``, ``--n-boot``; defaults 200 x 200).

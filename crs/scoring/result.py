@@ -253,7 +253,9 @@ class ScoreResult:
         contestants = [str(name) for name in ordered if bool(competes[name])]
         case_level = getattr(self.bootstrap, "level", "seed") == "seed+case"
         qualifier = "" if case_level else " (seed resampling only)"
-        sentences = decision_sentences(self.bootstrap.leading_tier, contestants, self.comparisons,
+        # one family (decision 0166): the tier and comparisons of ``statements``; stored as made when read back
+        tier = self.statements.leading_tier if self.statements is not None else self.bootstrap.leading_tier
+        sentences = decision_sentences(tier, contestants, self.comparisons,
                                        level or f"{100 * (1 - self.bootstrap.alpha):g} %", qualifier)
         if not self.settings.median_reference and self.reference in table.index:
             sentences.append(baseline_sentence(self.reference, self.settings.reference_competes))
