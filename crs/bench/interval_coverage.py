@@ -15,7 +15,8 @@ replicates centred on squares, decision 0061; one seed multiset a replicate for 
 the shifted site resampled apart); the percentile interval of every printed quantity (:data:`PRINTED`:
 CRS, the four axes, per-group AUROC, calibration and positive rate, worst-group AUROC = the equity
 axis, the simultaneous gap interval); the simultaneous rank sets; reversal counts; the AUROC +- 1.96
-DeLong SE interval; bootstrap SD against the spread over fresh test sets. ``--compare-methods``
+DeLong SE interval; bootstrap SD against the spread over fresh test sets; the projected box's CRS at its
+corners (decision 0128) and the sharper box over ratios and differences (0167, the default). ``--compare-methods``
 adds the candidate CRS intervals of :mod:`crs.bench.interval_methods` (decision 0089).
 
 Run ``python -m crs.bench.interval_coverage`` (``--data-sets``, ``--n-boot``; defaults 200 x 200).
@@ -51,7 +52,7 @@ from crs.scoring.intervals import (
     simultaneous_gap_interval,
     simultaneous_group_box,
 )
-from crs.scoring.projection import project
+from crs.scoring.projection import project, sharper_bounds
 from crs.scoring.rank_sets import rank_confidence_sets
 from crs.scoring.rankings import rank_reversals
 from crs.scoring.resample import group_bootstrap
@@ -441,6 +442,11 @@ def _box_rows(hit, widths, point, auroc_boot, calibration_boot, label, robust, f
             count = reversal_count_bounds(auroc_low, auroc_high, *two_bounds["crs"])
             hit("reversal count, box bounds", count[0] <= true_reversals <= count[1])
             width("reversal count, box bounds: width", count[0], count[1])
+    for tag, errors, draws, axis_floor, truth_score in (("CRS", two, two_boot, floor, truth_crs),
+                                                        ("CRS, four axes", four, four_draws, extra_floor, truth_four)):
+        sharper = sharper_bounds(errors, draws, axis_floor, None)["crs"]  # decision 0128's sharper box (issue 47)
+        hit(f"{tag}, sharper box (ratios and differences)", _interval_hits(*sharper, truth_score))
+        width(f"{tag}, sharper box (ratios and differences): width", *sharper)
     width("CRS percentile interval: width", *percentile(crs_boot))
     width("CRS, four axes, percentile interval: width", *percentile(four_boot))
     for axis, values in (("AUROC", auroc_boot), ("calibration error", calibration_boot),

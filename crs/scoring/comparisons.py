@@ -65,16 +65,26 @@ class Comparisons:
     critical: float
     alpha: float
     n_boot: int
+    decided: np.ndarray | None = None
+    """(axis, j, k): j's error below k's with confidence by a step-down over the family the intervals
+    come from (:mod:`crs.scoring.statements`); None: read off the intervals (``high < 0``)."""
 
     @property
     def better(self) -> np.ndarray:
-        """(axis, j, k): j's error is below k's on that axis with confidence (the interval lies below 0)."""
+        """(axis, j, k): j's error is below k's on that axis with confidence (the interval lies below 0, or the
+        step-down decided it)."""
+        if self.decided is not None:
+            return np.asarray(self.decided, dtype=bool)
         return self.high < 0.0
 
     @property
     def surely_dominates(self) -> np.ndarray:
-        """(j, k): j dominates k at every point of the confidence box (never j on the diagonal)."""
-        return dominance_from_bounds(self.high)
+        """(j, k): j dominates k at every point of the confidence box (never j on the diagonal): better or
+        known equal on every axis, better on one."""
+        if self.decided is None:
+            return dominance_from_bounds(self.high)
+        known_equal = (self.low == 0.0) & (self.high == 0.0)
+        return dominance_from_bounds(np.where(self.better, -1.0, np.where(known_equal, 0.0, 1.0)))
 
     @property
     def possibly_dominates(self) -> np.ndarray:
@@ -129,6 +139,7 @@ class Comparisons:
             "level": 1.0 - self.alpha,
             "n_boot": self.n_boot,
             "axes": list(self.axes),
+            "stepdown": self.decided is not None,
             "confident_pareto_set": [n for n, flag in zip(self.encoders, self.confident_pareto, strict=True) if flag],
         }
 
@@ -208,10 +219,18 @@ def comparisons_from_table(table: pd.DataFrame, summary: dict) -> Comparisons:
         standard_error[a, j, k] = standard_error[a, k, j] = row.se
         low[a, j, k], high[a, j, k] = row.low, row.high
         low[a, k, j], high[a, k, j] = -row.high, -row.low
+    decided = None
+    if summary.get("stepdown"):  # the stored "better" column is the step-down's decision
+        decided = np.zeros(shape, dtype=bool)
+        for row in table.itertuples(index=False):
+            if isinstance(row.better, str) and row.better:
+                a, first, second = axes.index(row.axis), names.index(row.first), names.index(row.second)
+                winner, loser = (first, second) if row.better == row.first else (second, first)
+                decided[a, winner, loser] = True
     critical = summary.get("critical_value")
     return Comparisons(names, axes, difference, standard_error, low, high,
                        float("nan") if critical is None else float(critical), float(summary["alpha"]),
-                       int(summary["n_boot"]))
+                       int(summary["n_boot"]), decided)
 
 
 def axis_comparisons(point: PointEstimate, boot: BootstrapResult, alpha: float) -> Comparisons | None:

@@ -191,8 +191,8 @@ MEASURED_COVERAGE_BOX: dict[str, dict[str, float]] = {
     "label_efficiency": {"mean_low": 0.997, "mean_high": 1.0, "worst_encoder": 0.99},
     "robustness": {"mean_low": 0.995, "mean_high": 1.0, "worst_encoder": 0.99},
 }
-"""Coverage of the default intervals (``[score] interval = "box"``, decision 0128): the CRS projected
-from the simultaneous box, and the box's own bounds of each axis, measured by
+"""Coverage of the default intervals (``[score] interval = "box"``, decision 0128): the CRS bounded through
+the sharper box over ratios and differences (decision 0167: 1.000 again, 80 test sets), and the box's own bounds of each axis, measured by
 ``python -m crs.bench.interval_coverage`` as :data:`MEASURED_COVERAGE` (docs/crs.md 7b; 200 test sets x
 200 replicates in each of six designs, near-ties included; ``measured_box_figures``); the intervals not
 made from the box (subgroup tables) keep their percentile figures."""

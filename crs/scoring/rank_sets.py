@@ -20,6 +20,11 @@ decided better than. It replaces "the leader and those a Holm test cannot separa
 picked the leader after looking at the data (docs/decisions/0009-rank-confidence-sets.md).
 P(rank = 1), the share of replicates in which an encoder scores highest (ties split), is reported
 beside it; it is a description of the bootstrap, not a confidence statement.
+
+Since decision 0166 ``crs score``'s tier and rank sets are read off the headline's one family
+(:mod:`crs.scoring.statements`): these sets, on the CRS replicates, lose an encoder tied for the lead in
+some test sets because the dominance term jumps at ties. They stay for the zero-shot leaderboard and as a
+library function.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from crs.evaluate.artifacts import PREDICTIONS_DIR, RunFolder
 from crs.evaluate.contest import contest_of_score
 from crs.scoring.baseline import competing, contest_columns, reference_as_baseline
 from crs.scoring.bootstrap import BootstrapResult, bootstrap_result, interval_method, zero_width
-from crs.scoring.comparisons import Comparisons, axis_comparisons, comparisons_from_table
+from crs.scoring.comparisons import Comparisons, comparisons_from_table
 from crs.scoring.coverage import Coverage, declared_records, every_task_encoders, is_complete, placement
 from crs.scoring.equity import equity_stability, with_equity
 from crs.scoring.formula import AXES, EQUITY, PointEstimate, ScoreInputError, point_estimate, rank_descending
@@ -29,6 +29,7 @@ from crs.scoring.resample import design_line
 from crs.scoring.reversals import Reversals, bootstrap_reversals, contest_reversal_line, contest_reversals_of
 from crs.scoring.settings import ScoreSettings
 from crs.scoring.stability import Stability, WeightSensitivity, stability
+from crs.scoring.statements import Statements, headline_statements, with_statements_tier
 from crs.scoring.subgroups import subgroup_scores
 from crs.scoring.verdict import opening_sentences
 
@@ -83,7 +84,15 @@ class ScoreResult:
     comparisons: Comparisons | None = None
     """Simultaneous intervals on every pairwise difference of axis errors (:mod:`crs.scoring.comparisons`):
     who is better than whom on which axis with confidence, sure and possible dominance, the confident
-    Pareto set; None when the bootstrap kept no axis replicates (a score stored by an older crs)."""
+    Pareto set; None when the bootstrap kept no axis replicates (a score stored by an older crs). Since
+    decision 0166 the comparisons of ``statements``."""
+    statements: Statements | None = None
+    """The headline's one simultaneous family (:mod:`crs.scoring.statements`): the axis comparisons, the
+    floors, the tier and rank sets read off them, the candidates surely above a named reference; what
+    :meth:`headline_sentences` words. None for a score read back from disk (its tier and comparisons are
+    stored as made)."""
+    stored_headline_family: Mapping[str, Any] | None = None
+    """A score read back from disk: the stored summary of ``statements`` (``summary()["headline_family"]``)."""
 
     @property
     def reference(self) -> str:
@@ -184,6 +193,8 @@ class ScoreResult:
             "stability": _plain_tree(self.stability.summary()),
             "weight_sensitivity": self.stability.weights.summary(),
             "comparisons": None if self.comparisons is None else self.comparisons.summary(),
+            "headline_family": (self.statements.summary() if self.statements is not None
+                                else None if self.stored_headline_family is None else dict(self.stored_headline_family)),
             "headline": self.headline_sentences(),
             "stored": {
                 "bootstrap": {"n_boot": self.bootstrap.n_boot, "alpha": self.bootstrap.alpha,
@@ -462,6 +473,7 @@ def _from_stored(cls, tables: dict[str, pd.DataFrame], summary: dict) -> ScoreRe
         equity_stability=tables.get("equity_stability"),
         comparisons=(comparisons_from_table(tables["comparisons"], summary["comparisons"])
                      if "comparisons" in tables and summary.get("comparisons") else None),
+        stored_headline_family=summary.get("headline_family"),
     )  # fmt: skip
 
 
@@ -620,7 +632,12 @@ def _score_cohort(
     names = [str(name) for name in point.table.index]
     contest = contest_columns(point.table["crs"].set_axis(names),
                               competing(names, settings.reference, settings.reference_competes))
-    comparisons = axis_comparisons(point, boot, settings.alpha)
+    # the headline's one family: axis comparisons, floors, and the tier and rank sets read off them (0166)
+    contestants = [name for name in point.table["crs"].set_axis(names).sort_values(ascending=False, kind="stable").index
+                   if bool(contest.loc[name, "competes"])]
+    statements = headline_statements(point, replicates.drawn, contestants)
+    boot = with_statements_tier(boot, statements)
+    comparisons = statements.comparisons
     dominance = None if comparisons is None else comparisons.encoder_table().reindex(names)
 
     table = point.table.copy()
@@ -652,6 +669,7 @@ def _score_cohort(
         subgroups=groups,
         subgroup_gaps=gaps,
         comparisons=comparisons,
+        statements=statements,
     )
 
 

@@ -1,9 +1,9 @@
 """The headline's answer: which encoder to build on, and only what the confidence sets support (issue 40 item 4).
 
-Two confidence statements feed it, both simultaneous at the score's level: the rank confidence sets of
-the CRS (:mod:`crs.scoring.rank_sets`: the leading tier is every competing encoder whose set contains
-rank 1) and the intervals on every pairwise difference of axis errors (:mod:`crs.scoring.comparisons`:
-"A is better than C on calibration" only when that interval excludes 0). The sentences name the
+Everything it says comes from one simultaneous family at the score's level (:mod:`crs.scoring.statements`,
+decision 0166): the intervals on every pairwise difference of axis errors (:mod:`crs.scoring.comparisons`:
+"A is better than C on calibration" only when that interval excludes 0) and the rank sets and leading tier
+read off them (every competing encoder no other is surely above), so all of it holds together. The sentences name the
 competing encoders only; a named reference is the yardstick (:mod:`crs.scoring.baseline`).
 """
 
@@ -129,28 +129,37 @@ def baseline_sentence(reference: str, competes: bool) -> str:
 
 
 def reference_verdict(reference: str, table: pd.DataFrame, contestants: Sequence[str],
-                      comparisons: Comparisons | None, level: str = "95 %") -> str:
+                      comparisons: Comparisons | None, level: str = "95 %",
+                      below_reference: Sequence[str] | None = None) -> str:
     """The first sentence when a named reference that does not compete scores above every candidate (issue 46
-    item 7): that no candidate beats it, and how firmly (the box's CRS intervals are simultaneous, so an
-    interval wholly below the reference's holds for every candidate at once). "" when some candidate's
-    point CRS reaches the reference's."""
+    item 7): that no candidate beats it, and how firmly. ``below_reference``: the candidates the headline's
+    one family (:class:`crs.scoring.statements.Statements`) places surely below the reference, so this
+    sentence holds together with the rest of the headline (decision 0166); without it (a score read back
+    without its family) the box's simultaneous CRS intervals decide. "" when some candidate's point CRS
+    reaches the reference's."""
     names = [str(name) for name in contestants]
     if reference not in table.index or not names:
         return ""
     crs = table["crs"].astype(float)
     if float(crs[reference]) <= float(crs[names].max()):
         return ""
-    floor = float(table.loc[reference, "crs_low"]) if "crs_low" in table else float("nan")
     best = names[0]
-    reaching = [name for name in names if not float(table.loc[name, "crs_high"]) < floor] if "crs_high" in table else names
+    if below_reference is not None:
+        reaching = [name for name in names if name not in set(below_reference)]
+    elif "crs_high" in table and "crs_low" in table:
+        floor = float(table.loc[reference, "crs_low"])
+        reaching = [name for name in names if not float(table.loc[name, "crs_high"]) < floor]
+    else:
+        reaching = names
     if not reaching:
-        sentence = (f"No candidate beats the reference {reference}: its Clinical Reliability Score "
-                    f"({float(crs[reference]):.3f}) is above every candidate's {level} interval (highest: {best}, "
-                    f"{float(table.loc[best, 'crs_low']):.3f} to {float(table.loc[best, 'crs_high']):.3f}).")
+        sentence = (f"No candidate beats the reference {reference}: with {level} confidence its Clinical "
+                    f"Reliability Score ({float(crs[reference]):.3f}) is above every candidate's (highest: {best}, "
+                    f"{float(crs[best]):.3f}).")
     else:
         sentence = (f"No candidate's point Clinical Reliability Score reaches the reference {reference}'s "
-                    f"({float(crs[reference]):.3f}); the {level} intervals of {names_joined(reaching)} reach it, so "
-                    f"the data do not say whether {'it beats' if len(reaching) == 1 else 'they beat'} the reference.")
+                    f"({float(crs[reference]):.3f}); the data do not separate {names_joined(reaching)} from it at "
+                    f"{level}, so they do not say whether {'it beats' if len(reaching) == 1 else 'they beat'} the "
+                    "reference.")
     return sentence
 
 
@@ -199,6 +208,18 @@ class Opening:
         return [s for s in (self.verdict, self.gains, self.decision, *self.members, self.not_separated, self.baseline) if s]
 
 
+def _below_reference(score, reference: str) -> tuple[str, ...] | None:
+    """The candidates the headline's family places surely below ``reference``: from the score's
+    :class:`~crs.scoring.statements.Statements`, or from its stored summary when read back (None: neither)."""
+    statements = getattr(score, "statements", None)
+    if statements is not None and reference in statements.encoders:
+        return statements.surely_below(reference)
+    stored = getattr(score, "stored_headline_family", None)
+    if stored and "below_reference" in stored:
+        return tuple(str(name) for name in stored["below_reference"])
+    return None
+
+
 def opening(score, level: str | None = None) -> Opening:
     """The answer first, for the report and the terminal alike: whether any candidate beats a named reference
     that does not compete, whom to build on (the leading tier of the contestants) with the axes that
@@ -214,7 +235,9 @@ def opening(score, level: str | None = None) -> Opening:
     level = level or f"{100 * (1 - boot.alpha):g} %"
     qualifier = "" if getattr(boot, "level", "seed") == "seed+case" else " (seed resampling only)"
     comparisons = getattr(score, "comparisons", None)
-    verdict = reference_verdict(contest.baseline, table, contest.contestants, comparisons, level) if contest.baseline else ""
+    below = _below_reference(score, contest.baseline) if contest.baseline else None
+    verdict = (reference_verdict(contest.baseline, table, contest.contestants, comparisons, level, below)
+               if contest.baseline else "")
     gains = reference_gains(contest.baseline, contest.contestants, comparisons, level) if verdict else ""
     decision = decision_sentences(contest.tier, contest.contestants, comparisons, level, qualifier)
     if verdict and decision:

@@ -1,0 +1,220 @@
+"""What the headline's decision says, checked against planted encoders (issue 47 items 1, 2, 6; decision 0166).
+
+Cohorts of :mod:`crs.bench.coverage_model` encoders (score x = mu y + patient effect + noise, probability
+sigmoid(a * Bayes logit + b)) on one binary task, two axes (discrimination, calibration), median
+reference, clustered patients (1 + Poisson(1) images, shared severity sd 0.8), test sets at random:
+
+* exact ties: 2, 4 or 5 identical encoders, calibrated (a = 1) or overconfident (a = 1.8), beside one
+  clearly weaker encoder; the identical ones tie for the lead in truth, by construction;
+* a planted winner, better on both axes (AUROC about +0.03, calibrated) than three equal rivals,
+  at 400 and 1,500 patients;
+* a trade-off: one encoder better on discrimination, another on calibration.
+
+Truth: AUROC and calibration error of each distinct encoder from one sample of ``truth_patients``
+patients (identical encoders share theirs), the CRS on them with the floor at its mean over the test
+sets. Each test set is resampled ``n_boot`` times by patient (weighted AUROC and calibration error,
+calibration centred on squares, as ``crs score``), then decided two ways:
+
+* **before** (decision 0009): the tier from the CRS's rank confidence sets (and the point leader), the
+  axis statements from the single-step max-|t| comparisons, two 95 % families side by side;
+* **now** (decision 0166): :func:`crs.scoring.statements.simultaneous_statements`, one family, one step
+  (``--stepdown``: the Romano-Wolf step-down for the axis orders and floors).
+
+Per design: the tier's validity (every true leader kept), the headline's family-wise error (any false
+statement: a true leader left out, or an axis order or "surely above" that is false), the winner named
+alone, "surely dominates" for the winner, and the comparisons' critical value. Monte Carlo SE of a rate
+p over n test sets: sqrt(p (1 - p) / n).
+
+Run ``python -m crs.bench.decision_coverage --data-sets 200 --n-boot 200``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+import numpy as np
+
+from crs import axes
+from crs.axes.weighted import prepare_weights, weighted_auroc, weighted_calibration_error
+from crs.bench.coverage_model import draw_sample
+from crs.scoring.comparisons import pairwise_comparisons
+from crs.scoring.formula import crs_components
+from crs.scoring.intervals import centre_on_squares
+from crs.scoring.rank_sets import rank_confidence_sets
+from crs.scoring.resample import group_bootstrap
+from crs.scoring.statements import simultaneous_statements
+
+CALIBRATED, OVERCONFIDENT, WEAK = (1.8, 1.0, 0.0), (1.8, 1.8, 0.0), (1.1, 1.0, 0.0)
+
+
+def _ties(count: int, kind: tuple[float, float, float]) -> dict[str, tuple[float, float, float]]:
+    return {**{f"t{k + 1}": kind for k in range(count)}, "weak": WEAK}
+
+
+DESIGNS: dict[str, tuple[dict[str, tuple[float, float, float]], int]] = {
+    "2 identical calibrated, 400": (_ties(2, CALIBRATED), 400),
+    "2 identical overconfident, 400": (_ties(2, OVERCONFIDENT), 400),
+    "4 identical calibrated, 400": (_ties(4, CALIBRATED), 400),
+    "4 identical overconfident, 400": (_ties(4, OVERCONFIDENT), 400),
+    "5 identical calibrated, 400": (_ties(5, CALIBRATED), 400),
+    "5 identical overconfident, 400": (_ties(5, OVERCONFIDENT), 400),
+    "winner, 400": ({"win": (2.2, 1.0, 0.0), "r1": (1.8, 1.5, 0.0), "r2": (1.8, 1.5, 0.0), "r3": (1.8, 1.5, 0.0)},
+                    400),
+    "winner, 1500": ({"win": (2.2, 1.0, 0.0), "r1": (1.8, 1.5, 0.0), "r2": (1.8, 1.5, 0.0), "r3": (1.8, 1.5, 0.0)},
+                     1500),
+    "trade-off, 400": ({"sharp": (2.2, 1.8, 0.0), "calm": (1.8, 1.0, 0.0), "weak": WEAK}, 400),
+}
+"""Design name -> (encoders: name -> (signal mu, calibration slope a, intercept b), patients)."""
+TAU, EXTRA_IMAGES = 0.8, 1.0
+
+
+@dataclass(frozen=True)
+class DecisionFigures:
+    """Rates over the test sets of one design (each with its MC SE), before (0009) and now (0166)."""
+
+    design: str
+    data_sets: int
+    n_boot: int
+    rates: dict[str, float]
+
+    def se(self, name: str) -> float:
+        p = self.rates[name]
+        return float(np.sqrt(max(p * (1 - p), 1e-12) / self.data_sets))
+
+
+def _truth(cohort: dict, truth_patients: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(AUROC (E,), calibration error (E,)) of each encoder; identical encoders share one value."""
+    distinct = list(dict.fromkeys(cohort.values()))
+    big = draw_sample(truth_patients, TAU, EXTRA_IMAGES, rng, full=False, cohort=dict(enumerate(distinct)))
+    auroc = [axes.auroc(big.y, big.probs[:, e], "binary") for e in range(len(distinct))]
+    calibration = [axes.debiased_ece(big.y, big.probs[:, e], "binary") for e in range(len(distinct))]
+    index = [distinct.index(value) for value in cohort.values()]
+    return np.asarray(auroc)[index], np.asarray(calibration)[index]
+
+
+def _test_set(cohort: dict, n_patients: int, n_boot: int, rng: np.random.Generator, seed: list[int]):
+    """Point errors (E, 2), their SEs (E, 2) and replicate errors (B, E, 2) of one test set."""
+    sample = draw_sample(n_patients, TAU, EXTRA_IMAGES, rng, cohort=cohort, full=False)
+    y, probs = sample.y, sample.probs
+    columns = range(probs.shape[1])
+    auroc = np.array([axes.auroc(y, probs[:, e], "binary") for e in columns])
+    calibration = np.array([axes.debiased_ece(y, probs[:, e], "binary") for e in columns])
+    standard_errors = np.stack([
+        [axes.auroc_standard_error(y, probs[:, e], "binary", sample.patient) for e in columns],
+        [axes.ece_standard_error(y, probs[:, e], "binary") for e in columns]], axis=1)
+    draws = group_bootstrap(sample.patient, y.astype(np.int64), "binary", seed=seed, design="official")
+    weights = prepare_weights(draws.counts(range(n_boot)))
+    auroc_boot = weighted_auroc(probs, y, weights)
+    raw = weighted_calibration_error(probs, np.broadcast_to(y[:, None], probs.shape), weights)[0]
+    calibration_boot = centre_on_squares(np.vstack([calibration[None], raw]))[1:]
+    errors = np.stack([1 - auroc, calibration], axis=1)
+    return errors, standard_errors, np.stack([1 - auroc_boot, calibration_boot], axis=-1)
+
+
+def decide(errors: np.ndarray, replicates: np.ndarray, floor: np.ndarray, names: list[str], alpha: float = 0.05,
+           stepdown: bool = False):
+    """Both decisions on one test set: (tier before (E,) bool, axis better before (A, E, E)), and the
+    statements now (:class:`crs.scoring.statements.Statements`)."""
+    crs_point = crs_components(errors, None, floor=floor)["crs"]
+    crs_boot = crs_components(replicates, None, floor=floor)["crs"]
+    sets = rank_confidence_sets(crs_point, crs_boot, encoders=names, alpha=alpha).table.reindex(names)
+    tier_before = sets["in_leading_tier"].to_numpy(dtype=bool).copy()
+    tier_before[int(np.argmax(crs_point))] = True
+    better_before = pairwise_comparisons(errors, replicates, alpha, names).better
+    order = [names[j] for j in np.argsort(-crs_point, kind="stable")]
+    now = simultaneous_statements(errors, replicates, floor, ["logit", "square"], order, alpha=alpha,
+                                  stepdown=stepdown, encoders=names, axes=("discrimination", "calibration"))
+    return tier_before, better_before, now
+
+
+def simulate(design: str, data_sets: int = 200, n_boot: int = 200, seed: int = 47, truth_patients: int = 200_000,
+             alpha: float = 0.05, stepdown: bool = False) -> DecisionFigures:
+    """The rates of one design over ``data_sets`` test sets (see the module docstring)."""
+    cohort, n_patients = DESIGNS[design]
+    names = list(cohort)
+    rng = np.random.default_rng([seed, list(DESIGNS).index(design)])
+    truth_auroc, truth_calibration = _truth(cohort, truth_patients, rng)
+    made = [_test_set(cohort, n_patients, n_boot, rng, [seed, data_set]) for data_set in range(data_sets)]
+    floor = np.mean([np.median(se, axis=0) for _, se, _ in made], axis=0)  # the bench's fixed floor (as 7b)
+    truth_errors = np.stack([1 - truth_auroc, truth_calibration], axis=1)
+    truth_crs = crs_components(truth_errors, None, floor=floor)["crs"]
+    leaders = np.isclose(truth_crs, truth_crs.max(), rtol=0, atol=1e-12)
+    true_better = truth_errors.T[:, :, None] < truth_errors.T[:, None, :]  # (A, j, k): e_j < e_k
+    true_above = truth_crs[:, None] > truth_crs[None, :] + 1e-12
+    counts = {name: 0.0 for name in ("tier valid before", "tier valid now", "false statement before",
+                                     "false statement now", "named alone before", "named alone now",
+                                     "surely dominates now", "surely dominates before", "critical before",
+                                     "critical now", "family holds now", "leader lost while the family held now")}
+    for errors, _, replicates in made:
+        tier_before, better_before, now = decide(errors, replicates, floor, names, alpha, stepdown)
+        tier_now = np.array([name in now.leading_tier for name in names])
+        better_now = now.comparisons.better
+        counts["tier valid before"] += bool(tier_before[leaders].all())
+        counts["tier valid now"] += bool(tier_now[leaders].all())
+        held = now.holds(truth_errors)
+        counts["family holds now"] += held
+        counts["leader lost while the family held now"] += bool(held and not tier_now[leaders].all())
+        counts["false statement before"] += bool(not tier_before[leaders].all() or (better_before & ~true_better).any())
+        counts["false statement now"] += bool(not tier_now[leaders].all() or (better_now & ~true_better).any()
+                                              or (now.above & ~true_above).any())
+        if leaders.sum() == 1:
+            leader = int(np.argmax(leaders))
+            counts["named alone before"] += bool(tier_before.sum() == 1 and tier_before[leader])
+            counts["named alone now"] += bool(tier_now.sum() == 1 and tier_now[leader])
+            others = [k for k in range(len(names)) if k != leader]
+            counts["surely dominates now"] += bool(now.comparisons.surely_dominates[leader, others].all())
+            before = pairwise_comparisons(errors, replicates, alpha, names)
+            counts["surely dominates before"] += bool(before.surely_dominates[leader, others].all())
+            counts["critical before"] += before.critical
+        else:
+            counts["critical before"] += pairwise_comparisons(errors, replicates, alpha, names).critical
+        counts["critical now"] += now.critical_values[0]
+    rates = {name: value / data_sets for name, value in counts.items()}
+    if leaders.sum() != 1:
+        for name in ("named alone before", "named alone now", "surely dominates now", "surely dominates before"):
+            rates.pop(name)
+    return DecisionFigures(design, data_sets, n_boot, rates)
+
+
+def markdown(results: list[DecisionFigures]) -> str:
+    """One row per design: before / now, each rate with its MC SE."""
+    header = ["design", "tier keeps every true leader", "any false statement (family-wise)",
+              "winner named alone", "winner surely dominates all", "critical value (single step)",
+              "family holds the truth (now)"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    def pair(found: DecisionFigures, name: str) -> str:
+        before, now = f"{name} before", f"{name} now"
+        if before not in found.rates:
+            return "-"
+        return (f"{found.rates[before]:.3f} / {found.rates[now]:.3f} "
+                f"(+- {max(found.se(before), found.se(now)):.3f})")
+
+    for found in results:
+        critical = f"{found.rates['critical before']:.2f} / {found.rates['critical now']:.2f}"
+        lines.append(f"| {found.design} | {pair(found, 'tier valid')} | {pair(found, 'false statement')} | "
+                     f"{pair(found, 'named alone')} | {pair(found, 'surely dominates')} | {critical} | "
+                     f"{found.rates['family holds now']:.3f} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-sets", type=int, default=200)
+    parser.add_argument("--n-boot", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=47)
+    parser.add_argument("--truth-patients", type=int, default=200_000)
+    parser.add_argument("--design", action="append", choices=list(DESIGNS), help="default: every design")
+    parser.add_argument("--stepdown", action="store_true",
+                        help="decide the axis orders and floors by the Romano-Wolf step-down (not the default)")
+    args = parser.parse_args(argv)
+    results = []
+    for design in args.design or list(DESIGNS):
+        results.append(simulate(design, args.data_sets, args.n_boot, args.seed, args.truth_patients,
+                                stepdown=args.stepdown))
+        print(f"{design}: " + ", ".join(f"{k} {v:.3f}" for k, v in results[-1].rates.items()), flush=True)
+    print(markdown(results))
+
+
+if __name__ == "__main__":
+    main()
