@@ -190,8 +190,8 @@ def test_a_leftover_cluster_of_another_configuration_is_started_again(no_cluster
     # node (start.sh had counted OMP_NUM_THREADS=1 as the machine's CPUs), and `--cpus-per-task 2`
     # was refused. The suite's own leftover is restarted with this machine's CPUs, then stopped.
     cpus = len(os.sched_getaffinity(0))
-    if cpus < 2:
-        pytest.skip("needs two CPUs to leave a one-CPU node behind")
+    if cpus < 2 or shutil.which("taskset") is None:
+        pytest.skip("needs two CPUs and taskset to leave a one-CPU node behind")
     subprocess.run(["taskset", "-c", "0", str(SCRIPTS / "start.sh")], capture_output=True, timeout=900)
     leftover = daemon_pids()
     if not suite_cluster()[1].startswith("slurm: the suite's scheduler runs an older configuration"):
