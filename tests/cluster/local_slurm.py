@@ -146,16 +146,16 @@ def stopped_however_the_run_ends(started: dict[str, int]) -> Iterator[None]:
 @pytest.fixture(scope="session")
 def slurm():
     """The environment (SLURM_CONF, PYTHONPATH) under which sbatch, squeue and scancel reach the cluster."""
-    running, reason = suite_cluster()
-    if running:
+    up, reason = suite_cluster()
+    if up:
         yield slurm_environment()
         return
     before = daemon_pids()
     start = subprocess.run([str(SCRIPTS / "start.sh")], capture_output=True, text=True, timeout=900)
     started = {name: pid for name, pid in daemon_pids().items() if before.get(name) != pid}
     with stopped_however_the_run_ends(started) if started else _nothing():
-        running, reason = suite_cluster()
-        if not running:
+        up, reason = suite_cluster()
+        if not up:
             said = (start.stdout + start.stderr).strip().splitlines()[-1:]
             pytest.skip(f"no local SLURM for the cluster tests: {reason} (start.sh: {said[0] if said else 'nothing'})")
         print(f"local SLURM: started {sorted(started)}", file=sys.stderr)
