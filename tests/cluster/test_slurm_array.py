@@ -1,5 +1,7 @@
 """Stage 1 as a real SLURM job array on this machine: the array's cache equals one process's, bit for bit,
 and a task killed mid-run and requeued resumes from the chunk flags (what it kept is not redone).
+First, the suite's own cluster: a SIGTERM stops the daemons the suite started, and a scheduler the
+suite did not configure is not used.
 
 The kill's loss itself (passes done and thrown away) is measured exactly, against decision 0031's
 budget, by tests/faults/test_resume_loss.py, which counts the passes of the killed process.
@@ -13,6 +15,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -20,6 +23,7 @@ import numpy as np
 import pytest
 import zarr
 from click.testing import CliRunner
+from local_slurm import SCRIPTS, daemon_pids, running, stop_started_cluster, suite_cluster
 
 from crs.benchmark import Benchmark
 from crs.cache.verify import repair, verify_store
@@ -108,6 +112,162 @@ def forward_passes(log: str) -> int:
 
 def task_log(folder: Path, job: str, task: int) -> str:
     return (folder / f"crs-extract-{job}_{task}.out").read_text()
+
+
+# --- the suite's own cluster: stopped on SIGTERM, and no other scheduler used (issue 46 item 16) --------
+# These run first in this file (pytest keeps file order, and --dist loadfile keeps the file on one
+# worker), before the session fixture starts the cluster the tests below share.
+
+INNER_TEST = """
+import os
+import subprocess
+import time
+from pathlib import Path
+
+
+def test_holds_the_cluster(slurm):
+    cpus = subprocess.run(["sinfo", "-h", "-o", "%c"], env=slurm, capture_output=True, text=True).stdout
+    Path(os.environ["CRS_INNER_UP"]).write_text(cpus)
+    time.sleep(float(os.environ.get("CRS_INNER_HOLD", "0")))
+"""
+
+
+def _inner_pytest(folder: Path, hold: float) -> subprocess.Popen:
+    """A pytest of its own, in ``folder``, whose one test takes the ``slurm`` fixture and holds it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "test_inner.py").write_text(INNER_TEST)
+    (folder / "pytest.ini").write_text("[pytest]\n")
+    env = dict(os.environ, CRS_INNER_UP=str(folder / "up"), CRS_INNER_HOLD=str(hold))
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent), *filter(None, [env.get("PYTHONPATH")])])
+    return subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-p", "local_slurm", "test_inner.py"],
+        cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+
+
+@pytest.fixture
+def no_cluster_running():
+    """No scheduler runs during the test; the suite's cluster, when one ran, runs again after it."""
+    if shutil.which("slurmctld") is None and os.geteuid() != 0:
+        pytest.skip("SLURM is not installed and installing it needs root")
+    was_running, reason = suite_cluster()
+    ours = was_running or bool(daemon_pids())
+    if not ours and "no scheduler answers" not in reason and "no SLURM installed" not in reason:
+        pytest.skip(f"a scheduler runs that this test must not stop: {reason}")
+    if ours:
+        stop_started_cluster()
+    yield
+    if was_running:
+        subprocess.run([str(SCRIPTS / "start.sh")], capture_output=True, timeout=900)
+
+
+def test_sigterm_stops_the_daemons_the_suite_started(no_cluster_running, tmp_path):
+    inner = _inner_pytest(tmp_path / "inner", hold=600)
+    try:
+        deadline = time.monotonic() + 600
+        while not (tmp_path / "inner" / "up").exists():
+            assert inner.poll() is None, inner.communicate()[0]
+            assert time.monotonic() < deadline, "the inner pytest's cluster did not come up"
+            time.sleep(0.5)
+        started = daemon_pids()
+        if not started:
+            pytest.skip("start.sh started no daemon here")
+        assert {"slurmctld.pid", "slurmd.pid"} <= set(started), started
+        inner.send_signal(signal.SIGTERM)  # what a time limit sends make test
+        output = inner.communicate(timeout=120)[0]
+    finally:
+        if inner.poll() is None:
+            inner.kill()
+            inner.wait()
+    assert inner.returncode == -signal.SIGTERM, output  # it still ends as SIGTERM ends it
+    left = {name: pid for name, pid in started.items() if running(pid)}
+    assert not left, f"daemons the stopped suite had started still run: {left}"
+    assert not suite_cluster()[0]
+
+
+def test_a_leftover_cluster_of_another_configuration_is_started_again(no_cluster_running, tmp_path):
+    # The issue's case: an earlier run, stopped by a signal, left the suite's daemons with a one-CPU
+    # node (start.sh had counted OMP_NUM_THREADS=1 as the machine's CPUs), and `--cpus-per-task 2`
+    # was refused. The suite's own leftover is restarted with this machine's CPUs, then stopped.
+    cpus = len(os.sched_getaffinity(0))
+    if cpus < 2 or shutil.which("taskset") is None:
+        pytest.skip("needs two CPUs and taskset to leave a one-CPU node behind")
+    subprocess.run(["taskset", "-c", "0", str(SCRIPTS / "start.sh")], capture_output=True, timeout=900)
+    leftover = daemon_pids()
+    if not suite_cluster()[1].startswith("slurm: the suite's scheduler runs an older configuration"):
+        stop_started_cluster()
+        pytest.skip(f"no one-CPU leftover to test with: {suite_cluster()[1]}")
+    inner = _inner_pytest(tmp_path / "inner", hold=0)
+    output = inner.communicate(timeout=900)[0]
+    assert inner.returncode == 0 and "1 passed" in output, output
+    assert (tmp_path / "inner" / "up").read_text().split() == [str(cpus)]
+    assert not any(running(pid) for pid in leftover.values()), "the leftover daemons still run"
+    assert not daemon_pids() and not suite_cluster()[0]  # and what the run started, it stopped
+
+
+FOREIGN_CONF = """ClusterName=elsewhere
+SlurmctldHost={host}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+StateSaveLocation={dir}/state
+SlurmdSpoolDir={dir}/spool
+SlurmctldPidFile={dir}/slurmctld.pid
+SlurmdPidFile={dir}/slurmd.pid
+SlurmctldLogFile={dir}/slurmctld.log
+SlurmdLogFile={dir}/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+MpiDefault=none
+ReturnToService=2
+NodeName={host} CPUs=1 State=UNKNOWN
+PartitionName=other Nodes={host} Default=YES MaxTime=INFINITE State=UP
+"""
+
+
+def test_a_scheduler_the_suite_did_not_configure_is_not_used(no_cluster_running, tmp_path):
+    # Someone else's one-CPU scheduler answers on this host: the fixture must neither use it (its
+    # tests would run against another configuration) nor stop it; the tests skip, saying why.
+    if shutil.which("slurmctld") is None or shutil.which("munged") is None:
+        pytest.skip("SLURM is not installed")
+    foreign = tmp_path / "foreign"
+    for sub in ("state", "spool"):
+        (foreign / sub).mkdir(parents=True)
+    host = subprocess.run(["hostname", "-s"], capture_output=True, text=True, check=True).stdout.strip()
+    conf = foreign / "slurm.conf"
+    conf.write_text(FOREIGN_CONF.format(host=host, dir=foreign))
+    env = dict(os.environ, SLURM_CONF=str(conf))
+    munge_pid = foreign / "munged.pid"
+    if subprocess.run(["munge", "-n"], capture_output=True, stdin=subprocess.DEVNULL).returncode != 0:
+        Path("/run/munge").mkdir(parents=True, exist_ok=True)
+        subprocess.run(["munged", "--force", f"--pid-file={munge_pid}"], check=True, capture_output=True)
+    try:
+        subprocess.run(["slurmctld", "-f", str(conf)], check=True, capture_output=True, env=env)
+        subprocess.run(["slurmd", "-f", str(conf)], check=True, capture_output=True, env=env)
+        deadline = time.monotonic() + 60
+        while not subprocess.run(["sinfo", "-h", "-o", "%t"], env=env, capture_output=True, text=True).stdout.startswith("idle"):
+            assert time.monotonic() < deadline, (foreign / "slurmctld.log").read_text()[-2000:]
+            time.sleep(1)
+        theirs = {name: int((foreign / name).read_text()) for name in ("slurmctld.pid", "slurmd.pid")}
+        inner = _inner_pytest(tmp_path / "inner", hold=0)
+        output = inner.communicate(timeout=600)[0]
+        assert "1 skipped" in output and "this suite did not configure" in output and "elsewhere" in output, output
+        assert not (tmp_path / "inner" / "up").exists()  # its test never ran
+        assert all(running(pid) for pid in theirs.values()), "the suite stopped a scheduler it had not started"
+    finally:
+        for name in ("slurmd.pid", "slurmctld.pid", "munged.pid"):
+            pid_file = foreign / name
+            if pid_file.exists():
+                pid = int(pid_file.read_text())
+                os.kill(pid, signal.SIGTERM)
+                for _ in range(40):
+                    if not running(pid):
+                        break
+                    time.sleep(0.5)
 
 
 @pytest.fixture(scope="module")
