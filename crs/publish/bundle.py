@@ -82,7 +82,7 @@ def image_digests(spec: Spec) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _check_cases(folder: RunFolder, cases: dict[str, dict[str, list[str]]], spec: Spec) -> None:
+def check_cases(folder: RunFolder, cases: dict[str, dict[str, list[str]]], spec: Spec) -> None:
     """Every predictions file's rows must match the ids the cache gives (a cache re-extracted since would not)."""
     for entry in spec.datasets:
         for encoder in spec.encoders_on(entry.name):
@@ -129,7 +129,7 @@ def publish(run_folder: str | Path, bundle: str | Path, *, cache: str | Path | N
     if not folder.has_score():
         raise BundleError(f"{folder.root} has no score yet; a bundle publishes a scored run: run `crs score` first")
     cases = case_ids(bench.spec)
-    _check_cases(folder, cases, bench.spec)
+    check_cases(folder, cases, bench.spec)
     images = image_digests(bench.spec)
     bundle.mkdir(parents=True, exist_ok=True)
     _copy_run(folder, bundle / RUN_DIR)
