@@ -66,7 +66,8 @@ def keygen(name: str) -> None:
 @click.option("-o", "--out", "out", type=click.Path(file_okay=False), required=True, help="Folder of the site.")
 @click.option("--key", "keys", multiple=True, metavar="BUNDLE=PUBLIC_KEY",
               help="Check BUNDLE's signature with this public key (repeatable).")
-@click.option("--rescore", is_flag=True, help="Also re-score every bundle (slower; the manifest check is the default).")
+@click.option("--rescore/--no-rescore", default=True, show_default=True,
+              help="Re-score every full bundle. Without it no full bundle is shown as verified, only as 'not re-scored'.")
 @click.option("--merged", "merged", multiple=True, type=click.Path(exists=True, file_okay=False), metavar="DIR",
               help="A `crs merge` output folder: show its multi-site leaderboard too (repeatable).")
 def leaderboard(bundles: tuple[str, ...], out: str, keys: tuple[str, ...], rescore: bool, merged: tuple[str, ...]) -> None:

@@ -10,9 +10,10 @@ replicate r of it is the same mean of the sites' replicate r. Its standard error
 The merged CRS, its floor and reference are then :func:`crs.scoring.formula.point_estimate`'s, and its
 interval is the default projected box (:func:`crs.scoring.projection.box_intervals`) over the merged replicates.
 
-Every bundle is checked before it is read: its manifest always, its Ed25519 signature when a public key
-is given for it (``keys``); a bundle that fails is refused in one line, and the output says how each
-bundle was verified. The optional ``equity`` axis (1 - the worst-group AUROC, a mean over (task,
+Every bundle is checked before it is read as ``crs verify --no-score`` checks it (an aggregates bundle holds
+no records to re-score): its manifest and files always, its Ed25519 signature when a public key is given
+for it (``keys``); a bundle that fails is refused in one line, and the output gives each bundle's verdict
+(:mod:`crs.publish.verdict`: ``verified`` only with a signature checked against a named key). The optional ``equity`` axis (1 - the worst-group AUROC, a mean over (task,
 attribute) pairs) merges like the four, weighted by the sites' numbers of pairs (decision 0148).
 """
 
@@ -27,8 +28,9 @@ import numpy as np
 import pandas as pd
 
 from crs.publish.aggregates import AGGREGATES, AGGREGATES_FILE, REPLICATES_FILE, SUBGROUPS_FILE
-from crs.publish.manifest import MANIFEST_FILE, manifest_problems, read_manifest
-from crs.publish.signing import signature_holds
+from crs.publish.manifest import MANIFEST_FILE, read_manifest
+from crs.publish.verdict import Verdict
+from crs.publish.verify import verify_bundle
 from crs.scoring.equity import finite_spread
 from crs.scoring.formula import ALL_AXES, EQUITY, point_estimate, rank_descending
 from crs.scoring.projection import box_intervals
@@ -61,29 +63,34 @@ class Site:
     """(B + 1, E, 5): the axes of :data:`ALL_AXES` (``equity`` NaN when the site did not score it)."""
     standard_errors: np.ndarray | None
     crs: pd.DataFrame
-    verified: str = "manifest only (no key given)"
-    """How the bundle was checked: its manifest only, or ``manifest and signature (<key file>)``."""
+    verified: str = ""
+    """The bundle's verdict line (:meth:`crs.publish.verdict.Verdict.line`): ``verified (...)``, or what it lacks."""
     manifest_sha256: str = ""
+    state: str = ""
+    """The verdict's state: verified, or incomplete (unsigned, signature not checked)."""
 
 
 def _nan(value: Any) -> float:
     return np.nan if value is None else float(value)
 
 
-def _signature_check(path: Path, public_key: Path) -> str:
-    """``manifest and signature (<key>)`` when the bundle is signed by ``public_key``'s owner; MergeError if not."""
-    signature = path / "manifest.sig"
-    if not signature.is_file():
-        raise MergeError(f"{path} is not signed, but a key was given for it ({public_key}); ask the site for a "
-                         f"signed bundle (`crs publish RUN BUNDLE --aggregates-only --sign KEY`) or merge without --key")
+def _checked(path: Path, public_key: Path | None) -> Verdict:
+    """The bundle's verdict (:mod:`crs.publish.verdict`, as ``crs verify`` and the site say it); MergeError when a check
+    failed: a changed, missing, added or unaccounted file, an unsigned bundle given a key, a signature that does not hold."""
     try:
-        holds = signature_holds((path / MANIFEST_FILE).read_bytes(), signature.read_bytes(), public_key)
+        verification = verify_bundle(path, public_key=public_key, score=False)
     except ValueError as error:
         raise MergeError(f"{path}: {error}") from None
-    if not holds:
+    problems = verification.manifest_problems + verification.contents_problems
+    if problems:
+        raise MergeError(f"{path} does not verify ({problems[0]}); run `crs verify {path}` and fetch it again")
+    if verification.signature.startswith("missing"):
+        raise MergeError(f"{path} is not signed, but a key was given for it ({public_key}); ask the site for a "
+                         f"signed bundle (`crs publish RUN BUNDLE --aggregates-only --sign KEY`) or merge without --key")
+    if verification.signature == "invalid":
         raise MergeError(f"{path}: the signature does not hold with {public_key} (the bundle changed after signing, "
                          "or the key is another site's); fetch the bundle and the site's public key again")
-    return f"manifest and signature ({public_key.name})"
+    return verification.verdict
 
 
 def read_site(path: str | Path, name: str | None = None, public_key: str | Path | None = None) -> Site:
@@ -99,10 +106,7 @@ def read_site(path: str | Path, name: str | None = None, public_key: str | Path 
     if manifest.get("kind") != AGGREGATES:
         raise MergeError(f"{path} is a {manifest.get('kind')!r} bundle; crs merge takes aggregates bundles "
                          "(`crs publish RUN BUNDLE --aggregates-only`)")
-    problems = manifest_problems(path, manifest)
-    if problems:
-        raise MergeError(f"{path} does not verify ({problems[0]}); run `crs verify {path}` and fetch it again")
-    verified = ("manifest only (no key given)" if public_key is None else _signature_check(path, Path(public_key)))
+    verdict = _checked(path, None if public_key is None else Path(public_key))
     data = json.loads((path / AGGREGATES_FILE).read_text())
     replicates = json.loads((path / REPLICATES_FILE).read_text())
     encoders = sorted(data["axis_errors"])
@@ -126,7 +130,8 @@ def read_site(path: str | Path, name: str | None = None, public_key: str | Path 
                          "crs); publish it again with `crs publish RUN BUNDLE --aggregates-only`")
     return Site(name or path.name, path, int(manifest["replicates"]["seed"]), n_boot, encoders, data["encoders"],
                 data["settings"], [t["name"] for t in data["tasks"]], {a: int(n) for a, n in data["task_counts"].items()},
-                errors, standard, crs, verified, hashlib.sha256((path / MANIFEST_FILE).read_bytes()).hexdigest())
+                errors, standard, crs, verdict.line(), hashlib.sha256((path / MANIFEST_FILE).read_bytes()).hexdigest(),
+                verdict.state)
 
 
 def check_sites(sites: list[Site]) -> None:
@@ -252,7 +257,7 @@ def merge(bundles: list[str | Path], out: str | Path, *, keys: dict[str, str | P
     merged_subgroups(sites).to_csv(out / SUBGROUPS_CSV, index=False)
     (out / TEXT_FILE).write_text(leaderboard_text(board, sites) + "\n")
     summary = {"sites": [{"name": s.name, "bundle": str(s.path), "manifest_sha256": s.manifest_sha256,
-                          "verified": s.verified, "tasks": [f"{s.name}/{t}" for t in s.tasks]} for s in sites],
+                          "verified": s.verified, "state": s.state, "tasks": [f"{s.name}/{t}" for t in s.tasks]} for s in sites],
                "replicates": {"seed": sites[0].seed, "n_boot": sites[0].n_boot}, "box_critical": float(critical),
                "axes": axes, "unit_counts": {axis: int(sum(s.task_counts.get(axis, 0) for s in sites)) for axis in axes},
                "axis_errors": {enc: {axis: (None if np.isnan(v) else float(v)) for axis, v in zip(axes, errors[0, e], strict=True)}
@@ -265,7 +270,7 @@ def leaderboard_text(board: pd.DataFrame, sites: list[Site]) -> str:
     """The multi-site leaderboard as plain text, best merged CRS first."""
     lines = [f"multi-site CRS: {len(sites)} sites ({', '.join(s.name for s in sites)}), "
              f"{sum(len(s.tasks) for s in sites)} tasks, {sites[0].n_boot} replicates (seed {sites[0].seed})"]
-    lines += [f"{s.name}: verified by {s.verified}" for s in sites]
+    lines += [f"{s.name}: {s.verified}" for s in sites]
     lines.append("rank encoder  CRS [box interval]  " + "  ".join(f"{s.name} (rank)" for s in sites) + "  holds rank")
     for encoder, row in board.sort_values(["rank", "crs"], ascending=[True, False]).iterrows():
         per_site = "  ".join(f"{row[f'crs_{s.name}']:.3f} ({int(row[f'rank_{s.name}'])})" for s in sites)

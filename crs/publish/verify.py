@@ -121,7 +121,7 @@ def _compare_file(name: str, published: Path, fresh: Path) -> tuple[list[ColumnC
         return [ColumnCheck("score_summary", "json", 0.0, 0, 1, 0.0, "")], []
     if published.read_bytes() != fresh.read_bytes():
         mine, theirs = published.read_text(errors="replace").splitlines(), fresh.read_text(errors="replace").splitlines()
-        line = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), min(len(mine), len(theirs)))
+        line = next((i for i, (a, b) in enumerate(zip(mine, theirs, strict=False)) if a != b), min(len(mine), len(theirs)))
         return [], [f"{label}: not byte-identical to the re-score's (line {line + 1})"]
     return [ColumnCheck("score_text" if name == SCORE_TEXT_FILE else name, "bytes", 0.0, 0, 1, 0.0, "")], []
 
