@@ -21,7 +21,7 @@ VERIFIED = "verified"
 INCOMPLETE = "incomplete"
 FAILED = "failed"
 UNSIGNED = "unsigned"
-NOT_CHECKED = "signature not checked (no key named)"
+NOT_CHECKED = "signature not checked"
 NOT_RESCORED = "not re-scored"
 
 
