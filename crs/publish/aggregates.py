@@ -262,8 +262,8 @@ def publish_aggregates(run_folder: str | Path, bundle: str | Path, *, min_cell: 
     fields = {"provenance": provenance, "min_cell": int(min_cell),
               "replicates": {"seed": int(settings.seed), "n_boot": int(settings.n_boot),
                              "note": "every site merged with this one must score with this seed and n_boot"}}
-    refuse_leaks(bundle)
     data = write_manifest(bundle, AGGREGATES, fields)
+    refuse_leaks(bundle)
     if sign_key is not None:
         (bundle / SIGNATURE_FILE).write_bytes(sign(data, sign_key))
     return bundle / "manifest.json"

@@ -161,8 +161,8 @@ def publish(run_folder: str | Path, bundle: str | Path, *, cache: str | Path | N
                   "datasets": [entry.name for entry in bench.spec.datasets],
                   "images": int(sum(len(v["files"]) for v in images.values())),
                   EXTENDS: public_link(folder.provenance().get(EXTENDS))}
-    refuse_leaks(bundle)
     data = write_manifest(bundle, FULL, {"provenance": provenance})
+    refuse_leaks(bundle)
     if sign_key is not None:
         (bundle / SIGNATURE_FILE).write_bytes(sign(data, sign_key))
     return bundle / "manifest.json"

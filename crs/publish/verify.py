@@ -66,7 +66,7 @@ class Verification:
         out += [f"  {problem}" for problem in self.manifest_problems]
         if self.contents is not None:
             found = self.contents.problems
-            out.append(f"files: {self.contents.summary()}" + (f"; {len(found)} problem(s)" if found else ""))
+            out.append(f"files: {self.contents.summary() or 'none accounted for'}" + (f"; {len(found)} problem(s)" if found else ""))
             out += [f"  {problem}" for problem in found]
         out.append(f"signature: {self.signature}")
         if self.rescore is not None:
@@ -166,7 +166,10 @@ def verify_bundle(bundle: str | Path, *, public_key: str | Path | None = None, s
     comparison = None
     notes: list[str] = []
     if score and not problems and not contents.problems and (bundle / RUN_DIR).is_dir():
-        comparison = rescore(RunFolder(bundle / RUN_DIR))
+        try:
+            comparison = rescore(RunFolder(bundle / RUN_DIR))
+        except Exception as error:  # noqa: BLE001 - a bundle is untrusted input: any failure to score it is a finding
+            comparison = Comparison((), (f"the records could not be scored ({type(error).__name__}: {error})",))
     elif score and (problems or contents.problems):
         notes.append("re-score: skipped (the manifest or the files do not hold)")
     elif kind == "aggregates":
