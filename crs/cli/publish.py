@@ -41,7 +41,7 @@ def publish(run_folder: str, bundle: str, cache: str | None, sign_key: str | Non
               help="The publisher's Ed25519 public key: the signature must hold.")
 @click.option("--no-score", is_flag=True, help="Check the manifest and signature only, without re-scoring.")
 def verify(bundle: str, public_key: str | None, no_score: bool) -> None:
-    """Check a BUNDLE: every file against its manifest, the signature, and a re-score of its records. Exit 1 if not."""
+    """Check a BUNDLE: manifest, every file's role, signature, re-score; say verified or what is missing. Exit 1 if a check fails."""
     from crs.publish import verify_bundle
 
     verification = verify_bundle(bundle, public_key=public_key, score=not no_score)
