@@ -12,10 +12,26 @@ what is missing ("unsigned", "signature not checked", "not re-scored"), never as
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:  # verify.py imports this module
-    from crs.publish.verify import Verification
+from crs.evaluate.compare import Comparison
+
+
+class Checks(Protocol):
+    """What the checks found (:class:`crs.publish.verify.Verification` is one; this module does not import it)."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def manifest_problems(self) -> tuple[str, ...]: ...
+    @property
+    def contents_problems(self) -> tuple[str, ...]: ...
+    @property
+    def signature(self) -> str: ...
+    @property
+    def rescore(self) -> Comparison | None: ...
+    @property
+    def key(self) -> str | None: ...
 
 VERIFIED = "verified"
 INCOMPLETE = "incomplete"
@@ -63,7 +79,7 @@ def _reproduced_line(verdict: str) -> str:
     return verdict.removeprefix("NOT reproduced: ")
 
 
-def judge(verification: Verification) -> Verdict:
+def judge(verification: Checks) -> Verdict:
     """The verdict on ``verification`` (what :func:`crs.publish.verify.verify_bundle` found)."""
     held: list[str] = []
     missing: list[str] = []
