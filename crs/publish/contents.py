@@ -48,7 +48,7 @@ def _full_roles(bundle: Path, names: list[str]) -> tuple[dict[str, str], list[st
     roles = {CASES_FILE: EXTENSION, IMAGES_FILE: EXTENSION, f"{RUN_DIR}/{artifacts.AUDIT_FILE}": EXTENSION,
              f"{RUN_DIR}/{artifacts.RECORDS_FILE}": INPUT, f"{RUN_DIR}/{artifacts.AGGREGATE_FILE}": OUTPUT,
              SPEC_FILE: OUTPUT}
-    problems = [f"missing input: {name}" for name in (f"{RUN_DIR}/{artifacts.RECORDS_FILE}", CASES_FILE, IMAGES_FILE)
+    problems = [f"missing: {name}" for name in (f"{RUN_DIR}/{artifacts.RECORDS_FILE}", CASES_FILE, IMAGES_FILE, SPEC_FILE)
                 if name not in names]
     if problems:
         return roles, problems
@@ -57,7 +57,7 @@ def _full_roles(bundle: Path, names: list[str]) -> tuple[dict[str, str], list[st
     if not isinstance(recorded, dict):
         return roles, [f"{RUN_DIR}/{artifacts.RECORDS_FILE} carries no spec: nothing can be re-scored"]
     spec = spec_from_dict(recorded)
-    if SPEC_FILE in names and json.loads((bundle / SPEC_FILE).read_text()) != recorded:
+    if json.loads((bundle / SPEC_FILE).read_text()) != recorded:
         problems.append(f"{SPEC_FILE} is not the spec embedded in {RUN_DIR}/{artifacts.RECORDS_FILE}")
     for entry in spec.datasets:
         for encoder in spec.encoders_on(entry.name):

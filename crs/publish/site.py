@@ -79,7 +79,7 @@ def read_bundle(path: Path, public_key: Path | None = None, rescore: bool = True
             if column in crs and crs[column].notna().all():
                 crs[column] = crs[column].astype(int)
         replicates = {**manifest.get("replicates", {}), "min_cell": manifest.get("min_cell")}
-    elif (path / RUN_DIR / "score" / "crs.parquet").is_file():
+    elif (RunFolder(path / RUN_DIR).score_dir / "crs.parquet").is_file():  # a bundle may lack it: then NOT verified
         crs = RunFolder(path / RUN_DIR).read_score_table("crs")
     else:
         crs = pd.DataFrame()
@@ -101,12 +101,17 @@ def _chain(run: PublishedRun, by_sha: dict[str, PublishedRun]) -> str:
     return " &larr; ".join(parts)
 
 
+def _css(state: str) -> str:
+    """Green for verified only, red for failed, amber for anything not fully checked."""
+    return {VERIFIED: "ok", FAILED: "bad"}.get(state, "partial")
+
+
 def _status(verification: Verification) -> str:
-    """The bundle's verdict (:mod:`crs.publish.verdict`): green only when verified, else what it is."""
+    """The bundle's verdict (:mod:`crs.publish.verdict`): what failed, or what held."""
     verdict = verification.verdict
-    css = {VERIFIED: "ok", FAILED: "bad"}.get(verdict.state, "partial")
-    return f'<span class="{css}">{html.escape(verdict.label)}</span> ({html.escape(verdict.detail)})' if verdict.state != FAILED \
-        else f'<span class="{css}">{html.escape(verdict.label)}</span>: {html.escape(verdict.detail)}'
+    badge = f'<span class="{_css(verdict.state)}">{html.escape(verdict.label)}</span>'
+    detail = html.escape(verdict.detail)
+    return f"{badge}: {detail}" if verdict.state == FAILED else f"{badge} ({detail})"
 
 
 def _number(value: Any, digits: int = 3) -> str:
@@ -190,8 +195,7 @@ def _merged_section(result: MergedResult, by_sha: dict[str, PublishedRun]) -> st
         known = by_sha.get(str(site.get("manifest_sha256")))
         label = (f'<a href="#{_slug(known.name)}">{html.escape(str(site["name"]))}</a>' if known
                  else html.escape(str(site["name"])))
-        css = {VERIFIED: "ok", FAILED: "bad"}.get(str(site.get("state")), "partial")
-        checked.append(f'<li>{label}: <span class="{css}">{html.escape(str(site.get("verified", "?")))}</span> when merged; '
+        checked.append(f'<li>{label}: <span class="{_css(str(site.get("state")))}">{html.escape(str(site.get("verified", "?")))}</span> when merged; '
                        f"{len(site.get('tasks', []))} tasks</li>")
     replicates = result.summary.get("replicates", {})
     rows = []
