@@ -4,8 +4,10 @@ A full bundle's files are inputs the re-score reads (``run/records.parquet``, th
 spec's encoders on its data sets), outputs it re-derives and compares (``run/score/*``, the seed
 aggregates, ``spec.json``: the spec embedded in the records), or files ``crs run --extend`` checks
 against the extender's own data (``cases.json``, ``images.json``, ``run/audit.json``), which are
-checked here for agreement with the predictions. An aggregates bundle's files are its four JSON
-aggregates. Any other file is a problem: a bundle holds nothing a reader cannot account for.
+checked here for agreement with the predictions. An aggregates bundle's axis errors and replicates are
+what its re-score reads (its stored CRS table is derived again from them); its measures and subgroups
+are the site's word, vouched for by its signature alone. Any other file is a problem: a bundle holds
+nothing a reader cannot account for.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from crs.publish.manifest import bundle_files
 INPUT = "input the re-score reads"
 OUTPUT = "output the re-score re-derives and compares"
 EXTENSION = "checked by `crs run --extend` against the extender's data"
-AGGREGATE = "a site's aggregates (no records to re-derive them from)"
+AGGREGATE = "a site's aggregates vouched for by its signature alone (no records to re-derive them from)"
 SCORE_PREFIX = f"{RUN_DIR}/{artifacts.SCORE_DIR}/"
 
 
@@ -37,7 +39,7 @@ class Contents:
     def summary(self) -> str:
         """One line: how many files of each role."""
         short = {INPUT: "read by the re-score", OUTPUT: "re-derived and compared", EXTENSION: "checked by `crs run --extend`",
-                 AGGREGATE: "aggregates"}
+                 AGGREGATE: "vouched for by the signature alone"}
         counts = {role: sum(r == role for r in self.roles.values()) for role in short}
         return ", ".join(f"{n} {short[role]}" for role, n in counts.items() if n)
 
@@ -87,7 +89,9 @@ def account_for(bundle: Path, kind: str) -> Contents:
     names = bundle_files(bundle)
     try:
         if kind == AGGREGATES:
-            roles = {name: AGGREGATE for name in (AGGREGATES_FILE, MEASURES_FILE, REPLICATES_FILE, SUBGROUPS_FILE)}
+            # the axis errors and replicates are what the re-score reads (aggregates.json's CRS table is what it
+            # derives again and compares); measures and subgroups are shown as the site wrote them
+            roles = {AGGREGATES_FILE: INPUT, REPLICATES_FILE: INPUT, MEASURES_FILE: AGGREGATE, SUBGROUPS_FILE: AGGREGATE}
             problems = [f"missing: {name}" for name in (AGGREGATES_FILE, REPLICATES_FILE) if name not in names]
         else:
             roles, problems = _full_roles(bundle, names)

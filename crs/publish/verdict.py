@@ -3,7 +3,7 @@
 A bundle is **verified** only when every check its kind admits was made and held: the manifest (every
 file present and unchanged, none added), every file accounted for (an input the re-score reads, an
 output it re-derives and compares, or a file ``crs run --extend`` checks against the extender's data),
-the re-score reproduced (a full bundle; an aggregates bundle holds no records to re-score), and a
+the re-score reproduced (an aggregates bundle's: its CRS table from its axis errors and replicates), and a
 signature checked against a key the reader named. A check that failed makes it **failed**; a check
 that was not made (no key named, an unsigned bundle, no re-score) leaves it **incomplete**, shown as
 what is missing ("unsigned", "signature not checked", "not re-scored"), never as verified.
@@ -89,9 +89,7 @@ def judge(verification: Checks) -> Verdict:
     failures += list(verification.contents_problems)
     if not verification.contents_problems:
         held.append("every file accounted for")
-    if verification.kind == "aggregates":
-        held.append("aggregates: no records to re-score")
-    elif verification.rescore is not None:
+    if verification.rescore is not None:
         if verification.rescore.holds:
             held.append("re-score reproduced")
         else:

@@ -3,8 +3,9 @@
 Four checks, each reported: the manifest (every file present, unchanged, none added), the bundle's
 contents (every file an input the re-score reads, an output it re-derives, or a file ``crs run
 --extend`` checks; :mod:`crs.publish.contents`), the signature (when the bundle is signed and a public
-key is given), and a re-score of the bundle's records and predictions compared with every output it
-writes under the reproducibility contract (docs/reproducibility.md): each score table, the seed
+key is given), and a re-score (an aggregates bundle: its CRS table derived again from its axis errors and
+replicates, :func:`crs.publish.sites.rescore_site`) of the bundle's records and predictions compared with every
+output it writes under the reproducibility contract (docs/reproducibility.md): each score table, the seed
 aggregates and the summary to the contract's tolerance, ``score.txt`` byte for byte; an output the
 re-score writes that the bundle lacks, or a score file it does not write, fails. What the checks add
 up to is :func:`crs.publish.verdict.judge`'s, the one notion of "verified" shared with ``crs merge``
@@ -25,10 +26,12 @@ from crs.benchmark import Benchmark
 from crs.evaluate import records as records_io
 from crs.evaluate.artifacts import SCORE_SUMMARY_FILE, SCORE_TEXT_FILE, RunFolder, RunFolderError
 from crs.evaluate.compare import ABSOLUTE_TOLERANCE, ColumnCheck, Comparison, compare_tables
+from crs.publish.aggregates import AGGREGATES
 from crs.publish.bundle import RUN_DIR
 from crs.publish.contents import Contents, account_for
 from crs.publish.manifest import MANIFEST_FILE, SIGNATURE_FILE, manifest_problems, read_manifest
 from crs.publish.signing import signature_holds
+from crs.publish.sites import rescore_site
 from crs.publish.verdict import FAILED, Verdict, judge
 
 
@@ -165,14 +168,15 @@ def verify_bundle(bundle: str | Path, *, public_key: str | Path | None = None, s
     contents = account_for(bundle, kind)
     comparison = None
     notes: list[str] = []
-    if score and not problems and not contents.problems and (bundle / RUN_DIR).is_dir():
+    if score and not problems and not contents.problems:
         try:
-            comparison = rescore(RunFolder(bundle / RUN_DIR))
+            comparison = rescore_site(bundle) if kind == AGGREGATES else rescore(RunFolder(bundle / RUN_DIR))
         except Exception as error:  # noqa: BLE001 - a bundle is untrusted input: any failure to score it is a finding
-            comparison = Comparison((), (f"the records could not be scored ({type(error).__name__}: {error})",))
-    elif score and (problems or contents.problems):
+            comparison = Comparison((), (f"the bundle could not be scored ({type(error).__name__}: {error})",))
+        if kind == AGGREGATES:
+            notes.append("re-score: the site's CRS and interval derived again from its axis errors and replicates "
+                         "(no records: the axis errors themselves are the site's, vouched for by its signature)")
+    elif score:
         notes.append("re-score: skipped (the manifest or the files do not hold)")
-    elif kind == "aggregates":
-        notes.append("re-score: not applicable (an aggregates bundle holds no records to score again)")
     key = None if public_key is None else Path(public_key).name
     return Verification(bundle, kind, problems, signature, comparison, tuple(notes), contents, key)

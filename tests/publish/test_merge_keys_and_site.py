@@ -53,7 +53,7 @@ def test_merge_with_keys_checks_every_signature_and_says_how_each_bundle_was_ver
                      "-o", where / "merged")
     assert result.exit_code == 0, result.output
     for name in ("agg-a", "agg-b"):  # the verdict crs verify and the site give (crs.publish.verdict)
-        assert (f"{name}: verified (manifest holds; every file accounted for; aggregates: no records to re-score; "
+        assert (f"{name}: verified (manifest holds; every file accounted for; re-score reproduced; "
                 f"signature valid with {name}.pub)") in result.output
     merged = json.loads((where / "merged" / "merged.json").read_text())
     assert [s["verified"].split("signature ")[-1] for s in merged["sites"]] == ["valid with agg-a.pub)",
@@ -83,13 +83,13 @@ def test_merge_refuses_an_unsigned_a_resigned_or_another_sites_bundle_when_keys_
     # one key for every bundle: B is signed by another site's key
     _one_line_refusal(_invoke("merge", a, b, "--key", where / "agg-a.pub", "-o", tmp_path / "m"),
                       f"{b}: the signature does not hold with {where / 'agg-a.pub'}")
-    # B's replicates changed and its manifest rewritten: the manifest holds, the signature does not
+    # B's measures changed and its manifest rewritten: the manifest holds and the CRS still follows from the axis
+    # errors (measures are the site's word alone), the signature does not
     forged = tmp_path / "forged"
     shutil.copytree(b, forged)
-    replicates = json.loads((forged / "replicates.json").read_text())
-    first = next(iter(replicates["discrimination"]))
-    replicates["discrimination"][first] = [v + 0.05 for v in replicates["discrimination"][first]]
-    (forged / "replicates.json").write_text(json.dumps(replicates))
+    measures = (forged / "measures.json").read_text()
+    assert '": 0.' in measures
+    (forged / "measures.json").write_text(measures.replace('": 0.', '": 0.1', 1))
     manifest = json.loads((forged / "manifest.json").read_text())
     write_manifest(forged, manifest["kind"], {k: v for k, v in manifest.items() if k not in ("format", "kind", "files")})
     _one_line_refusal(_invoke("merge", a, forged, "--key", f"{a}={where / 'agg-a.pub'}",
@@ -99,6 +99,15 @@ def test_merge_refuses_an_unsigned_a_resigned_or_another_sites_bundle_when_keys_
     loose = _invoke("merge", a, forged, "--key", f"{a}={where / 'agg-a.pub'}", "-o", tmp_path / "loose")
     assert loose.exit_code == 0, loose.output
     assert "forged: signature not checked (manifest holds;" in loose.output
+    # replicates changed so that the stored CRS interval no longer follows: refused with or without a key
+    moved = tmp_path / "moved"
+    shutil.copytree(b, moved)
+    replicates = json.loads((moved / "replicates.json").read_text())
+    first = next(iter(replicates["discrimination"]))
+    replicates["discrimination"][first] = [v + 0.05 for v in replicates["discrimination"][first]]
+    (moved / "replicates.json").write_text(json.dumps(replicates))
+    write_manifest(moved, manifest["kind"], {k: v for k, v in manifest.items() if k not in ("format", "kind", "files")})
+    _one_line_refusal(_invoke("merge", a, moved, "-o", tmp_path / "m"), "its CRS does not follow from its axis errors")
     # an unsigned bundle with a key
     unsigned = tmp_path / "unsigned"
     shutil.copytree(b, unsigned)

@@ -152,12 +152,29 @@ def test_a_bundle_carries_no_local_path_of_the_publisher(published):
     assert "re-score: reproduced" in _invoke("verify", where / "honest").output
 
 
-def test_an_aggregates_bundle_carries_no_local_path_either(published, tmp_path):
+def test_an_aggregates_bundle_with_an_edited_crs_fails_verify_merge_and_the_site(published, tmp_path):
+    """An aggregates bundle holds no records, but its stored CRS must follow from its own axis errors and replicates."""
     spec, _ = published
     made = _invoke("publish", spec.output, tmp_path / "agg", "--aggregates-only")
     assert made.exit_code == 0, made.output
-    for path in (tmp_path / "agg").rglob("*"):
+    for path in (tmp_path / "agg").rglob("*"):  # no local place here either
         assert str(spec.cache).encode() not in path.read_bytes() and str(spec.source).encode() not in path.read_bytes()
+    honest = _invoke("verify", tmp_path / "agg")
+    assert honest.exit_code == 0 and "re-score: reproduced" in honest.output, honest.output
+    forged = tmp_path / "forged"
+    shutil.copytree(tmp_path / "agg", forged)
+    data = json.loads((forged / "aggregates.json").read_text())
+    encoder = sorted(data["crs"])[-1]
+    data["crs"][encoder]["crs"] = 0.9
+    (forged / "aggregates.json").write_text(json.dumps(data))
+    _rewrite_manifest(forged)
+    result = _invoke("verify", forged)
+    assert result.exit_code == 1 and "re-score: NOT reproduced: aggregates_crs.crs (1 of" in result.output, result.output
+    merged = _invoke("merge", tmp_path / "agg", forged, "-o", tmp_path / "merged")
+    assert merged.exit_code != 0 and "its CRS does not follow from its axis errors" in merged.output, merged.output
+    assert _invoke("leaderboard", forged, "-o", tmp_path / "site").exit_code == 0
+    status, index = _status(tmp_path / "site")
+    assert 'class="bad">NOT verified</span>: re-score FAILED: aggregates_crs.crs' in status and 'class="ok"' not in index
 
 
 @pytest.mark.parametrize("planted", ["path", "host", "token"])
