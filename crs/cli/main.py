@@ -53,7 +53,7 @@ LAZY_HELP = {
     "status": "Stage 1's progress over every shard, from the cache's chunk flags: passes done, to go, time left.",
     "weights": "Fetch encoder weights from the Hugging Face Hub into the folder crs reads (crs itself never downloads).",
     "publish": "Write a scored RUN_FOLDER as a verifiable BUNDLE: records, predictions by image id, score, image digests, manifest.",
-    "verify": "Check a BUNDLE: every file against its manifest, the signature, and a re-score of its records. Exit 1 if not.",
+    "verify": "Check a BUNDLE: manifest, every file's role, signature, re-score; say verified or what is missing. Exit 1 if a check fails.",
     "keygen": "Write a new Ed25519 key pair NAME (private, owner-readable only) and NAME.pub (give this one away).",
     "leaderboard": "Write static, self-contained leaderboard pages for published BUNDLES: leaderboards, encoder cards, verification.",
     "merge": "Merge sites' aggregates-only BUNDLES (same replicate seed and n_boot) into a multi-site leaderboard.",

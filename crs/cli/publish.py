@@ -41,7 +41,7 @@ def publish(run_folder: str, bundle: str, cache: str | None, sign_key: str | Non
               help="The publisher's Ed25519 public key: the signature must hold.")
 @click.option("--no-score", is_flag=True, help="Check the manifest and signature only, without re-scoring.")
 def verify(bundle: str, public_key: str | None, no_score: bool) -> None:
-    """Check a BUNDLE: every file against its manifest, the signature, and a re-score of its records. Exit 1 if not."""
+    """Check a BUNDLE: manifest, every file's role, signature, re-score; say verified or what is missing. Exit 1 if a check fails."""
     from crs.publish import verify_bundle
 
     verification = verify_bundle(bundle, public_key=public_key, score=not no_score)
@@ -66,7 +66,8 @@ def keygen(name: str) -> None:
 @click.option("-o", "--out", "out", type=click.Path(file_okay=False), required=True, help="Folder of the site.")
 @click.option("--key", "keys", multiple=True, metavar="BUNDLE=PUBLIC_KEY",
               help="Check BUNDLE's signature with this public key (repeatable).")
-@click.option("--rescore", is_flag=True, help="Also re-score every bundle (slower; the manifest check is the default).")
+@click.option("--rescore/--no-rescore", default=True, show_default=True,
+              help="Re-score every full bundle. Without it no full bundle is shown as verified, only as 'not re-scored'.")
 @click.option("--merged", "merged", multiple=True, type=click.Path(exists=True, file_okay=False), metavar="DIR",
               help="A `crs merge` output folder: show its multi-site leaderboard too (repeatable).")
 def leaderboard(bundles: tuple[str, ...], out: str, keys: tuple[str, ...], rescore: bool, merged: tuple[str, ...]) -> None:

@@ -33,8 +33,9 @@ import numpy as np
 import pandas as pd
 
 from crs.evaluate.artifacts import RunFolder
-from crs.publish.bundle import BundleError
+from crs.publish.bundle import BundleError, refuse_leaks
 from crs.publish.manifest import SIGNATURE_FILE, write_manifest
+from crs.publish.places import public_spec
 from crs.publish.signing import sign
 from crs.scoring.formula import AXES, EQUITY
 from crs.scoring.result import ScoreResult, read_score
@@ -236,7 +237,8 @@ def publish_aggregates(run_folder: str | Path, bundle: str | Path, *, min_cell: 
     site = score.crs[[c for c in ("crs", "rank", "crs_low", "crs_high", "auroc", "auroc_rank") if c in score.crs]]
     aggregates = {
         "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(settings).items()},
-        "encoders": [e for e in spec.get("encoders", []) if e.get("name") in encoders] or [{"name": n} for n in encoders],
+        "encoders": [e for e in (public_spec(spec) or {}).get("encoders", []) if e.get("name") in encoders]
+                    or [{"name": n} for n in encoders],
         "tasks": [{"name": task, "kind": str(records.loc[records["task"].astype(str) == task, "task_kind"].iloc[0]),
                    "axes": axes_of[task], "test_images": _cell(sizes[task].get("clean", 0), min_cell)} for task in tasks],
         "task_counts": counts,
@@ -261,6 +263,7 @@ def publish_aggregates(run_folder: str | Path, bundle: str | Path, *, min_cell: 
               "replicates": {"seed": int(settings.seed), "n_boot": int(settings.n_boot),
                              "note": "every site merged with this one must score with this seed and n_boot"}}
     data = write_manifest(bundle, AGGREGATES, fields)
+    refuse_leaks(bundle)
     if sign_key is not None:
         (bundle / SIGNATURE_FILE).write_bytes(sign(data, sign_key))
     return bundle / "manifest.json"

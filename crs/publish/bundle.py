@@ -11,7 +11,10 @@ Layout of ``<bundle>/``::
     images.json       per data set and shift target, the sha256 of every image file the run read
     spec.json         the run's spec, as embedded in its records
 
-No features and no pixels are copied: predictions are probabilities and labels per image id.
+No features and no pixels are copied: predictions are probabilities and labels per image id. No local
+place either: the spec's cache, output, source and data roots are placeholders (:mod:`crs.publish.places`),
+and publishing refuses a bundle in which any file holds an absolute path, this machine's host name or a
+credential-looking string (:mod:`crs.publish.leaks`).
 """
 
 from __future__ import annotations
@@ -28,7 +31,9 @@ from crs.cache.prints import kept_rows
 from crs.cache.store import FeatureStore, store_path
 from crs.evaluate import artifacts
 from crs.evaluate.artifacts import RunFolder
+from crs.publish.leaks import leaks
 from crs.publish.manifest import SIGNATURE_FILE, write_manifest
+from crs.publish.places import copy_records, public_link, public_spec
 from crs.publish.signing import sign
 from crs.spec import Spec
 
@@ -82,7 +87,7 @@ def image_digests(spec: Spec) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _check_cases(folder: RunFolder, cases: dict[str, dict[str, list[str]]], spec: Spec) -> None:
+def check_cases(folder: RunFolder, cases: dict[str, dict[str, list[str]]], spec: Spec) -> None:
     """Every predictions file's rows must match the ids the cache gives (a cache re-extracted since would not)."""
     for entry in spec.datasets:
         for encoder in spec.encoders_on(entry.name):
@@ -99,13 +104,28 @@ def _check_cases(folder: RunFolder, cases: dict[str, dict[str, list[str]]], spec
 
 def _copy_run(folder: RunFolder, target: Path) -> None:
     target.mkdir(parents=True)
-    for path in (folder.records_path, folder.root / artifacts.AGGREGATE_FILE, folder.root / artifacts.AUDIT_FILE):
+    for path in (folder.records_path, folder.root / artifacts.AGGREGATE_FILE):  # their spec without local places
         if path.exists():
-            shutil.copy2(path, target / path.name)
+            copy_records(path, target / path.name)
+    if folder.audit_path.exists():
+        shutil.copy2(folder.audit_path, target / folder.audit_path.name)
     (target / artifacts.PREDICTIONS_DIR).mkdir()
     for path in sorted(folder.predictions_dir.glob("*.npz")):
         shutil.copy2(path, target / artifacts.PREDICTIONS_DIR / path.name)
     shutil.copytree(folder.score_dir, target / artifacts.SCORE_DIR)
+
+
+def refuse_leaks(bundle: Path) -> None:
+    """Remove what was written to ``bundle`` and refuse (BundleError) if any file carries a local path, host name or
+    credential (:mod:`crs.publish.leaks`); the spec's own places are already placeholders."""
+    found = leaks(bundle)
+    if not found:
+        return
+    for path in sorted(bundle.iterdir()):
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    raise BundleError(f"not published: {found[0]}{more}; nothing local may leave in a bundle: remove it from the run "
+                      "folder and publish again")
 
 
 def _json(path: Path, value: Any) -> None:
@@ -129,19 +149,20 @@ def publish(run_folder: str | Path, bundle: str | Path, *, cache: str | Path | N
     if not folder.has_score():
         raise BundleError(f"{folder.root} has no score yet; a bundle publishes a scored run: run `crs score` first")
     cases = case_ids(bench.spec)
-    _check_cases(folder, cases, bench.spec)
+    check_cases(folder, cases, bench.spec)
     images = image_digests(bench.spec)
     bundle.mkdir(parents=True, exist_ok=True)
     _copy_run(folder, bundle / RUN_DIR)
     _json(bundle / CASES_FILE, cases)
     _json(bundle / IMAGES_FILE, images)
-    _json(bundle / SPEC_FILE, folder.provenance().get("spec"))
+    _json(bundle / SPEC_FILE, public_spec(folder.provenance().get("spec")))
     provenance = {"crs_version": __version__, "published": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
                   "run_name": bench.spec.name, "encoders": bench.spec.encoder_names,
                   "datasets": [entry.name for entry in bench.spec.datasets],
                   "images": int(sum(len(v["files"]) for v in images.values())),
-                  EXTENDS: folder.provenance().get(EXTENDS)}
+                  EXTENDS: public_link(folder.provenance().get(EXTENDS))}
     data = write_manifest(bundle, FULL, {"provenance": provenance})
+    refuse_leaks(bundle)
     if sign_key is not None:
         (bundle / SIGNATURE_FILE).write_bytes(sign(data, sign_key))
     return bundle / "manifest.json"

@@ -116,6 +116,8 @@ def extension_spec(bundle: Path, local: Spec) -> tuple[Spec, tuple[str, ...], tu
         published, name=local.name, cache=local.cache, output=local.output, source=local.source,
         encoders=(*published.encoders, *new), datasets=tuple(localised(entry) for entry in published.datasets),
         extract=dataclasses.replace(published.extract, device=local.extract.device, batch_size=local.extract.batch_size),
+        # prompt files are local places too: a bundle names them by file name only (crs.publish.places)
+        score=dataclasses.replace(published.score, prompts=local.score.prompts) if published.score.prompts else published.score,
         probe=dataclasses.replace(published.probe, jobs=local.probe.jobs),
     )
     return spec, tuple(entry.name for entry in new), tuple(published.encoder_names)

@@ -27,13 +27,14 @@ from crs.publish.aggregates import AGGREGATES, AGGREGATES_FILE
 from crs.publish.bundle import EXTENDS, RUN_DIR
 from crs.publish.manifest import MANIFEST_FILE, read_manifest
 from crs.publish.merge import LEADERBOARD_FILE, MERGED_FILE
+from crs.publish.verdict import FAILED, VERIFIED
 from crs.publish.verify import Verification, verify_bundle
 
 STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0 auto;max-width:64rem;padding:1rem;color:#1d2733}
 h1{font-size:1.5rem}h2{font-size:1.2rem;margin-top:2rem}table{border-collapse:collapse;width:100%;font-size:.92rem}
 th,td{padding:.35rem .5rem;border-bottom:1px solid #d8dee6;text-align:right}th:first-child,td:first-child{text-align:left}
-.ok{color:#116b2e}.bad{color:#a3141b;font-weight:600}.muted{color:#5b6775}.tier{font-weight:600}
+.ok{color:#116b2e}.bad{color:#a3141b;font-weight:600}.partial{color:#7a4b00;font-weight:600}.muted{color:#5b6775}.tier{font-weight:600}
 .scroll{overflow-x:auto}code{font-size:.85rem}
 """
 AXES = ("discrimination", "calibration", "label_efficiency", "robustness", "equity")
@@ -65,7 +66,7 @@ def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", name)
 
 
-def read_bundle(path: Path, public_key: Path | None = None, rescore: bool = False) -> PublishedRun:
+def read_bundle(path: Path, public_key: Path | None = None, rescore: bool = True) -> PublishedRun:
     import hashlib
 
     manifest = read_manifest(path)
@@ -79,7 +80,7 @@ def read_bundle(path: Path, public_key: Path | None = None, rescore: bool = Fals
             if column in crs and crs[column].notna().all():
                 crs[column] = crs[column].astype(int)
         replicates = {**manifest.get("replicates", {}), "min_cell": manifest.get("min_cell")}
-    elif (path / RUN_DIR).is_dir():
+    elif (RunFolder(path / RUN_DIR).score_dir / "crs.parquet").is_file():  # a bundle may lack it: then NOT verified
         crs = RunFolder(path / RUN_DIR).read_score_table("crs")
     else:
         crs = pd.DataFrame()
@@ -101,12 +102,17 @@ def _chain(run: PublishedRun, by_sha: dict[str, PublishedRun]) -> str:
     return " &larr; ".join(parts)
 
 
+def _css(state: str) -> str:
+    """Green for verified only, red for failed, amber for anything not fully checked."""
+    return {VERIFIED: "ok", FAILED: "bad"}.get(state, "partial")
+
+
 def _status(verification: Verification) -> str:
-    if verification.holds:
-        checks = "manifest holds" + ("" if verification.rescore is None else ", re-score reproduced")
-        return f'<span class="ok">verified</span> ({checks}; signature {html.escape(verification.signature)})'
-    problems = list(verification.manifest_problems[:3]) or [f"signature {verification.signature}"]
-    return f'<span class="bad">NOT verified</span>: {html.escape("; ".join(problems))}'
+    """The bundle's verdict (:mod:`crs.publish.verdict`): what failed, or what held."""
+    verdict = verification.verdict
+    badge = f'<span class="{_css(verdict.state)}">{html.escape(verdict.label)}</span>'
+    detail = html.escape(verdict.detail)
+    return f"{badge}: {detail}" if verdict.state == FAILED else f"{badge} ({detail})"
 
 
 def _number(value: Any, digits: int = 3) -> str:
@@ -219,7 +225,7 @@ def _merged_section(result: MergedResult, by_sha: dict[str, PublishedRun]) -> st
         known = by_sha.get(str(site.get("manifest_sha256")))
         label = (f'<a href="#{_slug(known.name)}">{html.escape(str(site["name"]))}</a>' if known
                  else html.escape(str(site["name"])))
-        checked.append(f"<li>{label}: verified by {html.escape(str(site.get('verified', 'manifest')))}; "
+        checked.append(f'<li>{label}: <span class="{_css(str(site.get("state")))}">{html.escape(str(site.get("verified", "?")))}</span> when merged; '
                        f"{len(site.get('tasks', []))} tasks</li>")
     replicates = result.summary.get("replicates", {})
     rows = []
@@ -299,11 +305,11 @@ def _about(run: PublishedRun, chain: str) -> str:
 
 
 def write_site(bundles: list[str | Path], out: str | Path, *, public_keys: dict[str, Path] | None = None,
-               rescore: bool = False, merged: list[str | Path] | None = None) -> Path:
+               rescore: bool = True, merged: list[str | Path] | None = None) -> Path:
     """Write the leaderboard site for ``bundles`` into ``out``; return ``index.html``'s path.
 
     ``public_keys``: bundle path -> its publisher's public key (signatures are checked where given);
-    ``rescore``: also re-score each bundle (slower; the manifest check alone is the default);
+    ``rescore``: re-score each full bundle (the default; without it no full bundle is shown as verified);
     ``merged``: ``crs merge`` output folders, each shown as a multi-site leaderboard.
     """
     results = [read_merged(Path(m)) for m in merged or []]
@@ -315,13 +321,16 @@ def write_site(bundles: list[str | Path], out: str | Path, *, public_keys: dict[
             runs[index] = dataclasses.replace(run, name=f"{run.name} ({run.path.name})")
         seen.add(runs[index].name)
     by_sha: dict[str, PublishedRun] = {}
-    for run in sorted(runs, key=lambda r: not r.verification.holds):  # a verified copy names the link
+    order = {VERIFIED: 0, FAILED: 2}
+    for run in sorted(runs, key=lambda r: order.get(r.verification.verdict.state, 1)):  # a verified copy names the link
         by_sha.setdefault(run.manifest_sha256, run)
     introduced = _introduced(runs, by_sha)
     out = Path(out)
     (out / "encoders").mkdir(parents=True, exist_ok=True)
     sections = ["<h1>crs leaderboard</h1><p class=\"muted\">Published runs of the Clinical Reliability Score. "
-                "Each bundle is checked file by file against its manifest; an extended run scores its encoders "
+                "A bundle is shown as verified only when its manifest holds, every file is accounted for, its re-score "
+                "reproduces (a full bundle) and its signature holds with a key named for it; anything less is shown as "
+                "what it is (docs/publish.md). An extended run scores its encoders "
                 "together with those of the bundle it extends, on the same patients, draws and seeds.</p>"]
     for result in results:
         sections.append(_merged_section(result, by_sha))
@@ -335,7 +344,8 @@ def write_site(bundles: list[str | Path], out: str | Path, *, public_keys: dict[
         (out / "encoders" / f"{_slug(encoder)}.html").write_text(_card(encoder, runs, results))
     (out / "site.json").write_text(json.dumps(
         {"bundles": [{"name": r.name, "path": str(r.path), "kind": r.kind, "manifest_sha256": r.manifest_sha256,
-                      "verified": r.verification.holds} for r in runs],
+                      "verified": r.verification.verdict.verified, "verdict": r.verification.verdict.line()}
+                     for r in runs],
          "merged": [{"name": m.name, "path": str(m.path), "sites": [s.get("name") for s in m.sites]} for m in results]},
         indent=1) + "\n")
     return out / "index.html"

@@ -117,7 +117,7 @@ def test_replicates_are_the_scores_own_and_small_cells_are_suppressed(aggregates
     assert measures and all(m["images"] == "suppressed" and m["auroc"] is None for m in measures)
 
 
-def test_verify_checks_an_aggregates_bundle_without_a_rescore(aggregates, tmp_path):
+def test_verify_checks_an_aggregates_bundle_and_derives_its_crs_again(aggregates, tmp_path):
     import shutil
 
     pytest.importorskip("cryptography")
@@ -129,7 +129,7 @@ def test_verify_checks_an_aggregates_bundle_without_a_rescore(aggregates, tmp_pa
     assert out.exit_code == 0, out.output
     good = CliRunner().invoke(cli, ["verify", str(signed), "--key", str(where / "site.pub")])
     assert good.exit_code == 0, good.output
-    assert "signature: valid" in good.output and "re-score: not applicable" in good.output
+    assert "signature: valid" in good.output and "re-score: reproduced" in good.output
     copy = tmp_path / "copy"
     shutil.copytree(signed, copy)
     replicates = json.loads((copy / "replicates.json").read_text())

@@ -52,14 +52,16 @@ def test_merge_with_keys_checks_every_signature_and_says_how_each_bundle_was_ver
     result = _invoke("merge", a, b, "--key", f"{a}={where / 'agg-a.pub'}", "--key", f"{b}={where / 'agg-b.pub'}",
                      "-o", where / "merged")
     assert result.exit_code == 0, result.output
-    assert "agg-a: verified by manifest and signature (agg-a.pub)" in result.output
-    assert "agg-b: verified by manifest and signature (agg-b.pub)" in result.output
+    for name in ("agg-a", "agg-b"):  # the verdict crs verify and the site give (crs.publish.verdict)
+        assert (f"{name}: verified (manifest holds; every file accounted for; re-score reproduced; "
+                f"signature valid with {name}.pub)") in result.output
     merged = json.loads((where / "merged" / "merged.json").read_text())
-    assert [s["verified"] for s in merged["sites"]] == ["manifest and signature (agg-a.pub)",
-                                                       "manifest and signature (agg-b.pub)"]
+    assert [s["verified"].split("signature ")[-1] for s in merged["sites"]] == ["valid with agg-a.pub)",
+                                                                               "valid with agg-b.pub)"]
+    assert [s["state"] for s in merged["sites"]] == ["verified", "verified"]
     unkeyed = _invoke("merge", a, b, "-o", where / "merged-unkeyed")
     assert unkeyed.exit_code == 0, unkeyed.output
-    assert unkeyed.output.count("verified by manifest only (no key given)") == 2
+    assert unkeyed.output.count(": signature not checked (manifest holds;") == 2 and "verified (" not in unkeyed.output
     # the keyed and unkeyed merges rank alike: checking changes nothing of the score
     pd.testing.assert_frame_equal(pd.read_csv(where / "merged" / "leaderboard.csv"),
                                   pd.read_csv(where / "merged-unkeyed" / "leaderboard.csv"))
@@ -81,13 +83,13 @@ def test_merge_refuses_an_unsigned_a_resigned_or_another_sites_bundle_when_keys_
     # one key for every bundle: B is signed by another site's key
     _one_line_refusal(_invoke("merge", a, b, "--key", where / "agg-a.pub", "-o", tmp_path / "m"),
                       f"{b}: the signature does not hold with {where / 'agg-a.pub'}")
-    # B's replicates changed and its manifest rewritten: the manifest holds, the signature does not
+    # B's measures changed and its manifest rewritten: the manifest holds and the CRS still follows from the axis
+    # errors (measures are the site's word alone), the signature does not
     forged = tmp_path / "forged"
     shutil.copytree(b, forged)
-    replicates = json.loads((forged / "replicates.json").read_text())
-    first = next(iter(replicates["discrimination"]))
-    replicates["discrimination"][first] = [v + 0.05 for v in replicates["discrimination"][first]]
-    (forged / "replicates.json").write_text(json.dumps(replicates))
+    measures = (forged / "measures.json").read_text()
+    assert '": 0.' in measures
+    (forged / "measures.json").write_text(measures.replace('": 0.', '": 0.1', 1))
     manifest = json.loads((forged / "manifest.json").read_text())
     write_manifest(forged, manifest["kind"], {k: v for k, v in manifest.items() if k not in ("format", "kind", "files")})
     _one_line_refusal(_invoke("merge", a, forged, "--key", f"{a}={where / 'agg-a.pub'}",
@@ -96,7 +98,16 @@ def test_merge_refuses_an_unsigned_a_resigned_or_another_sites_bundle_when_keys_
     # without a key for it, the forged bundle's manifest holds: it merges, and the output says it was not signed-checked
     loose = _invoke("merge", a, forged, "--key", f"{a}={where / 'agg-a.pub'}", "-o", tmp_path / "loose")
     assert loose.exit_code == 0, loose.output
-    assert "forged: verified by manifest only (no key given)" in loose.output
+    assert "forged: signature not checked (manifest holds;" in loose.output
+    # replicates changed so that the stored CRS interval no longer follows: refused with or without a key
+    moved = tmp_path / "moved"
+    shutil.copytree(b, moved)
+    replicates = json.loads((moved / "replicates.json").read_text())
+    first = next(iter(replicates["discrimination"]))
+    replicates["discrimination"][first] = [v + 0.05 for v in replicates["discrimination"][first]]
+    (moved / "replicates.json").write_text(json.dumps(replicates))
+    write_manifest(moved, manifest["kind"], {k: v for k, v in manifest.items() if k not in ("format", "kind", "files")})
+    _one_line_refusal(_invoke("merge", a, moved, "-o", tmp_path / "m"), "its CRS does not follow from its axis errors")
     # an unsigned bundle with a key
     unsigned = tmp_path / "unsigned"
     shutil.copytree(b, unsigned)
@@ -113,12 +124,12 @@ def test_merge_refuses_an_unsigned_a_resigned_or_another_sites_bundle_when_keys_
                       "is not among the bundles merged")
 
 
-def test_a_signed_bundle_verified_without_its_key_holds_and_says_the_signature_was_not_checked(signed_sites):
+def test_a_signed_bundle_checked_without_its_key_fails_nothing_and_says_the_signature_was_not_checked(signed_sites):
     a, _ = _bundles(signed_sites)
     result = _invoke("verify", a)
     assert result.exit_code == 0, result.output
     assert "signature: not checked (signed; give the publisher's public key)" in result.output
-    assert "verify: ok" in result.output
+    assert "verify: not verified, nothing failed: signature not checked" in result.output
 
 
 def test_the_site_shows_aggregates_bundles_and_the_merged_result_offline(signed_sites, tmp_path):
@@ -140,13 +151,13 @@ def test_the_site_shows_aggregates_bundles_and_the_merged_result_offline(signed_
     stored = json.loads((a / "aggregates.json").read_text())["crs"]
     for encoder, row in stored.items():  # the leaderboard is the site's stored score: CRS and interval
         assert f"{row['crs']:.3f}</td><td>{row['crs_low']:.3f} to {row['crs_high']:.3f}" in section_a, encoder
-    section_b = index.split('id="agg-b"')[1].split("<h2")[0]  # signed, no key given: verified, signature not checked
-    assert 'class="ok">verified</span> (manifest holds; signature not checked' in section_b
+    section_b = index.split('id="agg-b"')[1].split("<h2")[0]  # signed, no key given: not green, says so
+    assert 'class="partial">signature not checked</span> (manifest holds;' in section_b and 'class="ok"' not in section_b
     assert "<td>1</td>" in section_b and "<td>1.0</td>" not in section_b  # ranks as whole numbers
     assert "NOT verified</span>: changed: measures.json" in index.split('id="agg-c"')[1]
     merged = index.split('id="merged-merged"')[1].split('<h2 id="agg-a"')[0]
     assert "2 sites (agg-a, agg-b)" in merged and "6 tasks" in merged
-    assert "verified by manifest and signature (agg-a.pub)" in merged and "agg-b CRS (rank)" in merged
+    assert 'class="ok">verified (' in merged and "signature valid with agg-a.pub" in merged and "agg-b CRS (rank)" in merged
     board = pd.read_csv(tmp_path / "merged" / "leaderboard.csv", index_col="encoder")
     for encoder, row in board.iterrows():
         assert f"{row['crs']:.3f}</td><td>{row['crs_low']:.3f} to {row['crs_high']:.3f}" in merged, encoder

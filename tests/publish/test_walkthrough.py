@@ -115,11 +115,11 @@ def test_the_page_walks_through_publish_verify_extend_site_and_two_sites_merged(
 def test_verify_passes_on_the_published_and_the_extended_bundle(walked):
     _, _, outputs = walked
     published = _output(outputs, "crs verify bundle --key")
-    assert "signature: valid" in published and "re-score: reproduced" in published and "verify: ok (bundle)" in published
+    assert "signature: valid" in published and "re-score: reproduced" in published and "verify: verified (bundle)" in published
     extended = _output(outputs, "crs verify bundle-mine")
-    assert "re-score: reproduced" in extended and "verify: ok (bundle-mine)" in extended
+    assert "re-score: reproduced" in extended and "verify: not verified, nothing failed: unsigned (bundle-mine)" in extended
     site_a = _output(outputs, "crs verify agg-a")
-    assert "signature: valid" in site_a and "re-score: not applicable" in site_a
+    assert "signature: valid" in site_a and "re-score: reproduced" in site_a
 
 
 def test_the_extended_run_keeps_the_published_encoders_records_and_predictions_byte_for_byte(walked):
@@ -149,15 +149,17 @@ def test_the_site_names_every_encoder_the_chain_and_the_verification(walked):
     mine = index.split('id="mine"')[1]
     assert 'Extends: <a href="#quickstart">quickstart</a>' in mine
     quickstart = index.split('id="quickstart"')[1].split("<h2")[0]
-    assert "verified</span> (manifest holds; signature valid)" in quickstart
+    assert ('class="ok">verified</span> (manifest holds; every file accounted for; re-score reproduced; '
+            "signature valid with lab.pub)") in quickstart
+    assert 'class="partial">unsigned</span>' in mine.split("<h2")[0]  # no key for bundle-mine: not green
 
 
 def test_two_sites_publish_aggregates_only_and_merge_into_one_leaderboard(walked):
     root, _, outputs = walked
     merged = _output(outputs, "crs merge agg-a agg-b")
     assert "multi-site CRS: 2 sites (agg-a, agg-b), 6 tasks" in merged
-    assert "agg-a: verified by manifest and signature (key-a.pub)" in merged
-    assert "agg-b: verified by manifest and signature (key-b.pub)" in merged
+    assert "agg-a: verified (" in merged and "signature valid with key-a.pub)" in merged
+    assert "agg-b: verified (" in merged and "signature valid with key-b.pub)" in merged
     board = pd.read_csv(root / "merged" / "leaderboard.csv", index_col="encoder")
     assert sorted(board.index) == ["pixel_stats", "resnet18"]
     assert {"crs_agg-a", "crs_agg-b", "rank_agg-a", "rank_agg-b", "holds_rank"} <= set(board.columns)
