@@ -47,8 +47,13 @@ def wins_and_losses(
 
 
 def _clauses(found: dict[str, list[str]], word: str) -> str:
-    """{'calibration': ['C', 'D'], 'robustness': ['C']} -> 'better than C and D on calibration and than C on robustness'."""
-    parts = [f"than {names_joined(rivals)} on {_axis_words(axis)}" for axis, rivals in found.items()]
+    """{'calibration': ['C', 'D'], 'robustness': ['C']} -> 'better than C and D on calibration and than C on
+    robustness'; axes with the same rivals share one clause ('worse than C on discrimination and label
+    efficiency'), so no rival is named twice in a row."""
+    grouped: dict[tuple[str, ...], list[str]] = {}
+    for axis, rivals in found.items():
+        grouped.setdefault(tuple(rivals), []).append(_axis_words(axis))
+    parts = [f"than {names_joined(rivals)} on {names_joined(axes)}" for rivals, axes in grouped.items()]
     return f"{word} " + names_joined(parts)
 
 
