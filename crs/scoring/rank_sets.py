@@ -123,15 +123,21 @@ def _decide_pairs(
         t_boot = np.where(
             certain[None, :], 0.0, np.abs(deviations) / np.where(certain, 1.0, standard_errors)[None, :]
         )
-    decided = np.zeros(len(differences), dtype=bool)
+    return max_t_decisions(t, t_boot, alpha, stepdown)
+
+
+def max_t_decisions(t_observed: np.ndarray, t_replicates: np.ndarray, alpha: float, stepdown: bool = True
+                    ) -> tuple[np.ndarray, list[float]]:
+    """Which hypotheses (K,) the max-|t| bootstrap rejects, single step or stepping down (Romano and Wolf):
+    c = the (1 - alpha) quantile over the replicates (B, K) of the largest |t| still undecided; returns the
+    decisions and c at each step (the first is the single step's)."""
+    decided = np.zeros(len(t_observed), dtype=bool)
     critical_values: list[float] = []
-    while True:
-        open_pairs = ~decided
-        if not open_pairs.any():
-            break
-        critical = float(np.quantile(t_boot[:, open_pairs].max(axis=1), 1.0 - alpha))
+    while not decided.all():
+        largest = t_replicates[:, ~decided].max(axis=1) if len(t_replicates) else np.zeros(1)
+        critical = float(np.quantile(largest, 1.0 - alpha))
         critical_values.append(critical)
-        newly = open_pairs & (t > critical)
+        newly = ~decided & (t_observed > critical)
         if not newly.any():
             break
         decided |= newly

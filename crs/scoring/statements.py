@@ -46,6 +46,7 @@ from crs.scoring.box import _backward, _forward
 from crs.scoring.comparisons import Comparisons
 from crs.scoring.formula import ALL_AXES, PointEstimate
 from crs.scoring.projection import AXIS_SCALES
+from crs.scoring.rank_sets import max_t_decisions
 
 _SE_FLOOR = 1e-12
 """A coordinate whose replicate SD is below this (relative to its size) never moves: it is known exactly."""
@@ -130,20 +131,8 @@ class Statements:
 def stepdown_decisions(t_observed: np.ndarray, t_replicates: np.ndarray, alpha: float, stepdown: bool = True
                        ) -> tuple[np.ndarray, list[float]]:
     """Which hypotheses (K,) are rejected by the max-|t| bootstrap, single step or stepping down (Romano and
-    Wolf): c = the (1 - alpha) quantile over replicates (B, K) of the largest |t| still undecided."""
-    decided = np.zeros(len(t_observed), dtype=bool)
-    critical_values: list[float] = []
-    while not decided.all():
-        largest = t_replicates[:, ~decided].max(axis=1) if len(t_replicates) else np.zeros(1)
-        critical = float(np.quantile(largest, 1.0 - alpha))
-        critical_values.append(critical)
-        newly = ~decided & (t_observed > critical)
-        if not newly.any():
-            break
-        decided |= newly
-        if not stepdown:
-            break
-    return decided, critical_values
+    Wolf): the one loop the rank sets use too (:func:`crs.scoring.rank_sets.max_t_decisions`)."""
+    return max_t_decisions(t_observed, t_replicates, alpha, stepdown)
 
 
 def simultaneous_statements(
