@@ -13,7 +13,9 @@ The defaults and the allowed values of every setting live here; the rooms that u
 from __future__ import annotations
 
 import difflib
+import importlib.util
 import math
+import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, replace
@@ -117,6 +119,33 @@ def _path(where: str, key: str, value: Any) -> Path:
     if isinstance(value, Path):
         return value
     return Path(_scalar(where, key, value, "str")).expanduser()
+
+
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]+):/")
+"""A URL's scheme (two letters or more, so a Windows drive ``C:/`` is a path); ``Path`` keeps one slash of ``//``."""
+URL_EXTRAS = {"s3": ("s3fs", "s3"), "s3a": ("s3fs", "s3")}
+"""Object-storage schemes crs knows: the package that serves each and the crs extra that installs it."""
+
+
+def refuse_cache_url(where: str, value: Any) -> None:
+    """Refuse a cache given as a URL (``s3://bucket/prefix``) in one line naming the fix.
+
+    Without this, ``Path("s3://bucket/prefix")`` is the relative folder ``s3:/bucket/prefix`` and a run
+    writes a local folder named ``s3:``. A URL is never resolved as a path.
+    """
+    match = _URL.match(str(value)) if isinstance(value, str | Path) else None
+    if match is None:
+        return
+    scheme = match.group(1).lower()
+    if scheme not in URL_EXTRAS:
+        raise SpecError(f"{where}: the cache {value} is a {scheme}:// URL, which crs cannot serve; "
+                        "give a local or shared folder")
+    package, extra = URL_EXTRAS[scheme]
+    if importlib.util.find_spec(package) is None:
+        raise SpecError(f"{where}: the cache {value} is an {scheme}:// URL and {package} is not installed; "
+                        f"pip install 'crs[{extra}]'")
+    raise SpecError(f"{where}: the cache {value} is an {scheme}:// URL; this crs keeps its cache in a folder: "
+                    "extract into a local folder, then copy it to the bucket (docs/cache.md)")
 
 
 def _one_of(where: str, key: str, value: Any, allowed: tuple[str, ...]) -> str:
@@ -389,6 +418,7 @@ class Spec:
         where = "spec"
         if not _scalar(where, "name", self.name, "str"):
             raise SpecError(f"{where}: field 'name' must be a non-empty string")
+        refuse_cache_url(where, self.cache)
         _set(self, cache=_path(where, "cache", self.cache), output=_path(where, "output", self.output))
         if self.source is not None:
             _set(self, source=_path(where, "source", self.source))
@@ -520,6 +550,12 @@ def _under(base: Path, value: Any) -> Any:
     return path if path.is_absolute() else base / path
 
 
+def _cache_setting(value: Any) -> Any:
+    """The spec's ``cache`` before it is resolved as a path: a URL is refused, never joined to the spec's folder."""
+    refuse_cache_url("spec", value)
+    return value
+
+
 def _dataset(where: str, value: Any, base: Path, allow_shift: bool = True) -> DatasetEntry:
     allowed = {"name", "loader", "root", "options"} | ({"shift_target"} if allow_shift else set())
     table = dict(_table(where, value, allowed))
@@ -616,7 +652,7 @@ def parse_spec(data: dict[str, Any], base: Path = Path(".")) -> Spec:
     datasets = tuple(_dataset(f"datasets[{i}]", t, base) for i, t in enumerate(raw_datasets))
     return Spec(
         name=name,
-        cache=_under(base, data.get("cache", "cache")),
+        cache=_under(base, _cache_setting(data.get("cache", "cache"))),
         output=_under(base, data.get("output", f"crs-out/{name}")),
         encoders=encoders,
         datasets=datasets,

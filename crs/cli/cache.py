@@ -12,11 +12,12 @@ from crs.cache.imports import import_features as import_feature_file
 from crs.cache.imports import write_table_from_spec
 from crs.cache.inspect import collect_garbage, format_listing, list_cache, listing_json
 from crs.cache.store import CacheError
+from crs.cli.flags import refuse_cache_url_option
 from crs.cli.verify import verify
 
 cache_dir_option = click.option(
     "--cache", "cache_root", default="cache", show_default=True, type=click.Path(file_okay=False),
-    help="Cache root folder (holds one <dataset>.zarr store per data set).",
+    callback=refuse_cache_url_option, help="Cache root folder (holds one <dataset>.zarr store per data set).",
 )
 
 
@@ -81,6 +82,7 @@ def _only_store_with(cache_root: str, encoder: str) -> str:
               help="Write the data set's sample table from this spec first (reads its CSV only; "
                    "the images need not be on this machine).")
 @click.option("--cache", "cache_root", default=None, type=click.Path(file_okay=False),
+              callback=refuse_cache_url_option,
               help="Cache root folder [default: the spec's cache with --spec, else 'cache'].")
 @click.option("--corruption-rows", type=click.IntRange(min=1), default=None, metavar="N",
               help="Corrupted conditions hold the patient-level subsample of about N test images that "
