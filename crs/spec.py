@@ -127,16 +127,21 @@ URL_EXTRAS = {"s3": ("s3fs", "s3"), "s3a": ("s3fs", "s3")}
 """Object-storage schemes crs knows: the package that serves each and the crs extra that installs it."""
 
 
+def url_scheme(value: Any) -> str | None:
+    """The scheme of a URL (``s3`` of ``s3://bucket/prefix``, lower case), None for a path."""
+    match = _URL.match(str(value)) if isinstance(value, str | Path) else None
+    return None if match is None else match.group(1).lower()
+
+
 def refuse_cache_url(where: str, value: Any) -> None:
     """Refuse a cache given as a URL (``s3://bucket/prefix``) in one line naming the fix.
 
     Without this, ``Path("s3://bucket/prefix")`` is the relative folder ``s3:/bucket/prefix`` and a run
     writes a local folder named ``s3:``. A URL is never resolved as a path.
     """
-    match = _URL.match(str(value)) if isinstance(value, str | Path) else None
-    if match is None:
+    scheme = url_scheme(value)
+    if scheme is None:
         return
-    scheme = match.group(1).lower()
     if scheme not in URL_EXTRAS:
         raise SpecError(f"{where}: the cache {value} is a {scheme}:// URL, which crs cannot serve; "
                         "give a local or shared folder")
@@ -144,8 +149,8 @@ def refuse_cache_url(where: str, value: Any) -> None:
     if importlib.util.find_spec(package) is None:
         raise SpecError(f"{where}: the cache {value} is an {scheme}:// URL and {package} is not installed; "
                         f"pip install 'crs[{extra}]'")
-    raise SpecError(f"{where}: the cache {value} is an {scheme}:// URL; this crs keeps its cache in a folder: "
-                    "extract into a local folder, then copy it to the bucket (docs/cache.md)")
+    raise SpecError(f"{where}: the cache {value} is an {scheme}:// URL; crs keeps its cache in a folder: "
+                    f"extract into a folder, then `crs cache push FOLDER {value}` (docs/cache.md)")
 
 
 def _one_of(where: str, key: str, value: Any, allowed: tuple[str, ...]) -> str:

@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -71,9 +72,10 @@ def start_moto(port: int | None = None, timeout: float = 30.0) -> S3Server:
     """Start ``python -m moto.server`` on 127.0.0.1 (a free port unless given); RuntimeError when it cannot."""
     port = port or free_port()
     url = f"http://127.0.0.1:{port}"
+    log = tempfile.TemporaryFile()  # the server logs every request: a pipe nobody reads would fill and block it
     process = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=log, stdin=subprocess.DEVNULL,
         preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
     )
     server = S3Server(url, process)
@@ -82,7 +84,8 @@ def start_moto(port: int | None = None, timeout: float = 30.0) -> S3Server:
         if answers(url):
             return server
         if process.poll() is not None:
-            error = (process.stderr.read() if process.stderr else b"").decode(errors="replace").strip()
+            log.seek(0)
+            error = log.read().decode(errors="replace").strip()
             raise RuntimeError(f"moto server exited ({error.splitlines()[-1] if error else process.returncode})")
         time.sleep(0.2)
     server.stop()

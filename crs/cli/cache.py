@@ -46,6 +46,30 @@ def gc(cache_root: str, dry_run: bool) -> None:
     click.echo(collect_garbage(cache_root, dry_run=dry_run).format())
 
 
+@cache.command("push")
+@click.argument("folder", type=click.Path(file_okay=False))
+@click.argument("url")
+def push_command(folder: str, url: str) -> None:
+    """Copy the cache FOLDER to object storage URL (s3://bucket/prefix): only what it lacks, flags last.
+
+    Resumable (a re-run copies what is missing), every object checked against the MD5 of what was
+    sent; a folder with damaged chunks is refused. Credentials come from the AWS environment.
+    """
+    from crs.cache.transfer import push
+
+    click.echo(push(folder, url).format())
+
+
+@cache.command("pull")
+@click.argument("url")
+@click.argument("folder", type=click.Path(file_okay=False))
+def pull_command(url: str, folder: str) -> None:
+    """Copy the cache at URL into FOLDER: only what it lacks, then every chunk checked against its sha256."""
+    from crs.cache.transfer import pull
+
+    click.echo(pull(url, folder).format())
+
+
 @cache.command("export-h5")
 @click.argument("encoder")
 @click.argument("out", metavar="OUT.h5", type=click.Path(dir_okay=False))
