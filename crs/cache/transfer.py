@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from crs.cache.journal import JOURNAL_FOLDER
+from crs.cache.object_lock import ObjectLock
 from crs.cache.remote import open_url, remote_error
 from crs.cache.store import CacheError
 from crs.cache.verify import verify_cache
@@ -71,7 +72,8 @@ def push(folder: Path | str, url: str) -> TransferReport:
         raise CacheError(f"{len(damaged)} damaged chunk(s) in {folder} (first: {damaged[0]}); "
                          "run `crs cache verify --spec SPEC --repair` before pushing")
     remote, root = open_url(url)
-    copied, size, kept = _copy_tree(fsspec.filesystem("file"), str(folder.resolve()), remote, root, url)
+    with ObjectLock(url):  # one writer per URL: two pushes never interleave their objects
+        copied, size, kept = _copy_tree(fsspec.filesystem("file"), str(folder.resolve()), remote, root, url)
     return TransferReport("push", str(folder), url, copied, size, kept, len(checked))
 
 
