@@ -54,8 +54,12 @@ def test_push_then_pull_is_byte_identical_and_stage_2_reads_it(extracted, s3_buc
     assert "pixel_stats" in listing and "current complete" in listing
     _invoke("probe", str(spec), "--cache", str(tmp_path / "home"), "--out", str(tmp_path / "out"), "-q")
     assert (tmp_path / "out" / "records.parquet").is_file()
-    for text in (pushed, pulled, listing):
-        assert not any(secret in text for secret in CREDENTIALS.values() if secret != "us-east-1")
+    secrets = [value.encode() for key, value in CREDENTIALS.items() if key != "AWS_DEFAULT_REGION"]
+    files = [*_files(tmp_path / "home").values(), *(p.read_bytes() for p in (tmp_path / "out").rglob("*")
+                                                     if p.is_file())]
+    assert not [s for s in secrets for blob in [pushed.encode(), pulled.encode(), listing.encode(), *files]
+                if s in blob]
+    assert not [blob for blob in files if s3_bucket.encode().removeprefix(b"s3://") in blob]  # nor the bucket
 
 
 def test_a_second_transfer_copies_only_what_the_destination_lacks(extracted, s3_bucket, s3_env, tmp_path):
@@ -171,3 +175,30 @@ def test_a_network_fault_stops_with_one_line(extracted, s3_env, monkeypatch, tmp
     assert result.exit_code != 0
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and "re-run: it resumes" in lines[0], result.output
+
+
+def test_the_server_stopped_mid_push_stops_it_with_one_line(extracted, s3_env, monkeypatch):
+    import boto3
+
+    from s3_server import start_moto
+
+    _, cache = extracted
+    server = start_moto()  # a server of its own, stopped part-way through the push
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", server.url)
+        client = boto3.client("s3", endpoint_url=server.url)
+        client.create_bucket(Bucket="fault")
+        pusher = subprocess.Popen([sys.executable, "-m", "crs", "cache", "push", str(cache), "s3://fault/c"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=os.environ.copy())
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and pusher.poll() is None:
+            if client.list_objects_v2(Bucket="fault", MaxKeys=1000).get("KeyCount", 0) >= 40:
+                break
+            time.sleep(0.02)
+        server.stop()
+        output = pusher.communicate(timeout=300)[0]
+    finally:
+        server.stop()
+    lines = [line for line in output.splitlines() if line.strip()]
+    assert pusher.returncode != 0 and len(lines) == 1, output
+    assert "failed" in lines[0] and "re-run: it resumes" in lines[0]
