@@ -24,6 +24,7 @@ import functools
 import hashlib
 import itertools
 import json
+import logging
 import os
 import tempfile
 from collections.abc import Callable
@@ -39,6 +40,23 @@ from crs.cache.verify import verify_cache
 from crs.cache.writer import DONE_SUFFIX
 
 SKIPPED_PARTS = (f"/{JOURNAL_FOLDER}/", "/.crs-locks/")
+
+
+class _DroppedConnections(logging.Filter):
+    """When the network fails mid-batch, the batch's other requests die inside aiohttp and asyncio logs
+    each as "Task exception was never retrieved"; the transfer already stops with one line that says
+    what failed, so these echoes are dropped (other asyncio records pass)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not (record.getMessage().startswith("Task exception was never retrieved")
+                    and isinstance(error, OSError))
+
+
+def _one_line_on_network_faults() -> None:
+    asyncio_log = logging.getLogger("asyncio")
+    if not any(isinstance(f, _DroppedConnections) for f in asyncio_log.filters):
+        asyncio_log.addFilter(_DroppedConnections())
 
 
 @dataclass(frozen=True)
@@ -72,6 +90,7 @@ def push(folder: Path | str, url: str) -> TransferReport:
         raise CacheError(f"{len(damaged)} damaged chunk(s) in {folder} (first: {damaged[0]}); "
                          "run `crs cache verify --spec SPEC --repair` before pushing")
     remote, root = open_url(url)
+    _one_line_on_network_faults()
     with ObjectLock(url):  # one writer per URL: two pushes never interleave their objects
         copied, size, kept = _copy_tree(fsspec.filesystem("file"), str(folder.resolve()), remote, root, url)
     return TransferReport("push", str(folder), url, copied, size, kept, len(checked))
@@ -83,6 +102,7 @@ def pull(url: str, folder: Path | str) -> TransferReport:
 
     folder = Path(folder)
     remote, root = open_url(url)
+    _one_line_on_network_faults()
     folder.mkdir(parents=True, exist_ok=True)
     copied, size, kept = _copy_tree(remote, root, fsspec.filesystem("file"), str(folder.resolve()), url)
     checked = verify_cache(folder)
@@ -137,28 +157,43 @@ BATCH_BYTES = 256 << 20
 
 
 def _copy_tree(source: Any, source_root: str, target: Any, target_root: str, url: str) -> tuple[int, int, int]:
-    wanted = _relative_objects(source, source_root, url)
+    # Metadata and flags are read first and written as read, then the data is listed: a writer still
+    # filling the source may set a flag meanwhile, but a flag sent as set had its data written before
+    # that second listing, so the data is sent too. Markers that appear later wait for the next transfer.
+    markers = [f"{source_root}/{r}" for r in _relative_objects(source, source_root, url) if _is_marker(r)]
+    snapshot = _read_many(source, markers, url)
+    wanted = {r: info for r, info in _relative_objects(source, source_root, url).items()
+              if not _is_marker(r) or f"{source_root}/{r}" in snapshot}
     present = _relative_objects(target, target_root, url)
-    metadata = _read_many(source, [f"{source_root}/{r}" for r in wanted if r.endswith("zarr.json")], url)
-    phases = {r: _phase(r, metadata.get(f"{source_root}/{r}", b"{}")) for r in wanted}
+    phases = {r: _phase(r, snapshot.get(f"{source_root}/{r}", b"{}")) for r in wanted}
     copied = size = kept = 0
     for _, in_phase in itertools.groupby(sorted(wanted, key=lambda r: (phases[r], r)), key=phases.get):
         todo = []
         for relative in in_phase:
-            info, there = wanted[relative], present.get(relative)
             source_path, target_path = f"{source_root}/{relative}", f"{target_root}/{relative}"
-            if there is not None and int(there.get("size", -1)) == int(info.get("size", -2)) and \
+            held = snapshot.get(source_path)
+            size_wanted = len(held) if held is not None else int(wanted[relative].get("size", -2))
+            there = present.get(relative)
+            if there is not None and int(there.get("size", -1)) == size_wanted and \
                     _md5(there, functools.partial(_read_plain, target, target_path, url)) == \
-                    _md5(info, functools.partial(_read_plain, source, source_path, url)):
+                    (hashlib.md5(held).hexdigest() if held is not None else
+                     _md5(wanted[relative], functools.partial(_read_plain, source, source_path, url))):
                 kept += 1
             else:
                 todo.append(relative)
         for batch in _batches(todo, wanted):
-            data = _read_many(source, [f"{source_root}/{r}" for r in batch], url)
+            paths = [f"{source_root}/{r}" for r in batch]
+            data = {**_read_many(source, [p for p in paths if p not in snapshot], url),
+                    **{p: snapshot[p] for p in paths if p in snapshot}}
             _write_many(target, {f"{target_root}/{r}": data[f"{source_root}/{r}"] for r in batch}, url)
             copied += len(batch)
-            size += sum(len(data[f"{source_root}/{r}"]) for r in batch)
+            size += sum(len(data[p]) for p in paths)
     return copied, size, kept
+
+
+def _is_marker(relative: str) -> bool:
+    """zarr metadata and completion flags: small, and what says whether the rest is valid."""
+    return relative.endswith("zarr.json") or f"{DONE_SUFFIX}/" in relative
 
 
 def _batches(relatives: list[str], infos: dict[str, dict[str, Any]]) -> list[list[str]]:

@@ -202,3 +202,44 @@ def test_the_server_stopped_mid_push_stops_it_with_one_line(extracted, s3_env, m
     lines = [line for line in output.splitlines() if line.strip()]
     assert pusher.returncode != 0 and len(lines) == 1, output
     assert "failed" in lines[0] and "re-run: it resumes" in lines[0]
+
+
+@pytest.mark.parametrize("finished_after_listing", [1, 2])
+def test_a_chunk_a_writer_finishes_during_a_push_is_never_sent_flagged_without_its_data(
+        extracted, tmp_path, monkeypatch, finished_after_listing):
+    """The writer finishes chunk 1 (data, then flag) after the push's first or second listing of the
+    folder: the push sends a set flag only with its data; the next push sends whatever is left."""
+    import shutil
+
+    import fsspec
+
+    from crs.cache import transfer
+
+    _, cache = extracted
+    folder = tmp_path / "cache"
+    shutil.copytree(cache, folder)
+    data = next(folder.glob("derm.zarr/encoders/pixel_stats/*/clean/c/1/0"))
+    flag = data.parents[3] / "clean__done" / "c" / "1"
+    finished = data.read_bytes()
+    data.unlink()
+    flag.write_bytes(b"\0")  # chunk 1 not yet complete when the push starts
+    listed, calls = transfer._relative_objects, []
+
+    def list_then_finish(filesystem, root, url):
+        found = listed(filesystem, root, url)
+        calls.append(root)
+        if calls.count(str(folder.resolve())) == finished_after_listing and root == str(folder.resolve()):
+            data.write_bytes(finished)
+            flag.write_bytes(b"\1")
+        return found
+
+    monkeypatch.setattr(transfer, "_relative_objects", list_then_finish)
+    target = f"memory://during{finished_after_listing}/c"
+    memory = fsspec.filesystem("memory")
+    sent_flag = f"/during{finished_after_listing}/c/{flag.relative_to(folder).as_posix()}"
+    sent_data = f"/during{finished_after_listing}/c/{data.relative_to(folder).as_posix()}"
+    transfer.push(folder, target)
+    if memory.cat_file(sent_flag) == b"\1":
+        assert memory.cat_file(sent_data) == finished
+    transfer.push(folder, target)
+    assert memory.cat_file(sent_flag) == b"\1" and memory.cat_file(sent_data) == finished
