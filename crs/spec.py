@@ -16,9 +16,11 @@ The defaults and the allowed values of every setting live here; the rooms that u
 from __future__ import annotations
 
 import difflib
+import importlib.util
 import logging
 import math
 import os
+import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, replace
@@ -148,6 +150,38 @@ def _path(where: str, key: str, value: Any) -> Path:
     if isinstance(value, Path):
         return value
     return Path(_scalar(where, key, value, "str")).expanduser()
+
+
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]+):/")
+"""A URL's scheme (two letters or more, so a Windows drive ``C:/`` is a path); ``Path`` keeps one slash of ``//``."""
+URL_EXTRAS = {"s3": ("s3fs", "s3"), "s3a": ("s3fs", "s3")}
+"""Object-storage schemes crs knows: the package that serves each and the crs extra that installs it."""
+
+
+def url_scheme(value: Any) -> str | None:
+    """The scheme of a URL (``s3`` of ``s3://bucket/prefix``, lower case), None for a path."""
+    match = _URL.match(str(value)) if isinstance(value, str | Path) else None
+    return None if match is None else match.group(1).lower()
+
+
+def refuse_cache_url(where: str, value: Any) -> None:
+    """Refuse a cache given as a URL (``s3://bucket/prefix``) in one line naming the fix.
+
+    Without this, ``Path("s3://bucket/prefix")`` is the relative folder ``s3:/bucket/prefix`` and a run
+    writes a local folder named ``s3:``. A URL is never resolved as a path.
+    """
+    scheme = url_scheme(value)
+    if scheme is None:
+        return
+    if scheme not in URL_EXTRAS:
+        raise SpecError(f"{where}: the cache {value} is a {scheme}:// URL, which crs cannot serve; "
+                        "give a local or shared folder")
+    package, extra = URL_EXTRAS[scheme]
+    if importlib.util.find_spec(package) is None:
+        raise SpecError(f"{where}: the cache {value} is an {scheme}:// URL and {package} is not installed; "
+                        f"pip install 'crs[{extra}]'")
+    raise SpecError(f"{where}: the cache {value} is an {scheme}:// URL; crs keeps its cache in a folder: "
+                    f"extract into a folder, then `crs cache push FOLDER {value}` (docs/cache.md)")
 
 
 def _one_of(where: str, key: str, value: Any, allowed: tuple[str, ...]) -> str:
@@ -420,6 +454,7 @@ class Spec:
         where = "spec"
         if not _scalar(where, "name", self.name, "str"):
             raise SpecError(f"{where}: field 'name' must be a non-empty string")
+        refuse_cache_url(where, self.cache)
         _set(self, cache=_path(where, "cache", self.cache), output=_path(where, "output", self.output))
         if self.source is not None:
             _set(self, source=_path(where, "source", self.source))
@@ -576,6 +611,12 @@ def _is_map_file(value: Any) -> bool:
     return isinstance(value, str) and (value.endswith(".toml") or "/" in value or os.sep in value)
 
 
+def _cache_setting(value: Any) -> Any:
+    """The spec's ``cache`` before it is resolved as a path: a URL is refused, never joined to the spec's folder."""
+    refuse_cache_url("spec", value)
+    return value
+
+
 def _dataset(where: str, value: Any, base: Path, allow_shift: bool = True) -> DatasetEntry:
     allowed = {"name", "loader", "root", "options"} | ({"shift_target"} if allow_shift else set())
     table = dict(_table(where, value, allowed))
@@ -690,6 +731,8 @@ def parse_spec(data: dict[str, Any], base: Path = Path(".")) -> Spec:
         problems.append("spec: missing required field 'name'")
     elif not isinstance(name, str) or not name:
         problems.append(f"spec: field 'name' must be a non-empty string, got {name!r}")
+    if "cache" in data and _checked(_cache_setting, data["cache"], problems=problems) is None:
+        data = {key: value for key, value in data.items() if key != "cache"}  # refused as a URL: reported once
     for key in ("cache", "output"):
         if key in data:
             _checked(_path, "spec", key, data[key], problems=problems)

@@ -12,11 +12,12 @@ from crs.cache.imports import import_features as import_feature_file
 from crs.cache.imports import write_table_from_spec
 from crs.cache.inspect import collect_garbage, format_listing, list_cache, listing_json
 from crs.cache.store import CacheError
+from crs.cli.flags import refuse_cache_url_option
 from crs.cli.verify import verify
 
 cache_dir_option = click.option(
     "--cache", "cache_root", default="cache", show_default=True, type=click.Path(file_okay=False),
-    help="Cache root folder (holds one <dataset>.zarr store per data set).",
+    callback=refuse_cache_url_option, help="Cache root folder (holds one <dataset>.zarr store per data set).",
 )
 
 
@@ -43,6 +44,30 @@ def ls(cache_root: str, as_json: bool) -> None:
 def gc(cache_root: str, dry_run: bool) -> None:
     """Delete stale fingerprints and abandoned incomplete groups; every encoder's current group stays."""
     click.echo(collect_garbage(cache_root, dry_run=dry_run).format())
+
+
+@cache.command("push")
+@click.argument("folder", type=click.Path(file_okay=False))
+@click.argument("url")
+def push_command(folder: str, url: str) -> None:
+    """Copy the cache FOLDER to object storage URL (s3://bucket/prefix): only what it lacks, flags last.
+
+    Resumable (a re-run copies what is missing), every object checked against the MD5 of what was
+    sent; a folder with damaged chunks is refused. Credentials come from the AWS environment.
+    """
+    from crs.cache.transfer import push
+
+    click.echo(push(folder, url).format())
+
+
+@cache.command("pull")
+@click.argument("url")
+@click.argument("folder", type=click.Path(file_okay=False))
+def pull_command(url: str, folder: str) -> None:
+    """Copy the cache at URL into FOLDER: only what it lacks, then every chunk checked against its sha256."""
+    from crs.cache.transfer import pull
+
+    click.echo(pull(url, folder).format())
 
 
 @cache.command("export-h5")
@@ -81,6 +106,7 @@ def _only_store_with(cache_root: str, encoder: str) -> str:
               help="Write the data set's sample table from this spec first (reads its CSV only; "
                    "the images need not be on this machine).")
 @click.option("--cache", "cache_root", default=None, type=click.Path(file_okay=False),
+              callback=refuse_cache_url_option,
               help="Cache root folder [default: the spec's cache with --spec, else 'cache'].")
 @click.option("--corruption-rows", type=click.IntRange(min=1), default=None, metavar="N",
               help="Corrupted conditions hold the patient-level subsample of about N test images that "

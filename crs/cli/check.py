@@ -7,7 +7,7 @@ import sys
 import click
 
 from crs.benchmark import Benchmark
-from crs.cli.flags import SETTING_FLAGS
+from crs.cli.flags import SETTING_FLAGS, refuse_cache_url_option
 from crs.extract.preflight import Finding, PreflightError, PreflightReport
 
 
@@ -36,7 +36,8 @@ def preflight_or_stop(bench: Benchmark) -> None:
 
 @click.command("check")
 @click.argument("spec_path", metavar="SPEC.toml", type=click.Path(dir_okay=False))
-@click.option("--cache", type=click.Path(file_okay=False), help="Cache root (overrides the spec).")
+@click.option("--cache", type=click.Path(file_okay=False), callback=refuse_cache_url_option,
+              help="Cache root (overrides the spec).")
 @click.option("--out", type=click.Path(file_okay=False), help="Output folder (overrides the spec).")
 def check(spec_path: str, cache: str | None, out: str | None) -> None:
     """Check data, labels, weights, folders, disk, image modes and the cache before any GPU time.

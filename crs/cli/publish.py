@@ -6,11 +6,13 @@ import sys
 
 import click
 
+from crs.cli.flags import refuse_cache_url_option
+
 
 @click.command()
 @click.argument("run_folder", type=click.Path(exists=True, file_okay=False))
 @click.argument("bundle", type=click.Path(file_okay=False))
-@click.option("--cache", type=click.Path(file_okay=False), default=None,
+@click.option("--cache", type=click.Path(file_okay=False), default=None, callback=refuse_cache_url_option,
               help="The cache the run read (default: the one its spec recorded); image ids and digests come from it.")
 @click.option("--sign", "sign_key", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Sign the manifest with this Ed25519 private key (make one with `crs keygen NAME`).")

@@ -14,12 +14,14 @@ from typing import Any
 import click
 
 from crs.benchmark import Benchmark
+from crs.cli.flags import refuse_cache_url_option
 from crs.cli.shard import devices_option, extract_on_devices, parse_shard, shard_text
 from crs.cli.slurm import slurm_options, submit_extract
 from crs.scoring.result import ScoreResult
 
 spec_argument = click.argument("spec_path", metavar="SPEC.toml", type=click.Path(dir_okay=False))
-cache_option = click.option("--cache", type=click.Path(file_okay=False), help="Cache root (overrides the spec).")
+cache_option = click.option("--cache", type=click.Path(file_okay=False), callback=refuse_cache_url_option,
+                            help="Cache root (overrides the spec).")
 out_option = click.option("--out", type=click.Path(file_okay=False), help="Output folder (overrides the spec).")
 
 

@@ -15,6 +15,7 @@ import click
 
 from crs.benchmark import Benchmark
 from crs.cache.verify import Problem, interrupted_summary, verify_cache
+from crs.cli.flags import refuse_cache_url_option
 
 
 def _report(results: dict[str, list[Problem]], quiet: bool) -> int:
@@ -49,6 +50,7 @@ def _report_images(results: dict[str, Any], quiet: bool) -> int:
 
 @click.command("verify")
 @click.option("--cache", "cache_root", type=click.Path(file_okay=True), default=None,
+              callback=refuse_cache_url_option,
               help="Cache folder or one <dataset>.zarr store (default: the spec's cache, else ./cache).")
 @click.option("--spec", "spec_path", type=click.Path(dir_okay=False), default=None,
               help="Spec whose cache to check; needed by --repair to re-extract.")
