@@ -1,6 +1,6 @@
 """An encoder's own preprocessing as batched torch ops, so it runs on the encoder's device.
 
-Input: float32 (B, 3, H, W) in [0, 1] at the data set's canonical size (corruptions are applied
+Input: float (B, 3, H, W) in [0, 1] at the data set's canonical size (corruptions are applied
 before this step, so a severity means the same for every encoder). Output: the tensor the network
 expects. Resizes use ``antialias=True`` so downscaling matches PIL, which timm, open_clip and the
 transformers image processors use at evaluation time.
