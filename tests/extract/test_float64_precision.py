@@ -74,11 +74,14 @@ def _stored(cache, dataset_name: str, encoder: str) -> tuple[dict, dict[str, byt
 
 
 def test_float64_caches_are_bit_identical_on_1_and_64_threads(cxr, tmp_path):
+    """Batches of one image, where a float32 forward pass depends on the threads (measured on the
+    development machine, not asserted: 19 of 36,352 stored float16 values differed between 1 and 64
+    threads in float32; none in float64)."""
     stores = []
     for threads in (1, 64):
         cache = tmp_path / f"cache{threads}"
         encoders = [create(name, weights="random", input_size=32, precision="float64") for name in GOLDEN_ENCODERS]
-        extract_dataset(cxr, encoders, cache, VARIANTS, batch_size=32, chunk_rows=4096, device="cpu",
+        extract_dataset(cxr, encoders, cache, VARIANTS, batch_size=1, chunk_rows=4096, device="cpu",
                         progress=False, threads=threads)
         stores.append({name: _stored(cache, cxr.name, name) for name in GOLDEN_ENCODERS})
     for name in GOLDEN_ENCODERS:
