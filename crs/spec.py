@@ -60,6 +60,7 @@ DEFAULT_N_BOOT = 1000
 
 PROBE_BACKENDS = ("sklearn", "torch", "cuml")
 PROBE_FAMILIES = ("logistic", "ridge", "knn")
+EXTRACT_PRECISIONS = ("auto", "float64")  # stage 1 compute: "auto" (bf16 autocast on CUDA, float32 on CPU), "float64" (CPU)
 SELECTIONS = ("logloss", "auroc", "nll")
 """Validation criteria that choose C: log-loss (the default; a proper scoring rule, so the chosen C also
 serves calibration), macro one-vs-rest AUROC, or ``nll`` (another name for log-loss)."""
@@ -292,7 +293,9 @@ class ExtractConfig:
     ``threads`` = "auto" sets the forward pass's threads from the cores this process may use
     (affinity, cgroup quota) less those other processes keep busy; ``corruption_rows`` = N makes the
     corrupted variants for a fixed, stratified, patient-level subsample of about N test images per
-    data set instead of the whole test split (decision 0032; unset: the whole split)."""
+    data set instead of the whole test split (decision 0032; unset: the whole split); ``precision`` =
+    "float64" runs the encoders in float64 on the CPU, so features rounded to float16 agree across
+    machines and thread counts by construction (decision 0176)."""
 
     batch_size: int = DEFAULT_BATCH_SIZE
     device: str = "cpu"
@@ -302,6 +305,7 @@ class ExtractConfig:
     skip_bad: bool = False
     threads: int | str = "auto"  # intra-op threads on CPU; "auto": the usable cores others leave free
     corruption_rows: int | None = None  # corrupted variants for a patient-level subsample of about N test images
+    precision: str = "auto"  # "auto": bf16 autocast on CUDA, float32 on CPU; "float64": CPU only (decision 0176)
 
     def __post_init__(self) -> None:
         where = "extract"
@@ -312,6 +316,10 @@ class ExtractConfig:
                                        or self.threads < 1):
             raise SpecError(f"{where}: threads must be \"auto\" or a number of threads (1 or more), got {self.threads!r}")
         _scalar(where, "device", self.device, "str")
+        _one_of(where, "precision", self.precision, EXTRACT_PRECISIONS)
+        if self.precision == "float64" and not self.device.startswith("cpu"):
+            raise SpecError(f"{where}: precision = \"float64\" runs on the CPU only; set device = \"cpu\" "
+                            f"or precision = \"auto\", got device {self.device!r}")
         _scalar(where, "skip_bad", self.skip_bad, "bool")
         if isinstance(self.corruptions, list | tuple) and not self.corruptions:
             _set(self, corruptions="none")  # an empty list: clean features only, as "none" says

@@ -7,11 +7,13 @@ tests/golden/score/COMMIT, after the score was redefined on purpose (issue 14). 
 once more when identical probes began to be predicted once (docs/decisions/0025: float32 products
 of a different width, last-bit changes), and when selected probes began to be polished in float64
 and AUROCs ranked on order-exact keys (docs/decisions/0029). The score tables moved again when each task's
-patient resample was keyed on the task's name, not its place (docs/decisions/0144). Columns added later are allowed; every
+patient resample was keyed on the task's name, not its place (docs/decisions/0144), and when the golden run's
+stage 1 became float64 (docs/decisions/0176). Columns added later are allowed; every
 pinned column must keep its values within the reproducibility contract's tolerances.
 
 The fresh run is made as on a 64-core machine (``OMP_NUM_THREADS=64``): the golden spec fixes stage
-1's threads, so the tables do not depend on the cores (decision 0160). The conditioning test shows
+1's threads and runs it in float64, so the tables depend neither on the cores (decision 0160) nor on
+the CPU's float32 kernels (decision 0176; tests/extract/test_float64_precision.py). The conditioning test shows
 that stage 2's calibration columns move by far less than their tolerance when their inputs carry the
 noise another machine's stage 2 adds.
 """

@@ -45,6 +45,7 @@ def create(
     weights: str | os.PathLike | None = None,
     device: str | torch.device = "cpu",
     input_size: int | None = None,
+    precision: str = "auto",
 ) -> Encoder:
     """Build a frozen encoder.
 
@@ -52,7 +53,8 @@ def create(
     fails with a message naming the file expected; a path uses that file or folder; ``"random"``
     builds deterministic random weights (seed ``RANDOM_SEED``) without any download.
     ``input_size`` overrides the network input resolution (for fast CPU runs); it changes the spec,
-    so it changes the cache fingerprint.
+    so it changes the cache fingerprint. ``precision="float64"`` (CPU only) runs the module and the
+    preprocessing in float64 (``[extract] precision``, decision 0176); it enters the fingerprint too.
     """
     spec = get_spec(name_or_spec) if isinstance(name_or_spec, str) else name_or_spec
     if not isinstance(spec, EncoderSpec):
@@ -71,7 +73,7 @@ def create(
         spec, network = built
     else:
         network = built
-    return Encoder(spec, network, device)
+    return Encoder(spec, network, device, precision)
 
 
 def create_text(

@@ -1,6 +1,6 @@
 """An encoder's own preprocessing as batched torch ops, so it runs on the encoder's device.
 
-Input: float32 (B, 3, H, W) in [0, 1] at the data set's canonical size (corruptions are applied
+Input: float (B, 3, H, W) in [0, 1] at the data set's canonical size (corruptions are applied
 before this step, so a severity means the same for every encoder). Output: the tensor the network
 expects. Resizes use ``antialias=True`` so downscaling matches PIL, which timm, open_clip and the
 transformers image processors use at evaluation time.
@@ -47,13 +47,14 @@ def resize_size(spec: EncoderSpec) -> int:
     return int(spec.input_size / spec.crop_pct)
 
 
-def preprocess(x: torch.Tensor, spec: EncoderSpec) -> torch.Tensor:
-    """Resize, crop, and normalise a batch per ``spec`` (see :class:`EncoderSpec`)."""
+def preprocess(x: torch.Tensor, spec: EncoderSpec, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Resize, crop, and normalise a batch per ``spec`` (see :class:`EncoderSpec`) in ``dtype``
+    (float64 for ``[extract] precision = "float64"``, decision 0176)."""
     if x.ndim != 4 or x.shape[1] != 3:
         raise EncoderError(f"expected images of shape (B, 3, H, W), got {tuple(x.shape)}")
     if not torch.is_floating_point(x):
         raise EncoderError(f"expected float images in [0, 1], got dtype {x.dtype}; divide uint8 by 255")
-    x = x.float()
+    x = x.to(dtype)
     if spec.grayscale:
         x = x.mean(dim=1, keepdim=True).expand(-1, 3, -1, -1)
     if spec.pre_resize is not None:

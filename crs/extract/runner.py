@@ -255,11 +255,16 @@ class _EncoderJob:
             self._store((name, severity), self.corrupt[(name, severity)], test_position, features, stats)
 
     def _embed(self, images_uint8: torch.Tensor, stats: ExtractStats) -> np.ndarray:
-        x = images_uint8.float().div_(255.0) if images_uint8.dtype == torch.uint8 else images_uint8
+        dtype = getattr(self.encoder, "input_dtype", torch.float32)
+        x = images_uint8.to(dtype).div_(255.0) if images_uint8.dtype == torch.uint8 else images_uint8
         stats.add_forward(self.name, x.shape[0])
         with torch.inference_mode():
-            features = self.encoder.embed(x)
-        return features.float().cpu().numpy()
+            features = self.encoder.embed(x).cpu().numpy()
+        if features.dtype == np.float64:
+            # Rounded to the stored float16 once, from float64: through float32 it would be rounded
+            # twice, and a float32 rounding boundary is 8,192 times nearer (decision 0176).
+            features = features.astype(FEATURE_DTYPE)
+        return features.astype(np.float32, copy=False)
 
 
 def _journaled_rows(array: ChunkedFeatureArray, chunk: int) -> int:

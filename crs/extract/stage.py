@@ -25,7 +25,8 @@ def _chosen(spec: Spec, names: list[str] | None) -> list:
 
 def create_encoders(spec: Spec, names: list[str] | None = None, device: str | None = None) -> list:
     return [
-        create(e.name, weights=e.weights, device=device or spec.extract.device, input_size=e.input_size)
+        create(e.name, weights=e.weights, device=device or spec.extract.device, input_size=e.input_size,
+               precision=spec.extract.precision)
         for e in _chosen(spec, names)
     ]
 
