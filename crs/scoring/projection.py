@@ -194,8 +194,8 @@ def sharper_bounds(
     if margin > tolerance:
         dominance = _margin_dominance(u_low, u_high, margin, tolerance)
     else:  # [i, m, a]: f_i - f_m; i dominates m when no axis above 0 and one below
-        surely = (high <= 0.0).all(axis=-1) & (high < 0.0).any(axis=-1)
-        possibly = (low <= 0.0).all(axis=-1) & (low < 0.0).any(axis=-1)
+        surely = np.asarray((high <= 0.0).all(axis=-1) & (high < 0.0).any(axis=-1), dtype=bool)
+        possibly = np.asarray((low <= 0.0).all(axis=-1) & (low < 0.0).any(axis=-1), dtype=bool)
         np.fill_diagonal(surely, False)
         np.fill_diagonal(possibly, False)
         others = max(n_encoders - 1, 1)

@@ -47,6 +47,7 @@ from crs.scoring.comparisons import Comparisons
 from crs.scoring.formula import ALL_AXES, PointEstimate
 from crs.scoring.projection import AXIS_SCALES
 from crs.scoring.rank_sets import max_t_decisions
+from crs.scoring.settings import component_weights
 
 _SE_FLOOR = 1e-12
 """A coordinate whose replicate SD is below this (relative to its size) never moves: it is known exactly."""
@@ -86,7 +87,7 @@ class Statements:
         tolerance = 1e-12
         pairs = bool(((self.comparisons.low <= difference + tolerance) & (difference <= self.comparisons.high + tolerance)
                       ).all())
-        box = self.error_low is None or bool(((self.error_low <= true_errors + tolerance)
+        box = self.error_low is None or self.error_high is None or bool(((self.error_low <= true_errors + tolerance)
                                                & (true_errors <= self.error_high + tolerance)).all())
         return pairs and box
 
@@ -305,6 +306,7 @@ def headline_statements(point: PointEstimate, replicate_errors: np.ndarray, cont
     :data:`crs.scoring.formula.ALL_AXES` order (row 0 not among them); ``contestants`` the competing
     encoders, best point CRS first."""
     settings = point.settings
+    weights = [float(w) for w in component_weights(settings.weights)]  # already normalised: only the type
     names = point.encoders
     columns = [list(ALL_AXES).index(axis) for axis in point.axes]
     errors = point.errors.reindex(index=names, columns=list(point.axes)).to_numpy(dtype=np.float64)
@@ -316,8 +318,8 @@ def headline_statements(point: PointEstimate, replicate_errors: np.ndarray, cont
         errors, drawn, point.floor.reindex(list(point.axes)).to_numpy(dtype=np.float64),
         [AXIS_SCALES[axis] for axis in point.axes], contestants,
         alpha=float(settings.alpha), stepdown=stepdown,
-        strict=strict_order(settings.weights, settings.dominance_margin, settings.dominance_tolerance),
-        weights=settings.weights, margin=settings.dominance_margin, reference_index=point.reference_index,
+        strict=strict_order(weights, settings.dominance_margin, settings.dominance_tolerance),
+        weights=weights, margin=settings.dominance_margin, reference_index=point.reference_index,
         encoders=names, axes=point.axes, reference=reference,
     )
 

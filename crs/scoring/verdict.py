@@ -240,10 +240,10 @@ def opening(score, level: str | None = None) -> Opening:
     level = level or f"{100 * (1 - boot.alpha):g} %"
     qualifier = "" if getattr(boot, "level", "seed") == "seed+case" else " (seed resampling only)"
     comparisons = getattr(score, "comparisons", None)
-    below = _below_reference(score, contest.baseline) if contest.baseline else None
-    verdict = (reference_verdict(contest.baseline, table, contest.contestants, comparisons, level, below)
-               if contest.baseline else "")
-    gains = reference_gains(contest.baseline, contest.contestants, comparisons, level) if verdict else ""
+    reference = contest.baseline or ""  # "": no named reference outside the contest
+    below = _below_reference(score, reference) if reference else None
+    verdict = reference_verdict(reference, table, contest.contestants, comparisons, level, below) if reference else ""
+    gains = reference_gains(reference, contest.contestants, comparisons, level) if verdict else ""
     decision = decision_sentences(contest.tier, contest.contestants, comparisons, level, qualifier)
     if verdict and decision:
         decision[0] = f"Among the candidates, {decision[0][0].lower()}{decision[0][1:]}"
@@ -253,10 +253,13 @@ def opening(score, level: str | None = None) -> Opening:
               and not any(wins_and_losses(comparisons, name, rivals))]
     axis_pairs = [(name, rival) for name in silent for rival in rivals if rival != name]
     named = list(contest.contestants)
-    if verdict and "crs_high" in table and "crs_low" in table:  # candidates the data do not separate from the reference
-        floor = float(table.loc[contest.baseline, "crs_low"])
-        tier_pairs += [(contest.baseline, name) for name in contest.contestants if float(table.loc[name, "crs_high"]) >= floor]
-        named.append(contest.baseline)
+    if verdict and below is not None:  # the candidates the headline's family does not separate from the reference
+        tier_pairs += [(reference, name) for name in contest.contestants if name not in below]
+        named.append(reference)
+    elif verdict and "crs_high" in table and "crs_low" in table:  # a score without its family: the box decides
+        floor = float(table.loc[reference, "crs_low"])
+        tier_pairs += [(reference, name) for name in contest.contestants if float(table.loc[name, "crs_high"]) >= floor]
+        named.append(reference)
     replicates = getattr(boot, "replicates", None)
     crs_found = (detectable_crs(replicates, table["crs"], named, tier_pairs, float(boot.alpha))
                  if tier_pairs and replicates is not None else None)
