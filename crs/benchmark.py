@@ -160,15 +160,14 @@ class Benchmark:
         from crs.evaluate.imported import imported_encoders, to_extract
         from crs.extract.stage import extract_spec
 
-        self.mirror.pull()  # a URL cache: resume from the bucket's finished chunks
+        self.mirror.pull()  # a URL cache: resume from the bucket's finished chunks; each data set pushed when done
         imported = imported_encoders(self.spec, encoders)  # features imported into the cache: nothing to extract
         if announce is not None:
             for found in imported.values():
                 announce(found.note())
-        stats = extract_spec(self.spec, to_extract(self.spec, encoders, imported), progress=progress, shard=shard,
-                             wait=wait, announce=announce, allow_overlap=allow_overlap)
-        self.mirror.push()
-        return stats
+        return extract_spec(self.spec, to_extract(self.spec, encoders, imported), progress=progress, shard=shard,
+                            wait=wait, announce=announce, allow_overlap=allow_overlap,
+                            on_dataset_done=self.mirror.push if self.spec.cache_url else None)
 
     def plan(self, encoders: list[str] | None = None, corruption_rows: int | None = None) -> ExtractPlan:
         """What :meth:`extract` would do: forward passes, cached part, bytes, disk and time per data set x encoder.

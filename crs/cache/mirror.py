@@ -4,14 +4,18 @@ bucket by ``crs cache push`` and ``pull`` at the stage boundaries (decision 0178
 Every stage reads and writes the mirror (``spec.cache``) exactly as it would a cache folder: journals,
 locks, O_DIRECT reads and the goldens stay what they are. :class:`MirrorSync` pulls once, before the
 first stage of a :class:`crs.benchmark.Benchmark` reads the cache (only what the mirror lacks, then
-every chunk checked against its recorded sha256), and pushes after extraction (under the URL's object
-lock: two writers never interleave; data, then flags, then group metadata).
+every chunk checked against its recorded sha256), and pushes each data set's stores once extracted
+(under the URL's object lock: two writers never interleave; data, then flags, then group metadata).
+A push that finds the lock held by another live writer waits for it, up to twice the lock's lease.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
+from crs.cache.lock import lease_seconds
+from crs.cache.object_lock import RemoteLockHeld
 from crs.cache.transfer import TransferReport, pull, push
 from crs.spec import Spec
 
@@ -38,7 +42,15 @@ class MirrorSync:
         """Send what the URL lacks from the mirror (after extraction: the finished chunks)."""
         if self.spec.cache_url is None:
             return None
-        self.pushed = push(self.spec.cache, self.spec.cache_url)
+        deadline = time.monotonic() + 2 * lease_seconds()
+        while True:
+            try:
+                self.pushed = push(self.spec.cache, self.spec.cache_url)
+                break
+            except RemoteLockHeld:  # another writer's push (a shard, another machine): its turn first
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(2.0)
         self._say(self.pushed)
         return self.pushed
 

@@ -76,6 +76,9 @@ def test_an_s3_cache_gives_the_records_and_score_tables_of_a_local_cache(s3_buck
     pd.testing.assert_frame_equal(_records(tmp_path / "home"), _records(tmp_path / "local" / "out"))
     again = _invoke("report", str(remote), "--out", str(tmp_path / "home"))
     assert "0 object(s) copied (0 bytes)" in again, again  # the mirror holds it all: nothing fetched twice
+    from crs.benchmark import Benchmark
+
+    assert Benchmark.from_run_folder(tmp_path / "home").spec.cache_url == url  # the records remember the URL
 
     secrets = [value.encode() for key, value in CREDENTIALS.items() if key != "AWS_DEFAULT_REGION"]
     written = [*_files(mirrors), *_files(tmp_path / "elsewhere"), *_files(tmp_path / "remote" / "out"),
@@ -107,3 +110,51 @@ def test_a_cache_flag_url_is_served_as_the_spec_setting_is(s3_bucket, mirrors, t
     assert f"-> {url}:" in output
     assert not (tmp_path / "run" / "cache").exists()  # the spec's folder is not used: the URL's mirror is
     assert any(mirrors.iterdir())
+
+
+def test_a_run_killed_after_its_first_data_set_resumes_on_another_machine_from_the_bucket(
+        s3_bucket, s3_env, mirrors, tmp_path, monkeypatch):
+    """Each data set is pushed once extracted: kill the run after the first push, resume with an empty
+    mirror (another machine), and the bucket ends with the features of an uninterrupted local run."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import boto3
+
+    url = f"{s3_bucket}/killed"
+    spec = _spec(tmp_path / "run", url)
+    bucket = s3_bucket.removeprefix("s3://")
+    client = boto3.client("s3", endpoint_url=s3_env)
+    runner = subprocess.Popen([sys.executable, "-m", "crs", "extract", str(spec), "-q"], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, env=os.environ.copy())
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and runner.poll() is None:
+            keys = [o["Key"] for o in client.list_objects_v2(Bucket=bucket).get("Contents", [])]
+            if "killed/derm.zarr/zarr.json" in keys:  # the first data set's push ended (group metadata last)
+                break
+            time.sleep(0.02)
+        runner.send_signal(signal.SIGKILL)
+        output = runner.communicate(timeout=30)[0]
+    finally:
+        runner.kill()
+    assert "every encoder" not in output and "images decoded" not in output, "the run ended before the kill"
+
+    monkeypatch.setenv("CRS_CACHE_MIRROR", str(tmp_path / "other-machine"))
+    resumed = _invoke("extract", str(spec), "-q")
+    plan = next(line for line in resumed.splitlines() if line.startswith("plan:"))
+    assert "692 forward passes" in plan and " 0 already cached" not in plan and " 0 to go" not in plan, plan
+    kept = next(line for line in resumed.splitlines() if line.startswith("extract: kept"))
+    assert int(kept.split()[2].replace(",", "")) >= 212  # at least derm's forward passes came from the bucket
+
+    local = _spec(tmp_path / "local", str(tmp_path / "local" / "cache"))
+    _invoke("extract", str(local), "-q")
+    _invoke("cache", "pull", url, str(tmp_path / "pulled"))
+    chunks = {str(p.relative_to(tmp_path / "local" / "cache")): p.read_bytes()
+              for p in (tmp_path / "local" / "cache").rglob("*") if p.is_file() and "/c/" in str(p)
+              and "journal" not in p.parts and ".crs-locks" not in p.parts}
+    assert chunks
+    assert {name: (tmp_path / "pulled" / name).read_bytes() for name in chunks} == chunks  # bit-identical
