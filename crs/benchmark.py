@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from crs.cache.mirror import MirrorSync
 from crs.cache.verify import Problem, RepairAction, repair, verify_cache
 from crs.evaluate.artifacts import RunFolder, RunFolderError
 from crs.scoring.formula import ScoreInputError
 from crs.scoring.result import ScoreResult, read_score, score_records
 from crs.scoring.settings import ScoreSettings
-from crs.spec import Spec, SpecError, for_setting, load_spec, spec_from_dict
+from crs.spec import Spec, SpecError, for_setting, load_spec, spec_from_dict, url_scheme
 
 if TYPE_CHECKING:  # the stages' modules are imported when a stage runs: extraction and probing load
     # torch, torchvision and the encoder libraries (seconds), which scoring and reporting never need
@@ -90,13 +91,16 @@ class Benchmark:
     ) -> None:
         loaded = spec if isinstance(spec, Spec) else load_spec(spec)
         changes: dict[str, object] = {}
-        if cache is not None:
-            changes["cache"] = Path(cache)
+        if cache is not None:  # a URL stays a string (``Path`` would make ``s3:/bucket``); the spec mirrors it
+            changes["cache"] = cache if url_scheme(cache) else Path(cache)
+            changes["cache_url"] = None
         if output is not None:
             changes["output"] = Path(output)
         if skip_bad and not loaded.extract.skip_bad:
             changes["extract"] = dataclasses.replace(loaded.extract, skip_bad=True)
         self.spec: Spec = dataclasses.replace(loaded, **changes) if changes else loaded  # type: ignore[arg-type]
+        self.mirror = MirrorSync(self.spec)
+        """A URL cache's pull (before the first stage reads the cache) and push (after extraction)."""
 
     @classmethod
     def from_run_folder(cls, folder: str | Path, *, cache: str | Path | None = None) -> Benchmark:
@@ -156,12 +160,14 @@ class Benchmark:
         from crs.evaluate.imported import imported_encoders, to_extract
         from crs.extract.stage import extract_spec
 
+        self.mirror.pull()  # a URL cache: resume from the bucket's finished chunks; each data set pushed when done
         imported = imported_encoders(self.spec, encoders)  # features imported into the cache: nothing to extract
         if announce is not None:
             for found in imported.values():
                 announce(found.note())
         return extract_spec(self.spec, to_extract(self.spec, encoders, imported), progress=progress, shard=shard,
-                            wait=wait, announce=announce, allow_overlap=allow_overlap)
+                            wait=wait, announce=announce, allow_overlap=allow_overlap,
+                            on_dataset_done=self.mirror.push if self.spec.cache_url else None)
 
     def plan(self, encoders: list[str] | None = None, corruption_rows: int | None = None) -> ExtractPlan:
         """What :meth:`extract` would do: forward passes, cached part, bytes, disk and time per data set x encoder.
@@ -172,6 +178,7 @@ class Benchmark:
         from crs.evaluate.imported import imported_encoders, to_extract
         from crs.extract.plan import plan_spec
 
+        self.mirror.pull()
         return plan_spec(self.spec, to_extract(self.spec, encoders, imported_encoders(self.spec, encoders)),
                          corruption_rows)
 
@@ -185,6 +192,7 @@ class Benchmark:
         """
         from crs.evaluate.stage import probe_spec
 
+        self.mirror.pull()  # a URL cache: only what the mirror lacks is fetched
         return probe_spec(self.spec, jobs=jobs, cluster=cluster, progress=progress, full=full)
 
     def verify_cache(self, *, check_data: bool = True) -> dict[str, list[Problem]]:
@@ -348,6 +356,7 @@ class Benchmark:
         """
         from crs.report import write_report
 
+        self.mirror.pull()  # the report reads stores' provenance and shifts from the cache
         records = self.records()
         if score is None:
             score, _ = self.stored_score(records)

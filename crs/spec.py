@@ -16,6 +16,7 @@ The defaults and the allowed values of every setting live here; the rooms that u
 from __future__ import annotations
 
 import difflib
+import hashlib
 import importlib.util
 import logging
 import math
@@ -165,24 +166,47 @@ def url_scheme(value: Any) -> str | None:
     return None if match is None else match.group(1).lower()
 
 
-def refuse_cache_url(where: str, value: Any) -> None:
+def refuse_cache_url(where: str, value: Any, servable: bool = False) -> None:
     """Refuse a cache given as a URL (``s3://bucket/prefix``) in one line naming the fix.
 
     Without this, ``Path("s3://bucket/prefix")`` is the relative folder ``s3:/bucket/prefix`` and a run
-    writes a local folder named ``s3:``. A URL is never resolved as a path.
+    writes a local folder named ``s3:``. A URL is never resolved as a path. ``servable``: the caller
+    serves an ``s3://`` cache through a local mirror (decision 0178), so only a scheme crs cannot serve,
+    or one whose package is missing, is refused.
     """
     scheme = url_scheme(value)
     if scheme is None:
         return
     if scheme not in URL_EXTRAS:
         raise SpecError(f"{where}: the cache {value} is a {scheme}:// URL, which crs cannot serve; "
-                        "give a local or shared folder")
+                        "give a local or shared folder, or an s3:// URL")
     package, extra = URL_EXTRAS[scheme]
     if importlib.util.find_spec(package) is None:
         raise SpecError(f"{where}: the cache {value} is an {scheme}:// URL and {package} is not installed; "
                         f"pip install 'crs[{extra}]'")
-    raise SpecError(f"{where}: the cache {value} is an {scheme}:// URL; crs keeps its cache in a folder: "
-                    f"extract into a folder, then `crs cache push FOLDER {value}` (docs/cache.md)")
+    if servable:
+        return
+    raise SpecError(f"{where}: the cache {value} is an {scheme}:// URL; this command needs a folder: "
+                    f"give the mirror folder, or `crs cache pull {value} FOLDER` first (docs/cache.md)")
+
+
+MIRROR_VARIABLE = "CRS_CACHE_MIRROR"
+"""Environment variable naming the folder that holds the local mirrors of URL caches (decision 0178)."""
+
+
+def cache_url_text(value: Any) -> str:
+    """A cache URL as written (``Path`` keeps one slash of ``s3://``: put the second back)."""
+    return re.sub(r"^([A-Za-z][A-Za-z0-9+.\-]+):/(?!/)", r"\1://", str(value))
+
+
+def mirror_folder(url: str) -> Path:
+    """The local folder that mirrors the cache at ``url``: ``$CRS_CACHE_MIRROR`` (else
+    ``$XDG_CACHE_HOME/crs/mirrors``, else ``~/.cache/crs/mirrors``) / the URL's sha256, 16 hex digits.
+    Only the URL's digest names it: no bucket name or credential lands in a path."""
+    root = os.environ.get(MIRROR_VARIABLE)
+    if not root:
+        root = str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "crs" / "mirrors")
+    return Path(root).expanduser() / hashlib.sha256(url.encode()).hexdigest()[:16]
 
 
 def _one_of(where: str, key: str, value: Any, allowed: tuple[str, ...]) -> str:
@@ -457,12 +481,21 @@ class Spec:
     probe: ProbeConfig = ProbeConfig()
     score: ScoreConfig = ScoreConfig()
     source: Path | None = None
+    cache_url: str | None = None
+    """The object-storage cache (``s3://bucket/prefix``) that ``cache``, its local mirror, is kept in step
+    with (decision 0178); None for a cache folder. Given a URL as ``cache``, the spec moves it here."""
 
     def __post_init__(self) -> None:
         where = "spec"
         if not _scalar(where, "name", self.name, "str"):
             raise SpecError(f"{where}: field 'name' must be a non-empty string")
-        refuse_cache_url(where, self.cache)
+        url = self.cache_url if self.cache_url is not None else self.cache
+        if url_scheme(url) is not None:
+            url = cache_url_text(url)
+            refuse_cache_url(where, url, servable=True)
+            _set(self, cache_url=url, cache=mirror_folder(url))
+        elif self.cache_url is not None:
+            raise SpecError(f"{where}: field 'cache_url' must be a URL such as s3://bucket/prefix, got {url!r}")
         _set(self, cache=_path(where, "cache", self.cache), output=_path(where, "output", self.output))
         if self.source is not None:
             _set(self, source=_path(where, "source", self.source))
@@ -620,8 +653,9 @@ def _is_map_file(value: Any) -> bool:
 
 
 def _cache_setting(value: Any) -> Any:
-    """The spec's ``cache`` before it is resolved as a path: a URL is refused, never joined to the spec's folder."""
-    refuse_cache_url("spec", value)
+    """The spec's ``cache`` before it is resolved as a path: a URL crs cannot serve is refused, and a URL is
+    never joined to the spec's folder."""
+    refuse_cache_url("spec", value, servable=True)
     return value
 
 
@@ -776,7 +810,7 @@ def parse_spec(data: dict[str, Any], base: Path = Path(".")) -> Spec:
     _raise_problems(problems, unknown=len(unknown))
     return Spec(
         name=name,  # type: ignore[arg-type]
-        cache=_under(base, data.get("cache", "cache")),
+        cache=data["cache"] if url_scheme(data.get("cache")) else _under(base, data.get("cache", "cache")),
         output=_under(base, data.get("output", f"crs-out/{name}")),
         encoders=encoders,  # type: ignore[arg-type]
         datasets=tuple(datasets),
@@ -891,7 +925,10 @@ def spec_to_dict(spec: Spec) -> dict[str, Any]:
             return {f.name: convert(getattr(value, f.name)) for f in fields(value)}
         return value
 
-    return convert(spec)
+    plain = convert(spec)
+    if plain.get("cache_url") is None:
+        plain.pop("cache_url", None)  # a folder cache's records stay as they were before URL caches
+    return plain
 
 
 def spec_from_dict(data: Mapping[str, Any]) -> Spec:

@@ -16,3 +16,13 @@ def refuse_cache_url_option(ctx: object, param: object, value: str | None) -> st
     if value is not None:
         refuse_cache_url("--cache", value)
     return value
+
+
+def cache_url_option(ctx: object, param: object, value: str | None) -> str | None:
+    """click callback of the stages' ``--cache``: an ``s3://`` URL is served through a local mirror
+    (decision 0178); any other URL is refused as :func:`refuse_cache_url_option` does."""
+    from crs.spec import refuse_cache_url
+
+    if value is not None:
+        refuse_cache_url("--cache", value, servable=True)
+    return value

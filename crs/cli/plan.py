@@ -16,6 +16,7 @@ import click
 from crs.cache.filesystem import is_network_filesystem
 from crs.cli.slurm import site_from, site_options
 from crs.cli.stages import cache_option, spec_argument
+from crs.spec import url_scheme
 
 
 @click.command()
@@ -61,7 +62,7 @@ def plan(spec_path: str, cache: str | None, encoders: tuple[str, ...], corruptio
     shards = shard_plan(result, count, spec.extract.batch_size, spec.extract.chunk_rows, device)
     command = [sys.executable, "-m", "crs", "extract", str(Path(spec_path).resolve()), "--shard", "auto", "-q"]
     if cache:
-        command += ["--cache", str(Path(cache).resolve())]
+        command += ["--cache", cache if url_scheme(cache) else str(Path(cache).resolve())]
     site = site_from(site_params, device)
     script = sbatch_script(result, shards, command, spec.name, device, os.getcwd(), site)
     Path(sbatch_path).write_text(script)

@@ -135,6 +135,8 @@ def submit_extract(bench: Benchmark, spec_path: str, cache: str | None, tasks: i
             continue
         made = sum(result["forward"].values())
         click.echo(f"slurm: task {job.job_id} (shard {result['shard']}): {made:,} forward passes")
+    bench.mirror.announce = click.echo
+    bench.mirror.push()  # a URL cache: the tasks filled this machine's mirror; its finished chunks go up
     if failed:
         raise RuntimeError(f"{failed} of {count} task(s) failed; run the same command again to redo "
                                    "only what is missing (the cache keeps every complete chunk)")

@@ -14,13 +14,13 @@ from typing import Any
 import click
 
 from crs.benchmark import Benchmark
-from crs.cli.flags import refuse_cache_url_option
+from crs.cli.flags import cache_url_option
 from crs.cli.shard import devices_option, extract_on_devices, parse_shard, shard_text
 from crs.cli.slurm import slurm_options, submit_extract
 from crs.scoring.result import ScoreResult
 
 spec_argument = click.argument("spec_path", metavar="SPEC.toml", type=click.Path(dir_okay=False))
-cache_option = click.option("--cache", type=click.Path(file_okay=False), callback=refuse_cache_url_option,
+cache_option = click.option("--cache", type=click.Path(file_okay=False), callback=cache_url_option,
                             help="Cache root (overrides the spec).")
 out_option = click.option("--out", type=click.Path(file_okay=False), help="Output folder (overrides the spec).")
 
@@ -124,6 +124,7 @@ def _extract(bench: Benchmark, quiet: bool, shard: str | None = None, wait: bool
 
 def _extract_stage(bench: Benchmark, quiet: bool, shard: str | None = None, wait: bool = False,
                    allow_overlap: bool = False) -> None:
+    bench.mirror.announce = click.echo  # a URL cache: one line per pull and push, with the bytes moved
     try:
         click.echo(bench.plan().summary_line())
     except Exception as error:  # the plan is a courtesy: extraction reports its own errors, by name
@@ -150,6 +151,7 @@ def _extract_stage(bench: Benchmark, quiet: bool, shard: str | None = None, wait
 
 def _probe(bench: Benchmark, jobs: int | str | None, cluster: str | None, quiet: bool, full: bool = False) -> None:
     started = time.perf_counter()
+    bench.mirror.announce = click.echo
     with _stage(bench, "probe"):
         outcome = bench.probe(jobs=jobs, cluster=cluster, progress=not quiet, full=full)
     click.echo(
@@ -198,6 +200,7 @@ def _zero_shot_summary(root: Path) -> None:
 
 
 def _report(bench: Benchmark, score: ScoreResult | None = None) -> Path:
+    bench.mirror.announce = click.echo
     if score is None:
         score, source = bench.stored_score()
         click.echo(source)

@@ -33,8 +33,12 @@ def create_encoders(spec: Spec, names: list[str] | None = None, device: str | No
 
 def extract_spec(spec: Spec, encoder_names: list[str] | None = None, progress: bool = True,
             shard: tuple[int, int] | None = None, wait: bool = False,
-            announce: Callable[[str], None] | None = None, allow_overlap: bool = False) -> ExtractStats:
+            announce: Callable[[str], None] | None = None, allow_overlap: bool = False,
+            on_dataset_done: Callable[[], None] | None = None) -> ExtractStats:
     """Stage 1 for every data set of the spec and every one of its shift targets.
+
+    ``on_dataset_done`` is called once a data set's stores (its own and its shift targets') are written:
+    a URL cache pushes them then (:mod:`crs.cache.mirror`), so a run stopped later keeps them in the bucket.
 
     ``shard=(i, n)`` fills the i-th of n stretches of equal forward passes (:mod:`crs.extract.shards`); ``wait`` waits
     for another writer of the same (store, encoder, shard) instead of failing. Each shift target is
@@ -95,6 +99,8 @@ def extract_spec(spec: Spec, encoder_names: list[str] | None = None, progress: b
                             overlap["n_overlapping"], dataset.name,
                             "kept" if allow_overlap else "left out of its evaluation")
             _record_skipped(spec, target, overlap)
+        if on_dataset_done is not None:
+            on_dataset_done()
     return stats
 
 

@@ -113,7 +113,7 @@ def extension_spec(bundle: Path, local: Spec) -> tuple[Spec, tuple[str, ...], tu
         return dataclasses.replace(entry, root=here.root, shift_targets=targets)
 
     spec = dataclasses.replace(
-        published, name=local.name, cache=local.cache, output=local.output, source=local.source,
+        published, name=local.name, cache=local.cache, cache_url=local.cache_url, output=local.output, source=local.source,
         encoders=(*published.encoders, *new), datasets=tuple(localised(entry) for entry in published.datasets),
         extract=dataclasses.replace(published.extract, device=local.extract.device, batch_size=local.extract.batch_size),
         # prompt files are local places too: a bundle names them by file name only (crs.publish.places)

@@ -81,8 +81,25 @@ def test_a_windows_drive_and_a_folder_with_a_colon_stay_paths(tmp_path):
 
 
 def test_s3_never_becomes_a_local_folder(tmp_path, monkeypatch):
+    """With s3fs installed an s3:// cache is served through a local mirror (decision 0178): the spec keeps
+    the URL as written and works in a folder named by its digest, never in a folder named ``s3:``."""
+    pytest.importorskip("s3fs")
     monkeypatch.chdir(tmp_path)
-    spec = _spec_with_cache(tmp_path, "s3://bucket/prefix")
-    result = CliRunner().invoke(cli, ["extract", str(spec)])
+    monkeypatch.setenv("CRS_CACHE_MIRROR", str(tmp_path / "mirrors"))
+    spec = load_spec(_spec_with_cache(tmp_path, "s3://bucket/prefix"))
+    assert spec.cache_url == "s3://bucket/prefix"
+    assert spec.cache.parent == tmp_path / "mirrors" and "bucket" not in str(spec.cache)
+    bench = Benchmark(spec, cache="s3://other/prefix")  # --cache URL: served the same way
+    assert bench.spec.cache_url == "s3://other/prefix" and bench.spec.cache != spec.cache
+    assert Benchmark(spec, cache=tmp_path / "here").spec.cache_url is None  # a folder override drops the URL
+    assert not (tmp_path / "s3:").exists()
+
+
+@pytest.mark.parametrize("command", [["cache", "ls"], ["cache", "gc"], ["cache", "verify"]])
+def test_commands_that_need_a_folder_refuse_an_s3_url_naming_the_pull(tmp_path, monkeypatch, command):
+    pytest.importorskip("s3fs")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, [*command, "--cache", "s3://bucket/prefix"])
     assert result.exit_code != 0
+    assert "needs a folder" in result.output and "crs cache pull s3://bucket/prefix FOLDER" in result.output
     assert not (tmp_path / "s3:").exists()

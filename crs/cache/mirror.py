@@ -1,0 +1,59 @@
+"""A cache given as a URL (``s3://bucket/prefix``), served as a local mirror folder kept in step with the
+bucket by ``crs cache push`` and ``pull`` at the stage boundaries (decision 0178).
+
+Every stage reads and writes the mirror (``spec.cache``) exactly as it would a cache folder: journals,
+locks, O_DIRECT reads and the goldens stay what they are. :class:`MirrorSync` pulls once, before the
+first stage of a :class:`crs.benchmark.Benchmark` reads the cache (only what the mirror lacks, then
+every chunk checked against its recorded sha256), and pushes each data set's stores once extracted
+(under the URL's object lock: two writers never interleave; data, then flags, then group metadata).
+A push that finds the lock held by another live writer waits for it, up to twice the lock's lease.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from crs.cache.lock import lease_seconds
+from crs.cache.object_lock import RemoteLockHeld
+from crs.cache.transfer import TransferReport, pull, push
+from crs.spec import Spec
+
+
+class MirrorSync:
+    """The pull and push of one spec's URL cache; a no-op for a cache folder (``spec.cache_url`` None)."""
+
+    def __init__(self, spec: Spec):
+        self.spec = spec
+        self.pulled: TransferReport | None = None
+        self.pushed: TransferReport | None = None
+        self.announce: Callable[[str], None] | None = None
+        """Receives each transfer's one line (the CLI prints it; the Python API keeps them silent)."""
+
+    def pull(self) -> TransferReport | None:
+        """Fetch what the mirror lacks from the URL, once per benchmark (the bytes fetched once)."""
+        if self.spec.cache_url is None or self.pulled is not None:
+            return None
+        self.pulled = pull(self.spec.cache_url, self.spec.cache)
+        self._say(self.pulled)
+        return self.pulled
+
+    def push(self) -> TransferReport | None:
+        """Send what the URL lacks from the mirror (after extraction: the finished chunks)."""
+        if self.spec.cache_url is None:
+            return None
+        deadline = time.monotonic() + 2 * lease_seconds()
+        while True:
+            try:
+                self.pushed = push(self.spec.cache, self.spec.cache_url)
+                break
+            except RemoteLockHeld:  # another writer's push (a shard, another machine): its turn first
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(2.0)
+        self._say(self.pushed)
+        return self.pushed
+
+    def _say(self, report: TransferReport) -> None:
+        if self.announce is not None:
+            self.announce(f"cache {report.format()}")
