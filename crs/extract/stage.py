@@ -34,7 +34,7 @@ def create_encoders(spec: Spec, names: list[str] | None = None, device: str | No
 def extract_spec(spec: Spec, encoder_names: list[str] | None = None, progress: bool = True,
             shard: tuple[int, int] | None = None, wait: bool = False,
             announce: Callable[[str], None] | None = None, allow_overlap: bool = False,
-            on_dataset_done: Callable[[], None] | None = None) -> ExtractStats:
+            on_dataset_done: Callable[[], object] | None = None) -> ExtractStats:
     """Stage 1 for every data set of the spec and every one of its shift targets.
 
     ``on_dataset_done`` is called once a data set's stores (its own and its shift targets') are written:
