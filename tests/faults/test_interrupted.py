@@ -53,6 +53,9 @@ def test_verify_on_a_killed_cache_says_unfinished_not_bad(reference, tmp_path):
 
 INTERRUPT_AT_WRITE = textwrap.dedent("""
     import os, signal, sys, threading
+    # Ctrl-C as in a terminal, even when this test runs under a background job that ignores SIGINT
+    # (a script's `cmd &` does, and its children inherit it): Python then never installs its handler
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     import zarr.storage._local as local
     original, calls, lock = local._put, {"n": 0}, threading.Lock()
     def put(path, value, exclusive=False):
