@@ -12,10 +12,11 @@ A push that finds the lock held by another live writer waits for it, up to twice
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from crs.cache.lock import lease_seconds
 from crs.cache.object_lock import RemoteLockHeld
+from crs.cache.store import store_path
 from crs.cache.transfer import TransferReport, pull, push
 from crs.spec import Spec
 
@@ -38,14 +39,16 @@ class MirrorSync:
         self._say(self.pulled)
         return self.pulled
 
-    def push(self) -> TransferReport | None:
-        """Send what the URL lacks from the mirror (after extraction: the finished chunks)."""
+    def push(self, datasets: Sequence[str] | None = None) -> TransferReport | None:
+        """Send what the URL lacks from the mirror (after extraction: the finished chunks); ``datasets``: only
+        these data sets' stores (what stage 1 just wrote), else every store of the mirror."""
         if self.spec.cache_url is None:
             return None
         deadline = time.monotonic() + 2 * lease_seconds()
         while True:
             try:
-                self.pushed = push(self.spec.cache, self.spec.cache_url)
+                stores = None if datasets is None else [store_path(self.spec.cache, name).name for name in datasets]
+                self.pushed = push(self.spec.cache, self.spec.cache_url, stores)
                 break
             except RemoteLockHeld:  # another writer's push (a shard, another machine): its turn first
                 if time.monotonic() > deadline:

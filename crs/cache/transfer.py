@@ -27,7 +27,7 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,14 +77,18 @@ class TransferReport:
                 f"{self.verified_stores} store(s) verified against their chunk checksums")
 
 
-def push(folder: Path | str, url: str) -> TransferReport:
-    """Copy the cache folder ``folder`` (its ``<dataset>.zarr`` stores) to ``url``, only what it lacks."""
+def push(folder: Path | str, url: str, stores: Sequence[str] | None = None) -> TransferReport:
+    """Copy the cache folder ``folder`` (its ``<dataset>.zarr`` stores) to ``url``, only what it lacks.
+
+    ``stores``: only these store folders (``<dataset>.zarr``), verified and copied alone: a URL cache
+    pushes each data set's stores once they are written, without reading the whole mirror again."""
     import fsspec
 
     folder = Path(folder)
     if not folder.is_dir():
         raise CacheError(f"cache folder {folder} does not exist; give the folder `crs extract` wrote")
-    checked = verify_cache(folder)
+    parts = [""] if stores is None else [name for name in stores if (folder / name).is_dir()]
+    checked = {found: problems for part in parts for found, problems in verify_cache(folder / part).items()}
     damaged = [str(p) for problems in checked.values() for p in problems if p.damaged]
     if damaged:
         raise CacheError(f"{len(damaged)} damaged chunk(s) in {folder} (first: {damaged[0]}); "
@@ -92,7 +96,8 @@ def push(folder: Path | str, url: str) -> TransferReport:
     remote, root = open_url(url)
     _one_line_on_network_faults()
     with ObjectLock(url):  # one writer per URL: two pushes never interleave their objects
-        copied, size, kept = _copy_tree(fsspec.filesystem("file"), str(folder.resolve()), remote, root, url)
+        copied, size, kept = _copy_tree(fsspec.filesystem("file"), str(folder.resolve()), remote, root, url,
+                                        None if stores is None else parts)
     return TransferReport("push", str(folder), url, copied, size, kept, len(checked))
 
 
@@ -156,14 +161,19 @@ BATCH_BYTES = 256 << 20
 """Objects moved at once (concurrent requests); memory stays under about ``BATCH_BYTES``."""
 
 
-def _copy_tree(source: Any, source_root: str, target: Any, target_root: str, url: str) -> tuple[int, int, int]:
+def _copy_tree(source: Any, source_root: str, target: Any, target_root: str, url: str,
+               stores: Sequence[str] | None = None) -> tuple[int, int, int]:
+    # ``stores``: only objects of these store folders are compared and copied (None: every store).
     # Metadata and flags are read first and written as read, then the data is listed: a writer still
     # filling the source may set a flag meanwhile, but a flag sent as set had its data written before
     # that second listing, so the data is sent too. Markers that appear later wait for the next transfer.
-    markers = [f"{source_root}/{r}" for r in _relative_objects(source, source_root, url) if _is_marker(r)]
+    def listed() -> dict[str, dict[str, Any]]:
+        found = _relative_objects(source, source_root, url)
+        return found if stores is None else {r: info for r, info in found.items() if r.split("/")[0] in stores}
+
+    markers = [f"{source_root}/{r}" for r in listed() if _is_marker(r)]
     snapshot = _read_many(source, markers, url)
-    wanted = {r: info for r, info in _relative_objects(source, source_root, url).items()
-              if not _is_marker(r) or f"{source_root}/{r}" in snapshot}
+    wanted = {r: info for r, info in listed().items() if not _is_marker(r) or f"{source_root}/{r}" in snapshot}
     present = _relative_objects(target, target_root, url)
     phases = {r: _phase(r, snapshot.get(f"{source_root}/{r}", b"{}")) for r in wanted}
     copied = size = kept = 0

@@ -34,11 +34,11 @@ def create_encoders(spec: Spec, names: list[str] | None = None, device: str | No
 def extract_spec(spec: Spec, encoder_names: list[str] | None = None, progress: bool = True,
             shard: tuple[int, int] | None = None, wait: bool = False,
             announce: Callable[[str], None] | None = None, allow_overlap: bool = False,
-            on_dataset_done: Callable[[], object] | None = None) -> ExtractStats:
+            on_dataset_done: Callable[[list[str]], object] | None = None) -> ExtractStats:
     """Stage 1 for every data set of the spec and every one of its shift targets.
 
-    ``on_dataset_done`` is called once a data set's stores (its own and its shift targets') are written:
-    a URL cache pushes them then (:mod:`crs.cache.mirror`), so a run stopped later keeps them in the bucket.
+    ``on_dataset_done`` is called with the names of a data set's stores (its own and its shift targets')
+    once they are written: a URL cache pushes those then (:mod:`crs.cache.mirror`), so a run stopped later keeps them in the bucket.
 
     ``shard=(i, n)`` fills the i-th of n stretches of equal forward passes (:mod:`crs.extract.shards`); ``wait`` waits
     for another writer of the same (store, encoder, shard) instead of failing. Each shift target is
@@ -73,8 +73,10 @@ def extract_spec(spec: Spec, encoder_names: list[str] | None = None, progress: b
                 printed.flush()  # kept even when the run stops: a resumed run decodes only pending rows
         _record_skipped(spec, dataset)
         source_prints = None
+        written = [dataset.name]  # the stores this data set's pass writes: its own and its shift targets'
         for target_entry in entry.shift_targets:
             target = shift_target_dataset(load_entry(target_entry, **bad_images), dataset)
+            written.append(target.name)
             printed = PrintCollector(spec.cache, target)
             try:
                 stats.merge(
@@ -100,7 +102,7 @@ def extract_spec(spec: Spec, encoder_names: list[str] | None = None, progress: b
                             "kept" if allow_overlap else "left out of its evaluation")
             _record_skipped(spec, target, overlap)
         if on_dataset_done is not None:
-            on_dataset_done()
+            on_dataset_done(written)
     return stats
 
 

@@ -243,3 +243,26 @@ def test_a_chunk_a_writer_finishes_during_a_push_is_never_sent_flagged_without_i
         assert memory.cat_file(sent_data) == finished
     transfer.push(folder, target)
     assert memory.cat_file(sent_flag) == b"\1" and memory.cat_file(sent_data) == finished
+
+
+def test_a_push_of_named_stores_reads_and_sends_only_those(extracted, s3_bucket, s3_env, tmp_path, monkeypatch):
+    """A URL cache pushes each data set's stores when they are written: only those are verified, compared
+    and sent, so a spec of N data sets does not re-read the whole mirror N times."""
+    from crs.cache import transfer
+
+    _, cache = extracted
+    stores = sorted(p.name for p in cache.iterdir() if p.suffix == ".zarr")
+    first, rest = stores[0], stores[1:]
+    read: list[str] = []  # every path verified or read on the way
+    verify, read_many = transfer.verify_cache, transfer._read_many
+    monkeypatch.setattr(transfer, "verify_cache", lambda root, *a: read.append(f"{root}/") or verify(root, *a))
+    monkeypatch.setattr(transfer, "_read_many", lambda fs, paths, url: read.extend(paths) or read_many(fs, paths, url))
+    url = f"{s3_bucket}/named/cache"
+    report = transfer.push(cache, url, [first])
+    assert report.verified_stores == 1 and report.copied > 0
+    transfer.pull(url, tmp_path / "home")
+    assert sorted(p.name for p in (tmp_path / "home").iterdir() if p.suffix == ".zarr") == [first]
+    assert _files(tmp_path / "home" / first) == _files(cache / first)
+    assert read and not [path for path in read if any(f"/{name}/" in path for name in rest)]
+    whole = transfer.push(cache, url)  # the rest follows; what was sent is kept
+    assert whole.kept == report.copied and whole.verified_stores == len(stores)
