@@ -223,3 +223,14 @@ def test_unwritable_output_folder(reference, tmp_path):
     blocker.write_text("not a folder")
     code, line = invoke("probe", str(spec), "--out", str(blocker / "out"), "-q")
     assert code == 2 and f"output folder {blocker / 'out'} is not writable" in line and "--out" in line
+
+
+def test_test_split_with_one_class_is_refused_before_extraction(tmp_path):
+    # every score would be NaN and the ranking would fail at the very end with "rankings contain NaN"
+    rows = [("a", "train"), ("b", "train")] * 2 + [("a", "val"), ("b", "val"), ("a", "test"), ("a", "test")]
+    spec, _ = folder_tree(tmp_path, rows)
+    code, line = invoke("extract", str(spec), "-q")
+    assert code == 2 and "test split (2 image(s)) holds only class 'a'" in line and "AUROC needs two classes" in line
+    assert not (tmp_path / "cache" / "folder.zarr").exists()
+    result = CliRunner().invoke(cli, ["check", str(spec)], obj={})
+    assert result.exit_code == 1 and "holds only class 'a'" in result.output
