@@ -201,12 +201,15 @@ def free_bytes(folder: Path) -> int | None:
 
 
 def cached_rows(store: FeatureStore, spec: EncoderSpec, dataset_fields: dict[str, Any],
-                arrays: Sequence[tuple[str, int]], rows_digest: str | None = None) -> tuple[dict[str, int], str | None]:
+                arrays: Sequence[tuple[str, int]], rows_digest: str | None = None, precision: str = "auto",
+                ) -> tuple[dict[str, int], str | None]:
     """Rows a resumed run keeps (complete chunks, and rows journaled for unfinished ones, decision 0101)
     per planned array of the best matching group of ``spec.name`` (weights not compared).
 
     A group matches when every fingerprint field the plan can know without building the encoder
     agrees; among matches, the encoder's ``current`` group wins, then the one with most rows done.
+    ``precision`` (``[extract] precision``): a float64 run matches float64 groups only, and "auto" any
+    other (float32 on the CPU, bf16 autocast on a GPU: the plan cannot know where `crs extract` will run).
     A corrupted array counts only when it holds the planned rows (``rows_digest``: the sha256 of
     their ids; extraction rewrites arrays made for another corruption subsample).
     """
@@ -223,6 +226,8 @@ def cached_rows(store: FeatureStore, spec: EncoderSpec, dataset_fields: dict[str
                   "pooling": spec.pooling}
         if any(fields.get(key) != value for key, value in wanted.items()):
             continue
+        if (fields.get("dtype") == "float64") != (precision == "float64"):  # another fingerprint: extracted anew
+            continue
         done = {name: min(stored_rows_kept(group, name), rows) for name, rows in arrays
                 if name == "clean" or array_rows_digest(group, name, whole_split) in (None, rows_digest or whole_split)}
         key = (fingerprint == current, sum(done.values()))
@@ -234,12 +239,13 @@ def cached_rows(store: FeatureStore, spec: EncoderSpec, dataset_fields: dict[str
 def plan_dataset(dataset: Dataset, specs: Sequence[EncoderSpec], cache_root: Path,
                  variants: Sequence[tuple[str, int]], cores: int, measurements: list[dict[str, Any]] | None = None,
                  corruption_rows: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
-                 chunk_cap: int = DEFAULT_CHUNK_ROWS) -> list[PlanRow]:
+                 chunk_cap: int = DEFAULT_CHUNK_ROWS, precision: str = "auto") -> list[PlanRow]:
     """Plan rows for one loaded data set (its corrupted variants are made for its test split only).
 
     ``corruption_rows``: the variants are made for a patient-level subsample of about that many
     test images (:func:`crs.data.subsample.corruption_rows`, as ``crs extract`` draws it).
-    ``batch_size`` and ``chunk_cap`` (``[extract]``) size the chunks whose whole blocks the disk count uses.
+    ``batch_size`` and ``chunk_cap`` (``[extract]``) size the chunks whose whole blocks the disk count uses;
+    ``precision`` (``[extract]``) which cached groups count (:func:`cached_rows`).
     """
     n_images, test = len(dataset), dataset.indices("test")
     n_test = len(test)
@@ -256,7 +262,7 @@ def plan_dataset(dataset: Dataset, specs: Sequence[EncoderSpec], cache_root: Pat
     chunks = chunk_rows_for([n for _, n in arrays], batch_size, chunk_cap, len(specs))
     block = block_size(Path(cache_root))
     for spec in specs:
-        done, group = cached_rows(store, spec, dataset_fields, arrays, rows.digest) if store else ({}, None)
+        done, group = cached_rows(store, spec, dataset_fields, arrays, rows.digest, precision) if store else ({}, None)
         row = _row(dataset.name, spec, n_images, n_test, len(variants), sum(done.values()), cores,
                    measurements, "data", group, n_corrupt)
         on_disk = 0
@@ -337,7 +343,7 @@ def plan_spec(spec: Spec, encoder_names: Sequence[str] | None = None, corruption
         else:
             variants = resolve_variants(source.modality, spec.extract.corruptions, spec.extract.severities)
             rows.extend(plan_dataset(source, on_entry, spec.cache, variants, cores, measurements, corruption_rows,
-                                     spec.extract.batch_size, spec.extract.chunk_rows))
+                                     spec.extract.batch_size, spec.extract.chunk_rows, spec.extract.precision))
         for target_entry in entry.shift_targets:
             target = _load_or_none(target_entry, spec.extract.skip_bad)
             if target is None or source is None:
@@ -346,7 +352,8 @@ def plan_spec(spec: Spec, encoder_names: Sequence[str] | None = None, corruption
             from crs.data.shift import shift_target_dataset
 
             rows.extend(plan_dataset(shift_target_dataset(target, source), on_entry, spec.cache, (), cores,
-                                     measurements, None, spec.extract.batch_size, spec.extract.chunk_rows))
+                                     measurements, None, spec.extract.batch_size, spec.extract.chunk_rows,
+                                     spec.extract.precision))
     if corruption_rows is not None:
         origin = "the spec's [extract] corruption_rows" if corruption_rows == spec.extract.corruption_rows \
             else "a what-if (set [extract] corruption_rows to extract it)"

@@ -191,3 +191,19 @@ def test_plan_table_stays_aligned_for_long_data_set_names(tmp_path):
     assert len({len(line) for line in rows}) == 1, sorted({len(line) for line in rows})
     encoder_at = rows[0].index("encoder")
     assert all(line[encoder_at - 1] == " " and line[encoder_at] != " " for line in rows[1:])
+
+
+def test_plan_does_not_count_float32_features_for_a_float64_run(tmp_path):
+    # [extract] precision = "float64" is another fingerprint: its extraction runs every pass again, and the plan
+    # said "all cached" (it matched groups without their compute dtype)
+    spec_path = write_tiny_spec(tmp_path, encoders=("pixel_stats",))
+    Benchmark(spec_path).extract(progress=False)
+    assert _plan_json(spec_path)["totals"]["passes_to_go"] == 0
+    text = spec_path.read_text().replace("[extract]\n", '[extract]\nprecision = "float64"\n', 1)
+    assert text != spec_path.read_text()
+    spec_path.write_text(text)
+    planned = _plan_json(spec_path)
+    assert planned["totals"]["cached_passes"] == 0
+    stats = Benchmark(spec_path).extract(progress=False)
+    assert stats.forward_images["pixel_stats"] == planned["totals"]["passes_to_go"] > 0
+    assert _plan_json(spec_path)["totals"]["passes_to_go"] == 0
