@@ -6,7 +6,8 @@ contents (every file an input the re-score reads, an output it re-derives, or a 
 key is given), and a re-score (an aggregates bundle: its CRS table derived again from its axis errors and
 replicates, :func:`crs.publish.sites.rescore_site`) of the bundle's records and predictions compared with every
 output it writes under the reproducibility contract (docs/reproducibility.md): each score table, the seed
-aggregates and the summary to the contract's tolerance, ``score.txt`` byte for byte; an output the
+aggregates and the summary to the contract's tolerance, ``score.txt`` byte for byte (or every difference one unit
+in a printed number's last digit: :func:`last_digit_flips`); an output the
 re-score writes that the bundle lacks, or a score file it does not write, fails. What the checks add
 up to is :func:`crs.publish.verdict.judge`'s, the one notion of "verified" shared with ``crs merge``
 and the leaderboard site. The bundle is only read; the re-score goes to a temporary folder.
@@ -15,6 +16,7 @@ and the leaderboard site. The bundle is only read; the re-score goes to a tempor
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,6 +76,9 @@ class Verification:
         out.append(f"signature: {self.signature}")
         if self.rescore is not None:
             out.append(f"re-score: {self.rescore.verdict()}")
+            out += [f"  {RUN_DIR}/score/{SCORE_TEXT_FILE if c.table == 'score_text' else c.table}: {c.example} (a value on "
+                    "a rounding boundary, printed the other way by this CPU's last bit; the tables agree)"
+                    for c in self.rescore.checks if c.column == "text"]
         out += list(self.notes)
         verdict = self.verdict
         if verdict.verified:
@@ -122,11 +127,41 @@ def _compare_file(name: str, published: Path, fresh: Path) -> tuple[list[ColumnC
         if differ:
             return [], [f"{label}: {', '.join(differ[:3])} differ from the re-score's"]
         return [ColumnCheck("score_summary", "json", 0.0, 0, 1, 0.0, "")], []
-    if published.read_bytes() != fresh.read_bytes():
-        mine, theirs = published.read_text(errors="replace").splitlines(), fresh.read_text(errors="replace").splitlines()
-        line = next((i for i, (a, b) in enumerate(zip(mine, theirs, strict=False)) if a != b), min(len(mine), len(theirs)))
-        return [], [f"{label}: not byte-identical to the re-score's (line {line + 1})"]
-    return [ColumnCheck("score_text" if name == SCORE_TEXT_FILE else name, "bytes", 0.0, 0, 1, 0.0, "")], []
+    table = "score_text" if name == SCORE_TEXT_FILE else name
+    if published.read_bytes() == fresh.read_bytes():
+        return [ColumnCheck(table, "bytes", 0.0, 0, 1, 0.0, "")], []
+    mine, theirs = published.read_text(errors="replace"), fresh.read_text(errors="replace")
+    flipped = last_digit_flips(mine, theirs)
+    if flipped is not None:  # the re-score's CPU rounded a value on a printed boundary the other way (decision 0152)
+        return [ColumnCheck(table, "text", 0.0, 0, 1, 0.0,
+                            f"{flipped} printed number(s) one unit apart in the last digit")], []
+    lines, again = mine.splitlines(), theirs.splitlines()
+    line = next((i for i, (a, b) in enumerate(zip(lines, again, strict=False)) if a != b), min(len(lines), len(again)))
+    return [], [f"{label}: not byte-identical to the re-score's (line {line + 1})"]
+
+
+_PRINTED_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def last_digit_flips(published: str, fresh: str) -> int | None:
+    """How many printed numbers of two renderings differ, when every difference is one unit in the last printed
+    digit of a number printed to the same places (a value that lay on a rounding boundary, rounded the other way
+    by another CPU's last bit; the tables behind the text are compared to the contract apart); None when anything
+    else differs: a word, a number's places, a larger change. Runs of spaces are not compared, since a flip
+    from 9.99 to 10.00 moves a column's padding."""
+    if _PRINTED_NUMBER.split(published) != _PRINTED_NUMBER.split(fresh):
+        if [part.split() for part in _PRINTED_NUMBER.split(published)] != [
+                part.split() for part in _PRINTED_NUMBER.split(fresh)]:
+            return None
+    flips = 0
+    for a, b in zip(_PRINTED_NUMBER.findall(published), _PRINTED_NUMBER.findall(fresh), strict=True):
+        if a == b:
+            continue
+        places = [len(x.partition(".")[2]) for x in (a, b)]
+        if places[0] != places[1] or abs(int(a.replace(".", "")) - int(b.replace(".", ""))) > 1:
+            return None
+        flips += 1
+    return flips
 
 
 def rescore(run: RunFolder) -> Comparison:

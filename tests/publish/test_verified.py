@@ -197,3 +197,26 @@ def test_publish_refuses_a_bundle_that_would_carry_a_path_a_host_name_or_a_crede
     what = {"path": "an absolute local path", "host": "this machine's host name", "token": "a Hugging Face token"}[planted]
     assert f"not published: run/score/summary.json holds {what}" in result.output, result.output
     assert not (tmp_path / "b" / "manifest.json").exists() and not any((tmp_path / "b").iterdir())
+
+
+def test_a_printed_number_rounded_the_other_way_on_another_cpu_still_verifies(published, tmp_path):
+    # a value on a rounding boundary of score.txt can print one unit apart when the re-score's CPU differs in its last
+    # bit (the tables agree to the contract): an honest bundle must not read "NOT verified" for it; two units must
+    _, where = published
+    text = (where / "honest" / "run" / "score" / "score.txt").read_text()
+    line = next(line for line in text.splitlines() if line.startswith("resnet18 "))
+    crs = line.split()[1]
+    places = len(crs.partition(".")[2])
+    for units, verified in ((1, True), (2, False)):
+        copy = tmp_path / f"copy{units}"
+        shutil.copytree(where / "honest", copy)
+        (copy / "manifest.sig").unlink()
+        moved = f"{float(crs) + units * 10 ** -places:.{places}f}"
+        (copy / "run" / "score" / "score.txt").write_text(text.replace(line, line.replace(crs, moved, 1), 1))
+        _rewrite_manifest(copy)
+        result = _invoke("verify", copy)
+        assert (result.exit_code == 0) is verified, result.output
+        if verified:
+            assert "1 printed number(s) one unit apart in the last digit" in result.output
+        else:
+            assert "run/score/score.txt: not byte-identical to the re-score's" in result.output
