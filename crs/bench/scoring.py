@@ -503,11 +503,8 @@ def _score_folder(root: str, n_boot: int, workers: int, queue) -> None:
     )
 
 
-def run_through_score_records(
-    size: ScoringSize, root: str, workers: int = 2, seed: int = 0, reuse: bool = False
-) -> RunFolderBenchmark:
-    """Write the synthetic run (unless ``reuse`` and it exists), then score it by :func:`score_records`
-    in a fresh process, so the peak RSS is the scoring's alone (the synthesis is measured apart)."""
+def write_once(size: ScoringSize, root: str, seed: int = 0, reuse: bool = False) -> float:
+    """Write the synthetic run in a fresh process (unless ``reuse`` and it exists); the seconds it took."""
     import multiprocessing  # only this benchmark forks: a fresh process measures the scoring's own peak
 
     started = time.perf_counter()
@@ -518,7 +515,35 @@ def run_through_score_records(
         writer.join()
         if writer.exitcode != 0:
             raise RuntimeError(f"writing the synthetic run failed (exit code {writer.exitcode})")
-    synthesis = time.perf_counter() - started
+    return time.perf_counter() - started
+
+
+WARM_UP = ScoringSize("warm-up", QUICK.tasks, 2, 2, (0.5, 1.0), 10)
+"""The run folder each tree scores once, untimed, before ``--against``'s timed runs (numba's cache)."""
+
+
+def run_against(size: ScoringSize, root: str, revision: str, workers: int = 2, pairs: int = 2, seed: int = 0,
+                reuse: bool = False):
+    """``--against``: write the run folder once, then score it with ``revision``'s code and this tree's,
+    interleaved (:func:`crs.bench.scoring_against.side_by_side`)."""
+    import tempfile
+
+    from crs.bench.scoring_against import side_by_side
+
+    write_once(size, root, seed, reuse)
+    with tempfile.TemporaryDirectory(prefix="crs-warm-up-") as warm:
+        write_once(WARM_UP, warm, seed)
+        return side_by_side(root, revision, size.n_boot, workers, pairs, warm_up=warm, warm_up_boot=WARM_UP.n_boot)
+
+
+def run_through_score_records(
+    size: ScoringSize, root: str, workers: int = 2, seed: int = 0, reuse: bool = False
+) -> RunFolderBenchmark:
+    """Write the synthetic run (unless ``reuse`` and it exists), then score it by :func:`score_records`
+    in a fresh process, so the peak RSS is the scoring's alone (the synthesis is measured apart)."""
+    import multiprocessing  # only this benchmark forks: a fresh process measures the scoring's own peak
+
+    synthesis = write_once(size, root, seed, reuse)
     load_start = os.getloadavg()[0]
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
@@ -573,7 +598,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--run-folder", default=None,
                         help="write a synthetic run folder here and score it through score_records (the real path)")
     parser.add_argument("--reuse", action="store_true", help="with --run-folder: reuse a run folder already written")
+    parser.add_argument("--against", default=None, metavar="REV",
+                        help="with --run-folder: score it with REV's code (a temporary git worktree) and this "
+                             "tree's, interleaved, and report CPU new / old (crs.bench.scoring_against)")
+    parser.add_argument("--pairs", type=int, default=2, help="with --against: old/new pairs to run (default 2)")
     args = parser.parse_args(argv)
+    if args.against and not args.run_folder:
+        parser.error("--against needs --run-folder DIR: the one run folder both trees score")
     size = QUICK if args.quick else PAPER
     if args.encoders is not None or args.boot is not None:
         size = ScoringSize(
@@ -584,6 +615,12 @@ def main(argv: list[str] | None = None) -> None:
             size.fractions,
             args.boot or size.n_boot,
         )
+    if args.against:
+        from crs.bench.scoring_against import side_by_side_text
+
+        compared = run_against(size, args.run_folder, args.against, args.workers, args.pairs, reuse=args.reuse)
+        print(json.dumps(compared.summary(), indent=2) if args.json else side_by_side_text(compared))
+        return
     if args.run_folder:
         folder_result = run_through_score_records(size, args.run_folder, workers=args.workers, reuse=args.reuse)
         print(json.dumps(asdict(folder_result), indent=2) if args.json else folder_text(folder_result))
