@@ -15,7 +15,8 @@ on the same rows, so its predictions are one column (as stage 2 produces them), 
 
 Measured: wall and CPU seconds of the scoring (the synthetic predictions are made outside the
 clock and reported apart), the process's peak RSS, and the number of (replicate x row x column)
-AUROC terms. Run ``python -m crs.bench.scoring`` (``--quick`` for a small size).
+AUROC terms. Run ``python -m crs.bench.scoring`` (``--quick`` for a small size; ``--run-folder DIR
+--against REV`` for the cost against an older revision, below).
 
 Measured at paper size on the 2-core development machine (2026-12-03, load average 1-2.5 from
 one niced neighbour), ``python -m crs.bench.scoring --run-folder DIR [--reuse] --workers N``:
@@ -29,6 +30,23 @@ compiled kernel (numba), 2 threads      151           205          1.29 GiB
 the same, 1 thread                      174           183          1.21 GiB
 + one encoder per thread, 2 threads     **105**       186          1.89 GiB
 =====================================  ============  ===========  ==========
+
+Side by side with an older revision (``--against REV``, :mod:`crs.bench.scoring_against`: the same run
+folder, the old code from a temporary git worktree, old/new interleaved in fresh processes). Issue 47's
+cost bound, against ``c6bd9bb`` (main before the #47 work), 2 threads, ``nice -n 10``, load average 5-10
+from three neighbours (2026-12-07, ``python -m crs.bench.scoring --run-folder DIR --against c6bd9bb
+--pairs 2``):
+
+=====================================  ============  ===========  ==========
+``score_records``, CPU s per run        old           new          new / old
+=====================================  ============  ===========  ==========
+pair 1                                  162.6         173.6        1.068
+pair 2                                  172.1         171.3        0.995
+both pairs (summed)                     334.6         344.9        **1.031**
+=====================================  ============  ===========  ==========
+
+Peak RSS 1.96-1.98 GiB old, 1.90-2.01 GiB new; wall 243-312 s each (the load's). The tier read off the
+family (decision 0166) keeps 13 of the 15 synthetic encoders where the CRS rank sets kept 10.
 
 Every run: leading tier of 5 encoders, 33 reversals of which 15 robust, noise alone reordering 9.5 CRS
 pairs on average (the same replicates, so the same figures). Writing the run folder (4.7 GB of npz)
