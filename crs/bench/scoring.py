@@ -15,7 +15,8 @@ on the same rows, so its predictions are one column (as stage 2 produces them), 
 
 Measured: wall and CPU seconds of the scoring (the synthetic predictions are made outside the
 clock and reported apart), the process's peak RSS, and the number of (replicate x row x column)
-AUROC terms. Run ``python -m crs.bench.scoring`` (``--quick`` for a small size).
+AUROC terms. Run ``python -m crs.bench.scoring`` (``--quick`` for a small size; ``--run-folder DIR
+--against REV`` for the cost against an older revision, below).
 
 Measured at paper size on the 2-core development machine (2026-12-03, load average 1-2.5 from
 one niced neighbour), ``python -m crs.bench.scoring --run-folder DIR [--reuse] --workers N``:
@@ -29,6 +30,23 @@ compiled kernel (numba), 2 threads      151           205          1.29 GiB
 the same, 1 thread                      174           183          1.21 GiB
 + one encoder per thread, 2 threads     **105**       186          1.89 GiB
 =====================================  ============  ===========  ==========
+
+Side by side with an older revision (``--against REV``, :mod:`crs.bench.scoring_against`: the same run
+folder, the old code from a temporary git worktree, old/new interleaved in fresh processes). Issue 47's
+cost bound, against ``c6bd9bb`` (main before the #47 work), 2 threads, ``nice -n 10``, load average 5-10
+from three neighbours (2026-12-07, ``python -m crs.bench.scoring --run-folder DIR --against c6bd9bb
+--pairs 2``):
+
+=====================================  ============  ===========  ==========
+``score_records``, CPU s per run        old           new          new / old
+=====================================  ============  ===========  ==========
+pair 1                                  162.6         173.6        1.068
+pair 2                                  172.1         171.3        0.995
+both pairs (summed)                     334.6         344.9        **1.031**
+=====================================  ============  ===========  ==========
+
+Peak RSS 1.96-1.98 GiB old, 1.90-2.01 GiB new; wall 243-312 s each (the load's). The tier read off the
+family (decision 0166) keeps 13 of the 15 synthetic encoders where the CRS rank sets kept 10.
 
 Every run: leading tier of 5 encoders, 33 reversals of which 15 robust, noise alone reordering 9.5 CRS
 pairs on average (the same replicates, so the same figures). Writing the run folder (4.7 GB of npz)
@@ -503,11 +521,8 @@ def _score_folder(root: str, n_boot: int, workers: int, queue) -> None:
     )
 
 
-def run_through_score_records(
-    size: ScoringSize, root: str, workers: int = 2, seed: int = 0, reuse: bool = False
-) -> RunFolderBenchmark:
-    """Write the synthetic run (unless ``reuse`` and it exists), then score it by :func:`score_records`
-    in a fresh process, so the peak RSS is the scoring's alone (the synthesis is measured apart)."""
+def write_once(size: ScoringSize, root: str, seed: int = 0, reuse: bool = False) -> float:
+    """Write the synthetic run in a fresh process (unless ``reuse`` and it exists); the seconds it took."""
     import multiprocessing  # only this benchmark forks: a fresh process measures the scoring's own peak
 
     started = time.perf_counter()
@@ -518,7 +533,35 @@ def run_through_score_records(
         writer.join()
         if writer.exitcode != 0:
             raise RuntimeError(f"writing the synthetic run failed (exit code {writer.exitcode})")
-    synthesis = time.perf_counter() - started
+    return time.perf_counter() - started
+
+
+WARM_UP = ScoringSize("warm-up", QUICK.tasks, 2, 2, (0.5, 1.0), 10)
+"""The run folder each tree scores once, untimed, before ``--against``'s timed runs (numba's cache)."""
+
+
+def run_against(size: ScoringSize, root: str, revision: str, workers: int = 2, pairs: int = 2, seed: int = 0,
+                reuse: bool = False):
+    """``--against``: write the run folder once, then score it with ``revision``'s code and this tree's,
+    interleaved (:func:`crs.bench.scoring_against.side_by_side`)."""
+    import tempfile
+
+    from crs.bench.scoring_against import side_by_side
+
+    write_once(size, root, seed, reuse)
+    with tempfile.TemporaryDirectory(prefix="crs-warm-up-") as warm:
+        write_once(WARM_UP, warm, seed)
+        return side_by_side(root, revision, size.n_boot, workers, pairs, warm_up=warm, warm_up_boot=WARM_UP.n_boot)
+
+
+def run_through_score_records(
+    size: ScoringSize, root: str, workers: int = 2, seed: int = 0, reuse: bool = False
+) -> RunFolderBenchmark:
+    """Write the synthetic run (unless ``reuse`` and it exists), then score it by :func:`score_records`
+    in a fresh process, so the peak RSS is the scoring's alone (the synthesis is measured apart)."""
+    import multiprocessing  # only this benchmark forks: a fresh process measures the scoring's own peak
+
+    synthesis = write_once(size, root, seed, reuse)
     load_start = os.getloadavg()[0]
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
@@ -573,7 +616,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--run-folder", default=None,
                         help="write a synthetic run folder here and score it through score_records (the real path)")
     parser.add_argument("--reuse", action="store_true", help="with --run-folder: reuse a run folder already written")
+    parser.add_argument("--against", default=None, metavar="REV",
+                        help="with --run-folder: score it with REV's code (a temporary git worktree) and this "
+                             "tree's, interleaved, and report CPU new / old (crs.bench.scoring_against)")
+    parser.add_argument("--pairs", type=int, default=2, help="with --against: old/new pairs to run (default 2)")
     args = parser.parse_args(argv)
+    if args.against and not args.run_folder:
+        parser.error("--against needs --run-folder DIR: the one run folder both trees score")
     size = QUICK if args.quick else PAPER
     if args.encoders is not None or args.boot is not None:
         size = ScoringSize(
@@ -584,6 +633,12 @@ def main(argv: list[str] | None = None) -> None:
             size.fractions,
             args.boot or size.n_boot,
         )
+    if args.against:
+        from crs.bench.scoring_against import side_by_side_text
+
+        compared = run_against(size, args.run_folder, args.against, args.workers, args.pairs, reuse=args.reuse)
+        print(json.dumps(compared.summary(), indent=2) if args.json else side_by_side_text(compared))
+        return
     if args.run_folder:
         folder_result = run_through_score_records(size, args.run_folder, workers=args.workers, reuse=args.reuse)
         print(json.dumps(asdict(folder_result), indent=2) if args.json else folder_text(folder_result))

@@ -32,8 +32,9 @@ def zero_shot_tables(out_dir: Path) -> tuple[str, list[Table]] | None:
     board = Table(
         "Zero-shot leaderboard: its own CRS over the encoders with a text tower scored on every task, on "
         "discrimination (clean AUROC), calibration (error as shipped) and robustness (AUROC over corruptions and "
-        "shift), each averaged over tasks; rank set and tier from a patient-level bootstrap. Label efficiency has "
-        "no zero-label value and is not scored (docs/decisions/0057). An AUROC below 0.5 is worse than chance.",
+        "shift), each averaged over tasks; rank set and tier from one simultaneous 95 % family over a patient-level "
+        "bootstrap (an encoder leaves the tier only when another is surely above it; docs/decisions/0185). Label "
+        "efficiency has no zero-label value and is not scored (docs/decisions/0057). An AUROC below 0.5 is worse than chance.",
         ("encoder", "CRS", "rank", "rank set", "leading tier", "AUROC", "calibration error", "robust AUROC"),
         tuple((row["encoder"], fixed(row["crs"]), str(row["rank"]), f"{row['rank_low']}-{row['rank_high']}",
                "yes" if row["in_leading_tier"] else "", _auroc_from_error(row.get("error_discrimination")),

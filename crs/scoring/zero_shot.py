@@ -5,8 +5,11 @@ AUROC), calibration (the debiased calibration error as shipped: the model's own 
 robustness (1 - mean AUROC over corruptions and shift targets, each half where both exist). Label
 efficiency has no zero-label value and is left out; the crossover (labels a probe needs to beat
 zero-shot) is reported beside the leaderboard, never scored. The CRS formula is the probes' own
-(``crs_components``, median reference), its rank sets come from the same patient-level bootstrap
-(``crs.scoring.resample``), with draws of its own, so the four-axis CRS never moves.
+(``crs_components``, median reference), its replicates come from the same patient-level bootstrap
+(``crs.scoring.resample``), with draws of its own, so the four-axis CRS never moves. Its rank sets and
+leading tier are read off the main leaderboard's kind of family (:func:`zero_shot_statements`, decision
+0185): one simultaneous max-|t| over the pairwise axis differences and the box, so encoders tied for the
+lead stay in the tier at the family's level; the CRS's own rank sets lost one at exact ties (issue 47).
 """
 
 from __future__ import annotations
@@ -25,9 +28,10 @@ from crs.scoring.coverage import Coverage, normalised
 from crs.scoring.draws import task_key
 from crs.scoring.formula import MIN_FLOOR, ScoreInputError, crs_components, rank_descending
 from crs.scoring.layouts import sampling_design
-from crs.scoring.rank_sets import rank_confidence_sets
+from crs.scoring.projection import AXIS_SCALES
 from crs.scoring.resample import group_bootstrap
-from crs.scoring.settings import ScoreSettings
+from crs.scoring.settings import ScoreSettings, component_weights
+from crs.scoring.statements import Statements, simultaneous_statements, strict_order
 
 ZERO_SHOT_DIR = "zero_shot"
 ZERO_SHOT_AXES = ("discrimination", "calibration", "robustness")
@@ -40,7 +44,8 @@ CROSSOVER_PREFIX = "crossover_"
 @dataclass(frozen=True)
 class ZeroShotScore:
     """``leaderboard`` (per encoder: axis errors, CRS, rank, rank set, tier), ``comparison`` (per encoder x
-    task: zero-shot against the probes, with intervals) and ``prompts`` (the sensitivity spread)."""
+    task: zero-shot against the probes, with intervals), ``prompts`` (the sensitivity spread) and
+    ``statements`` (the family the rank sets and tier are read off; None with fewer than two ranked)."""
 
     leaderboard: pd.DataFrame
     comparison: pd.DataFrame
@@ -49,6 +54,7 @@ class ZeroShotScore:
         default_factory=lambda: pd.DataFrame(columns=["tasks", "why"], index=pd.Index([], name="encoder")))
     """Encoders scored zero-shot on some tasks only, by the spec's design: in the comparison, not in the
     leaderboard (decision 0038, as the probes' overall CRS)."""
+    statements: Statements | None = None
 
     def summary(self) -> dict:
         def rows(frame: pd.DataFrame) -> list[dict]:
@@ -62,7 +68,8 @@ class ZeroShotScore:
             return json.loads(frame.to_json(orient="records"))
 
         return {"leaderboard": rows(self.leaderboard), "comparison": rows(self.comparison),
-                "prompts": rows(self.prompts), "not_ranked": rows(self.not_ranked)}
+                "prompts": rows(self.prompts), "not_ranked": rows(self.not_ranked),
+                "headline_family": self.statements.summary() if self.statements is not None else None}
 
 
 def _load(folder: Path, encoder: str, task: str, digest: str) -> dict[str, np.ndarray]:
@@ -196,6 +203,7 @@ def score_zero_shot(
             comparison_rows.append(_compare(
                 encoder, task, kind, records, prompts, probe_records, probe_predictions, y, weights,
                 clean_point, clean, ece_point, ece, robust_point))
+    statements = None
     ranked, not_ranked = _ranked_overall(encoders, tasks, set(primary.index), coverage)
     keep = [encoders.index(name) for name in ranked]
     point, replicate = point[keep], replicate[:, keep]
@@ -209,15 +217,15 @@ def score_zero_shot(
             errors_boot = np.nanmean(replicate, axis=2)[:, :, axes]
         axis_weights = np.asarray(settings.weights)
         components = crs_components(errors_point, None, axis_weights, MIN_FLOOR, settings.dominance_tolerance)
-        boot_parts = crs_components(errors_boot, None, axis_weights, MIN_FLOOR, settings.dominance_tolerance)
         board = pd.DataFrame(errors_point, index=board.index, columns=board.columns)
         board["crs"] = components["crs"]
         board["rank"] = rank_descending(components["crs"])
         if len(ranked) >= 2:
-            sets = rank_confidence_sets(pd.Series(components["crs"], index=ranked), boot_parts["crs"], encoders=ranked)
-            board["rank_low"] = sets.table.loc[ranked, "rank_low"].to_numpy()
-            board["rank_high"] = sets.table.loc[ranked, "rank_high"].to_numpy()
-            board["in_leading_tier"] = sets.table.loc[ranked, "in_leading_tier"].to_numpy()
+            statements = zero_shot_statements(errors_point, errors_boot, ranked, names, components["crs"], settings)
+            sets = statements.rank_sets().reindex(ranked)
+            board["rank_low"] = sets["rank_low"].to_numpy()
+            board["rank_high"] = sets["rank_high"].to_numpy()
+            board["in_leading_tier"] = sets["in_leading_tier"].to_numpy(dtype=bool)
         else:
             board["rank_low"], board["rank_high"], board["in_leading_tier"] = 1, 1, True
     else:
@@ -228,7 +236,23 @@ def score_zero_shot(
         ["min", "max", "std", "count"]).reset_index() if len(prompts) else pd.DataFrame()
     if len(spread):
         spread["spread"] = spread["max"] - spread["min"]
-    return ZeroShotScore(board, pd.DataFrame(comparison_rows).set_index(["encoder", "task"]), spread, not_ranked)
+    return ZeroShotScore(board, pd.DataFrame(comparison_rows).set_index(["encoder", "task"]), spread, not_ranked,
+                         statements)
+
+
+def zero_shot_statements(errors: np.ndarray, replicates: np.ndarray, encoders: list[str], axes: list[str],
+                         crs: np.ndarray, settings: ScoreSettings) -> Statements:
+    """The family the zero-shot rank sets and tier are read off (decision 0185): the main leaderboard's
+    (:func:`crs.scoring.statements.simultaneous_statements`, decision 0166) under the zero-shot CRS's own
+    rules: ``errors`` (E, A) and ``replicates`` (B, E, A) the axis errors of ``axes``, the floor
+    :data:`MIN_FLOOR`, the median reference, no dominance margin, every encoder competing, best point
+    ``crs`` first."""
+    weights = [float(w) for w in component_weights(settings.weights)]
+    order = [encoders[j] for j in np.argsort(-np.asarray(crs, dtype=np.float64), kind="stable")]
+    return simultaneous_statements(
+        errors, replicates, np.full(len(axes), MIN_FLOOR), [AXIS_SCALES[axis] for axis in axes], order,
+        alpha=float(settings.alpha), strict=strict_order(weights, 0.0, settings.dominance_tolerance),
+        weights=weights, margin=0.0, reference_index=None, encoders=encoders, axes=axes)
 
 
 def _ranked_overall(encoders: list[str], tasks: list[str], present: set, coverage: Coverage | None

@@ -105,6 +105,16 @@ def smallest_to_largest(row: dict) -> tuple[float | None, float | None]:
     return (min(fractions), max(fractions)) if fractions else (None, None)
 
 
+def tier_level(summary: dict) -> str:
+    """" (one simultaneous 95 % family: no other encoder is surely above these)" when the tier was read off
+    the family (decision 0185), "" for a score.json written before it or with one ranked encoder."""
+    family = summary.get("headline_family")
+    if not family:
+        return ""
+    return (f" (one simultaneous {percent(float(family['level']))} family: no other encoder is surely above "
+            f"{'it' if len(family.get('leading_tier') or []) == 1 else 'these'})")
+
+
 def summary_lines(summary: dict) -> list[str]:
     """A few lines for the terminal: the zero-shot leader and tier, each (encoder, task)'s AUROC and
     crossover, and who is not ranked overall."""
@@ -114,7 +124,7 @@ def summary_lines(summary: dict) -> list[str]:
         tier = [row["encoder"] for row in board if row.get("in_leading_tier")]
         leader = board[0]
         lines.append(f"zero-shot leaderboard (its own CRS, no labels): {leader['encoder']} first (CRS "
-                     f"{fixed(leader.get('crs'))}); leading tier: {', '.join(tier) or 'none'}")
+                     f"{fixed(leader.get('crs'))}); leading tier: {', '.join(tier) or 'none'}{tier_level(summary)}")
     for row in summary.get("comparison") or []:
         text = (f"zero-shot {row['encoder']} x {row['task']}: AUROC "
                 f"{auroc_text(row.get('zero_shot_auroc'), row.get('zero_shot_auroc_low'), row.get('zero_shot_auroc_high'))}")
