@@ -130,7 +130,7 @@ OPTIONS = {
 }
 """The decisions compared side by side: the CRS rank sets with the single-step comparisons (before 0166),
 and :func:`crs.scoring.statements.simultaneous_statements` with each of its options."""
-INTERVALS = ("percentile", "sharper box (0167, default)", "adaptive (0180)")
+INTERVALS = ("percentile", "sharper box (0167, default)", "adaptive (0180)", "adaptive, pretest kappa 2 (0180)")
 """The printed CRS intervals compared: the replicates' percentile, the sharper box
 (:func:`crs.scoring.projection.sharper_bounds`) and :func:`crs.scoring.projection.adaptive_crs_bounds`."""
 
@@ -162,7 +162,8 @@ def printed_intervals(errors: np.ndarray, replicates: np.ndarray, floor: np.ndar
     percentile = tuple(np.percentile(crs_boot, [100 * alpha / 2, 100 * (1 - alpha / 2)], axis=0))
     return {INTERVALS[0]: percentile,
             INTERVALS[1]: sharper_bounds(errors, replicates, floor, None, alpha=alpha)["crs"],
-            INTERVALS[2]: adaptive_crs_bounds(errors, replicates, floor, None, alpha=alpha)}
+            INTERVALS[2]: adaptive_crs_bounds(errors, replicates, floor, None, alpha=alpha),
+            INTERVALS[3]: adaptive_crs_bounds(errors, replicates, floor, None, alpha=alpha, pretest=2.0)}
 
 
 def simulate(design: str, data_sets: int = 200, n_boot: int = 200, seed: int = 47, truth_patients: int = 200_000,

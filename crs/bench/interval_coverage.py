@@ -448,9 +448,10 @@ def _box_rows(hit, widths, point, auroc_boot, calibration_boot, label, robust, f
         sharper = sharper_bounds(errors, draws, axis_floor, None)["crs"]  # decision 0128's sharper box (issue 47)
         hit(f"{tag}, sharper box (ratios and differences)", _interval_hits(*sharper, truth_score))
         width(f"{tag}, sharper box (ratios and differences): width", *sharper)
-        adaptive = adaptive_crs_bounds(errors, draws, axis_floor, None)  # decision 0180
-        hit(f"{tag}, adaptive (smooth part + dominance range)", _interval_hits(*adaptive, truth_score))
-        width(f"{tag}, adaptive (smooth part + dominance range): width", *adaptive)
+        for name, kappa in (("adaptive (smooth part + dominance range)", None), ("adaptive, pretest kappa 2", 2.0)):
+            adaptive = adaptive_crs_bounds(errors, draws, axis_floor, None, pretest=kappa)  # decision 0180
+            hit(f"{tag}, {name}", _interval_hits(*adaptive, truth_score))
+            width(f"{tag}, {name}: width", *adaptive)
     width("CRS percentile interval: width", *percentile(crs_boot))
     width("CRS, four axes, percentile interval: width", *percentile(four_boot))
     for axis, values in (("AUROC", auroc_boot), ("calibration error", calibration_boot),

@@ -147,6 +147,26 @@ def box_intervals(point, replicate_errors: np.ndarray, alpha: float) -> tuple[pd
     return table, found.critical
 
 
+ADAPTIVE_PRETEST = 2.0
+"""``[score] interval = "adaptive"``: the pretest threshold kappa of :func:`adaptive_crs_bounds` (decision 0180)."""
+
+
+def adaptive_intervals(point, replicate_errors: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per encoder of ``point`` (a :class:`crs.scoring.formula.PointEstimate`), the adaptive CRS interval of
+    :func:`adaptive_crs_bounds` with the pretest (``[score] interval = "adaptive"``, decision 0180);
+    ``replicate_errors`` (B, E, A) as :func:`box_intervals` takes them."""
+    from crs.scoring.formula import ALL_AXES
+
+    axes = list(ALL_AXES[: np.asarray(replicate_errors).shape[-1]])
+    scored = [axes.index(axis) for axis in point.axes]
+    centre = point.errors.reindex(index=point.encoders, columns=axes).to_numpy(dtype=np.float64)[:, scored]
+    settings = point.settings
+    return adaptive_crs_bounds(centre, np.asarray(replicate_errors, dtype=np.float64)[:, :, scored],
+                               point.floor.reindex(list(point.axes)).to_numpy(dtype=np.float64), point.reference_index,
+                               weights=np.asarray(settings.weights), margin=settings.dominance_margin,
+                               tolerance=settings.dominance_tolerance, alpha=alpha, pretest=ADAPTIVE_PRETEST)
+
+
 def sharper_bounds(
     errors: np.ndarray,
     replicates: np.ndarray,
@@ -218,6 +238,7 @@ def adaptive_crs_bounds(
     margin: float = 0.0,
     tolerance: float = 0.0,
     alpha: float = 0.05,
+    pretest: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per encoder (E,), (E,): a CRS interval that is the smooth part's studentised interval away from ties and
     kinks, and widens only where a Pareto relation or a floor is unsettled (decision 0180).
@@ -235,7 +256,10 @@ def adaptive_crs_bounds(
       others' there (lowest, through the reference);
     * CRS_k lies in [w0 dom_low + min S_k - c s, w0 dom_high + max S_k + c s].
 
-    About 1 - alpha per encoder (not all encoders at once, unlike :func:`sharper_bounds`). With a
+    About 1 - alpha per encoder (not all encoders at once, unlike :func:`sharper_bounds`). ``pretest`` kappa
+    (moment selection, Andrews and Soares): a difference or a floor counts as settled when its own |t| is
+    at least kappa, and the max-|t| is over S_k alone, so away from ties and kinks the interval is S_k's
+    plain studentised one; valid only as kappa grows with n, measured by the bench. With a
     dominance margin the signs of f do not decide dominance: :func:`sharper_bounds`' interval is returned."""
     from crs.scoring.formula import crs_components
 
@@ -268,9 +292,12 @@ def adaptive_crs_bounds(
                                over_floor_drawn], axis=1)
         spread = boot.std(axis=0, ddof=1)
         moving = spread > 1e-12 * np.maximum(1.0, np.abs(point))
-        t = np.abs(boot[:, moving] - point[moving]) / spread[moving]
-        critical = float(np.quantile(t.max(axis=1), 1.0 - alpha)) if moving.any() else 0.0
+        family = moving if pretest is None else moving & (np.arange(len(point)) == 0)
+        t = np.abs(boot[:, family] - point[family]) / spread[family]
+        critical = float(np.quantile(t.max(axis=1), 1.0 - alpha)) if family.any() else 0.0
         half = np.where(moving, critical * spread, 0.0)
+        if pretest is not None:  # settled once |t| >= kappa, else open
+            half[1:] = np.where(moving[1:] & (np.abs(point[1:]) < pretest * spread[1:]), np.inf, 0.0)
         n_pairs = len(rest) * errors.shape[1]
         pair_low = (point - half)[1: 1 + n_pairs].reshape(len(rest), -1)  # [m, a]: f_k - f_m
         pair_high = (point + half)[1: 1 + n_pairs].reshape(len(rest), -1)

@@ -15,8 +15,9 @@ import numpy as np
 
 from crs.spec import COMPONENTS, MEDIAN_REFERENCE, ScoreConfig
 
-INTERVAL_METHODS = ("box", "percentile")
-"""``interval``: the projected simultaneous box (default, decision 0128) or the replicates' percentile."""
+INTERVAL_METHODS = ("box", "percentile", "adaptive")
+"""``interval``: the projected simultaneous box (default, decision 0128), the replicates' percentile, or the
+adaptive CRS interval (decision 0180: the smooth part's interval plus the dominance range; axes by percentile)."""
 HEADLINE_METHODS = ("smooth", "bound", "stepdown", "pretest")
 """``headline``: how "surely above" is read off the headline's one family (decisions 0166, 0180): ``"smooth"``
 (default) the CRS-difference bound plus the smooth part's pairwise differences in the family; ``"bound"`` the
@@ -80,7 +81,10 @@ class ScoreSettings:
         interval: how crs_low / crs_high and the axis intervals are made: ``"box"`` (default), the CRS at
             the extreme corners of a simultaneous box over every axis error (crs.scoring.projection,
             decision 0128); ``"percentile"``, the percentile of the replicates (the paper's; its
-            measured coverage is printed beside it).
+            measured coverage is printed beside it); ``"adaptive"``, the CRS's smooth part's studentised
+            interval widened by the dominance term's range where a Pareto relation or a floor is unsettled
+            (crs.scoring.projection.adaptive_crs_bounds, decision 0180; per encoder, measured level), the
+            axes by percentile.
         headline: how the headline's "surely above" (the tier, the rank sets, the reference sentence) is read
             off its one family: one of :data:`HEADLINE_METHODS` (default ``"smooth"``, decision 0180).
         reference_competes: a named reference competes for the lead (the paper's table); off by default, it

@@ -13,6 +13,8 @@ decision 0180).
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from test_statements import _random_family
@@ -20,7 +22,12 @@ from test_statements import _random_family
 from crs.bench.decision_coverage import simulate
 from crs.scoring.formula import crs_components
 from crs.scoring.projection import adaptive_crs_bounds, sharper_bounds
+from crs.scoring.result import score_records
+from crs.scoring.settings import ScoreInputError, ScoreSettings
 from crs.scoring.statements import simultaneous_statements, smooth_difference_low, smooth_part
+from crs.spec import ScoreConfig, SpecError
+
+from cohorts import cohort_records
 
 WEIGHTS = np.array([1 / 3, 1 / 3, 1 / 3])
 
@@ -109,3 +116,51 @@ def test_identical_encoders_are_all_kept_with_the_smooth_part(count, kind):
     option = "+ smooth part (0180)"
     assert found.rates[f"tier valid | {option}"] >= 0.95 - 2 * np.sqrt(0.95 * 0.05 / 40), found.rates
     assert found.rates["worst coverage | adaptive (0180)"] >= 0.95 - 2 * np.sqrt(0.95 * 0.05 / 40)
+
+
+def test_a_clearly_better_encoder_is_named_alone_where_the_bound_alone_could_not():
+    """Far better on AUROC, within noise on calibration: no dominance either way can make calm's CRS reach
+    sharp's, but the worst-case bound over the box (decision 0166) could not see it; the smooth part's own
+    interval can."""
+    rng = np.random.default_rng(1)
+    truth = np.array([[0.08, 0.055], [0.25, 0.05], [0.30, 0.10]])
+    floor = np.array([0.01, 0.01])
+    names = ["sharp", "calm", "weak"]
+    crs = crs_components(truth, None, floor=floor)["crs"]
+    assert crs[0] > crs[1] > crs[2]
+    alone = {False: 0, True: 0}
+    for _ in range(40):
+        point = truth + rng.normal(0, 0.004, size=truth.shape)
+        drawn = point[None] + rng.normal(0, 0.004, size=(200, *truth.shape))
+        for smooth in alone:
+            found = simultaneous_statements(point, drawn, floor, ["logit", "square"], names, encoders=names,
+                                            smooth=smooth)
+            alone[smooth] += found.leading_tier == ("sharp",)
+    assert alone[True] >= 36 and alone[False] <= 4, alone
+
+
+def test_the_score_reads_its_headline_method_from_the_settings():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        records = cohort_records(5, seed=3)
+        default = score_records(records, n_boot=100).summary()["headline_family"]
+        bound = score_records(records, ScoreSettings(n_boot=100, headline="bound")).summary()["headline_family"]
+    assert default["smooth"] is True and bound["smooth"] is False
+    with pytest.raises(ScoreInputError, match="headline must be one of"):
+        ScoreSettings(headline="nope")
+    with pytest.raises(SpecError, match="headline must be one of"):
+        ScoreConfig(headline="nope")
+    assert ScoreSettings.from_config(ScoreConfig(headline="stepdown")).headline == "stepdown"
+
+
+def test_interval_adaptive_prints_the_adaptive_crs_interval():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        records = cohort_records(5, seed=3)
+        found = score_records(records, ScoreSettings(n_boot=100, interval="adaptive"))
+    table = found.bootstrap.table
+    assert found.summary()["interval"]["method"] == "adaptive"
+    assert (table["crs_low"] <= table["crs"] + 1e-12).all() and (table["crs"] <= table["crs_high"] + 1e-12).all()
+    assert not np.allclose(table["crs_low"], table["crs_box_low"])  # not the sharper box's
+    with pytest.raises(SpecError, match="'adaptive'"):
+        ScoreConfig(interval="corners")
