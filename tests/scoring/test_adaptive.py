@@ -164,5 +164,8 @@ def test_interval_adaptive_prints_the_adaptive_crs_interval():
     assert found.summary()["interval"]["method"] == "adaptive"
     assert (table["crs_low"] <= table["crs"] + 1e-12).all() and (table["crs"] <= table["crs_high"] + 1e-12).all()
     assert not np.allclose(table["crs_low"], table["crs_box_low"])  # not the sharper box's
+    from crs.report.tables import interval_note
+
+    assert "smooth part" in interval_note(found.bootstrap) and "simultaneous box" not in interval_note(found.bootstrap)
     with pytest.raises(SpecError, match="'adaptive'"):
         ScoreConfig(interval="corners")
