@@ -1,4 +1,4 @@
-"""What the headline's decision says, checked against planted encoders (issue 47 items 1, 2, 6; decision 0166).
+"""What the headline's decision says, checked against planted encoders (issue 47 items 1-3, 6; decisions 0166, 0180).
 
 Cohorts of :mod:`crs.bench.coverage_model` encoders (score x = mu y + patient effect + noise, probability
 sigmoid(a * Bayes logit + b)) on one binary task, two axes (discrimination, calibration), median
@@ -6,26 +6,26 @@ reference, clustered patients (1 + Poisson(1) images, shared severity sd 0.8), t
 
 * exact ties: 2, 4 or 5 identical encoders, calibrated (a = 1) or overconfident (a = 1.8), beside one
   clearly weaker encoder; the identical ones tie for the lead in truth, by construction;
-* a planted winner, better on both axes (AUROC about +0.03, calibrated) than three equal rivals,
-  at 400 and 1,500 patients;
-* a trade-off: one encoder better on discrimination, another on calibration.
+* a planted winner, better on both axes (AUROC 0.878 against 0.830, calibrated against a = 1.5) than three
+  equal rivals, at 400 and 1,500 patients; the issue's design, the same winner against three
+  overconfident rivals (a = 1.8), at 400 and 1,500; a clearer winner (AUROC 0.915) at 400;
+* a trade-off (one encoder better on discrimination, another on calibration) at 400 and 1,500;
+* four distinct encoders, no ties.
 
 Truth: AUROC and calibration error of each distinct encoder from one sample of ``truth_patients``
 patients (identical encoders share theirs), the CRS on them with the floor at its mean over the test
 sets. Each test set is resampled ``n_boot`` times by patient (weighted AUROC and calibration error,
-calibration centred on squares, as ``crs score``), then decided two ways:
+calibration centred on squares, as ``crs score``), then decided by every option of :data:`OPTIONS`
+side by side (the CRS rank sets of decision 0009; :func:`crs.scoring.statements.simultaneous_statements`
+as ``[score] headline`` = "bound", "smooth", "pretest", "stepdown"), and its CRS interval made by every
+method of :data:`INTERVALS`.
 
-* **before** (decision 0009): the tier from the CRS's rank confidence sets (and the point leader), the
-  axis statements from the single-step max-|t| comparisons, two 95 % families side by side;
-* **now** (decision 0166): :func:`crs.scoring.statements.simultaneous_statements`, one family, one step
-  (``--stepdown``: the Romano-Wolf step-down for the axis orders and floors).
+Per design and option: the tier's validity (every true leader kept), the headline's family-wise error
+(any false statement: a true leader left out, or an axis order or "surely above" that is false), the
+winner named alone, "surely dominates" for the winner; per interval: the worst encoder's coverage and the
+width against the percentile interval's. Monte Carlo SE of a rate p over n test sets: sqrt(p (1 - p) / n).
 
-Per design: the tier's validity (every true leader kept), the headline's family-wise error (any false
-statement: a true leader left out, or an axis order or "surely above" that is false), the winner named
-alone, "surely dominates" for the winner, and the comparisons' critical value. Monte Carlo SE of a rate
-p over n test sets: sqrt(p (1 - p) / n).
-
-Run ``python -m crs.bench.decision_coverage --data-sets 200 --n-boot 200``.
+Run ``python -m crs.bench.decision_coverage --data-sets 100 --n-boot 200`` (docs/crs.md 7b).
 """
 
 from __future__ import annotations

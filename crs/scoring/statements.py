@@ -30,6 +30,12 @@ number of competitors surely above, rank_high = their count - the number surely 
 
 The strict step needs balance in the CRS (weight above 0), or dominance with no margin: with neither,
 nothing is surely above anything and the tier is every competing encoder.
+
+**The smooth part** (decision 0180, ``smooth=True``, ``[score] headline = "smooth"``, the default): the CRS
+is w0 dominance + S with S = w1 balance + w2 worst axis; only dominance jumps at ties. The pairwise
+differences of S join the family as more studentised coordinates, and k is also surely above j when
+w0 (dom_low_k - dom_high_j) + (S_k - S_j - c se) > 0, the dominance range over the Pareto relations the
+family leaves open (:func:`smooth_difference_low`): away from ties, S's own interval; at ties, wider.
 """
 
 from __future__ import annotations
