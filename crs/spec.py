@@ -420,7 +420,12 @@ class ScoreConfig:
     """The optional fifth axis: the worst-group AUROC (docs/subgroups.md); off keeps the four-axis CRS."""
     interval: str = "box"
     """How the CRS and axis intervals are made: "box" (the simultaneous box projected through the score,
-    decision 0128) or "percentile" (the paper's percentile interval, printed with its measured level)."""
+    decision 0128), "percentile" (the paper's percentile interval, printed with its measured level) or
+    "adaptive" (the CRS's smooth part plus the dominance range, decision 0180; measured level)."""
+    headline: str = "smooth"
+    """How the headline's "surely above" is read off its one family: "smooth" (default: the smooth part of
+    the CRS joins the family, decision 0180), "bound" (decision 0166), "stepdown" or "pretest" (measured
+    options, docs/crs.md 7b)."""
     reference_competes: bool = False
     """A named reference competes for the lead as in the paper's table; off, it is a baseline row left out of
     P(rank 1), the leading tier and the headline's leader (docs/crs.md section 4)."""
@@ -445,8 +450,11 @@ class ScoreConfig:
             if _scalar(where, name, getattr(self, name), "int") < 1:
                 raise SpecError(f"{where}: {name} must be at least 1, got {getattr(self, name)}")
         _scalar(where, "seed", self.seed, "int")
-        if _scalar(where, "interval", self.interval, "str") not in ("box", "percentile"):
-            raise SpecError(f"{where}: interval must be 'box' or 'percentile', got {self.interval!r}")
+        if _scalar(where, "interval", self.interval, "str") not in ("box", "percentile", "adaptive"):
+            raise SpecError(f"{where}: interval must be 'box', 'percentile' or 'adaptive', got {self.interval!r}")
+        headlines = ("smooth", "bound", "stepdown", "pretest")
+        if _scalar(where, "headline", self.headline, "str") not in headlines:
+            raise SpecError(f"{where}: headline must be one of {', '.join(map(repr, headlines))}, got {self.headline!r}")
         _scalar(where, "case_bootstrap", self.case_bootstrap, "bool")
         _scalar(where, "zero_shot", self.zero_shot, "bool")
         _scalar(where, "reference_competes", self.reference_competes, "bool")

@@ -16,7 +16,8 @@ the shifted site resampled apart); the percentile interval of every printed quan
 CRS, the four axes, per-group AUROC, calibration and positive rate, worst-group AUROC = the equity
 axis, the simultaneous gap interval); the simultaneous rank sets; reversal counts; the AUROC +- 1.96
 DeLong SE interval; bootstrap SD against the spread over fresh test sets; the projected box's CRS at its
-corners (decision 0128) and the sharper box over ratios and differences (0167, the default). ``--compare-methods``
+corners (decision 0128), the sharper box over ratios and differences (0167, the default) and the adaptive
+interval (0180: the smooth part's studentised interval plus the dominance term's range). ``--compare-methods``
 adds the candidate CRS intervals of :mod:`crs.bench.interval_methods` (decision 0089).
 
 Run ``python -m crs.bench.interval_coverage`` (``--data-sets``, ``--n-boot``; defaults 200 x 200).
@@ -52,7 +53,7 @@ from crs.scoring.intervals import (
     simultaneous_gap_interval,
     simultaneous_group_box,
 )
-from crs.scoring.projection import project, sharper_bounds
+from crs.scoring.projection import adaptive_crs_bounds, project, sharper_bounds
 from crs.scoring.rank_sets import rank_confidence_sets
 from crs.scoring.rankings import rank_reversals
 from crs.scoring.resample import group_bootstrap
@@ -447,6 +448,10 @@ def _box_rows(hit, widths, point, auroc_boot, calibration_boot, label, robust, f
         sharper = sharper_bounds(errors, draws, axis_floor, None)["crs"]  # decision 0128's sharper box (issue 47)
         hit(f"{tag}, sharper box (ratios and differences)", _interval_hits(*sharper, truth_score))
         width(f"{tag}, sharper box (ratios and differences): width", *sharper)
+        for name, kappa in (("adaptive (smooth part + dominance range)", None), ("adaptive, pretest kappa 2", 2.0)):
+            adaptive = adaptive_crs_bounds(errors, draws, axis_floor, None, pretest=kappa)  # decision 0180
+            hit(f"{tag}, {name}", _interval_hits(*adaptive, truth_score))
+            width(f"{tag}, {name}: width", *adaptive)
     width("CRS percentile interval: width", *percentile(crs_boot))
     width("CRS, four axes, percentile interval: width", *percentile(four_boot))
     for axis, values in (("AUROC", auroc_boot), ("calibration error", calibration_boot),

@@ -100,6 +100,11 @@ def interval_note(bootstrap) -> str:
                 f"encoder's axis errors (studentised max-|t| over the {bootstrap.n_boot} replicates of the "
                 f"{bootstrap_name(bootstrap)}), the CRS taken at the box's two extreme corners, so all hold at "
                 f"once, through ties: {what}.")
+    elif method == "adaptive":  # decision 0180
+        note = (f"Each CRS interval is the {level} studentised interval of the CRS's smooth part (balance and "
+                f"worst axis), widened by the dominance term's range where a Pareto relation or an error floor "
+                f"is not settled, per encoder; the four axes' are percentile intervals; all over the same "
+                f"{bootstrap.n_boot} replicates of the {bootstrap_name(bootstrap)}: {what}.")
     else:
         note = (f"Every interval (CRS and the four axes) is a {level} percentile interval over the same "
                 f"{bootstrap.n_boot} replicates of the {bootstrap_name(bootstrap)}: {what}.")

@@ -26,7 +26,7 @@ from crs.evaluate.artifacts import RunFolder
 from crs.scoring.formula import AXES, PointEstimate
 from crs.scoring.intervals import percentile_interval
 from crs.scoring.measurements import Measurements
-from crs.scoring.projection import box_intervals
+from crs.scoring.projection import adaptive_intervals, box_intervals
 from crs.scoring.rank_sets import leading_tier, p_rank_one, rank_bounds
 from crs.scoring.replicates import Replicates, case_replicates, seed_replicates
 
@@ -196,11 +196,16 @@ def with_box(table: pd.DataFrame, point: PointEstimate, replicate_errors: np.nda
     table["interval_method"] = point.settings.interval
     if point.settings.interval == "box":
         table["crs_low"], table["crs_high"] = table["crs_box_low"], table["crs_box_high"]
+    elif point.settings.interval == "adaptive":  # decision 0180: the CRS only; the axes keep their percentiles
+        low, high = adaptive_intervals(point, replicate_errors, float(point.settings.alpha))
+        table["crs_low"] = pd.Series(low, index=point.encoders).reindex(table.index)
+        table["crs_high"] = pd.Series(high, index=point.encoders).reindex(table.index)
 
 
 def interval_method(bootstrap) -> str:
-    """"box" when the result's ``crs_low`` / ``crs_high`` are the projected box's (decision 0128), else
-    "percentile" (``[score] interval = "percentile"``, or a score stored before the box)."""
+    """"box" when the result's ``crs_low`` / ``crs_high`` are the projected box's (decision 0128), "adaptive"
+    (decision 0180) when the score says so, else "percentile" (``[score] interval = "percentile"``, or a
+    score stored before the box)."""
     table = getattr(bootstrap, "table", None)
     if table is None or "crs_box_low" not in table:
         return "percentile"

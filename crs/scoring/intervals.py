@@ -197,6 +197,14 @@ the sharper box over ratios and differences (decision 0167: 1.000 again, 80 test
 200 replicates in each of six designs, near-ties included; ``measured_box_figures``); the intervals not
 made from the box (subgroup tables) keep their percentile figures."""
 
+MEASURED_COVERAGE_ADAPTIVE: dict[str, dict[str, float]] = {
+    "crs": {"mean_low": 0.993, "mean_high": 1.0, "worst_encoder": 0.96},
+}
+"""Coverage of the adaptive CRS interval (``[score] interval = "adaptive"``, decision 0180), measured by
+``python -m crs.bench.interval_coverage`` (60 test sets x 200 replicates, four designs, two and four axes:
+mean 0.993-1.000, worst encoder 0.983) and ``crs.bench.decision_coverage`` (14 designs, 100 test sets:
+worst encoder 0.960-1.000); the axis intervals are the percentile's (:data:`MEASURED_COVERAGE`)."""
+
 INTERVAL_NAMES = {
     "crs": "CRS", "auroc": "AUROC", "calibration": "calibration error", "label_efficiency": "label efficiency",
     "robustness": "robustness", "group_auroc": "per-group AUROC", "group_calibration": "per-group calibration error",
@@ -220,7 +228,7 @@ def measured_coverage(alpha: float, method: str = "percentile") -> dict[str, dic
     ``method`` "box" the box's figures replace the percentile's for the intervals made from the box."""
     if alpha != MEASURED_AT_ALPHA:
         return None
-    chosen = {**MEASURED_COVERAGE, **(MEASURED_COVERAGE_BOX if method == "box" else {})}
+    chosen = {**MEASURED_COVERAGE, **{"box": MEASURED_COVERAGE_BOX, "adaptive": MEASURED_COVERAGE_ADAPTIVE}.get(method, {})}
     return {name: dict(found) for name, found in chosen.items()}
 
 

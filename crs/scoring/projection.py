@@ -147,6 +147,26 @@ def box_intervals(point, replicate_errors: np.ndarray, alpha: float) -> tuple[pd
     return table, found.critical
 
 
+ADAPTIVE_PRETEST = 2.0
+"""``[score] interval = "adaptive"``: the pretest threshold kappa of :func:`adaptive_crs_bounds` (decision 0180)."""
+
+
+def adaptive_intervals(point, replicate_errors: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per encoder of ``point`` (a :class:`crs.scoring.formula.PointEstimate`), the adaptive CRS interval of
+    :func:`adaptive_crs_bounds` with the pretest (``[score] interval = "adaptive"``, decision 0180);
+    ``replicate_errors`` (B, E, A) as :func:`box_intervals` takes them."""
+    from crs.scoring.formula import ALL_AXES
+
+    axes = list(ALL_AXES[: np.asarray(replicate_errors).shape[-1]])
+    scored = [axes.index(axis) for axis in point.axes]
+    centre = point.errors.reindex(index=point.encoders, columns=axes).to_numpy(dtype=np.float64)[:, scored]
+    settings = point.settings
+    return adaptive_crs_bounds(centre, np.asarray(replicate_errors, dtype=np.float64)[:, :, scored],
+                               point.floor.reindex(list(point.axes)).to_numpy(dtype=np.float64), point.reference_index,
+                               weights=np.asarray(settings.weights), margin=settings.dominance_margin,
+                               tolerance=settings.dominance_tolerance, alpha=alpha, pretest=ADAPTIVE_PRETEST)
+
+
 def sharper_bounds(
     errors: np.ndarray,
     replicates: np.ndarray,
@@ -206,3 +226,95 @@ def sharper_bounds(
     w = np.full(3, 1.0 / 3.0) if weights is None else np.asarray(weights, dtype=np.float64)
     crs = tuple(w[0] * dominance[k] + w[1] * balance[k] + w[2] * worst[k] for k in range(2))
     return {"crs": crs, "dominance": dominance, "balance": balance, "worst_axis": worst}  # type: ignore[dict-item]
+
+
+def adaptive_crs_bounds(
+    errors: np.ndarray,
+    replicates: np.ndarray,
+    floor: np.ndarray,
+    reference_index: int | None,
+    *,
+    weights: np.ndarray | None = None,
+    margin: float = 0.0,
+    tolerance: float = 0.0,
+    alpha: float = 0.05,
+    pretest: float | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per encoder (E,), (E,): a CRS interval that is the smooth part's studentised interval away from ties and
+    kinks, and widens only where a Pareto relation or a floor is unsettled (decision 0180).
+
+    The CRS is w0 dominance + S, S = w1 balance + w2 worst axis (continuous in the errors; computed per
+    replicate by :func:`crs.scoring.formula.crs_components`). Per encoder k, one max-|t| over S_k, k's
+    pairwise floored differences f_k,a - f_m,a (every other m, every axis) and every error against its
+    floor, e_m,a - floor_a; whenever it holds:
+
+    * k's dominance, which depends only on the signs of k's differences, lies in [surely, possibly]
+      counted from their intervals (a settled difference has one sign, an unsettled one either);
+    * an error not surely above its floor may truly sit at it (the floor's kink, where the bootstrap of
+      max(e, floor) is off: a calibrated encoder's error is often within a standard error of the floor),
+      so S_k is also taken with those errors at the floor: with k's own there (S_k highest) and with the
+      others' there (lowest, through the reference);
+    * CRS_k lies in [w0 dom_low + min S_k - c s, w0 dom_high + max S_k + c s].
+
+    About 1 - alpha per encoder (not all encoders at once, unlike :func:`sharper_bounds`). ``pretest`` kappa
+    (moment selection, Andrews and Soares): a difference or a floor counts as settled when its own |t| is
+    at least kappa, and the max-|t| is over S_k alone, so away from ties and kinks the interval is S_k's
+    plain studentised one; valid only as kappa grows with n, measured by the bench. With a
+    dominance margin the signs of f do not decide dominance: :func:`sharper_bounds`' interval is returned."""
+    from crs.scoring.formula import crs_components
+
+    errors, replicates = np.asarray(errors, dtype=np.float64), np.asarray(replicates, dtype=np.float64)
+    floor = np.asarray(floor, dtype=np.float64)
+    w = np.full(3, 1.0 / 3.0) if weights is None else np.asarray(weights, dtype=np.float64)
+    if margin > tolerance:
+        return sharper_bounds(errors, replicates, floor, reference_index, weights=w, margin=margin,
+                              tolerance=tolerance, alpha=alpha)["crs"]
+    drawn = replicates[np.isfinite(replicates).all(axis=(1, 2))]
+    n_encoders = errors.shape[0]
+    if len(drawn) < 2:
+        return np.full(n_encoders, np.nan), np.full(n_encoders, np.nan)
+
+    def smooth(values: np.ndarray) -> np.ndarray:
+        found = crs_components(values, reference_index, w, floor=floor, tolerance=tolerance)
+        return w[1] * found["balance"] + w[2] * found["worst_axis"]
+
+    part, part_drawn = smooth(errors), smooth(drawn)  # (E,), (B, E)
+    gap = np.maximum(errors, floor)[:, None, :] - np.maximum(errors, floor)[None, :, :]  # [k, m, a]
+    gap_drawn = np.maximum(drawn, floor)[:, :, None, :] - np.maximum(drawn, floor)[:, None, :, :]
+    over_floor, over_floor_drawn = (errors - floor).ravel(), (drawn - floor).reshape(len(drawn), -1)
+    own = np.eye(n_encoders, dtype=bool)[:, :, None]
+    others = max(n_encoders - 1, 1)
+    low, high = np.empty(n_encoders), np.empty(n_encoders)
+    for k in range(n_encoders):
+        rest = [m for m in range(n_encoders) if m != k]
+        point = np.concatenate([part[k: k + 1], gap[k, rest].ravel(), over_floor])
+        boot = np.concatenate([part_drawn[:, k: k + 1], gap_drawn[:, k, rest].reshape(len(drawn), -1),
+                               over_floor_drawn], axis=1)
+        spread = boot.std(axis=0, ddof=1)
+        moving = spread > 1e-12 * np.maximum(1.0, np.abs(point))
+        family = moving if pretest is None else moving & (np.arange(len(point)) == 0)
+        t = np.abs(boot[:, family] - point[family]) / spread[family]
+        critical = float(np.quantile(t.max(axis=1), 1.0 - alpha)) if family.any() else 0.0
+        half = np.where(moving, critical * spread, 0.0)
+        if pretest is not None:  # settled once |t| >= kappa, else open
+            half[1:] = np.where(moving[1:] & (np.abs(point[1:]) < pretest * spread[1:]), np.inf, 0.0)
+        n_pairs = len(rest) * errors.shape[1]
+        pair_low = (point - half)[1: 1 + n_pairs].reshape(len(rest), -1)  # [m, a]: f_k - f_m
+        pair_high = (point + half)[1: 1 + n_pairs].reshape(len(rest), -1)
+        # k dominates m when f_k <= f_m on every axis and < on one; m dominates k the reverse
+        surely_over = ((pair_high <= 0).all(axis=1) & (pair_high < 0).any(axis=1)).sum()
+        possibly_over = ((pair_low <= 0).all(axis=1) & (pair_low < 0).any(axis=1)).sum()
+        surely_under = ((pair_low >= 0).all(axis=1) & (pair_low > 0).any(axis=1)).sum()
+        possibly_under = ((pair_high >= 0).all(axis=1) & (pair_high > 0).any(axis=1)).sum()
+        dominance_low = (1.0 + surely_over / others - possibly_under / others) / 2.0
+        dominance_high = (1.0 + possibly_over / others - surely_under / others) / 2.0
+        # the floor's kink: errors above the floor but not surely
+        unsettled = ((point - half)[1 + n_pairs:] <= 0).reshape(errors.shape) & (errors > floor)
+        part_low = part_high = part[k]
+        if unsettled.any():
+            at_floor = np.where(unsettled, floor, errors)
+            part_low = min(part[k], float(smooth(np.where(own[k], errors, at_floor))[k]))
+            part_high = max(part[k], float(smooth(np.where(own[k], at_floor, errors))[k]))
+        low[k] = w[0] * dominance_low + part_low - half[0]
+        high[k] = w[0] * dominance_high + part_high + half[0]
+    return low, high

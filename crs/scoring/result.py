@@ -334,6 +334,9 @@ class ScoreResult:
                 sentence = (f"CRS and axis intervals: the CRS at the extreme corners of a simultaneous box over every "
                             f"axis error (critical value {float(self.bootstrap.table['box_critical'].iloc[0]):.2f}; "
                             f"decision 0128); percentile bounds in crs_percentile_low / _high. {sentence or ''}").strip()
+            elif method == "adaptive":
+                sentence = (f"CRS intervals: the smooth part's interval plus the dominance range, per encoder "
+                            f"(decision 0180); axis intervals by percentile. {sentence or ''}").strip()
             designs = [f"  {design_line(row)}" for row in interval["sampling_design"] or []]
             return ([sentence] if sentence else []) + (["test sets resampled as they were drawn:", *designs] if designs else [])
         lines = ["intervals are seed-only: the test set is not resampled (set case_bootstrap = true for intervals "

@@ -15,8 +15,15 @@ import numpy as np
 
 from crs.spec import COMPONENTS, MEDIAN_REFERENCE, ScoreConfig
 
-INTERVAL_METHODS = ("box", "percentile")
-"""``interval``: the projected simultaneous box (default, decision 0128) or the replicates' percentile."""
+INTERVAL_METHODS = ("box", "percentile", "adaptive")
+"""``interval``: the projected simultaneous box (default, decision 0128), the replicates' percentile, or the
+adaptive CRS interval (decision 0180: the smooth part's interval plus the dominance range; axes by percentile)."""
+HEADLINE_METHODS = ("smooth", "bound", "stepdown", "pretest")
+"""``headline``: how "surely above" is read off the headline's one family (decisions 0166, 0180): ``"smooth"``
+(default) the CRS-difference bound plus the smooth part's pairwise differences in the family; ``"bound"`` the
+bound alone (decision 0166); ``"stepdown"`` sure dominance from the Romano-Wolf step-down; ``"pretest"`` the
+smooth part with axis orders settled by |t| >= 2 for the dominance range (moment selection: not valid by
+construction, measured only)."""
 NOISE_FLOOR = "noise"
 """Error-floor rule: each axis error floored at the standard error of the reference's error."""
 DOMINANCE_TOLERANCE = 1e-9
@@ -74,7 +81,12 @@ class ScoreSettings:
         interval: how crs_low / crs_high and the axis intervals are made: ``"box"`` (default), the CRS at
             the extreme corners of a simultaneous box over every axis error (crs.scoring.projection,
             decision 0128); ``"percentile"``, the percentile of the replicates (the paper's; its
-            measured coverage is printed beside it).
+            measured coverage is printed beside it); ``"adaptive"``, the CRS's smooth part's studentised
+            interval widened by the dominance term's range where a Pareto relation or a floor is unsettled
+            (crs.scoring.projection.adaptive_crs_bounds, decision 0180; per encoder, measured level), the
+            axes by percentile.
+        headline: how the headline's "surely above" (the tier, the rank sets, the reference sentence) is read
+            off its one family: one of :data:`HEADLINE_METHODS` (default ``"smooth"``, decision 0180).
         reference_competes: a named reference competes for the lead (the paper's table); off by default, it
             is a baseline row, left out of P(rank 1), the rank sets, the tier and the leader
             (crs.scoring.baseline). No effect with the median reference, which is not an encoder.
@@ -98,6 +110,7 @@ class ScoreSettings:
     equity: bool = False
     interval: str = "box"
     reference_competes: bool = False
+    headline: str = "smooth"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "weights", tuple(float(w) for w in component_weights(self.weights)))
@@ -130,6 +143,8 @@ class ScoreSettings:
             )
         if self.interval not in INTERVAL_METHODS:
             raise ScoreInputError(f"interval must be one of {INTERVAL_METHODS}, got {self.interval!r}")
+        if self.headline not in HEADLINE_METHODS:
+            raise ScoreInputError(f"headline must be one of {HEADLINE_METHODS}, got {self.headline!r}")
         if not isinstance(self.reference_competes, bool | np.bool_):
             raise ScoreInputError(f"reference_competes must be true or false, got {self.reference_competes!r}")
         if self.n_weight_samples < 1:
@@ -165,5 +180,6 @@ class ScoreSettings:
             subgroup_min_images=config.subgroup_min_images,
             subgroup_min_positives=config.subgroup_min_positives,
             equity=config.equity,
-            **{"interval": config.interval, "reference_competes": config.reference_competes, **changes},
+            **{"interval": config.interval, "reference_competes": config.reference_competes,
+               "headline": config.headline, **changes},
         )

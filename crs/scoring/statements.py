@@ -30,6 +30,12 @@ number of competitors surely above, rank_high = their count - the number surely 
 
 The strict step needs balance in the CRS (weight above 0), or dominance with no margin: with neither,
 nothing is surely above anything and the tier is every competing encoder.
+
+**The smooth part** (decision 0180, ``smooth=True``, ``[score] headline = "smooth"``, the default): the CRS
+is w0 dominance + S with S = w1 balance + w2 worst axis; only dominance jumps at ties. The pairwise
+differences of S join the family as more studentised coordinates, and k is also surely above j when
+w0 (dom_low_k - dom_high_j) + (S_k - S_j - c se) > 0, the dominance range over the Pareto relations the
+family leaves open (:func:`smooth_difference_low`): away from ties, S's own interval; at ties, wider.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ import pandas as pd
 from crs.scoring.bootstrap import BootstrapResult
 from crs.scoring.box import _backward, _forward
 from crs.scoring.comparisons import Comparisons
-from crs.scoring.formula import ALL_AXES, PointEstimate
+from crs.scoring.formula import ALL_AXES, PointEstimate, crs_components
 from crs.scoring.projection import AXIS_SCALES
 from crs.scoring.rank_sets import max_t_decisions
 from crs.scoring.settings import component_weights
@@ -75,6 +81,8 @@ class Statements:
     alpha: float
     stepdown: bool
     reference: str | None = None
+    smooth: bool = False
+    """Whether the smooth part's differences joined the family (decision 0180)."""
     error_low: np.ndarray | None = None
     error_high: np.ndarray | None = None
     """(E, A): the family's box over every axis error (the single step's)."""
@@ -123,7 +131,7 @@ class Statements:
         return tuple(name for name in self.contestants if name != encoder and self.above[k, self.encoders.index(name)])
 
     def summary(self) -> dict:
-        return {"alpha": self.alpha, "level": 1.0 - self.alpha, "stepdown": self.stepdown,
+        return {"alpha": self.alpha, "level": 1.0 - self.alpha, "stepdown": self.stepdown, "smooth": self.smooth,
                 "critical_values": [float(c) for c in self.critical_values],
                 "leading_tier": list(self.leading_tier), "beat_reference": list(self.beat_reference),
                 "below_reference": list(self.surely_below(self.reference)) if self.reference is not None else []}
@@ -152,6 +160,8 @@ def simultaneous_statements(
     encoders: Sequence[str] | None = None,
     axes: Sequence[str] | None = None,
     reference: str | None = None,
+    smooth: bool = False,
+    pretest: float | None = None,
 ) -> Statements:
     """The headline's family on arrays: ``errors`` (E, A) point axis errors, ``replicates`` (B, E, A) the same
     in every bootstrap replicate (a replicate with a non-finite error is left out), ``floor`` (A,) the
@@ -161,7 +171,12 @@ def simultaneous_statements(
     weights and margin allow it); ``weights``, ``margin``, ``reference_index`` (None: the median) the
     CRS's rules, for the bound on CRS differences. ``stepdown``: decide the axis orders and floors by the
     Romano-Wolf step-down instead of the single step's intervals (more decisions; the family-wise
-    argument is then per hypothesis, not one event)."""
+    argument is then per hypothesis, not one event). ``smooth``: add every pairwise difference of the CRS's
+    smooth part (weighted balance + worst axis) to the family, and bound CRS differences from it and the
+    dominance term's range too (:func:`smooth_difference_low`, decision 0180). ``pretest`` (with ``smooth``):
+    moment selection, a threshold kappa on |t| above which an axis order or a floor counts as settled for
+    that dominance range (Andrews and Soares; valid only as kappa grows with n: an option the bench measures,
+    decision 0180)."""
     errors = np.asarray(errors, dtype=np.float64)
     n_encoders, n_axes = errors.shape
     names = tuple(str(e) for e in encoders) if encoders is not None else tuple(f"encoder_{j}" for j in range(n_encoders))
@@ -182,6 +197,11 @@ def simultaneous_statements(
     point = np.concatenate([(errors[first] - errors[second]).T.ravel(), centre.ravel()])
     boot = np.concatenate([(drawn[:, first] - drawn[:, second]).transpose(0, 2, 1).reshape(len(drawn), -1),
                            _forward(drawn.copy(), kinds).reshape(len(drawn), -1)], axis=1)
+    n_family = len(point)
+    if smooth:  # the smooth part's pairwise differences join the same family
+        part, part_drawn = (smooth_part(values, floor, weights, margin, reference_index) for values in (errors, drawn))
+        point = np.concatenate([point, part[first] - part[second]])
+        boot = np.concatenate([boot, part_drawn[:, first] - part_drawn[:, second]], axis=1)
     usable = len(drawn) >= 2
     spread = boot.std(axis=0, ddof=1) if usable else np.full(point.shape, np.nan)
     certain = np.isfinite(spread) & (spread <= _SE_FLOOR * np.maximum(1.0, np.abs(point)))
@@ -200,7 +220,7 @@ def simultaneous_statements(
     pair_half[:, first, second] = pair_half[:, second, first] = half[: n_axes * n_pairs].reshape(n_axes, n_pairs)
     low, high = difference - pair_half, difference + pair_half
     # the box over every error (E, A)
-    box_half = half[n_axes * n_pairs:].reshape(n_encoders, n_axes)
+    box_half = half[n_axes * n_pairs: n_family].reshape(n_encoders, n_axes)
     every = np.tile(kinds, n_encoders)
     with np.errstate(over="ignore", invalid="ignore"):
         error_low = np.where(np.isfinite(box_half), _backward((centre - box_half).ravel(), every).reshape(
@@ -212,9 +232,9 @@ def simultaneous_statements(
 
     critical_values = [critical]
     if stepdown and usable:
-        gap = point - np.concatenate([np.zeros(n_axes * n_pairs), np.tile(floor_on_scale, n_encoders)])
-        t_observed = np.where(certain, np.where(gap != 0.0, np.inf, 0.0), np.abs(gap) / scale)
-        decided, critical_values = stepdown_decisions(t_observed, t_replicates, alpha, True)
+        gap = point[:n_family] - np.concatenate([np.zeros(n_axes * n_pairs), np.tile(floor_on_scale, n_encoders)])
+        t_observed = np.where(certain[:n_family], np.where(gap != 0.0, np.inf, 0.0), np.abs(gap) / scale[:n_family])
+        decided, critical_values = stepdown_decisions(t_observed, t_replicates[:, :n_family], alpha, True)
         d = difference[:, first, second]
         pair_decided = decided[: n_axes * n_pairs].reshape(n_axes, n_pairs)
         better = np.zeros(difference.shape, dtype=bool)
@@ -239,9 +259,20 @@ def simultaneous_statements(
     if not stepdown and usable:  # the CRS itself bounded over the family's set (one event)
         above |= crs_difference_low(errors, low, error_low, error_high, floor, better, known_equal, above_floor,
                                     below_floor, weights, margin, reference_index) > 0.0
+        if smooth:
+            smooth_low = np.full((n_encoders, n_encoders), -np.inf)
+            gained = point[n_family:] - half[n_family:]  # part_k - part_j for k < j, its lower end
+            lost = point[n_family:] + half[n_family:]
+            smooth_low[first, second], smooth_low[second, first] = gained, -lost
+            settled = better, above_floor, below_floor
+            if pretest is not None:
+                settled = _pretest(point[:n_family], scale[:n_family], certain[:n_family], floor_on_scale, pretest,
+                                   n_axes, n_encoders)
+            above |= smooth_difference_low(smooth_low, settled[0], known_equal, settled[1], settled[2], weights,
+                                           margin) > 0.0
     np.fill_diagonal(above, False)
     return Statements(names, axis_names, contest, comparisons, above, above_floor, below_floor,
-                      tuple(critical_values), alpha, stepdown, reference, error_low, error_high)
+                      tuple(critical_values), alpha, stepdown, reference, smooth, error_low, error_high)
 
 
 def crs_difference_low(errors, low, error_low, error_high, floor, better, known_equal, above_floor, below_floor,
@@ -265,15 +296,7 @@ def crs_difference_low(errors, low, error_low, error_high, floor, better, known_
     above_j = np.maximum(0.0, error_low.T - floor[:, None])[:, None, :]  # (A, 1, j)
     floored_gap = np.where(gap < 0, gap, np.minimum(gap, above_j))
     # dominance: surely / possibly, on the floored order (no margin: a margin leaves only "possibly")
-    surely_ge = better | known_equal | below_floor.T[:, :, None]  # [a, i, m]: f_i <= f_m surely
-    surely_gt = better & above_floor.T[:, None, :]  # f_i < f_m surely
-    surely = surely_ge.all(axis=0) & surely_gt.any(axis=0) & (margin <= 0.0)
-    possibly = (~surely_gt.transpose(0, 2, 1)).all(axis=0) & (~surely_ge.transpose(0, 2, 1)).any(axis=0)
-    np.fill_diagonal(surely, False)
-    np.fill_diagonal(possibly, False)
-    others = max(n_encoders - 1, 1)
-    dominance_low = (1.0 + surely.sum(axis=1) / others - possibly.sum(axis=0) / others) / 2.0
-    dominance_high = (1.0 + possibly.sum(axis=1) / others - surely.sum(axis=0) / others) / 2.0
+    dominance_low, dominance_high = dominance_range(better, known_equal, above_floor, below_floor, margin)
     # balance
     with np.errstate(divide="ignore", invalid="ignore"):
         denominator = np.where(floored_gap >= 0, (ref_high[:, None] + floored_high.T)[:, :, None],
@@ -293,19 +316,85 @@ def crs_difference_low(errors, low, error_low, error_high, floor, better, known_
     return np.where(np.isfinite(bound), bound, -np.inf)
 
 
+def _pretest(point, scale, certain, floor_on_scale, kappa, n_axes, n_encoders):
+    """(better (A, E, E), above_floor (E, A), below_floor (E, A)) settled by |t| >= kappa (moment selection)."""
+    first, second = np.triu_indices(n_encoders, 1)
+    n_pairs = len(first)
+    gap = point - np.concatenate([np.zeros(n_axes * n_pairs), np.tile(floor_on_scale, n_encoders)])
+    settled = np.where(certain, gap != 0.0, np.abs(gap) / scale >= kappa)
+    pair_gap = gap[: n_axes * n_pairs].reshape(n_axes, n_pairs)
+    pair_settled = settled[: n_axes * n_pairs].reshape(n_axes, n_pairs)
+    better = np.zeros((n_axes, n_encoders, n_encoders), dtype=bool)
+    better[:, first, second] = pair_settled & (pair_gap < 0)
+    better[:, second, first] = pair_settled & (pair_gap > 0)
+    error_gap = gap[n_axes * n_pairs:].reshape(n_encoders, n_axes)
+    error_settled = settled[n_axes * n_pairs:].reshape(n_encoders, n_axes)
+    return better, error_settled & (error_gap > 0), error_settled & (error_gap < 0)
+
+
+def smooth_part(errors: np.ndarray, floor: np.ndarray, weights: Sequence[float], margin: float,
+                reference_index: int | None) -> np.ndarray:
+    """(..., E): the CRS without its dominance term, w1 balance + w2 worst axis, of error tables (..., E, A),
+    by the same code as the CRS (:func:`crs.scoring.formula.crs_components`); it moves continuously with
+    the errors, where dominance jumps at ties."""
+    found = crs_components(errors, reference_index, np.asarray(weights, dtype=np.float64), floor=floor, margin=margin)
+    w = np.asarray(weights, dtype=np.float64)
+    return w[1] * found["balance"] + w[2] * found["worst_axis"]
+
+
+def smooth_difference_low(smooth_low, better, known_equal, above_floor, below_floor, weights, margin) -> np.ndarray:
+    """(E, E): a lower bound of CRS_k - CRS_j from the family: the smooth parts' difference at its interval's
+    lower end (``smooth_low`` (E, E)) plus w0 times the dominance terms' worst case
+    (:func:`dominance_range`). Away from ties every Pareto relation is settled and this is the smooth
+    part's own studentised interval; at ties the dominance range widens it (decision 0180)."""
+    dominance_low, dominance_high = dominance_range(better, known_equal, above_floor, below_floor, margin)
+    bound = float(weights[0]) * (dominance_low[:, None] - dominance_high[None, :]) + smooth_low
+    np.fill_diagonal(bound, -np.inf)
+    return np.where(np.isfinite(bound), bound, -np.inf)
+
+
+def dominance_range(better, known_equal, above_floor, below_floor, margin) -> tuple[np.ndarray, np.ndarray]:
+    """(E,), (E,): the lowest and highest dominance term of each encoder over every set of true errors the
+    family allows: from the pairs surely dominated (every axis surely no worse on the floored errors,
+    one surely better; only with no margin) and possibly dominated (no axis surely worse, one not surely
+    no better). ``better`` / ``known_equal`` (A, E, E), ``above_floor`` / ``below_floor`` (E, A)."""
+    n_encoders = better.shape[1]
+    surely_ge = better | known_equal | below_floor.T[:, :, None]  # [a, i, m]: f_i <= f_m surely
+    surely_gt = better & above_floor.T[:, None, :]  # f_i < f_m surely
+    surely = surely_ge.all(axis=0) & surely_gt.any(axis=0) & (margin <= 0.0)
+    possibly = (~surely_gt.transpose(0, 2, 1)).all(axis=0) & (~surely_ge.transpose(0, 2, 1)).any(axis=0)
+    np.fill_diagonal(surely, False)
+    np.fill_diagonal(possibly, False)
+    others = max(n_encoders - 1, 1)
+    return ((1.0 + surely.sum(axis=1) / others - possibly.sum(axis=0) / others) / 2.0,
+            (1.0 + possibly.sum(axis=1) / others - surely.sum(axis=0) / others) / 2.0)
+
+
 def strict_order(weights: Sequence[float], margin: float, tolerance: float) -> bool:
     """Whether a floored error surely lower on one axis (and no higher on any) means a higher CRS: balance
     counts, or dominance counts with no margin beyond the float tolerance."""
     return float(weights[1]) > 0.0 or (float(weights[0]) > 0.0 and margin <= tolerance)
 
 
+PRETEST_KAPPA = 2.0
+"""``headline = "pretest"``: |t| at or above which an axis order or floor counts as settled for the dominance
+range (about sqrt(2 log log n) for n of 400-1,500 patients, Andrews and Soares' smallest choice)."""
+HEADLINE_OPTIONS: dict[str, dict] = {"smooth": {"smooth": True}, "bound": {}, "stepdown": {"stepdown": True},
+                                     "pretest": {"smooth": True, "pretest": PRETEST_KAPPA}}
+"""[score] headline -> the keywords of :func:`simultaneous_statements` (decision 0180)."""
+
+
 def headline_statements(point: PointEstimate, replicate_errors: np.ndarray, contestants: Sequence[str],
-                        stepdown: bool = False) -> Statements:
+                        stepdown: bool | None = None) -> Statements:
     """The family of :func:`simultaneous_statements` for a score: the point estimate's scored axes, floor,
-    rules and level; ``replicate_errors`` (B, E, A) the bootstrap's axis errors in
-    :data:`crs.scoring.formula.ALL_AXES` order (row 0 not among them); ``contestants`` the competing
-    encoders, best point CRS first."""
+    rules, level and ``headline`` method (:data:`HEADLINE_OPTIONS`); ``replicate_errors`` (B, E, A) the
+    bootstrap's axis errors in :data:`crs.scoring.formula.ALL_AXES` order (row 0 not among them);
+    ``contestants`` the competing encoders, best point CRS first. ``stepdown`` True / False overrides the
+    method with the step-down / the bound alone."""
     settings = point.settings
+    options = HEADLINE_OPTIONS[getattr(settings, "headline", "smooth")]
+    if stepdown is not None:
+        options = {"stepdown": True} if stepdown else {}
     weights = [float(w) for w in component_weights(settings.weights)]  # already normalised: only the type
     names = point.encoders
     columns = [list(ALL_AXES).index(axis) for axis in point.axes]
@@ -317,10 +406,10 @@ def headline_statements(point: PointEstimate, replicate_errors: np.ndarray, cont
     return simultaneous_statements(
         errors, drawn, point.floor.reindex(list(point.axes)).to_numpy(dtype=np.float64),
         [AXIS_SCALES[axis] for axis in point.axes], contestants,
-        alpha=float(settings.alpha), stepdown=stepdown,
+        alpha=float(settings.alpha),
         strict=strict_order(weights, settings.dominance_margin, settings.dominance_tolerance),
         weights=weights, margin=settings.dominance_margin, reference_index=point.reference_index,
-        encoders=names, axes=point.axes, reference=reference,
+        encoders=names, axes=point.axes, reference=reference, **options,
     )
 
 

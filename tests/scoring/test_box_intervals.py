@@ -55,7 +55,7 @@ def test_the_spec_chooses_the_interval_and_a_wrong_one_is_named(tmp_path):
     path.write_text(text.replace("[score]\n", '[score]\ninterval = "percentile"\n', 1))
     assert ScoreSettings.from_config(load_spec(path).score).interval == "percentile"
     path.write_text(text.replace("[score]\n", '[score]\ninterval = "bca"\n', 1))
-    with pytest.raises(SpecError, match="interval must be 'box' or 'percentile'"):
+    with pytest.raises(SpecError, match="interval must be 'box', 'percentile' or 'adaptive'"):
         load_spec(path)
     assert ScoreSettings.from_config(load_spec(write_tiny_spec(tmp_path / "again")).score).interval == "box"
     with pytest.raises(ScoreInputError, match="interval must be one of"):

@@ -88,9 +88,9 @@ def test_surely_above_is_true_whenever_the_family_holds():
 @pytest.mark.parametrize("kind", ["calibrated", "overconfident"])
 def test_identical_encoders_are_all_kept_in_the_tier(count, kind):
     found = simulate(f"{count} identical {kind}, 400", data_sets=40, n_boot=100, truth_patients=20_000)
-    kept = found.rates["tier valid now"]
+    kept = found.rates["tier valid | one family (0166, default)"]
     assert kept >= 0.95 - 2 * np.sqrt(0.95 * 0.05 / 40), found.rates
-    assert found.rates["leader lost while the family held now"] == 0.0
+    assert found.rates["leader lost while the family held | one family (0166, default)"] == 0.0
 
 
 def test_the_score_reads_its_tier_and_comparisons_off_one_family():
