@@ -31,7 +31,7 @@ from crs.scoring.layouts import sampling_design
 from crs.scoring.projection import AXIS_SCALES
 from crs.scoring.resample import group_bootstrap
 from crs.scoring.settings import ScoreSettings, component_weights
-from crs.scoring.statements import Statements, simultaneous_statements, strict_order
+from crs.scoring.statements import HEADLINE_OPTIONS, Statements, simultaneous_statements, strict_order
 
 ZERO_SHOT_DIR = "zero_shot"
 ZERO_SHOT_AXES = ("discrimination", "calibration", "robustness")
@@ -246,13 +246,14 @@ def zero_shot_statements(errors: np.ndarray, replicates: np.ndarray, encoders: l
     (:func:`crs.scoring.statements.simultaneous_statements`, decision 0166) under the zero-shot CRS's own
     rules: ``errors`` (E, A) and ``replicates`` (B, E, A) the axis errors of ``axes``, the floor
     :data:`MIN_FLOOR`, the median reference, no dominance margin, every encoder competing, best point
-    ``crs`` first."""
+    ``crs`` first; the settings' ``headline`` method as the main leaderboard's (decision 0180)."""
     weights = [float(w) for w in component_weights(settings.weights)]
     order = [encoders[j] for j in np.argsort(-np.asarray(crs, dtype=np.float64), kind="stable")]
     return simultaneous_statements(
         errors, replicates, np.full(len(axes), MIN_FLOOR), [AXIS_SCALES[axis] for axis in axes], order,
         alpha=float(settings.alpha), strict=strict_order(weights, 0.0, settings.dominance_tolerance),
-        weights=weights, margin=0.0, reference_index=None, encoders=encoders, axes=axes)
+        weights=weights, margin=0.0, reference_index=None, encoders=encoders, axes=axes,
+        **HEADLINE_OPTIONS[getattr(settings, "headline", "smooth")])
 
 
 def _ranked_overall(encoders: list[str], tasks: list[str], present: set, coverage: Coverage | None
