@@ -46,10 +46,18 @@ def _critical(deviations: np.ndarray, se: np.ndarray, alpha: float) -> float:
 
 
 def detectable_crs(replicates: pd.DataFrame, point: pd.Series, contestants: Sequence[str],
-                   pairs: Sequence[tuple[str, str]], alpha: float, power: float = POWER) -> Detectable | None:
+                   pairs: Sequence[tuple[str, str]], alpha: float, power: float = POWER,
+                   lower: pd.DataFrame | None = None) -> Detectable | None:
     """The CRS difference each of ``pairs`` would need to be found with ``power`` (max-|t| over every pair
     of ``contestants``, from ``replicates``: one row per replicate, one column per encoder); None when
-    no pair has a bootstrap spread."""
+    no pair has a bootstrap spread.
+
+    ``lower`` (encoders x encoders): the lower bounds of CRS_k - CRS_j that the headline's family decided
+    "surely above" with (:attr:`crs.scoring.statements.Statements.difference_low`). With it, a pair needs
+    the gap at which its bound would clear 0 in about ``power`` of test sets: its point gap, plus what the
+    bound still lacks, plus z_power se (the bound taken to move one for one with the true gap). That is the
+    family's own reach, which an unsettled Pareto relation (the dominance term's range) can put far beyond
+    (c + z) se; a pair no route of the family can decide (bound -inf) is left out."""
     names = [str(name) for name in contestants]
     if len(names) < 2 or not pairs:
         return None
@@ -67,8 +75,27 @@ def detectable_crs(replicates: pd.DataFrame, point: pd.Series, contestants: Sequ
     found = [value for value in found if value > _SE_FLOOR]
     if not found:
         return None
+    if lower is not None:
+        return _family_reach(lower, point, [(a, b) for a, b in pairs if (a, b) in index or (b, a) in index],
+                             {pair: se[k] for pair, k in index.items()}, power)
     scale = critical + float(norm.ppf(power))
     return Detectable("CRS", scale * min(found), scale * max(found), power)
+
+
+def _family_reach(lower: pd.DataFrame, point: pd.Series, pairs: Sequence[tuple[str, str]],
+                  se: dict[tuple[str, str], float], power: float) -> Detectable | None:
+    """:func:`detectable_crs` read off the family's lower bounds (see there)."""
+    values = point.set_axis([str(n) for n in point.index])
+    bound = lower.set_axis([str(n) for n in lower.index]).set_axis([str(c) for c in lower.columns], axis=1)
+    z = float(norm.ppf(power))
+    reach = []
+    for a, b in pairs:
+        high, low = (a, b) if values[a] >= values[b] else (b, a)
+        spread = se.get((a, b), se.get((b, a), 0.0))
+        clears = float(bound.loc[high, low]) if high in bound.index and low in bound.columns else -np.inf
+        if spread > _SE_FLOOR and np.isfinite(clears):
+            reach.append(float(values[high] - values[low]) - min(clears, 0.0) + z * spread)
+    return Detectable("CRS", min(reach), max(reach), power) if reach else None
 
 
 def detectable_axis(comparisons, axis: str, pairs: Sequence[tuple[str, str]], what: str,

@@ -86,6 +86,9 @@ class Statements:
     error_low: np.ndarray | None = None
     error_high: np.ndarray | None = None
     """(E, A): the family's box over every axis error (the single step's)."""
+    difference_low: np.ndarray | None = None
+    """(E, E): the lower bound of CRS_k - CRS_j that decided "surely above" (the best route's; -inf where none
+    applies; None for the step-down, which decides without one): what a detectable difference is read from."""
 
     def holds(self, true_errors: np.ndarray) -> bool:
         """Whether every interval of the family holds ``true_errors`` (E, A): the event on which every
@@ -256,9 +259,11 @@ def simultaneous_statements(
     surely_dominates = at_least.all(axis=0) & strictly.any(axis=0)
     np.fill_diagonal(surely_dominates, False)
     above = surely_dominates & strict
+    difference_low = None
     if not stepdown and usable:  # the CRS itself bounded over the family's set (one event)
-        above |= crs_difference_low(errors, low, error_low, error_high, floor, better, known_equal, above_floor,
-                                    below_floor, weights, margin, reference_index) > 0.0
+        difference_low = crs_difference_low(errors, low, error_low, error_high, floor, better, known_equal,
+                                            above_floor, below_floor, weights, margin, reference_index)
+        above |= difference_low > 0.0
         if smooth:
             smooth_low = np.full((n_encoders, n_encoders), -np.inf)
             gained = point[n_family:] - half[n_family:]  # part_k - part_j for k < j, its lower end
@@ -268,11 +273,14 @@ def simultaneous_statements(
             if pretest is not None:
                 settled = _pretest(point[:n_family], scale[:n_family], certain[:n_family], floor_on_scale, pretest,
                                    n_axes, n_encoders)
-            above |= smooth_difference_low(smooth_low, settled[0], known_equal, settled[1], settled[2], weights,
-                                           margin) > 0.0
+            smooth_bound = smooth_difference_low(smooth_low, settled[0], known_equal, settled[1], settled[2],
+                                                 weights, margin)
+            above |= smooth_bound > 0.0
+            difference_low = np.maximum(difference_low, smooth_bound)
     np.fill_diagonal(above, False)
     return Statements(names, axis_names, contest, comparisons, above, above_floor, below_floor,
-                      tuple(critical_values), alpha, stepdown, reference, smooth, error_low, error_high)
+                      tuple(critical_values), alpha, stepdown, reference, smooth, error_low, error_high,
+                      difference_low)
 
 
 def crs_difference_low(errors, low, error_low, error_high, floor, better, known_equal, above_floor, below_floor,

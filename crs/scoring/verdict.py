@@ -261,7 +261,10 @@ def opening(score, level: str | None = None) -> Opening:
         tier_pairs += [(reference, name) for name in contest.contestants if float(table.loc[name, "crs_high"]) >= floor]
         named.append(reference)
     replicates = getattr(boot, "replicates", None)
-    crs_found = (detectable_crs(replicates, table["crs"], named, tier_pairs, float(boot.alpha))
+    statements = getattr(score, "statements", None)
+    lower = (pd.DataFrame(statements.difference_low, index=list(statements.encoders), columns=list(statements.encoders))
+             if statements is not None and statements.difference_low is not None else None)
+    crs_found = (detectable_crs(replicates, table["crs"], named, tier_pairs, float(boot.alpha), lower=lower)
                  if tier_pairs and replicates is not None else None)
     auroc_found = detectable_axis(comparisons, "discrimination", axis_pairs, "AUROC") if axis_pairs else None
     settings = getattr(score, "settings", None)
