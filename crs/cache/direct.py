@@ -61,6 +61,9 @@ def read_block(array: zarr.Array, start: int, stop: int) -> np.ndarray:
     chunk_rows = raw_chunk_rows(array)
     if chunk_rows is None or stop <= start:
         return np.asarray(array[start:stop])
+    prepare = getattr(array.store_path.store, "prepare_chunks", None)
+    if prepare is not None:  # a URL cache's read-through: fetch (and check) the block's chunks it lacks
+        prepare(array, range(start // chunk_rows, (stop - 1) // chunk_rows + 1))
     dtype = np.dtype(array.dtype)
     out = np.empty((stop - start, array.shape[1]), dtype=dtype)
     row_bytes = array.shape[1] * dtype.itemsize

@@ -93,7 +93,10 @@ class FeatureStore:
         self.path = Path(path)
         if mode == "r" and not self.path.exists():
             raise CacheError(f"no cache store at {self.path}; run `crs extract` first")
-        self.root = zarr.open_group(str(self.path), mode=mode)
+        from crs.cache.readthrough import store_for
+
+        # a URL cache's read-through mirror fetches each feature chunk on first read (decision 0187)
+        self.root = zarr.open_group(store_for(self.path, mode) or str(self.path), mode=mode)
 
     # -- sample table -----------------------------------------------------------------------
     def write_table(self, dataset: Dataset) -> None:
