@@ -8,8 +8,10 @@ into the mirror. From then on :class:`crs.cache.store.FeatureStore` opens that m
 through :class:`ReadThroughStore`: a feature chunk the mirror lacks is fetched on its first read,
 checked against the sha256 its extraction recorded, written whole (temporary name, then rename) and
 recorded in a ledger (``ledger.sqlite``: its size and the bytes fetched so far). When the chunks the
-read-through fetched exceed the budget, the least recently read ones are deleted (a read touches the
-file's mtime). Chunks the mirror got otherwise (an extraction, a full pull) are never evicted.
+read-through fetched exceed the budget, those not read since the stage began go first (least recently
+read first; a read touches the file's mtime), then the stage's own most recently read ones: scan
+resistant, since stage 2 reads its working set in the same order each run. Chunks the mirror got
+otherwise (an extraction, a full pull) are never evicted.
 
 A chunk whose flag says "not written" reads as zarr reads it locally; a chunk marked complete that
 the bucket lacks, or whose bytes do not match their checksum, stops the stage with one line: it never
@@ -53,6 +55,7 @@ LOCK_STRIPES = 64
 AUTO_FRACTION = 0.25
 MIN_AUTO_BUDGET = 1 << 30
 CHUNK_MARK = "/c/"
+EVICTED_RETRIES = 8
 
 
 # --- settings, budget, status ------------------------------------------------------------------
@@ -172,9 +175,11 @@ def prepare(url: str, mirror: Path | str, budget: int | None = None) -> LazyPull
         ledger.forget_missing(mirror)
         held = ledger.held()[0]
         amount = budget if budget is not None else auto_budget(mirror, held)
-        settings = {"url": url, "budget": amount, "budget_setting": "set" if budget is not None else "auto"}
+        started = _now_on_disk(folder)  # chunks read from now on are this stage's (see _Ledger.evict)
+        settings = {"url": url, "budget": amount, "budget_setting": "set" if budget is not None else "auto",
+                    "stage_started_ns": started}
         _write_text(settings_path(mirror), json.dumps(settings))
-        ledger.evict(mirror, amount, pinned=set())
+        ledger.evict(mirror, amount, pinned=set(), run_started_ns=started)
     found = status(mirror)
     assert found is not None
     return LazyPullReport(url, str(mirror), len(todo), sum(map(len, fetched.values())), kept, len(deferred),
@@ -234,6 +239,14 @@ def _drop_changed_chunks(array: Path, old: np.ndarray | None, new: np.ndarray | 
             shutil.rmtree(chunk_folder, ignore_errors=True) if chunk_folder.is_dir() else chunk_folder.unlink()
 
 
+def _now_on_disk(folder: Path) -> int:
+    """The file system's clock now (the mtime a file written now gets; it may lag ``time.time_ns()``)."""
+    mark = folder / "stage"
+    mark.touch()
+    os.utime(mark)
+    return os.stat(mark).st_mtime_ns
+
+
 def _write_text(path: Path, text: str) -> None:
     descriptor, temporary = tempfile.mkstemp(dir=path.parent, suffix=".partial")
     with os.fdopen(descriptor, "w") as handle:
@@ -276,21 +289,25 @@ class _Ledger:
                 self.connection.execute("INSERT INTO totals VALUES (?, ?) ON CONFLICT(name) DO UPDATE "
                                         "SET value = value + excluded.value", (name, value))
 
-    def evict(self, mirror: Path, budget: int, pinned: set[str]) -> int:
-        """Delete the least recently read fetched chunks until they fit ``budget`` (never ``pinned``)."""
+    def evict(self, mirror: Path, budget: int, pinned: set[str], run_started_ns: int) -> int:
+        """Delete fetched chunks (never ``pinned``) until the rest fit ``budget``: first those not read since
+        this stage began, least recently read first; then, when this stage's own reads exceed the budget, the
+        most recently read first. Stage 2 reads its working set in the same order each run, so a plain LRU
+        would evict every chunk before the next run reads it again; this keeps the earliest part instead."""
         with self._transaction():
             rows = self.connection.execute("SELECT path, size FROM held").fetchall()
             total = sum(size for _, size in rows)
             if total <= budget:
                 return 0
-            recency = []
+            order = []
             for path, size in rows:
                 try:
-                    recency.append((os.stat(mirror / path).st_mtime_ns, path, size))
+                    read = os.stat(mirror / path).st_mtime_ns
                 except FileNotFoundError:
-                    recency.append((-1, path, size))
+                    read = -1
+                order.append(((0, read) if read < run_started_ns else (1, -read), path, size))
             removed = 0
-            for _, path, size in sorted(recency):
+            for _, path, size in sorted(order):
                 if total <= budget:
                     break
                 if path in pinned:
@@ -370,26 +387,33 @@ class ReadThroughStore(LocalStore):
 
     async def get(self, key: str, prototype: BufferPrototype | None = None,
                   byte_range: ByteRequest | None = None) -> Buffer | None:
-        if _chunk_array(key) is not None:  # zarr's loop must stay free: the fetch waits on another loop
-            await asyncio.to_thread(self.ensure, [key])
-        return await super().get(key, prototype, byte_range)
+        if _chunk_array(key) is None:
+            return await super().get(key, prototype, byte_range)
+        for _ in range(EVICTED_RETRIES):  # another process may evict the chunk between its fetch and this read
+            complete = await asyncio.to_thread(self.ensure, [key])  # zarr's loop stays free meanwhile
+            found = await super().get(key, prototype, byte_range)
+            if found is not None or not complete:
+                return found  # None only for a chunk never written (its flag says so): zarr's fill value
+        raise CacheError(f"{Path(self.root).name}/{key} was evicted {EVICTED_RETRIES} times while being read; "
+                         "raise the spec's cache_budget")
 
     def prepare_chunks(self, array: zarr.Array, chunks: Iterable[int]) -> None:
         """Before ``read_block`` reads row chunks ``chunks`` of ``array`` straight from their files."""
         self.ensure([f"{array.path}/{array.metadata.encode_chunk_key((c,) + (0,) * (array.ndim - 1))}"
                      for c in chunks])
 
-    def ensure(self, keys: list[str]) -> None:
-        """Make the complete feature chunks among ``keys`` present (fetched and checked); touch the others."""
+    def ensure(self, keys: list[str]) -> list[str]:
+        """Make the complete feature chunks among ``keys`` present (fetched and checked) and return them."""
         wanted = [key for key in keys if self._complete_chunk(key)]
         missing = [key for key in wanted if not _touch(Path(self.root) / key)]
         if not missing:
-            return
+            return wanted
         store = Path(self.root).name
         with _chunk_locks(self.mirror, (f"{store}/{key}" for key in missing)):
             missing = [key for key in missing if not _touch(Path(self.root) / key)]  # another process fetched it
             if missing:
                 self._fetch(missing)
+        return wanted
 
     def _fetch(self, keys: list[str]) -> None:
         from crs.cache.transfer import _write_local
@@ -422,7 +446,8 @@ class ReadThroughStore(LocalStore):
             entries[f"{store}/{key}"] = len(data)
         with _Ledger(self.mirror) as ledger:
             ledger.add(entries)
-            ledger.evict(self.mirror, int(settings["budget"]), pinned=set(entries))
+            ledger.evict(self.mirror, int(settings["budget"]), pinned=set(entries),
+                         run_started_ns=int(settings.get("stage_started_ns", 0)))
 
     def _remote_root(self, url: str) -> tuple[Any, str, str]:
         if self._remote is None or self._remote[2] != url:
