@@ -128,9 +128,11 @@ def paper_scale(encoders: int, scale: float, dim: int, max_corruptions: int | No
 @click.option("--jobs", default=None, type=JobsType(), help="Stage-2 workers [default: the spec's].")
 @click.option("--workdir", default=None, type=click.Path(file_okay=False), help="Work folder [default: a temporary one].")
 @click.option("--keep", is_flag=True, help="Keep the work folder.")
+@click.option("--repeats", default=2, show_default=True, type=click.IntRange(min=1),
+              help="Local and warm runs, alternating; the best of each is reported.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def readthrough(scale: float, encoders: int, dim: int, max_corruptions: int, jobs: int | str | None,
-                workdir: str | None, keep: bool, as_json: bool) -> None:
+                workdir: str | None, keep: bool, repeats: int, as_json: bool) -> None:
     """Stage 2 from a URL cache (local S3 server) through the read-through against a local folder: cold, warm,
     and with a budget below the working set, side by side in one run; wall/CPU ratios and bytes fetched."""
     import json
@@ -139,7 +141,7 @@ def readthrough(scale: float, encoders: int, dim: int, max_corruptions: int, job
     from crs.bench import readthrough as readthrough_bench
 
     result = readthrough_bench.run(scale, encoders, dim, max_corruptions, jobs, workdir, keep,
-                                   echo=lambda line: click.echo(line, err=as_json))
+                                   echo=lambda line: click.echo(line, err=as_json), repeats=repeats)
     click.echo(json.dumps(asdict(result), indent=2) if as_json else readthrough_bench.format_result(result))
 
 

@@ -202,3 +202,24 @@ def test_worker_processes_share_a_small_read_through_and_read_every_row_right(lo
     assert found is not None and found.fetched_bytes > sum(map(len, _chunk_files(folder / "cache",
                                                                                   "pixel_stats").values()))
     assert found.held_bytes <= 3 * chunk + 2 * 16 * 128 * 2 * 4  # the budget, plus blocks being read at the moment
+
+
+@pytest.mark.slow
+def test_the_bench_runs_stage_2_local_cold_warm_and_budgeted_side_by_side(s3_env, tmp_path):
+    """`crs bench readthrough` on a small cache: every URL run gives the local run's records, the cold run
+    fetches every feature chunk once, the warm run nothing, the budgeted runs evict and fetch again."""
+    import json
+
+    output = _invoke("bench", "readthrough", "--scale", "0.003", "--encoders", "1", "--max-corruptions", "1",
+                     "--dim", "64", "--json", "--workdir", str(tmp_path / "work"))
+    result = json.loads(output[output.index("{"):])
+    runs = {run["name"]: run for run in result["runs"]}
+    assert list(runs) == ["local", "url-cold", "url-warm", "url-budget-quarter", "url-budget-quarter-again"]
+    assert all(run["records_equal"] for run in runs.values())
+    chunks = result["feature_chunk_bytes"]
+    assert runs["local"]["fetched_bytes"] == 0 and runs["url-cold"]["fetched_bytes"] == chunks
+    assert runs["url-warm"]["fetched_bytes"] == 0 and runs["url-warm"]["held_bytes"] == chunks
+    assert runs["url-budget-quarter"]["fetched_bytes"] == chunks  # stage 2 reads each chunk once per run
+    assert 0 < runs["url-budget-quarter-again"]["fetched_bytes"] < chunks  # what was kept is not fetched again
+    assert runs["url-budget-quarter-again"]["held_bytes"] < chunks
+    assert not (tmp_path / "work").exists()  # the work folder is removed unless --keep
