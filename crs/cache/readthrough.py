@@ -32,7 +32,7 @@ import sqlite3
 import tempfile
 import zlib
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import zarr
 from zarr.abc.store import ByteRequest
-from zarr.core.buffer import Buffer, BufferPrototype
+from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 from zarr.storage import LocalStore
 
 from crs.cache.remote import open_url
@@ -293,7 +293,8 @@ class _Ledger:
         """Delete fetched chunks (never ``pinned``) until the rest fit ``budget``: first those not read since
         this stage began, least recently read first; then, when this stage's own reads exceed the budget, the
         most recently read first. Stage 2 reads its working set in the same order each run, so a plain LRU
-        would evict every chunk before the next run reads it again; this keeps the earliest part instead."""
+        would evict every chunk before the next run reads it again; this keeps the earliest part instead.
+        A chunk whose lock a reader holds is skipped."""
         with self._transaction():
             rows = self.connection.execute("SELECT path, size FROM held").fetchall()
             total = sum(size for _, size in rows)
@@ -310,9 +311,8 @@ class _Ledger:
             for _, path, size in sorted(order):
                 if total <= budget:
                     break
-                if path in pinned:
-                    continue
-                (mirror / path).unlink(missing_ok=True)
+                if path in pinned or not _unlink_unless_locked(mirror, path):
+                    continue  # being read (or fetched) right now: the next eviction may take it
                 self.connection.execute("DELETE FROM held WHERE path = ?", (path,))
                 total -= size
                 removed += size
@@ -338,22 +338,45 @@ class _Ledger:
 
 
 @contextmanager
-def _chunk_locks(mirror: Path, keys: Iterable[str]) -> Iterator[None]:
-    """Hold the fetch locks of ``keys`` (their stripes, taken in order: two processes never deadlock)."""
-    stripes = sorted({zlib.crc32(key.encode()) % LOCK_STRIPES for key in keys})
-    folder = mirror / FOLDER / "locks"
-    folder.mkdir(parents=True, exist_ok=True)
+def _chunk_locks(mirror: Path, keys: Iterable[str], shared: bool = False) -> Iterator[None]:
+    """Hold the locks of ``keys`` (their stripes, taken in order: two processes never deadlock): exclusive
+    to fetch a chunk, shared to read one (eviction skips a chunk whose lock anyone holds)."""
+    stripes = sorted({_stripe(key) for key in keys})
     handles = []
     try:
         for stripe in stripes:
-            handle = open(folder / f"{stripe}.lock", "a+b")  # noqa: SIM115 (closed below, after the unlock)
+            handle = open(_lock_file(mirror, stripe), "a+b")  # noqa: SIM115 (closed below, after the unlock)
             handles.append(handle)
-            fcntl.flock(handle, fcntl.LOCK_EX)
+            fcntl.flock(handle, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         yield
     finally:
         for handle in handles:
             fcntl.flock(handle, fcntl.LOCK_UN)
             handle.close()
+
+
+def _unlink_unless_locked(mirror: Path, path: str) -> bool:
+    """Delete the chunk ``path`` unless someone holds its lock (a reader now, or a fetch); True when deleted."""
+    with open(_lock_file(mirror, _stripe(path)), "a+b") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        try:
+            (mirror / path).unlink(missing_ok=True)
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+    return True
+
+
+def _stripe(key: str) -> int:
+    return zlib.crc32(key.encode()) % LOCK_STRIPES
+
+
+def _lock_file(mirror: Path, stripe: int) -> Path:
+    folder = mirror / FOLDER / "locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"{stripe}.lock"
 
 
 # --- the store ------------------------------------------------------------------------------------
@@ -387,20 +410,41 @@ class ReadThroughStore(LocalStore):
 
     async def get(self, key: str, prototype: BufferPrototype | None = None,
                   byte_range: ByteRequest | None = None) -> Buffer | None:
-        if _chunk_array(key) is None:
+        if _chunk_array(key) is None or byte_range is not None:
+            if byte_range is not None:
+                await asyncio.to_thread(self.ensure, [key])
             return await super().get(key, prototype, byte_range)
-        for _ in range(EVICTED_RETRIES):  # another process may evict the chunk between its fetch and this read
-            complete = await asyncio.to_thread(self.ensure, [key])  # zarr's loop stays free meanwhile
-            found = await super().get(key, prototype, byte_range)
-            if found is not None or not complete:
-                return found  # None only for a chunk never written (its flag says so): zarr's fill value
-        raise CacheError(f"{Path(self.root).name}/{key} was evicted {EVICTED_RETRIES} times while being read; "
-                         "raise the spec's cache_budget")
+        data = await asyncio.to_thread(self._read_whole, key)  # zarr's loop stays free while it fetches
+        if data is None:
+            return None  # a chunk never written (its flag says so): zarr's fill value, as in a folder
+        return (prototype or default_buffer_prototype()).buffer.from_bytes(data)
 
-    def prepare_chunks(self, array: zarr.Array, chunks: Iterable[int]) -> None:
-        """Before ``read_block`` reads row chunks ``chunks`` of ``array`` straight from their files."""
-        self.ensure([f"{array.path}/{array.metadata.encode_chunk_key((c,) + (0,) * (array.ndim - 1))}"
-                     for c in chunks])
+    def _read_whole(self, key: str) -> bytes | None:
+        with self.reading([key]):
+            try:
+                return (Path(self.root) / key).read_bytes()
+            except FileNotFoundError:
+                return None
+
+    @contextmanager
+    def reading(self, keys: list[str]) -> Iterator[None]:
+        """Make the complete feature chunks among ``keys`` present and hold them (shared locks) while the
+        caller reads them: eviction by another process waits. A chunk evicted between its fetch and the
+        lock is fetched again."""
+        for _ in range(EVICTED_RETRIES):
+            wanted = self.ensure(keys)
+            store = Path(self.root).name
+            with _chunk_locks(self.mirror, (f"{store}/{key}" for key in wanted), shared=True):
+                if all((Path(self.root) / key).is_file() for key in wanted):
+                    yield
+                    return
+        raise CacheError(f"{Path(self.root).name}: chunks {keys[:3]} were evicted {EVICTED_RETRIES} times before "
+                         "they could be read; raise the spec's cache_budget")
+
+    def reading_chunks(self, array: zarr.Array, chunks: Iterable[int]) -> AbstractContextManager[None]:
+        """For ``read_block``: row chunks ``chunks`` of ``array`` present and held while it reads their files."""
+        return self.reading([f"{array.path}/{array.metadata.encode_chunk_key((c,) + (0,) * (array.ndim - 1))}"
+                             for c in chunks])
 
     def ensure(self, keys: list[str]) -> list[str]:
         """Make the complete feature chunks among ``keys`` present (fetched and checked) and return them."""

@@ -153,3 +153,10 @@ def all_(ctx: click.Context, quick: bool) -> None:
     ctx.invoke(extract, as_json=False, quick=quick, device="cpu")
     ctx.invoke(corruptions, as_json=False, as_markdown=False)
     ctx.invoke(probes, as_json=False, quick=quick, device="cpu")
+    import importlib.util
+
+    if all(importlib.util.find_spec(package) for package in ("s3fs", "moto")):
+        ctx.invoke(readthrough, scale=0.003 if quick else 0.01, encoders=1 if quick else 2, dim=1024,
+                   max_corruptions=4, jobs=None, workdir=None, keep=False, repeats=1 if quick else 2, as_json=False)
+    else:
+        click.echo("readthrough: skipped (needs s3fs and moto[server]: pip install -e '.[dev]')")
