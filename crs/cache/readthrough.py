@@ -16,8 +16,8 @@ otherwise (an extraction, a full pull) are never evicted.
 A chunk whose flag says "not written" reads as zarr reads it locally; a chunk marked complete that
 the bucket lacks, or whose bytes do not match their checksum, stops the stage with one line: it never
 reads as zarr's fill value or as wrong numbers. Several processes (the joblib workers) share the
-mirror: a chunk is fetched under a per-chunk lock (one fetch per chunk), and a chunk evicted by one
-process while another reads it is fetched again (the reader's FileNotFoundError path).
+mirror: a chunk is fetched under its lock held exclusively (one fetch per chunk), read under it held
+shared (eviction skips it meanwhile), and fetched again if evicted between the two.
 """
 
 from __future__ import annotations
