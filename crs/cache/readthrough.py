@@ -44,7 +44,7 @@ from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 from zarr.storage import LocalStore
 
 from crs.cache.remote import open_url
-from crs.cache.store import CacheError
+from crs.cache.store import STORE_OPENERS, CacheError
 from crs.cache.writer import CHECKSUM_SUFFIX, DONE_SUFFIX, chunk_checksum, is_marker_array
 
 FOLDER = ".crs-readthrough"
@@ -382,11 +382,6 @@ def _lock_file(mirror: Path, stripe: int) -> Path:
 # --- the store ------------------------------------------------------------------------------------
 
 
-def store_for(path: Path, mode: str) -> ReadThroughStore | None:
-    """The read-through store of a store folder inside a read-through mirror, else None (a plain folder)."""
-    if not settings_path(path.parent).is_file():
-        return None
-    return ReadThroughStore(path, read_only=mode == "r")
 
 
 @dataclass
@@ -563,3 +558,14 @@ def _touch(path: Path) -> bool:
         return True
     except FileNotFoundError:
         return False
+
+
+def store_for(path: Path, mode: str) -> ReadThroughStore | None:
+    """The read-through store of a store folder inside a read-through mirror, else None (a plain folder)."""
+    if not settings_path(path.parent).is_file():
+        return None
+    return ReadThroughStore(path, read_only=mode == "r")
+
+
+if store_for not in STORE_OPENERS:
+    STORE_OPENERS.append(store_for)
