@@ -192,8 +192,15 @@ class Benchmark:
         """
         from crs.evaluate.stage import probe_spec
 
-        self.mirror.pull()  # a URL cache: only what the mirror lacks is fetched
-        return probe_spec(self.spec, jobs=jobs, cluster=cluster, progress=progress, full=full)
+        self.mirror.pull_for_reading()  # a URL cache: metadata now, each feature chunk on its first read
+        outcome = probe_spec(self.spec, jobs=jobs, cluster=cluster, progress=progress, full=full)
+        self._say_read_through()
+        return outcome
+
+    def _say_read_through(self) -> None:
+        line = self.mirror.read_through_line()
+        if line is not None and self.mirror.announce is not None:
+            self.mirror.announce(line)
 
     def verify_cache(self, *, check_data: bool = True) -> dict[str, list[Problem]]:
         """Check every store under the spec's cache: store path -> problems (empty when sound).
@@ -356,7 +363,7 @@ class Benchmark:
         """
         from crs.report import write_report
 
-        self.mirror.pull()  # the report reads stores' provenance and shifts from the cache
+        self.mirror.pull_for_reading()  # the report reads stores' provenance and shifts from the cache
         records = self.records()
         if score is None:
             score, _ = self.stored_score(records)

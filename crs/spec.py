@@ -209,6 +209,29 @@ def mirror_folder(url: str) -> Path:
     return Path(root).expanduser() / hashlib.sha256(url.encode()).hexdigest()[:16]
 
 
+SIZE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+              "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
+
+
+def cache_budget_bytes(value: Any, where: str = "spec") -> int | None:
+    """``cache_budget`` in bytes: a whole number of bytes or text such as "8 GiB" / "500 MB"; None for
+    "auto" (or unset): the read-through then takes a quarter of its disk's free space (decision 0187)."""
+    if value is None or value == "auto":
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number, unit = float(value), ""
+    else:
+        found = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", value) if isinstance(value, str) else None
+        if found is None or found.group(2).lower() not in SIZE_UNITS:
+            raise SpecError(f"{where}: cache_budget must be \"auto\", a number of bytes or a size such as "
+                            f"\"8 GiB\" or \"500 MB\", got {value!r}")
+        number, unit = float(found.group(1)), found.group(2).lower()
+    size = int(number * SIZE_UNITS[unit])
+    if size < 1:
+        raise SpecError(f"{where}: cache_budget must be at least 1 byte, got {value!r}")
+    return size
+
+
 def _one_of(where: str, key: str, value: Any, allowed: tuple[str, ...]) -> str:
     if _scalar(where, key, value, "str") not in allowed:
         raise SpecError(f"{where}: field {key!r} must be one of {allowed}, got {value!r}")
@@ -492,6 +515,9 @@ class Spec:
     cache_url: str | None = None
     """The object-storage cache (``s3://bucket/prefix``) that ``cache``, its local mirror, is kept in step
     with (decision 0178); None for a cache folder. Given a URL as ``cache``, the spec moves it here."""
+    cache_budget: int | str | None = None
+    """A URL cache's read-through: the bytes of feature chunks stage 2 may keep in the mirror ("8 GiB";
+    None or "auto": a quarter of the mirror disk's free space; decision 0187). Not used for a folder."""
 
     def __post_init__(self) -> None:
         where = "spec"
@@ -504,6 +530,7 @@ class Spec:
             _set(self, cache_url=url, cache=mirror_folder(url))
         elif self.cache_url is not None:
             raise SpecError(f"{where}: field 'cache_url' must be a URL such as s3://bucket/prefix, got {url!r}")
+        cache_budget_bytes(self.cache_budget, where)
         _set(self, cache=_path(where, "cache", self.cache), output=_path(where, "output", self.output))
         if self.source is not None:
             _set(self, source=_path(where, "source", self.source))
@@ -713,7 +740,7 @@ def _encoders(value: Any, defaults: dict[str, Any], problems: list[str]) -> tupl
     return tuple(entries) if len(entries) == len(value) else None
 
 
-TOP_FIELDS = ("name", "cache", "output", "encoders", "encoder_defaults", "datasets", "extract", "probe", "score")
+TOP_FIELDS = ("name", "cache", "cache_budget", "output", "encoders", "encoder_defaults", "datasets", "extract", "probe", "score")
 ENCODER_FIELDS = ("name", "weights", "input_size", "datasets")
 DATASET_FIELDS = ("name", "loader", "root", "options", "shift_target")
 
@@ -786,6 +813,9 @@ def parse_spec(data: dict[str, Any], base: Path = Path(".")) -> Spec:
     for key in ("cache", "output"):
         if key in data:
             _checked(_path, "spec", key, data[key], problems=problems)
+    if _checked(cache_budget_bytes, data.get("cache_budget"), problems=problems) is None and \
+            data.get("cache_budget") not in (None, "auto"):
+        data = {key: value for key, value in data.items() if key != "cache_budget"}  # reported once
     defaults = data.get("encoder_defaults", {})
     if not isinstance(defaults, dict):
         problems.append("spec: field 'encoder_defaults' must be a table")
@@ -819,6 +849,7 @@ def parse_spec(data: dict[str, Any], base: Path = Path(".")) -> Spec:
     return Spec(
         name=name,  # type: ignore[arg-type]
         cache=data["cache"] if url_scheme(data.get("cache")) else _under(base, data.get("cache", "cache")),
+        cache_budget=data.get("cache_budget"),
         output=_under(base, data.get("output", f"crs-out/{name}")),
         encoders=encoders,  # type: ignore[arg-type]
         datasets=tuple(datasets),
@@ -936,6 +967,8 @@ def spec_to_dict(spec: Spec) -> dict[str, Any]:
     plain = convert(spec)
     if plain.get("cache_url") is None:
         plain.pop("cache_url", None)  # a folder cache's records stay as they were before URL caches
+    if plain.get("cache_budget") is None:
+        plain.pop("cache_budget", None)  # likewise: records without a budget stay as they were
     return plain
 
 

@@ -11,6 +11,7 @@ Layout (see docs/cache.md)::
             <array>/journal/<chunk>.rows        # rows computed for an unfinished chunk (journal.py)
 """
 
+from crs.cache import readthrough  # noqa: F401  (registers the read-through of URL caches with FeatureStore)
 from crs.cache.fingerprint import fingerprint
 from crs.cache.store import CacheError, FeatureStore, SampleTable, store_path
 

@@ -61,6 +61,14 @@ def read_block(array: zarr.Array, start: int, stop: int) -> np.ndarray:
     chunk_rows = raw_chunk_rows(array)
     if chunk_rows is None or stop <= start:
         return np.asarray(array[start:stop])
+    reading = getattr(array.store_path.store, "reading_chunks", None)
+    if reading is not None:  # a URL cache's read-through: the block's chunks fetched (checked) and held
+        with reading(array, range(start // chunk_rows, (stop - 1) // chunk_rows + 1)):
+            return _read_rows(array, start, stop, chunk_rows)
+    return _read_rows(array, start, stop, chunk_rows)
+
+
+def _read_rows(array: zarr.Array, start: int, stop: int, chunk_rows: int) -> np.ndarray:
     dtype = np.dtype(array.dtype)
     out = np.empty((stop - start, array.shape[1]), dtype=dtype)
     row_bytes = array.shape[1] * dtype.itemsize

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -86,6 +87,12 @@ def _strings(values: Any) -> np.ndarray:
     return np.array([str(v) for v in np.asarray(values).tolist()], dtype=str)
 
 
+STORE_OPENERS: list[Callable[[Path, str], Any]] = []
+"""Ways to open a store folder other than as a plain folder, each returning a zarr store or None. The
+read-through of a URL cache (:mod:`crs.cache.readthrough`, imported with :mod:`crs.cache`) adds itself:
+it depends on this module, never the other way round."""
+
+
 class FeatureStore:
     """One data set's store: the sample table plus feature groups per encoder fingerprint."""
 
@@ -93,7 +100,9 @@ class FeatureStore:
         self.path = Path(path)
         if mode == "r" and not self.path.exists():
             raise CacheError(f"no cache store at {self.path}; run `crs extract` first")
-        self.root = zarr.open_group(str(self.path), mode=mode)
+        # a URL cache's read-through mirror fetches each feature chunk on first read (decision 0187)
+        opened = next((found for opener in STORE_OPENERS if (found := opener(self.path, mode)) is not None), None)
+        self.root = zarr.open_group(opened or str(self.path), mode=mode)
 
     # -- sample table -----------------------------------------------------------------------
     def write_table(self, dataset: Dataset) -> None:

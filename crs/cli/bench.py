@@ -118,6 +118,33 @@ def paper_scale(encoders: int, scale: float, dim: int, max_corruptions: int | No
     paper_scale_bench.run(config, json_out=as_json, echo=click.echo)
 
 
+@bench.command("readthrough")
+@click.option("--scale", default=0.01, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="Row counts as a fraction of the paper's (the cache's size grows with it).")
+@click.option("--encoders", default=2, show_default=True, type=click.IntRange(min=1))
+@click.option("--dim", default=1024, show_default=True, type=click.IntRange(min=2))
+@click.option("--max-corruptions", default=4, show_default=True, type=click.IntRange(min=0),
+              help="Corruptions per task, each at every severity.")
+@click.option("--jobs", default=None, type=JobsType(), help="Stage-2 workers [default: the spec's].")
+@click.option("--workdir", default=None, type=click.Path(file_okay=False), help="Work folder [default: a temporary one].")
+@click.option("--keep", is_flag=True, help="Keep the work folder.")
+@click.option("--repeats", default=2, show_default=True, type=click.IntRange(min=1),
+              help="Local and warm runs, alternating; the best of each is reported.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def readthrough(scale: float, encoders: int, dim: int, max_corruptions: int, jobs: int | str | None,
+                workdir: str | None, keep: bool, repeats: int, as_json: bool) -> None:
+    """Stage 2 from a URL cache (local S3 server) through the read-through against a local folder: cold, warm,
+    and with a budget below the working set, side by side in one run; wall/CPU ratios and bytes fetched."""
+    import json
+    from dataclasses import asdict
+
+    from crs.bench import readthrough as readthrough_bench
+
+    result = readthrough_bench.run(scale, encoders, dim, max_corruptions, jobs, workdir, keep,
+                                   echo=lambda line: click.echo(line, err=as_json), repeats=repeats)
+    click.echo(json.dumps(asdict(result), indent=2) if as_json else readthrough_bench.format_result(result))
+
+
 @bench.command("all")
 @click.option("--quick", is_flag=True, help="Smoke sizes.")
 @click.pass_context
@@ -126,3 +153,10 @@ def all_(ctx: click.Context, quick: bool) -> None:
     ctx.invoke(extract, as_json=False, quick=quick, device="cpu")
     ctx.invoke(corruptions, as_json=False, as_markdown=False)
     ctx.invoke(probes, as_json=False, quick=quick, device="cpu")
+    import importlib.util
+
+    if all(importlib.util.find_spec(package) for package in ("s3fs", "moto")):
+        ctx.invoke(readthrough, scale=0.003 if quick else 0.01, encoders=1 if quick else 2, dim=1024,
+                   max_corruptions=4, jobs=None, workdir=None, keep=False, repeats=1 if quick else 2, as_json=False)
+    else:
+        click.echo("readthrough: skipped (needs s3fs and moto[server]: pip install -e '.[dev]')")

@@ -13,6 +13,7 @@ from crs.cache.imports import write_table_from_spec
 from crs.cache.inspect import collect_garbage, format_listing, list_cache, listing_json
 from crs.cache.store import CacheError
 from crs.cli.flags import refuse_cache_url_option
+from crs.cli.readthrough import readthrough
 from crs.cli.verify import verify
 
 cache_dir_option = click.option(
@@ -141,3 +142,4 @@ def import_features(file: str, dataset: str, encoder: str, condition: str, ids_p
 
 
 cache.add_command(verify)  # `crs cache verify` lives in its own module (verify.py), as it is the longest command
+cache.add_command(readthrough)  # a URL cache's read-through on this machine (readthrough.py, decision 0187)
