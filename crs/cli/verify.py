@@ -14,8 +14,9 @@ from typing import Any
 import click
 
 from crs.benchmark import Benchmark
+from crs.cache.url_commands import is_url, pull_mirror, refuse_kept_local
 from crs.cache.verify import Problem, interrupted_summary, verify_cache
-from crs.cli.flags import refuse_cache_url_option
+from crs.cli.flags import cache_url_option
 
 
 def _report(results: dict[str, list[Problem]], quiet: bool) -> int:
@@ -50,8 +51,9 @@ def _report_images(results: dict[str, Any], quiet: bool) -> int:
 
 @click.command("verify")
 @click.option("--cache", "cache_root", type=click.Path(file_okay=True), default=None,
-              callback=refuse_cache_url_option,
-              help="Cache folder or one <dataset>.zarr store (default: the spec's cache, else ./cache).")
+              callback=cache_url_option,
+              help="Cache folder, one <dataset>.zarr store, or an s3:// URL (its mirror is pulled first: what the "
+                   "bucket holds is checked) [default: the spec's cache, else ./cache].")
 @click.option("--spec", "spec_path", type=click.Path(dir_okay=False), default=None,
               help="Spec whose cache to check; needed by --repair to re-extract.")
 @click.option("--repair", is_flag=True, help="Mark bad chunks incomplete and re-extract only those (needs --spec).")
@@ -69,6 +71,13 @@ def verify(cache_root: str | None, spec_path: str | None, repair: bool, metadata
     bench = Benchmark(spec_path, cache=cache_root) if spec_path is not None else None
     changed_images = _report_images(bench.verify_images(), quiet) if images and bench is not None else 0
     root = bench.spec.cache if bench is not None else Path(cache_root or "cache")
+    url = bench.spec.cache_url if bench is not None else cache_root if is_url(cache_root) else None
+    if url is not None:  # the bucket's bytes: every object compared by size and MD5, what differs fetched
+        root, pulled = pull_mirror(url)
+        click.echo(f"cache {pulled.format()}")
+        refuse_kept_local(pulled, "verify")
+        if bench is not None:  # pulled once: a repair's extraction must not pull the bad chunks' flags back
+            bench.mirror.pulled = pulled
     results = verify_cache(root, check_data=not metadata_only)
     found = _report(results, quiet)
     if any(results.values()) and bench is not None and repair:  # unfinished groups resume too
@@ -77,6 +86,9 @@ def verify(cache_root: str | None, spec_path: str | None, repair: bool, metadata
             click.echo(f"repair: {action}")
         stats = repaired.extract
         click.echo(f"repair: re-extracted {stats.chunks_written} chunk(s) ({stats.total_forward} forward passes)")
+        if url is not None:  # the repaired chunks go back to the bucket
+            bench.mirror.announce = click.echo
+            bench.mirror.push()
         results = bench.verify_cache(check_data=not metadata_only)
         found = _report(results, quiet=True)
         if found:
