@@ -133,6 +133,11 @@ def pull(url: str, folder: Path | str, *, overwrite: bool = False, verify: bool 
     save_record(folder, url, step.in_step)
     checked = verify_cache(folder) if verify else {}
     damaged = [str(p) for problems in checked.values() for p in problems if p.damaged]
+    if damaged and step.kept_local:  # the damage may be in a file kept as local work, not in the URL's copy
+        raise CacheError(f"{len(damaged)} chunk(s) in {folder} do not match their recorded checksums (first: "
+                         f"{damaged[0]}), and {len(step.kept_local)} file(s) there were kept as written locally "
+                         f"(first: {step.kept_local[0]}); `crs cache pull {url} {folder} --overwrite` takes the "
+                         "URL's copies, then the check is repeated")
     if damaged:
         raise CacheError(f"{len(damaged)} chunk(s) pulled from {url} do not match their recorded checksums "
                          f"(first: {damaged[0]}); the copy at {url} is damaged: re-extract those chunks")

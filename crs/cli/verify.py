@@ -69,7 +69,6 @@ def verify(cache_root: str | None, spec_path: str | None, repair: bool, metadata
     if images and spec_path is None:
         raise click.UsageError("--images reads the image files the spec names: crs cache verify --spec SPEC.toml --images")
     bench = Benchmark(spec_path, cache=cache_root) if spec_path is not None else None
-    changed_images = _report_images(bench.verify_images(), quiet) if images and bench is not None else 0
     root = bench.spec.cache if bench is not None else Path(cache_root or "cache")
     url = bench.spec.cache_url if bench is not None else cache_root if is_url(cache_root) else None
     if url is not None:  # the bucket's bytes: every object compared by size and MD5, what differs fetched
@@ -78,17 +77,16 @@ def verify(cache_root: str | None, spec_path: str | None, repair: bool, metadata
         refuse_kept_local(pulled, "verify")
         if bench is not None:  # pulled once: a repair's extraction must not pull the bad chunks' flags back
             bench.mirror.pulled = pulled
+    changed_images = _report_images(bench.verify_images(), quiet) if images and bench is not None else 0
     results = verify_cache(root, check_data=not metadata_only)
     found = _report(results, quiet)
     if any(results.values()) and bench is not None and repair:  # unfinished groups resume too
+        bench.mirror.announce = click.echo  # a URL cache: the repair's extraction pushes each data set it redid
         repaired = bench.repair_cache(results, progress=not quiet)
         for action in repaired.actions:
             click.echo(f"repair: {action}")
         stats = repaired.extract
         click.echo(f"repair: re-extracted {stats.chunks_written} chunk(s) ({stats.total_forward} forward passes)")
-        if url is not None:  # the repaired chunks go back to the bucket
-            bench.mirror.announce = click.echo
-            bench.mirror.push()
         results = bench.verify_cache(check_data=not metadata_only)
         found = _report(results, quiet=True)
         if found:

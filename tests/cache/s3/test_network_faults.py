@@ -93,3 +93,27 @@ def test_throttling_that_outlasts_the_retries_stops_in_one_line_leaves_nothing_v
     assert resumed.returncode == 0 and " 0 already there" not in resumed.stdout, resumed.stdout + resumed.stderr
     assert _crs(s3_server.url, "cache", "pull", url, str(tmp_path / "home")).returncode == 0
     assert _files(tmp_path / "home") == _files(extracted)
+
+
+def test_a_lost_answer_to_the_lock_creation_leaves_the_push_its_own_lock(extracted, s3_bucket, s3_env, s3_server):
+    """The server creates the lock object but the answer is lost: the client's retry of the create-only PUT
+    is refused (the object exists). The push must see its own token there, not another writer."""
+    import boto3
+
+    url = f"{s3_bucket}/c"
+    lost: list[str] = []
+
+    def lose_the_first_lock_answer(number: int, method: str, path: str) -> str | None:
+        if method == "PUT" and path.split("?")[0].endswith("/.crs-locks/writer.lock") and not lost:
+            lost.append(path)
+            return "lose"
+        return None
+
+    with FaultProxy(s3_server.url, lose_the_first_lock_answer) as proxy:
+        result = _crs(proxy.url, "cache", "push", str(extracted), url)
+    assert lost, "the lock's creation was never seen"
+    assert result.returncode == 0 and "being written by" not in result.stdout + result.stderr, \
+        result.stdout + result.stderr
+    keys = [o["Key"] for o in boto3.client("s3", endpoint_url=s3_env)
+            .list_objects_v2(Bucket=s3_bucket.removeprefix("s3://"), Prefix="c/.crs-locks/").get("Contents", [])]
+    assert keys == []  # released at the end, as any push's

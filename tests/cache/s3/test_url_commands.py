@@ -117,7 +117,7 @@ def test_verify_given_a_url_finds_damage_in_the_bucket_though_the_mirror_is_soun
                                                                                   mirrors):
     import boto3
 
-    _, cache = extracted
+    spec, cache = extracted
     url = f"{s3_bucket}/c"
     _invoke("cache", "push", str(cache), url)
     first = _invoke("cache", "verify", "--cache", url)
@@ -132,6 +132,10 @@ def test_verify_given_a_url_finds_damage_in_the_bucket_though_the_mirror_is_soun
     assert "1 object(s) copied" in again, again
     bad = [line for line in again.splitlines() if line.startswith("BAD ")]
     assert len(bad) == 1 and "derm.zarr" in bad[0] and "clean" in bad[0], again
+
+    repaired = _invoke("cache", "verify", "--spec", str(_url_spec(spec, url, "verify.toml")), "--repair")
+    assert "re-extracted 1 chunk(s)" in repaired and "cache push:" in repaired, repaired
+    assert client.get_object(Bucket=bucket, Key=chunk)["Body"].read() == body  # the bucket's copy is mended
 
 
 def test_a_pull_keeps_unpushed_work_and_takes_what_only_the_url_changed(extracted, s3_bucket, s3_env, tmp_path):
@@ -165,6 +169,15 @@ def test_a_pull_keeps_unpushed_work_and_takes_what_only_the_url_changed(extracte
     _invoke("cache", "pull", url, str(home), "--overwrite")
     assert encoder.read_bytes() == other
 
+    # A chunk damaged here reads as local work too: the pull says where the damage may be and the way out.
+    chunk = next(p for p in sorted((home / "fundus.zarr").rglob("*")) if p.is_file() and "/clean/c/" in str(p))
+    good = chunk.read_bytes()
+    chunk.write_bytes(bytes(b ^ 0xFF for b in good))
+    damaged = _invoke("cache", "pull", url, str(home), code=2)
+    assert f"chunk(s) in {home}" in damaged and "--overwrite" in damaged, damaged
+    _invoke("cache", "pull", url, str(home), "--overwrite")
+    assert chunk.read_bytes() == good
+
 
 def test_check_and_status_given_a_url_read_the_bucket(extracted, s3_bucket, mirrors, tmp_path):
     spec, cache = extracted
@@ -172,9 +185,14 @@ def test_check_and_status_given_a_url_read_the_bucket(extracted, s3_bucket, mirr
     _invoke("cache", "push", str(cache), url)
     checked = _invoke("check", str(spec), "--cache", url)  # a new machine: only the images are local
     assert f"cache pull: {url} -> " in checked and "check: ok" in checked, checked
+    status = _invoke("status", str(_url_spec(spec, url, "remote.toml")))
+    assert "status: complete; stage 2 can run" in status, status
+
+
+def _url_spec(spec: Path, url: str, name: str) -> Path:
+    """The spec with ``cache = URL``, beside it (its relative paths read the same)."""
     text = spec.read_text()
     start = text.index('cache = "')
-    remote = spec.parent / "remote.toml"  # beside the spec: its relative paths read the same
+    remote = spec.parent / name
     remote.write_text(text[:start] + f'cache = "{url}"' + text[text.index("\n", start):])
-    status = _invoke("status", str(remote))
-    assert "status: complete; stage 2 can run" in status, status
+    return remote
