@@ -37,7 +37,7 @@ def collect_url_garbage(url: str, dry_run: bool = False) -> tuple[GcReport, Tran
     folder, pulled = pull_mirror(url)
     chosen = collect_garbage(folder, dry_run=True)
     if dry_run or not chosen.removed:
-        return chosen, pulled
+        return GcReport(chosen.removed, chosen.kept_locked, dry_run), pulled
     remote, root = open_url(url)
     with ObjectLock(url):  # no push interleaves: a group is never half deleted under a writer's objects
         present = _relative_objects(remote, root, url)
