@@ -75,6 +75,8 @@ class TransferReport:
     """A pull: folder files that differ from the URL's objects and were written there since the last
     transfer (unpushed work, decision 0190), left as they are."""
     verified: bool = True
+    kept_remote: tuple[str, ...] = ()
+    """A push: group metadata only the URL changed since the folder's last transfer, left as it is there."""
 
     def format(self) -> str:
         checked = (f"{self.verified_stores} store(s) verified against their chunk checksums" if self.verified
@@ -86,6 +88,10 @@ class TransferReport:
                      f"and were written here since the last push or pull (first: {self.kept_local[0]}): "
                      f"`crs cache push {self.destination} {self.source}` sends them, "
                      f"`crs cache pull {self.source} {self.destination} --overwrite` takes the URL's")
+        if self.kept_remote:
+            line += (f"; kept {len(self.kept_remote)} newer group metadata object(s) of {self.destination} that "
+                     f"another writer changed since this folder's last push or pull (first: {self.kept_remote[0]}): "
+                     f"`crs cache pull {self.destination} {self.source}` brings them here")
         return line
 
 
@@ -112,7 +118,7 @@ def push(folder: Path | str, url: str, stores: Sequence[str] | None = None) -> T
         copied, size, kept = _copy_tree(fsspec.filesystem("file"), str(folder.resolve()), remote, root, url,
                                         None if stores is None else parts, step)
     save_record(folder, url, step.in_step)
-    return TransferReport("push", str(folder), url, copied, size, kept, len(checked))
+    return TransferReport("push", str(folder), url, copied, size, kept, len(checked), kept_remote=tuple(step.kept_remote))
 
 
 def pull(url: str, folder: Path | str, *, overwrite: bool = False, verify: bool = True) -> TransferReport:
@@ -196,6 +202,9 @@ class _Step:
     keep_local: bool
     in_step: dict[str, str] = field(default_factory=dict)
     kept_local: list[str] = field(default_factory=list)
+    kept_remote: list[str] = field(default_factory=list)
+    """A push: group metadata the URL changed since the folder's last transfer while the folder's copy did
+    not (another writer marked a group current): the URL's newer copy is kept."""
 
 
 def _copy_tree(source: Any, source_root: str, target: Any, target_root: str, url: str,
@@ -238,6 +247,10 @@ def _copy_tree(source: Any, source_root: str, target: Any, target_root: str, url
                     continue
             if step is not None and step.keep_local and step.recorded.get(relative) != target_sum:
                 step.kept_local.append(relative)  # written here since the last transfer: never overwritten
+                continue
+            if step is not None and not step.keep_local and held is not None and phases[relative][0] == 2 \
+                    and step.recorded.get(relative) == hashlib.md5(held).hexdigest():
+                step.kept_remote.append(relative)  # a push: only the URL changed this group's metadata since
                 continue
             todo.append(relative)
         for batch in _batches(todo, wanted):

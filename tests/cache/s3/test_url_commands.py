@@ -197,3 +197,32 @@ def _url_spec(spec: Path, url: str, name: str) -> Path:
     remote = spec.parent / name
     remote.write_text(text[:start] + f'cache = "{url}"' + text[text.index("\n", start):])
     return remote
+
+
+def test_a_push_keeps_group_metadata_only_the_url_changed_since(extracted, s3_bucket, s3_env, tmp_path):
+    """Machine A pushed; machine B pulled, marked something in a group's metadata and pushed; A's next push
+    (its copy unchanged since its own push) must not put the older metadata back."""
+    import boto3
+
+    _, cache = extracted
+    url = f"{s3_bucket}/c"
+    first = tmp_path / "a"
+    shutil.copytree(cache, first)
+    _invoke("cache", "push", str(first), url)
+    _invoke("cache", "pull", url, str(tmp_path / "b"))
+    key = "cxr.zarr/encoders/pixel_stats/zarr.json"
+    newer = json.loads((tmp_path / "b" / key).read_text())
+    newer["attributes"]["note"] = "marked on machine B"
+    (tmp_path / "b" / key).write_text(json.dumps(newer))
+    _invoke("cache", "push", str(tmp_path / "b"), url)
+
+    again = _invoke("cache", "push", str(first), url)
+    assert "kept 1 newer group metadata object(s)" in again and key in again, again
+    client = boto3.client("s3", endpoint_url=s3_env)
+    there = client.get_object(Bucket=s3_bucket.removeprefix("s3://"), Key=f"c/{key}")["Body"].read()
+    assert json.loads(there) == newer
+    mine = json.loads((first / key).read_text())
+    mine["attributes"]["note"] = "then changed on A"  # A's own later change is its word: it is sent
+    (first / key).write_text(json.dumps(mine))
+    assert "1 object(s) copied" in _invoke("cache", "push", str(first), url)
+    assert json.loads(client.get_object(Bucket=s3_bucket.removeprefix("s3://"), Key=f"c/{key}")["Body"].read()) == mine
