@@ -1,4 +1,7 @@
-"""``crs cache verify [--cache DIR | --spec SPEC] [--repair]``: check (and repair) the feature cache.
+"""``crs cache verify [--cache DIR|URL | --spec SPEC] [--repair]``: check (and repair) the feature cache.
+
+A cache URL (given, or the spec's) is checked through its mirror, pulled first: what the bucket holds
+is what is read (decision 0191).
 
 Exit codes: 0 nothing is damaged (chunks an interrupted extraction has not written yet are listed,
 one ``INCOMPLETE`` line per feature group: they resume); 1 damage was found (each problem printed on
