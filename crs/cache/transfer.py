@@ -249,9 +249,10 @@ def _copy_tree(source: Any, source_root: str, target: Any, target_root: str, url
                 step.kept_local.append(relative)  # written here since the last transfer: never overwritten
                 continue
             if step is not None and not step.keep_local and held is not None and phases[relative][0] == 2 \
-                    and step.recorded.get(relative) == hashlib.md5(held).hexdigest():
+                    and step.recorded.get(relative) == hashlib.md5(held).hexdigest() \
+                    and _phase(relative, _read_plain(target, target_path, url))[0] == 2:
                 step.kept_remote.append(relative)  # a push: only the URL changed this group's metadata since
-                continue
+                continue  # (sound group metadata another writer wrote; a damaged object is mended below)
             todo.append(relative)
         for batch in _batches(todo, wanted):
             paths = [f"{source_root}/{r}" for r in batch]
