@@ -226,6 +226,7 @@ class Benchmark:
         """
         from crs.evaluate.imported import require_preflight
 
+        self.mirror.pull()  # a URL cache: the content check reads the image records the bucket holds
         return require_preflight(self.spec, encoders)
 
     def kept(self, stage: str) -> str:

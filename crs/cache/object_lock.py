@@ -73,7 +73,7 @@ class ObjectLock:
         self.release()
 
     def acquire(self) -> None:
-        if not self._create():
+        if not self._create() and not self._ours():
             holder, age, dead_here = self._holder()
             if age is not None and age <= self.lease and not dead_here:
                 raise RemoteLockHeld(
@@ -84,7 +84,7 @@ class ObjectLock:
             log.warning("taking over the lock of %s from %s: %s (lease %.0f s)", self.url, holder, why, self.lease)
             with contextlib.suppress(FileNotFoundError):
                 self.filesystem.rm_file(self.key)
-            if not self._create():  # another writer took it over first
+            if not self._create() and not self._ours():  # another writer took it over first
                 holder, _, _ = self._holder()
                 raise RemoteLockHeld(f"{self.url} is being written by {holder}; wait for it to finish")
         self._thread = threading.Thread(target=self._heartbeat, name="crs-object-lock", daemon=True)
@@ -107,6 +107,17 @@ class ObjectLock:
             if _exists_error(error):
                 return False
             raise remote_error(self.url, "locking", error) from None
+
+    def _ours(self) -> bool:
+        """True when the lock object holds this writer's body: its create-only PUT landed but the answer was
+        lost, and the client's retry was refused because the object now exists (decision 0192)."""
+        try:
+            self.filesystem.invalidate_cache(self.key)
+            return bool(self.filesystem.cat_file(self.key) == self.body)
+        except FileNotFoundError:
+            return False
+        except Exception as error:
+            raise remote_error(self.url, "reading the lock of", error) from None
 
     def _holder(self) -> tuple[str, float | None, bool]:
         """Who holds the lock, seconds since the server last saw it rewritten (None: it vanished), and

@@ -43,6 +43,12 @@ def open_url(url: str) -> tuple[Any, str]:
 def remote_error(url: str, action: str, error: BaseException) -> CacheError:
     """One line for a failed request: what was being done, where, and what the server or network said."""
     reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+    if "SlowDown" in reason or "reduce your request rate" in reason:  # s3fs and botocore retried it already
+        return CacheError(
+            f"{action} {url} failed: the server kept throttling (503 SlowDown) past the client's retries "
+            f"({type(error).__name__}: {reason}); wait, or allow more retries (AWS_MAX_ATTEMPTS, "
+            "AWS_RETRY_MODE=adaptive), then re-run: it resumes"
+        )
     return CacheError(
         f"{action} {url} failed ({type(error).__name__}: {reason}); check the bucket, the network and the "
         "AWS environment (AWS_ENDPOINT_URL, credentials), then re-run: it resumes"

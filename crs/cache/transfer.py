@@ -28,7 +28,7 @@ import logging
 import os
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from crs.cache.journal import JOURNAL_FOLDER
 from crs.cache.object_lock import ObjectLock
 from crs.cache.remote import open_url, remote_error
 from crs.cache.store import CacheError
+from crs.cache.sync_record import load_record, save_record
 from crs.cache.verify import verify_cache
 from crs.cache.writer import DONE_SUFFIX
 
@@ -70,11 +71,28 @@ class TransferReport:
     copied_bytes: int
     kept: int
     verified_stores: int
+    kept_local: tuple[str, ...] = ()
+    """A pull: folder files that differ from the URL's objects and were written there since the last
+    transfer (unpushed work, decision 0190), left as they are."""
+    verified: bool = True
+    kept_remote: tuple[str, ...] = ()
+    """A push: group metadata only the URL changed since the folder's last transfer, left as it is there."""
 
     def format(self) -> str:
-        return (f"{self.action}: {self.source} -> {self.destination}: {self.copied} object(s) copied "
-                f"({self.copied_bytes:,} bytes), {self.kept} already there; "
-                f"{self.verified_stores} store(s) verified against their chunk checksums")
+        checked = (f"{self.verified_stores} store(s) verified against their chunk checksums" if self.verified
+                   else "chunk data not read")
+        line = (f"{self.action}: {self.source} -> {self.destination}: {self.copied} object(s) copied "
+                f"({self.copied_bytes:,} bytes), {self.kept} already there; {checked}")
+        if self.kept_local:
+            line += (f"; kept {len(self.kept_local)} file(s) of {self.destination} that differ from {self.source} "
+                     f"and were written here since the last push or pull (first: {self.kept_local[0]}): "
+                     f"`crs cache push {self.destination} {self.source}` sends them, "
+                     f"`crs cache pull {self.source} {self.destination} --overwrite` takes the URL's")
+        if self.kept_remote:
+            line += (f"; kept {len(self.kept_remote)} newer group metadata object(s) of {self.destination} that "
+                     f"another writer changed since this folder's last push or pull (first: {self.kept_remote[0]}): "
+                     f"`crs cache pull {self.destination} {self.source}` brings them here")
+        return line
 
 
 def push(folder: Path | str, url: str, stores: Sequence[str] | None = None) -> TransferReport:
@@ -95,27 +113,41 @@ def push(folder: Path | str, url: str, stores: Sequence[str] | None = None) -> T
                          "run `crs cache verify --spec SPEC --repair` before pushing")
     remote, root = open_url(url)
     _one_line_on_network_faults()
+    step = _Step(load_record(folder, url), keep_local=False)
     with ObjectLock(url):  # one writer per URL: two pushes never interleave their objects
         copied, size, kept = _copy_tree(fsspec.filesystem("file"), str(folder.resolve()), remote, root, url,
-                                        None if stores is None else parts)
-    return TransferReport("push", str(folder), url, copied, size, kept, len(checked))
+                                        None if stores is None else parts, step)
+    save_record(folder, url, step.in_step)
+    return TransferReport("push", str(folder), url, copied, size, kept, len(checked), kept_remote=tuple(step.kept_remote))
 
 
-def pull(url: str, folder: Path | str) -> TransferReport:
-    """Copy the cache at ``url`` into the folder ``folder``, only what it lacks, then verify every chunk."""
+def pull(url: str, folder: Path | str, *, overwrite: bool = False, verify: bool = True) -> TransferReport:
+    """Copy the cache at ``url`` into the folder ``folder``, only what it lacks, then verify every chunk.
+
+    A folder file that differs from the URL's object is replaced only when it still holds what the last
+    push or pull left (the URL changed since); one written here since (unpushed work) is kept and named
+    in the report, unless ``overwrite`` (decision 0190). ``verify=False`` skips the chunk checksums (the
+    caller checks them itself, or reads only metadata)."""
     import fsspec
 
     folder = Path(folder)
     remote, root = open_url(url)
     _one_line_on_network_faults()
     folder.mkdir(parents=True, exist_ok=True)
-    copied, size, kept = _copy_tree(remote, root, fsspec.filesystem("file"), str(folder.resolve()), url)
-    checked = verify_cache(folder)
+    step = _Step(load_record(folder, url), keep_local=not overwrite)
+    copied, size, kept = _copy_tree(remote, root, fsspec.filesystem("file"), str(folder.resolve()), url, step=step)
+    save_record(folder, url, step.in_step)
+    checked = verify_cache(folder) if verify else {}
     damaged = [str(p) for problems in checked.values() for p in problems if p.damaged]
+    if damaged and step.kept_local:  # the damage may be in a file kept as local work, not in the URL's copy
+        raise CacheError(f"{len(damaged)} chunk(s) in {folder} do not match their recorded checksums (first: "
+                         f"{damaged[0]}), and {len(step.kept_local)} file(s) there were kept as written locally "
+                         f"(first: {step.kept_local[0]}); `crs cache pull {url} {folder} --overwrite` takes the "
+                         "URL's copies, then the check is repeated")
     if damaged:
         raise CacheError(f"{len(damaged)} chunk(s) pulled from {url} do not match their recorded checksums "
                          f"(first: {damaged[0]}); the copy at {url} is damaged: re-extract those chunks")
-    return TransferReport("pull", url, str(folder), copied, size, kept, len(checked))
+    return TransferReport("pull", url, str(folder), copied, size, kept, len(checked), tuple(step.kept_local), verify)
 
 
 def _relative_objects(filesystem: Any, root: str, url: str) -> dict[str, dict[str, Any]]:
@@ -161,9 +193,25 @@ BATCH_BYTES = 256 << 20
 """Objects moved at once (concurrent requests); memory stays under about ``BATCH_BYTES``."""
 
 
+@dataclass
+class _Step:
+    """A transfer's bookkeeping against the folder's sync record (decision 0190): what the folder held
+    at the last transfer, whether a target file changed since is kept (a pull), and what ends equal."""
+
+    recorded: dict[str, str]
+    keep_local: bool
+    in_step: dict[str, str] = field(default_factory=dict)
+    kept_local: list[str] = field(default_factory=list)
+    kept_remote: list[str] = field(default_factory=list)
+    """A push: group metadata the URL changed since the folder's last transfer while the folder's copy did
+    not (another writer marked a group current): the URL's newer copy is kept."""
+
+
 def _copy_tree(source: Any, source_root: str, target: Any, target_root: str, url: str,
-               stores: Sequence[str] | None = None) -> tuple[int, int, int]:
+               stores: Sequence[str] | None = None, step: _Step | None = None) -> tuple[int, int, int]:
     # ``stores``: only objects of these store folders are compared and copied (None: every store).
+    # ``step``: record what ends equal; with ``keep_local``, a target object that differs from the
+    # source and from the record (written at the target since the last transfer) is left as it is.
     # Metadata and flags are read first and written as read, then the data is listed: a writer still
     # filling the source may set a flag meanwhile, but a flag sent as set had its data written before
     # that second listing, so the data is sent too. Markers that appear later wait for the next transfer.
@@ -184,18 +232,35 @@ def _copy_tree(source: Any, source_root: str, target: Any, target_root: str, url
             held = snapshot.get(source_path)
             size_wanted = len(held) if held is not None else int(wanted[relative].get("size", -2))
             there = present.get(relative)
-            if there is not None and int(there.get("size", -1)) == size_wanted and \
-                    _md5(there, functools.partial(_read_plain, target, target_path, url)) == \
-                    (hashlib.md5(held).hexdigest() if held is not None else
-                     _md5(wanted[relative], functools.partial(_read_plain, source, source_path, url))):
-                kept += 1
-            else:
+            if there is None:
                 todo.append(relative)
+                continue
+            target_sum = _md5(there, functools.partial(_read_plain, target, target_path, url)) \
+                if int(there.get("size", -1)) == size_wanted or (step is not None and step.keep_local) else None
+            if int(there.get("size", -1)) == size_wanted:
+                source_sum = hashlib.md5(held).hexdigest() if held is not None else \
+                    _md5(wanted[relative], functools.partial(_read_plain, source, source_path, url))
+                if target_sum == source_sum:
+                    kept += 1
+                    if step is not None:
+                        step.in_step[relative] = source_sum
+                    continue
+            if step is not None and step.keep_local and step.recorded.get(relative) != target_sum:
+                step.kept_local.append(relative)  # written here since the last transfer: never overwritten
+                continue
+            if step is not None and not step.keep_local and held is not None and phases[relative][0] == 2 \
+                    and step.recorded.get(relative) == hashlib.md5(held).hexdigest() \
+                    and _phase(relative, _read_plain(target, target_path, url))[0] == 2:
+                step.kept_remote.append(relative)  # a push: only the URL changed this group's metadata since
+                continue  # (sound group metadata another writer wrote; a damaged object is mended below)
+            todo.append(relative)
         for batch in _batches(todo, wanted):
             paths = [f"{source_root}/{r}" for r in batch]
             data = {**_read_many(source, [p for p in paths if p not in snapshot], url),
                     **{p: snapshot[p] for p in paths if p in snapshot}}
             _write_many(target, {f"{target_root}/{r}": data[f"{source_root}/{r}"] for r in batch}, url)
+            if step is not None:
+                step.in_step.update({r: hashlib.md5(data[f"{source_root}/{r}"]).hexdigest() for r in batch})
             copied += len(batch)
             size += sum(len(data[p]) for p in paths)
     return copied, size, kept

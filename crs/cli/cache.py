@@ -12,13 +12,18 @@ from crs.cache.imports import import_features as import_feature_file
 from crs.cache.imports import write_table_from_spec
 from crs.cache.inspect import collect_garbage, format_listing, list_cache, listing_json
 from crs.cache.store import CacheError
-from crs.cli.flags import refuse_cache_url_option
+from crs.cli.flags import cache_url_option, refuse_cache_url_option
 from crs.cli.readthrough import readthrough
 from crs.cli.verify import verify
 
 cache_dir_option = click.option(
     "--cache", "cache_root", default="cache", show_default=True, type=click.Path(file_okay=False),
     callback=refuse_cache_url_option, help="Cache root folder (holds one <dataset>.zarr store per data set).",
+)
+cache_or_url_option = click.option(
+    "--cache", "cache_root", default="cache", show_default=True, type=click.Path(file_okay=False),
+    callback=cache_url_option,
+    help="Cache root folder, or an s3:// URL (read through its local mirror, pulled first).",
 )
 
 
@@ -28,10 +33,18 @@ def cache() -> None:
 
 
 @cache.command("ls")
-@cache_dir_option
+@cache_or_url_option
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def ls(cache_root: str, as_json: bool) -> None:
-    """Every store, encoder and fingerprint: current or stale, complete or not, arrays, fields, size."""
+    """Every store, encoder and fingerprint: current or stale, complete or not, arrays, fields, size.
+
+    With a URL, its mirror is pulled first (the pull's line goes to stderr) and listed."""
+    from crs.cache.url_commands import is_url, pull_mirror
+
+    if is_url(cache_root):
+        folder, pulled = pull_mirror(cache_root)
+        click.echo(f"cache {pulled.format()}", err=True)
+        cache_root = str(folder)
     stores = list_cache(cache_root)
     if as_json:
         click.echo(json.dumps(listing_json(stores), indent=2, default=str))
@@ -40,10 +53,19 @@ def ls(cache_root: str, as_json: bool) -> None:
 
 
 @cache.command("gc")
-@cache_dir_option
+@cache_or_url_option
 @click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
 def gc(cache_root: str, dry_run: bool) -> None:
-    """Delete stale fingerprints and abandoned incomplete groups; every encoder's current group stays."""
+    """Delete stale fingerprints and abandoned incomplete groups; every encoder's current group stays.
+
+    With a URL, the stale groups are deleted from the bucket (under its writer lock) and its mirror."""
+    from crs.cache.url_commands import collect_url_garbage, is_url
+
+    if is_url(cache_root):
+        report, pulled = collect_url_garbage(cache_root, dry_run=dry_run)
+        click.echo(f"cache {pulled.format()}")
+        click.echo(report.format())
+        return
     click.echo(collect_garbage(cache_root, dry_run=dry_run).format())
 
 
@@ -64,11 +86,17 @@ def push_command(folder: str, url: str) -> None:
 @cache.command("pull")
 @click.argument("url")
 @click.argument("folder", type=click.Path(file_okay=False))
-def pull_command(url: str, folder: str) -> None:
-    """Copy the cache at URL into FOLDER: only what it lacks, then every chunk checked against its sha256."""
+@click.option("--overwrite", is_flag=True,
+              help="Replace FOLDER's files that differ from URL even when written there since the last push or "
+                   "pull (default: keep that unpushed work and name it).")
+def pull_command(url: str, folder: str, overwrite: bool) -> None:
+    """Copy the cache at URL into FOLDER: only what it lacks, then every chunk checked against its sha256.
+
+    A file of FOLDER written there since its last push or pull (unpushed work) is never overwritten
+    unless --overwrite: it is kept and named."""
     from crs.cache.transfer import pull
 
-    click.echo(pull(url, folder).format())
+    click.echo(pull(url, folder, overwrite=overwrite).format())
 
 
 @cache.command("export-h5")

@@ -7,7 +7,7 @@ import sys
 import click
 
 from crs.benchmark import Benchmark
-from crs.cli.flags import SETTING_FLAGS, refuse_cache_url_option
+from crs.cli.flags import SETTING_FLAGS, cache_url_option
 from crs.extract.preflight import Finding, PreflightError, PreflightReport
 
 
@@ -26,6 +26,7 @@ def print_problems(report: PreflightReport) -> None:
 
 def preflight_or_stop(bench: Benchmark) -> None:
     """Run the pre-flight check; on problems list them all, then raise the error the CLI prints as its last line."""
+    bench.mirror.announce = click.echo  # a URL cache: the pull's one line
     try:
         bench.check()
     except PreflightError as error:
@@ -36,8 +37,8 @@ def preflight_or_stop(bench: Benchmark) -> None:
 
 @click.command("check")
 @click.argument("spec_path", metavar="SPEC.toml", type=click.Path(dir_okay=False))
-@click.option("--cache", type=click.Path(file_okay=False), callback=refuse_cache_url_option,
-              help="Cache root (overrides the spec).")
+@click.option("--cache", type=click.Path(file_okay=False), callback=cache_url_option,
+              help="Cache root or s3:// URL (overrides the spec).")
 @click.option("--out", type=click.Path(file_okay=False), help="Output folder (overrides the spec).")
 def check(spec_path: str, cache: str | None, out: str | None) -> None:
     """Check data, labels, weights, folders, disk, image modes and the cache before any GPU time.
@@ -45,6 +46,7 @@ def check(spec_path: str, cache: str | None, out: str | None) -> None:
     Every problem is listed at once; exit 1 when there is any. `crs run` and `crs extract` run it first.
     """
     bench = Benchmark(spec_path, cache=cache, output=out)
+    bench.mirror.announce = click.echo  # a URL cache is pulled first: the content check reads its records
     try:
         report = bench.check()
     except PreflightError as error:

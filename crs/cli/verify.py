@@ -1,4 +1,7 @@
-"""``crs cache verify [--cache DIR | --spec SPEC] [--repair]``: check (and repair) the feature cache.
+"""``crs cache verify [--cache DIR|URL | --spec SPEC] [--repair]``: check (and repair) the feature cache.
+
+A cache URL (given, or the spec's) is checked through its mirror, pulled first: what the bucket holds
+is what is read (decision 0191).
 
 Exit codes: 0 nothing is damaged (chunks an interrupted extraction has not written yet are listed,
 one ``INCOMPLETE`` line per feature group: they resume); 1 damage was found (each problem printed on
@@ -14,8 +17,9 @@ from typing import Any
 import click
 
 from crs.benchmark import Benchmark
+from crs.cache.url_commands import is_url, pull_mirror, refuse_kept_local
 from crs.cache.verify import Problem, interrupted_summary, verify_cache
-from crs.cli.flags import refuse_cache_url_option
+from crs.cli.flags import cache_url_option
 
 
 def _report(results: dict[str, list[Problem]], quiet: bool) -> int:
@@ -50,8 +54,9 @@ def _report_images(results: dict[str, Any], quiet: bool) -> int:
 
 @click.command("verify")
 @click.option("--cache", "cache_root", type=click.Path(file_okay=True), default=None,
-              callback=refuse_cache_url_option,
-              help="Cache folder or one <dataset>.zarr store (default: the spec's cache, else ./cache).")
+              callback=cache_url_option,
+              help="Cache folder, one <dataset>.zarr store, or an s3:// URL (its mirror is pulled first: what the "
+                   "bucket holds is checked) [default: the spec's cache, else ./cache].")
 @click.option("--spec", "spec_path", type=click.Path(dir_okay=False), default=None,
               help="Spec whose cache to check; needed by --repair to re-extract.")
 @click.option("--repair", is_flag=True, help="Mark bad chunks incomplete and re-extract only those (needs --spec).")
@@ -67,11 +72,19 @@ def verify(cache_root: str | None, spec_path: str | None, repair: bool, metadata
     if images and spec_path is None:
         raise click.UsageError("--images reads the image files the spec names: crs cache verify --spec SPEC.toml --images")
     bench = Benchmark(spec_path, cache=cache_root) if spec_path is not None else None
-    changed_images = _report_images(bench.verify_images(), quiet) if images and bench is not None else 0
     root = bench.spec.cache if bench is not None else Path(cache_root or "cache")
+    url = bench.spec.cache_url if bench is not None else cache_root if is_url(cache_root) else None
+    if url is not None:  # the bucket's bytes: every object compared by size and MD5, what differs fetched
+        root, pulled = pull_mirror(url)
+        click.echo(f"cache {pulled.format()}")
+        refuse_kept_local(pulled, "verify")
+        if bench is not None:  # pulled once: a repair's extraction must not pull the bad chunks' flags back
+            bench.mirror.pulled = pulled
+    changed_images = _report_images(bench.verify_images(), quiet) if images and bench is not None else 0
     results = verify_cache(root, check_data=not metadata_only)
     found = _report(results, quiet)
     if any(results.values()) and bench is not None and repair:  # unfinished groups resume too
+        bench.mirror.announce = click.echo  # a URL cache: the repair's extraction pushes each data set it redid
         repaired = bench.repair_cache(results, progress=not quiet)
         for action in repaired.actions:
             click.echo(f"repair: {action}")

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from crs.cache.progress import RECENT_SECONDS, RecentRate, live_writers, recent_rate
-from crs.cache.store import store_path
-from crs.extract.plan import ExtractPlan, _duration
+from crs.cache.store import CacheError, FeatureStore, store_path
+from crs.extract.plan import ExtractPlan, PlanRow, _duration
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,9 @@ class Progress:
     per_dataset: tuple[tuple[str, int, int], ...]  # (data set, passes, done)
     rate: RecentRate
     writers: tuple[str, ...]
+    unmarked: tuple[str, ...] = ()
+    """(data set, encoder) pairs whose chunks are all done but whose group is not yet current: shards that
+    each filled their own mirror of a cache URL, none seeing the others' chunks (docs/cluster.md)."""
 
     @property
     def to_go(self) -> int:
@@ -38,7 +42,11 @@ class Progress:
         for name, passes, done in self.per_dataset:
             lines.append(f"  {name:<14} {done:>12,} of {passes:>12,} done, {passes - done:>12,} to go")
         per_second = self.rate.per_second
-        if self.to_go == 0:
+        if self.to_go == 0 and self.unmarked:
+            lines.append(f"status: every chunk is done, but {len(self.unmarked)} group(s) are not yet marked "
+                         f"current (first: {self.unmarked[0]}; shards on separate mirrors of a cache URL): run "
+                         "`crs extract SPEC` once (no forward pass) before stage 2")
+        elif self.to_go == 0:
             lines.append("status: complete; stage 2 can run")
         elif per_second is None:
             lines.append(f"status: no chunk finished in the last {RECENT_SECONDS // 60} min; time left unknown "
@@ -60,4 +68,14 @@ def progress(plan: ExtractPlan, now: float | None = None) -> Progress:
     rate = recent_rate(stores, now=time.time() if now is None else now)
     writers = tuple(f"{name}: {writer}" for name, store in zip(datasets, stores, strict=True)
                     for writer in live_writers(store))
-    return Progress(plan.passes, plan.cached_passes, per_dataset, rate, writers)
+    unmarked = tuple(f"{row.dataset}/{row.encoder}" for row in plan.rows
+                     if row.passes and row.cached_passes == row.passes and not _current(plan.cache, row))
+    return Progress(plan.passes, plan.cached_passes, per_dataset, rate, writers, unmarked)
+
+
+def _current(cache: Path, row: PlanRow) -> bool:
+    try:
+        FeatureStore(store_path(cache, row.dataset)).current_fingerprint(row.encoder)
+        return True
+    except (CacheError, FileNotFoundError, KeyError):
+        return False

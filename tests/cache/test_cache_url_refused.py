@@ -95,7 +95,10 @@ def test_s3_never_becomes_a_local_folder(tmp_path, monkeypatch):
     assert not (tmp_path / "s3:").exists()
 
 
-@pytest.mark.parametrize("command", [["cache", "ls"], ["cache", "gc"], ["cache", "verify"]])
+@pytest.mark.parametrize("command", [  # ls, gc and verify take the URL (decision 0191: tests/cache/s3/)
+    ["cache", "export-h5", "pixel_stats", "out.h5"],
+    ["import-features", "features.npy", "--dataset", "derm", "--encoder", "mine"],
+])
 def test_commands_that_need_a_folder_refuse_an_s3_url_naming_the_pull(tmp_path, monkeypatch, command):
     pytest.importorskip("s3fs")
     monkeypatch.chdir(tmp_path)

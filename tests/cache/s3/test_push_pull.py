@@ -33,7 +33,7 @@ def extracted(tmp_path_factory):
 
 def _files(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
-            if p.is_file() and ".crs-locks" not in p.parts}
+            if p.is_file() and ".crs-locks" not in p.parts and ".crs-sync" not in p.parts}
 
 
 def _invoke(*args: str):
