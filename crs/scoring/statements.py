@@ -137,7 +137,33 @@ class Statements:
         return {"alpha": self.alpha, "level": 1.0 - self.alpha, "stepdown": self.stepdown, "smooth": self.smooth,
                 "critical_values": [float(c) for c in self.critical_values],
                 "leading_tier": list(self.leading_tier), "beat_reference": list(self.beat_reference),
-                "below_reference": list(self.surely_below(self.reference)) if self.reference is not None else []}
+                "below_reference": list(self.surely_below(self.reference)) if self.reference is not None else [],
+                "difference_low": _stored_bounds(self.encoders, self.difference_low)}
+
+
+def _stored_bounds(encoders: Sequence[str], bounds: np.ndarray | None) -> dict[str, dict[str, float | None]] | None:
+    """The CRS-difference lower bounds as JSON (row encoder -> column encoder -> bound; -inf as null), so a score
+    read back from disk says what the family could detect as the fresh one did."""
+    if bounds is None:
+        return None
+    return {str(k): {str(j): (float(bounds[a, b]) if np.isfinite(bounds[a, b]) else None)
+                     for b, j in enumerate(encoders) if a != b} for a, k in enumerate(encoders)}
+
+
+def stored_difference_low(stored: dict | None):
+    """:attr:`Statements.difference_low` back from a stored summary, as an encoders x encoders DataFrame (None when
+    the score was stored without it)."""
+    import pandas as pd
+
+    found = (stored or {}).get("difference_low")
+    if not found:
+        return None
+    names = list(found)
+    table = pd.DataFrame(-np.inf, index=names, columns=names)
+    for k, row in found.items():
+        for j, value in row.items():
+            table.loc[k, j] = -np.inf if value is None else float(value)
+    return table
 
 
 def stepdown_decisions(t_observed: np.ndarray, t_replicates: np.ndarray, alpha: float, stepdown: bool = True

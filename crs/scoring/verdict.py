@@ -262,8 +262,13 @@ def opening(score, level: str | None = None) -> Opening:
         named.append(reference)
     replicates = getattr(boot, "replicates", None)
     statements = getattr(score, "statements", None)
-    lower = (pd.DataFrame(statements.difference_low, index=list(statements.encoders), columns=list(statements.encoders))
-             if statements is not None and statements.difference_low is not None else None)
+    if statements is not None:
+        lower = (pd.DataFrame(statements.difference_low, index=list(statements.encoders), columns=list(statements.encoders))
+                 if statements.difference_low is not None else None)
+    else:  # a score read back from disk: the bounds its summary stored
+        from crs.scoring.statements import stored_difference_low
+
+        lower = stored_difference_low(getattr(score, "stored_headline_family", None))
     crs_found = (detectable_crs(replicates, table["crs"], named, tier_pairs, float(boot.alpha), lower=lower)
                  if tier_pairs and replicates is not None else None)
     auroc_found = detectable_axis(comparisons, "discrimination", axis_pairs, "AUROC") if axis_pairs else None
