@@ -441,10 +441,11 @@ class ScoreConfig:
     case_bootstrap: bool = True
     equity: bool = False
     """The optional fifth axis: the worst-group AUROC (docs/subgroups.md); off keeps the four-axis CRS."""
-    interval: str = "box"
-    """How the CRS and axis intervals are made: "box" (the simultaneous box projected through the score,
-    decision 0128), "percentile" (the paper's percentile interval, printed with its measured level) or
-    "adaptive" (the CRS's smooth part plus the dominance range, decision 0180; measured level)."""
+    interval: str = "adaptive"
+    """How the CRS and axis intervals are made: "adaptive" (default: the CRS's smooth part plus the dominance
+    range per encoder, measured level, the axes the simultaneous box's; decisions 0180, 0181), "box" (the
+    simultaneous box projected through the score for the CRS too, decision 0128) or "percentile" (the
+    paper's percentile interval, printed with its measured level)."""
     headline: str = "smooth"
     """How the headline's "surely above" is read off its one family: "smooth" (default: the smooth part of
     the CRS joins the family, decision 0180), "bound" (decision 0166), "stepdown" or "pretest" (measured
@@ -473,8 +474,8 @@ class ScoreConfig:
             if _scalar(where, name, getattr(self, name), "int") < 1:
                 raise SpecError(f"{where}: {name} must be at least 1, got {getattr(self, name)}")
         _scalar(where, "seed", self.seed, "int")
-        if _scalar(where, "interval", self.interval, "str") not in ("box", "percentile", "adaptive"):
-            raise SpecError(f"{where}: interval must be 'box', 'percentile' or 'adaptive', got {self.interval!r}")
+        if _scalar(where, "interval", self.interval, "str") not in ("adaptive", "box", "percentile"):
+            raise SpecError(f"{where}: interval must be 'adaptive', 'box' or 'percentile', got {self.interval!r}")
         headlines = ("smooth", "bound", "stepdown", "pretest")
         if _scalar(where, "headline", self.headline, "str") not in headlines:
             raise SpecError(f"{where}: headline must be one of {', '.join(map(repr, headlines))}, got {self.headline!r}")

@@ -19,7 +19,7 @@ from crs.publish.aggregates import AGGREGATES, AGGREGATES_FILE, REPLICATES_FILE
 from crs.publish.manifest import MANIFEST_FILE, read_manifest
 from crs.scoring.equity import finite_spread
 from crs.scoring.formula import ALL_AXES, EQUITY, point_estimate, rank_descending
-from crs.scoring.projection import box_intervals
+from crs.scoring.projection import adaptive_intervals, box_intervals
 from crs.scoring.settings import ScoreSettings
 
 
@@ -134,8 +134,10 @@ def _settings(values: dict[str, Any]) -> ScoreSettings:
 def cohort_score(sites: list[Site]) -> tuple[pd.DataFrame, float, list[str], np.ndarray]:
     """The CRS of the cohort of ``sites`` (of one site: its own score again, from its aggregates alone).
 
-    Returns per encoder ``crs``, ``rank``, the box interval ``crs_low`` / ``crs_high`` and ``p_rank1``; the box's
-    critical value; the axes scored; and their (B + 1, E, axes) errors."""
+    Returns per encoder ``crs``, ``rank``, the box interval ``crs_low`` / ``crs_high`` (simultaneous: what a
+    merged result prints), the adaptive one ``crs_adaptive_low`` / ``_high`` (what one site scored with the
+    default ``[score] interval = "adaptive"`` printed, decision 0181) and ``p_rank1``; the box's critical value;
+    the axes scored; and their (B + 1, E, axes) errors."""
     encoders = sites[0].encoders
     errors, standard = merged_errors(sites)
     axes = [axis for a, axis in enumerate(ALL_AXES) if not np.isnan(errors[..., a]).all()]
@@ -151,16 +153,23 @@ def cohort_score(sites: list[Site]) -> tuple[pd.DataFrame, float, list[str], np.
     table["crs"] = point.table["crs"].reindex(encoders)
     table["rank"] = point.table["rank"].reindex(encoders).astype(int)
     table["crs_low"], table["crs_high"] = bounds["crs_box_low"], bounds["crs_box_high"]
+    low, high = adaptive_intervals(point, errors[1:], float(settings.alpha))
+    table["crs_adaptive_low"] = pd.Series(low, index=point.encoders).reindex(table.index)
+    table["crs_adaptive_high"] = pd.Series(high, index=point.encoders).reindex(table.index)
     table["p_rank1"] = (rank_descending(replicate_crs) == 1).mean(axis=0)
     return table, float(critical), axes, errors
 
 
 def rescore_site(path: Path) -> Comparison:
     """An aggregates bundle's stored CRS and box interval derived again from its axis errors, standard errors and
-    replicates, compared under the reproducibility contract (the interval when the site scored with the box)."""
+    replicates, compared under the reproducibility contract (the interval when the site scored with the box or
+    the adaptive interval; a bundle stored without the setting scored with the box, the default then)."""
     site = read_site_files(path)
     table, *_ = cohort_score([site])
-    columns = ["crs"] + (["crs_low", "crs_high"] if site.settings.get("interval", "box") == "box" else [])
+    method = site.settings.get("interval", "box")
+    if method == "adaptive":
+        table["crs_low"], table["crs_high"] = table["crs_adaptive_low"], table["crs_adaptive_high"]
+    columns = ["crs"] + (["crs_low", "crs_high"] if method in ("box", "adaptive") else [])
     stored = site.crs.reindex(site.encoders)
     missing = [c for c in columns if c not in stored]
     if missing:

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from crs.evaluate.contest import contest_of_score
-from crs.scoring.bootstrap import interval_method
+from crs.scoring.bootstrap import axes_from_box, interval_method
 from crs.scoring.intervals import LEADERBOARD_INTERVALS, coverage_sentence, lowest_measured
 from crs.scoring.reversals import contest_reversals_of
 
@@ -100,11 +100,14 @@ def interval_note(bootstrap) -> str:
                 f"encoder's axis errors (studentised max-|t| over the {bootstrap.n_boot} replicates of the "
                 f"{bootstrap_name(bootstrap)}), the CRS taken at the box's two extreme corners, so all hold at "
                 f"once, through ties: {what}.")
-    elif method == "adaptive":  # decision 0180
+    elif method == "adaptive":  # decisions 0180, 0181
         note = (f"Each CRS interval is the {level} studentised interval of the CRS's smooth part (balance and "
                 f"worst axis), widened by the dominance term's range where a Pareto relation or an error floor "
-                f"is not settled, per encoder; the four axes' are percentile intervals; all over the same "
-                f"{bootstrap.n_boot} replicates of the {bootstrap_name(bootstrap)}: {what}.")
+                f"is not settled: it holds per encoder, at the measured level below. The four axes' intervals "
+                f"come from one {level} simultaneous box over every encoder's axis errors (studentised max-|t|), "
+                f"so they hold at once; statements about several encoders' CRS at once (reversals with "
+                f"confidence) read the box's CRS bounds. All over the same {bootstrap.n_boot} replicates of the "
+                f"{bootstrap_name(bootstrap)}: {what}.")
     else:
         note = (f"Every interval (CRS and the four axes) is a {level} percentile interval over the same "
                 f"{bootstrap.n_boot} replicates of the {bootstrap_name(bootstrap)}: {what}.")
@@ -141,7 +144,7 @@ def axis_intervals(score, alpha: float | None = None) -> pd.DataFrame:
     encoders = [str(name) for name in score.axis_errors.index]
     out = pd.DataFrame(index=pd.Index(encoders, name="encoder"))
     table = getattr(score.bootstrap, "table", None)
-    if table is not None and alpha == score.bootstrap.alpha and interval_method(score.bootstrap) == "box":  # decision 0128
+    if table is not None and alpha == score.bootstrap.alpha and axes_from_box(score.bootstrap):  # decisions 0128, 0181
         for axis, (value, _label, higher_is_better) in AXIS_VALUES.items():
             if f"{axis}_error_box_low" not in table:
                 out[f"{value}_low"] = out[f"{value}_high"] = np.nan

@@ -181,12 +181,15 @@ def paired_seed_case_bootstrap(
 
 BOX_COLUMNS = ("crs_percentile_low", "crs_percentile_high", "box_critical", "interval_method")
 """Columns :func:`with_box` adds beside the ``<quantity>_box_low`` / ``_high`` of crs.scoring.projection."""
+AXES_FROM_BOX = ("box", "adaptive")
+"""The interval methods whose axis intervals are the simultaneous box's (decisions 0128, 0181)."""
 
 
 def with_box(table: pd.DataFrame, point: PointEstimate, replicate_errors: np.ndarray) -> None:
     """Add the projected box's bounds to a bootstrap table (in place) and make ``crs_low`` / ``crs_high``
-    the method ``point.settings.interval`` names (decision 0128): the box's, or the percentile's as
-    summarised. The percentile bounds stay as ``crs_percentile_low`` / ``_high`` either way.
+    the method ``point.settings.interval`` names: the adaptive one (default, decisions 0180, 0181), the
+    box's (decision 0128), or the percentile's as summarised. The percentile bounds stay as
+    ``crs_percentile_low`` / ``_high`` and the box's as ``crs_box_low`` / ``_high`` either way.
     ``replicate_errors`` (B, E, A): the replicates' axis errors, row 0 not among them."""
     bounds, critical = box_intervals(point, replicate_errors, float(point.settings.alpha))
     table["crs_percentile_low"], table["crs_percentile_high"] = table["crs_low"], table["crs_high"]
@@ -196,7 +199,7 @@ def with_box(table: pd.DataFrame, point: PointEstimate, replicate_errors: np.nda
     table["interval_method"] = point.settings.interval
     if point.settings.interval == "box":
         table["crs_low"], table["crs_high"] = table["crs_box_low"], table["crs_box_high"]
-    elif point.settings.interval == "adaptive":  # decision 0180: the CRS only; the axes keep their percentiles
+    elif point.settings.interval == "adaptive":  # decisions 0180, 0181: the CRS only; the axes are the box's
         low, high = adaptive_intervals(point, replicate_errors, float(point.settings.alpha))
         table["crs_low"] = pd.Series(low, index=point.encoders).reindex(table.index)
         table["crs_high"] = pd.Series(high, index=point.encoders).reindex(table.index)
@@ -204,8 +207,8 @@ def with_box(table: pd.DataFrame, point: PointEstimate, replicate_errors: np.nda
 
 def interval_method(bootstrap) -> str:
     """"box" when the result's ``crs_low`` / ``crs_high`` are the projected box's (decision 0128), "adaptive"
-    (decision 0180) when the score says so, else "percentile" (``[score] interval = "percentile"``, or a
-    score stored before the box)."""
+    (decisions 0180, 0181) when the score says so, else "percentile" (``[score] interval = "percentile"``,
+    or a score stored before the box)."""
     table = getattr(bootstrap, "table", None)
     if table is None or "crs_box_low" not in table:
         return "percentile"
@@ -214,6 +217,26 @@ def interval_method(bootstrap) -> str:
     same = np.allclose(table["crs_low"], table["crs_box_low"], equal_nan=True) and np.allclose(
         table["crs_high"], table["crs_box_high"], equal_nan=True)
     return "box" if same else "percentile"
+
+
+def axes_from_box(bootstrap) -> bool:
+    """True when the result's axis intervals are the simultaneous box's (:data:`AXES_FROM_BOX`)."""
+    return interval_method(bootstrap) in AXES_FROM_BOX
+
+
+def simultaneous_crs(table: pd.DataFrame, box_table: pd.DataFrame | None) -> pd.DataFrame:
+    """``table`` (index encoder, with crs_low / crs_high) with its CRS bounds replaced by the box's
+    ``crs_box_low`` / ``_high`` from ``box_table`` (a bootstrap table) where it has them: the bounds that hold
+    for every encoder at once, which statements about several encoders need whatever ``[score] interval``
+    prints (decision 0181); ``table`` unchanged (a copy) where there is no box."""
+    found = table.copy()
+    if box_table is None or "crs_box_low" not in box_table or "crs_box_high" not in box_table:
+        return found
+    box = box_table.set_axis([str(name) for name in box_table.index])
+    names = [str(name) for name in found.index]
+    found["crs_low"] = box["crs_box_low"].reindex(names).to_numpy(dtype=np.float64)
+    found["crs_high"] = box["crs_box_high"].reindex(names).to_numpy(dtype=np.float64)
+    return found
 
 
 def zero_width(table: pd.DataFrame, tolerance: float = 1e-12) -> list[str]:

@@ -299,8 +299,9 @@ def adaptive_crs_bounds(
         if pretest is not None:  # settled once |t| >= kappa, else open
             half[1:] = np.where(moving[1:] & (np.abs(point[1:]) < pretest * spread[1:]), np.inf, 0.0)
         n_pairs = len(rest) * errors.shape[1]
-        pair_low = (point - half)[1: 1 + n_pairs].reshape(len(rest), -1)  # [m, a]: f_k - f_m
-        pair_high = (point + half)[1: 1 + n_pairs].reshape(len(rest), -1)
+        # [m, a]: f_k - f_m; the shape is explicit so that one encoder alone (no m) works too
+        pair_low = (point - half)[1: 1 + n_pairs].reshape(len(rest), errors.shape[1])
+        pair_high = (point + half)[1: 1 + n_pairs].reshape(len(rest), errors.shape[1])
         # k dominates m when f_k <= f_m on every axis and < on one; m dominates k the reverse
         surely_over = ((pair_high <= 0).all(axis=1) & (pair_high < 0).any(axis=1)).sum()
         possibly_over = ((pair_low <= 0).all(axis=1) & (pair_low < 0).any(axis=1)).sum()

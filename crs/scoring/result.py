@@ -238,7 +238,7 @@ class ScoreResult:
             # what the case-level intervals cover by simulation (docs/crs.md 7b, decision 0063)
             "measured_coverage": measured_coverage(float(self.bootstrap.alpha), interval_method(self.bootstrap))
             if case_level else None,
-            "method": interval_method(self.bootstrap),  # decision 0128: "box" (default) or "percentile"
+            "method": interval_method(self.bootstrap),  # "adaptive" (default, 0181), "box" (0128) or "percentile"
             # how each test set was drawn and so resampled (decision 0085); None: seed level only
             "sampling_design": ([dict(row) for row in self.bootstrap.sampling_designs]
                                 if case_level and self.bootstrap.sampling_designs is not None else None),
@@ -334,9 +334,13 @@ class ScoreResult:
                 sentence = (f"CRS and axis intervals: the CRS at the extreme corners of a simultaneous box over every "
                             f"axis error (critical value {float(self.bootstrap.table['box_critical'].iloc[0]):.2f}; "
                             f"decision 0128); percentile bounds in crs_percentile_low / _high. {sentence or ''}").strip()
-            elif method == "adaptive":
-                sentence = (f"CRS intervals: the smooth part's interval plus the dominance range, per encoder "
-                            f"(decision 0180); axis intervals by percentile. {sentence or ''}").strip()
+            elif method == "adaptive":  # decisions 0180, 0181
+                sentence = (f"CRS intervals: the smooth part's interval plus the dominance range, each holding per "
+                            f"encoder at the measured level (decision 0180); axis intervals: a simultaneous box over "
+                            f"every axis error, holding at once (critical value "
+                            f"{float(self.bootstrap.table['box_critical'].iloc[0]):.2f}; decision 0128); the box's "
+                            f"CRS bounds, which the reversals with confidence read, in crs_box_low / _high. "
+                            f"{sentence or ''}").strip()
             designs = [f"  {design_line(row)}" for row in interval["sampling_design"] or []]
             return ([sentence] if sentence else []) + (["test sets resampled as they were drawn:", *designs] if designs else [])
         lines = ["intervals are seed-only: the test set is not resampled (set case_bootstrap = true for intervals "

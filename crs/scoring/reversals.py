@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from crs.scoring.bootstrap import BootstrapResult
+from crs.scoring.bootstrap import AXES_FROM_BOX, BootstrapResult, simultaneous_crs
 from crs.scoring.formula import ScoreInputError
 from crs.scoring.rankings import rank_reversals
 from crs.scoring.settings import ScoreSettings
@@ -241,7 +241,7 @@ def bootstrap_reversals(table: pd.DataFrame, boot: BootstrapResult, settings: Sc
         table["auroc"].set_axis(names), table["crs"].set_axis(names), auroc_boot[finite], crs_boot[finite],
         alpha=settings.alpha,
     )  # fmt: skip
-    if settings.interval == "box" and "discrimination_error_box_low" in boot.table:  # decision 0128
+    if settings.interval in AXES_FROM_BOX and "discrimination_error_box_low" in boot.table:  # decisions 0128, 0181
         box = boot.table.reindex(names)
         low, high = reversal_count_bounds(
             1.0 - box["discrimination_error_box_high"].to_numpy(), 1.0 - box["discrimination_error_box_low"].to_numpy(),
@@ -300,9 +300,11 @@ def contest_reversals(crs: pd.DataFrame, contestants: list[str] | tuple[str, ...
                       box: pd.DataFrame | None = None) -> ContestReversals:
     """:class:`ContestReversals` of the contestants in the CRS table ``crs`` (index encoder; columns auroc,
     crs, crs_low, crs_high); ``comparisons``: the simultaneous axis comparisons (or None); ``box``: the
-    bootstrap table with the box's AUROC intervals (the fallback when there are no comparisons)."""
+    bootstrap table with the box's AUROC intervals (the fallback when there are no comparisons) and its CRS
+    intervals ``crs_box_low`` / ``_high``, which replace ``crs_low`` / ``crs_high`` where present: a pair held
+    with confidence needs both encoders' CRS bounds at once, whatever interval is printed (decision 0181)."""
     names = [str(name) for name in contestants]
-    table = crs.set_axis([str(name) for name in crs.index]).loc[names]
+    table = simultaneous_crs(crs.set_axis([str(name) for name in crs.index]).loc[names], box)
     if box is not None:
         wanted = [c for c in box if c.startswith("discrimination_error_box") and c not in table]
         table = table.join(box.set_axis([str(name) for name in box.index]).reindex(names)[wanted])

@@ -15,9 +15,10 @@ import numpy as np
 
 from crs.spec import COMPONENTS, MEDIAN_REFERENCE, ScoreConfig
 
-INTERVAL_METHODS = ("box", "percentile", "adaptive")
-"""``interval``: the projected simultaneous box (default, decision 0128), the replicates' percentile, or the
-adaptive CRS interval (decision 0180: the smooth part's interval plus the dominance range; axes by percentile)."""
+INTERVAL_METHODS = ("adaptive", "box", "percentile")
+"""``interval``: the adaptive CRS interval with the box's axis intervals (default, decisions 0180, 0181: the
+smooth part's interval plus the dominance range, per encoder), the projected simultaneous box for all
+(decision 0128), or the replicates' percentile."""
 HEADLINE_METHODS = ("smooth", "bound", "stepdown", "pretest")
 """``headline``: how "surely above" is read off the headline's one family (decisions 0166, 0180): ``"smooth"``
 (default) the CRS-difference bound plus the smooth part's pairwise differences in the family; ``"bound"`` the
@@ -78,13 +79,15 @@ class ScoreSettings:
             images; positives per label); smaller ones are listed as too small (crs.scoring.subgroups).
         equity: add the optional fifth axis ``equity``: 1 - the worst-group AUROC, mean over tasks and
             subgroup attributes (crs.scoring.subgroups); off by default (the four-axis CRS). Needs case_level.
-        interval: how crs_low / crs_high and the axis intervals are made: ``"box"`` (default), the CRS at
+        interval: how crs_low / crs_high and the axis intervals are made: ``"adaptive"`` (default), the
+            CRS's smooth part's studentised interval widened by the dominance term's range where a Pareto
+            relation or a floor is unsettled (crs.scoring.projection.adaptive_crs_bounds, decisions 0180,
+            0181; per encoder, measured level), the axes the simultaneous box's; ``"box"``, the CRS too at
             the extreme corners of a simultaneous box over every axis error (crs.scoring.projection,
             decision 0128); ``"percentile"``, the percentile of the replicates (the paper's; its
-            measured coverage is printed beside it); ``"adaptive"``, the CRS's smooth part's studentised
-            interval widened by the dominance term's range where a Pareto relation or a floor is unsettled
-            (crs.scoring.projection.adaptive_crs_bounds, decision 0180; per encoder, measured level), the
-            axes by percentile.
+            measured coverage is printed beside it). Whatever is chosen, the statements about several
+            encoders at once (reversals with confidence, the reference sentence without its family) read
+            the box's CRS bounds ``crs_box_low`` / ``_high``.
         headline: how the headline's "surely above" (the tier, the rank sets, the reference sentence) is read
             off its one family: one of :data:`HEADLINE_METHODS` (default ``"smooth"``, decision 0180).
         reference_competes: a named reference competes for the lead (the paper's table); off by default, it
@@ -108,7 +111,7 @@ class ScoreSettings:
     subgroup_min_images: int = 50
     subgroup_min_positives: int = 10
     equity: bool = False
-    interval: str = "box"
+    interval: str = "adaptive"
     reference_competes: bool = False
     headline: str = "smooth"
 

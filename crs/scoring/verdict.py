@@ -232,9 +232,13 @@ def opening(score, level: str | None = None) -> Opening:
     reference takes part. The contestants and the baseline row come from :func:`crs.evaluate.contest.contest_of_score`,
     the one rule every view reads."""
     from crs.evaluate.contest import contest_of_score
+    from crs.scoring.bootstrap import simultaneous_crs
     from crs.scoring.detectable import detectable_axis, detectable_crs
 
     table = score.crs.set_axis([str(name) for name in score.crs.index])
+    # the reference sentence and the detectable difference without the family read the box's CRS bounds,
+    # which hold for every encoder at once (decision 0181), not the per-encoder printed ones
+    together = simultaneous_crs(table, getattr(score.bootstrap, "table", None))
     contest = contest_of_score(score)
     boot = score.bootstrap
     level = level or f"{100 * (1 - boot.alpha):g} %"
@@ -242,7 +246,7 @@ def opening(score, level: str | None = None) -> Opening:
     comparisons = getattr(score, "comparisons", None)
     reference = contest.baseline or ""  # "": no named reference outside the contest
     below = _below_reference(score, reference) if reference else None
-    verdict = reference_verdict(reference, table, contest.contestants, comparisons, level, below) if reference else ""
+    verdict = reference_verdict(reference, together, contest.contestants, comparisons, level, below) if reference else ""
     gains = reference_gains(reference, contest.contestants, comparisons, level) if verdict else ""
     decision = decision_sentences(contest.tier, contest.contestants, comparisons, level, qualifier)
     if verdict and decision:
@@ -256,9 +260,10 @@ def opening(score, level: str | None = None) -> Opening:
     if verdict and below is not None:  # the candidates the headline's family does not separate from the reference
         tier_pairs += [(reference, name) for name in contest.contestants if name not in below]
         named.append(reference)
-    elif verdict and "crs_high" in table and "crs_low" in table:  # a score without its family: the box decides
-        floor = float(table.loc[reference, "crs_low"])
-        tier_pairs += [(reference, name) for name in contest.contestants if float(table.loc[name, "crs_high"]) >= floor]
+    elif verdict and "crs_high" in together and "crs_low" in together:  # a score without its family: the box decides
+        floor = float(together.loc[reference, "crs_low"])
+        tier_pairs += [(reference, name) for name in contest.contestants
+                       if float(together.loc[name, "crs_high"]) >= floor]
         named.append(reference)
     replicates = getattr(boot, "replicates", None)
     statements = getattr(score, "statements", None)
