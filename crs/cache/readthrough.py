@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import functools
+import hashlib
 import json
 import os
 import shutil
@@ -43,13 +44,15 @@ from zarr.abc.store import ByteRequest
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 from zarr.storage import LocalStore
 
+from crs.cache.fetched import LEDGER_FILE, READ_THROUGH_FOLDER
 from crs.cache.remote import open_url
 from crs.cache.store import STORE_OPENERS, CacheError
+from crs.cache.sync_record import load_record, save_record
 from crs.cache.writer import CHECKSUM_SUFFIX, DONE_SUFFIX, chunk_checksum, is_marker_array
 
-FOLDER = ".crs-readthrough"
+FOLDER = READ_THROUGH_FOLDER
 SETTINGS = "settings.json"
-LEDGER = "ledger.sqlite"
+LEDGER = LEDGER_FILE
 LOCK_STRIPES = 64
 """Per-chunk fetch locks, as this many lock files (a chunk's stripe: a hash of its key)."""
 AUTO_FRACTION = 0.25
@@ -127,12 +130,20 @@ class LazyPullReport:
     deferred: int
     deferred_bytes: int
     status: ReadThroughStatus
+    kept_local: tuple[str, ...] = ()
+    """Mirror files that differ from the URL's and were written here since the last transfer: kept (0190)."""
 
     def format(self) -> str:
-        return (f"pull: {self.url} -> {self.mirror} (read-through): {self.copied} object(s) copied "
+        line = (f"pull: {self.url} -> {self.mirror} (read-through): {self.copied} object(s) copied "
                 f"({self.copied_bytes:,} bytes), {self.kept} already there; {self.deferred} feature chunk(s) "
                 f"({self.deferred_bytes:,} bytes) fetched when first read, up to a {self.status.budget:,}-byte "
                 f"budget ({self.status.budget_setting}; held now: {self.status.held_bytes:,} bytes)")
+        if self.kept_local:
+            line += (f"; kept {len(self.kept_local)} file(s) of {self.mirror} that differ from {self.url} and were "
+                     f"written here since the last push or pull (first: {self.kept_local[0]}): `crs cache push "
+                     f"{self.mirror} {self.url}` sends them, `crs cache pull {self.url} {self.mirror} --overwrite` "
+                     "takes the URL's")
+        return line
 
 
 def prepare(url: str, mirror: Path | str, budget: int | None = None) -> LazyPullReport:
@@ -150,25 +161,34 @@ def prepare(url: str, mirror: Path | str, budget: int | None = None) -> LazyPull
     local = fsspec.filesystem("file")
     local_root = str(mirror.resolve())
     present = _relative_objects(local, local_root, url)
-    todo, kept = [], 0
+    recorded = load_record(mirror, url)
+    todo, kept, in_step, kept_local = [], 0, {}, []
     for relative, info in objects.items():
         if relative in deferred:
             continue
         there = present.get(relative)
-        if there is not None and int(there.get("size", -1)) == int(info.get("size", -2)) and \
-                _md5(there, functools.partial(_read_plain, local, f"{local_root}/{relative}", url)) == \
-                _md5(info, functools.partial(_read_plain, remote, f"{root}/{relative}", url)):
+        if there is None:
+            todo.append(relative)
+            continue
+        local_sum = _md5(there, functools.partial(_read_plain, local, f"{local_root}/{relative}", url))
+        remote_sum = _md5(info, functools.partial(_read_plain, remote, f"{root}/{relative}", url))
+        if local_sum == remote_sum:
             kept += 1
+            in_step[relative] = remote_sum
+        elif recorded.get(relative) != local_sum:  # written here since the last transfer: never overwritten (0190)
+            kept_local.append(relative)
         else:
             todo.append(relative)
     data = _read_many(remote, [f"{root}/{r}" for r in todo], url)
     fetched = {r: data[f"{root}/{r}"] for r in todo}
+    in_step.update({r: hashlib.md5(fetched[r]).hexdigest() for r in todo})
     rechecked = {_checksums_of(r) for r in todo if r in present} - {None}
     before = {array: _checksums(mirror / array) for array in rechecked if array is not None}
     for relative in sorted(todo, key=lambda r: (_phase(r, fetched[r]), r)):
         _write_many(local, {f"{local_root}/{relative}": fetched[relative]}, url)
     for array, old in before.items():  # checksums the bucket changed (a chunk re-extracted): drop those chunks
         _drop_changed_chunks(mirror / array, old, _checksums(mirror / array))
+    save_record(mirror, url, in_step)  # a later whole pull tells these from work done here (decision 0190)
     folder = mirror / FOLDER
     folder.mkdir(exist_ok=True)
     with _Ledger(mirror) as ledger:
@@ -183,7 +203,7 @@ def prepare(url: str, mirror: Path | str, budget: int | None = None) -> LazyPull
     found = status(mirror)
     assert found is not None
     return LazyPullReport(url, str(mirror), len(todo), sum(map(len, fetched.values())), kept, len(deferred),
-                          sum(int(objects[r].get("size", 0)) for r in deferred), found)
+                          sum(int(objects[r].get("size", 0)) for r in deferred), found, tuple(sorted(kept_local)))
 
 
 def forget_fetched(mirror: Path | str) -> None:

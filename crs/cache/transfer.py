@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from crs.cache.fetched import fetched_paths
 from crs.cache.journal import JOURNAL_FOLDER
 from crs.cache.object_lock import ObjectLock
 from crs.cache.remote import open_url, remote_error
@@ -134,7 +135,7 @@ def pull(url: str, folder: Path | str, *, overwrite: bool = False, verify: bool 
     remote, root = open_url(url)
     _one_line_on_network_faults()
     folder.mkdir(parents=True, exist_ok=True)
-    step = _Step(load_record(folder, url), keep_local=not overwrite)
+    step = _Step(load_record(folder, url), keep_local=not overwrite, fetched=fetched_paths(folder))
     copied, size, kept = _copy_tree(remote, root, fsspec.filesystem("file"), str(folder.resolve()), url, step=step)
     save_record(folder, url, step.in_step)
     checked = verify_cache(folder) if verify else {}
@@ -200,6 +201,8 @@ class _Step:
 
     recorded: dict[str, str]
     keep_local: bool
+    fetched: set[str] = field(default_factory=set)
+    """Chunks a read-through fetched from the URL (crs.cache.readthrough): the URL's bytes, never local work."""
     in_step: dict[str, str] = field(default_factory=dict)
     kept_local: list[str] = field(default_factory=list)
     kept_remote: list[str] = field(default_factory=list)
@@ -245,7 +248,8 @@ def _copy_tree(source: Any, source_root: str, target: Any, target_root: str, url
                     if step is not None:
                         step.in_step[relative] = source_sum
                     continue
-            if step is not None and step.keep_local and step.recorded.get(relative) != target_sum:
+            if step is not None and step.keep_local and step.recorded.get(relative) != target_sum \
+                    and relative not in step.fetched:
                 step.kept_local.append(relative)  # written here since the last transfer: never overwritten
                 continue
             if step is not None and not step.keep_local and held is not None and phases[relative][0] == 2 \

@@ -223,3 +223,31 @@ def test_the_bench_runs_stage_2_local_cold_warm_and_budgeted_side_by_side(s3_env
     assert runs["url-budget-quarter-again"]["fetched_bytes"] <= chunks  # evicted chunks fetched again
     assert 0 < runs["url-budget-quarter-again"]["held_bytes"] < chunks
     assert not (tmp_path / "work").exists()  # the work folder is removed unless --keep
+
+
+def test_a_read_through_mirror_keeps_local_work_and_a_whole_pull_takes_what_only_the_url_changed(
+        local, pushed, tmp_path):
+    # decision 0190 on the read path: the read-through's pull records what it took from the URL, so a later whole
+    # pull (an extraction, `crs cache pull`) replaces metadata only the URL changed, and keeps what was written here
+    import json
+    import shutil
+
+    import zarr
+
+    folder, records = local
+    spec = _spec(tmp_path / "run", pushed, folder / "data", ("pixel_stats",))
+    mirror = load_spec(spec).cache
+    _invoke("probe", str(spec), "--out", str(tmp_path / "first"), "-q")
+    other = tmp_path / "other"  # another machine changes the store's metadata in the bucket
+    shutil.copytree(folder / "cache", other)
+    zarr.open_group(str(other / "cxr.zarr"), mode="a").attrs["note"] = "from elsewhere"
+    _invoke("cache", "push", str(other), pushed)
+    pulled = _invoke("cache", "pull", pushed, str(mirror))
+    assert "kept" not in pulled.split("already there", 1)[1].split("store(s) verified", 1)[0], pulled
+    assert json.loads((mirror / "cxr.zarr" / "zarr.json").read_text())["attributes"]["note"] == "from elsewhere"
+
+    zarr.open_group(str(mirror / "cxr.zarr"), mode="a").attrs["note"] = "mine"  # work done here, not pushed
+    again = _invoke("probe", str(spec), "--out", str(tmp_path / "again"), "-q")
+    assert "kept 1 file(s)" in again and "cxr.zarr/zarr.json" in again, again
+    assert json.loads((mirror / "cxr.zarr" / "zarr.json").read_text())["attributes"]["note"] == "mine"
+    pd.testing.assert_frame_equal(_records(tmp_path / "again"), records)
