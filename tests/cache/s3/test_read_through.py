@@ -211,7 +211,7 @@ def test_the_bench_runs_stage_2_local_cold_warm_and_budgeted_side_by_side(s3_env
     import json
 
     output = _invoke("bench", "readthrough", "--scale", "0.003", "--encoders", "1", "--max-corruptions", "1",
-                     "--dim", "64", "--json", "--workdir", str(tmp_path / "work"))
+                     "--dim", "64", "--repeats", "1", "--json", "--workdir", str(tmp_path / "work"))
     result = json.loads(output[output.index("{"):])
     runs = {run["name"]: run for run in result["runs"]}
     assert list(runs) == ["local", "url-cold", "url-warm", "url-budget-quarter", "url-budget-quarter-again"]
