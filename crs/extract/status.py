@@ -73,7 +73,7 @@ def progress(plan: ExtractPlan, now: float | None = None) -> Progress:
     return Progress(plan.passes, plan.cached_passes, per_dataset, rate, writers, unmarked)
 
 
-def _current(cache: Path, row: PlanRow) -> bool:
+def _current(cache: Path | str, row: PlanRow) -> bool:
     try:
         FeatureStore(store_path(cache, row.dataset)).current_fingerprint(row.encoder)
         return True
