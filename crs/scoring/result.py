@@ -277,8 +277,10 @@ class ScoreResult:
             "",
             f"error floors (noise level of the reference's errors): {floor}",
             *self._interval_lines(),
-            f"leading tier (encoders whose {1 - self.bootstrap.alpha:.0%} simultaneous rank confidence set contains 1): "
-            f"{', '.join(self.bootstrap.leading_tier)}",
+            (f"leading tier (no other contestant surely above them: one {1 - self.bootstrap.alpha:.0%} simultaneous "
+             "family, decision 0166): " if self.statements is not None or self.stored_headline_family else
+             f"leading tier (encoders whose {1 - self.bootstrap.alpha:.0%} simultaneous rank confidence set contains 1): ")
+            + ", ".join(self.bootstrap.leading_tier),
             contest_reversal_line(contest_reversals_of(self), contest_of_score(self).baseline),
             *self._reversal_lines(),
             f"stability: the leader stays first under {stable['leader_unchanged_under_references']} of "
